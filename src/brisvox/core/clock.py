@@ -1,0 +1,230 @@
+"""Time for all brisvox logic.
+
+Logic never reads a clock directly: it receives a :class:`Clock` (or, in the pure
+modules, the time as an argument).  Instants are ``float`` seconds on the running event
+loop's monotonic clock (``loop.time()``); durations are ``float`` seconds.
+
+Two clocks exist:
+
+* :class:`SystemClock` for production: the loop's monotonic time and the real wall time.
+* :class:`SimClock` for simulations and tests: the same loop time, but run on a
+  :class:`VirtualTimeLoop`, whose clock jumps to the next timer whenever every task
+  waits on one; its wall time starts at a fixed origin (2026-01-01T00:00:00Z).
+
+This module is the only place that may call ``time.time``, ``time.monotonic`` or
+``asyncio.sleep`` (a test scans the package for violations).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from concurrent.futures import Executor
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+__all__ = [
+    "SIM_WALL_ORIGIN",
+    "Clock",
+    "SimClock",
+    "SystemClock",
+    "VirtualTimeLoop",
+    "hold_time_for",
+    "monotonic_ns",
+    "run_virtual",
+]
+
+T = TypeVar("T")
+
+SIM_WALL_ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """The injected source of time."""
+
+    def now(self) -> float:
+        """Monotonic seconds on the running loop's clock."""
+        ...
+
+    def wall(self) -> datetime:
+        """Wall-clock time, for logs and records only; never for deadlines."""
+        ...
+
+    async def sleep_until(self, deadline: float) -> None:
+        """Sleep until ``now() >= deadline``; returns at once for a past deadline."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Sleep for ``seconds`` (negative values count as zero)."""
+        ...
+
+
+class _LoopClock:
+    __slots__ = ()
+
+    def now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def sleep_until(self, deadline: float) -> None:
+        await self.sleep(deadline - self.now())
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+class SystemClock(_LoopClock):
+    """Production time: the loop's monotonic clock and the real wall clock."""
+
+    __slots__ = ()
+
+    def wall(self) -> datetime:
+        return datetime.now(UTC)
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+class SimClock(_LoopClock):
+    """Simulation time: loop time (virtual under :class:`VirtualTimeLoop`), wall from a fixed origin.
+
+    The wall origin maps to the loop time at which the clock was first read, so two
+    runs of the same simulation log identical wall times.
+    """
+
+    __slots__ = ("_origin", "_start")
+
+    def __init__(self, origin: datetime = SIM_WALL_ORIGIN) -> None:
+        self._origin = origin
+        self._start: float | None = None
+
+    def now(self) -> float:
+        t = super().now()
+        if self._start is None:
+            self._start = t
+        return t
+
+    def wall(self) -> datetime:
+        t = self.now()
+        assert self._start is not None
+        return self._origin + timedelta(seconds=t - self._start)
+
+    def __repr__(self) -> str:
+        return f"SimClock(origin={self._origin.isoformat()})"
+
+
+class _FastForwardSelector(selectors.BaseSelector):
+    """Wraps the loop's selector: a wait that only a timer can end advances virtual time instead.
+
+    I/O that is already ready is always delivered first (``select(0)``).  While work
+    runs in another thread (``pending_external > 0``) the wait is real, so thread work
+    costs no virtual time and a timer can never fire "during" it.
+    """
+
+    def __init__(self, inner: selectors.BaseSelector, loop: VirtualTimeLoop) -> None:
+        self._inner = inner
+        self._loop = loop
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = self._inner.select(0)
+        if ready or timeout == 0:
+            return ready
+        if self._loop.pending_external > 0 or timeout is None:
+            # Only another thread (or real I/O) can wake us: wait for it in real time.
+            return self._inner.select(None if timeout is None or self._loop.pending_external else timeout)
+        self._loop.advance(timeout)
+        return []
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._inner.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._inner.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._inner.modify(fileobj, events, data)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._inner.get_key(fileobj)
+
+    def get_map(self) -> Any:
+        return self._inner.get_map()
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock fast-forwards to the next timer when every task waits.
+
+    A 120 s timeout costs microseconds and every run of a simulation sees the same
+    times.  Work handed to ``run_in_executor`` takes zero virtual time: the loop waits
+    for it in real time before advancing.  Sockets that another process writes to are
+    not suitable here (time would run ahead of them); such tests use the system clock.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        super().__init__()
+        self._virtual_now = start
+        self.pending_external = 0
+        self._selector = _FastForwardSelector(self._selector, self)  # type: ignore[has-type]
+
+    def time(self) -> float:
+        return self._virtual_now
+
+    def advance(self, seconds: float) -> None:
+        if seconds > 0:
+            self._virtual_now += seconds
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Executor | None, func: Callable[..., T], *args: Any
+    ) -> asyncio.Future[T]:
+        fut = super().run_in_executor(executor, func, *args)
+        self.hold_for(fut)
+        return fut
+
+    def hold_for(self, fut: asyncio.Future[Any]) -> None:
+        """Keep virtual time still until ``fut`` (completed by another thread) is done."""
+        self.pending_external += 1
+
+        def _release(_: asyncio.Future[Any]) -> None:
+            self.pending_external -= 1
+
+        fut.add_done_callback(_release)
+
+
+def hold_time_for(fut: asyncio.Future[Any]) -> None:
+    """Tell a virtual-time loop that ``fut`` is completed by another thread; a no-op otherwise."""
+    loop = fut.get_loop()
+    if isinstance(loop, VirtualTimeLoop):
+        loop.hold_for(fut)
+
+
+def run_virtual(main: Callable[[], Coroutine[Any, Any, T]] | Awaitable[T], *, start: float = 0.0) -> T:
+    """Run a coroutine to completion on a fresh :class:`VirtualTimeLoop`."""
+    loop = VirtualTimeLoop(start)
+    try:
+        coro = main() if callable(main) else main
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            _cancel_leftovers(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
+
+
+def _cancel_leftovers(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+
+
+def monotonic_ns() -> int:
+    """Real monotonic nanoseconds, for benchmarks and profiling only (never logic)."""
+    return time.perf_counter_ns()

@@ -1,0 +1,354 @@
+"""Frames: the shared vocabulary of every pipeline.
+
+Three classes of frame travel between processors:
+
+* **System** frames (start, stop, cancel, interrupt, errors, VAD events) carry no epoch,
+  are never stale and overtake data on each inbox's system lane.
+* **Control** frames (turn and response boundaries) carry the turn epoch they were
+  produced in.
+* **Data** frames (audio, text, transcripts, tool results, metrics) carry it too.
+
+``is_stale(current)`` is the purge predicate of an interruption: a control or data frame
+from an older epoch is dropped, except a tool result (a side-effecting call may already
+have run, so its result must reach the context) and word timings (they say what the
+caller actually heard).
+
+The repr of a frame shows sizes only: never audio samples, never caller or model text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from typing import ClassVar
+
+__all__ = [
+    "BotAudioEnded",
+    "BotAudioStarted",
+    "CancelFrame",
+    "ControlFrame",
+    "DataFrame",
+    "Direction",
+    "DtmfFrame",
+    "EndCallFrame",
+    "ErrorFrame",
+    "Frame",
+    "FrameClass",
+    "InputAudioFrame",
+    "InterruptFrame",
+    "LlmResponseEnded",
+    "LlmResponseStarted",
+    "LlmTextFrame",
+    "MetricsFrame",
+    "OutputAudioFrame",
+    "OverflowClass",
+    "StartFrame",
+    "StopFrame",
+    "SystemFrame",
+    "ToolResultFrame",
+    "TranscriptFrame",
+    "TtsTextFrame",
+    "TurnEndReason",
+    "UserTextFrame",
+    "UserTurnEnded",
+    "UserTurnStarted",
+    "VadStartedFrame",
+    "VadStoppedFrame",
+    "WordTiming",
+    "WordTimingsFrame",
+]
+
+
+class Direction(enum.Enum):
+    """Downstream runs from the transport's input to its output; upstream runs back."""
+
+    DOWNSTREAM = "downstream"
+    UPSTREAM = "upstream"
+
+    @property
+    def reverse(self) -> Direction:
+        return Direction.UPSTREAM if self is Direction.DOWNSTREAM else Direction.DOWNSTREAM
+
+
+class FrameClass(enum.Enum):
+    SYSTEM = "system"
+    CONTROL = "control"
+    DATA = "data"
+
+
+class OverflowClass(enum.Enum):
+    """Which overflow policy of an inbox applies to a data frame (see ``brisvox.core.inbox``)."""
+
+    AUDIO = "audio"
+    METRICS = "metrics"
+    OTHER = "other"  # always backpressure
+
+
+def _redacted(value: object) -> str:
+    if isinstance(value, str):
+        return f"<{len(value)} chars>"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, tuple | list):
+        return f"<{len(value)} items>"
+    return repr(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class Frame:
+    """Base of every frame.  Subclasses set the class variables, never override ``is_stale``."""
+
+    frame_class: ClassVar[FrameClass]
+    overflow: ClassVar[OverflowClass] = OverflowClass.OTHER
+    # Tool results and word timings survive an interruption (see module docs).
+    survives_interrupt: ClassVar[bool] = False
+
+    def is_stale(self, current: int) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{f.name}={_redacted(getattr(self, f.name))}" for f in dataclasses.fields(self))
+        return f"{type(self).__name__}({parts})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class SystemFrame(Frame):
+    frame_class: ClassVar[FrameClass] = FrameClass.SYSTEM
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class _EpochFrame(Frame):
+    epoch: int
+
+    def is_stale(self, current: int) -> bool:
+        return self.epoch < current and not self.survives_interrupt
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ControlFrame(_EpochFrame):
+    frame_class: ClassVar[FrameClass] = FrameClass.CONTROL
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class DataFrame(_EpochFrame):
+    frame_class: ClassVar[FrameClass] = FrameClass.DATA
+
+
+# --- system frames -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class StartFrame(SystemFrame):
+    """Sent downstream once when a pipeline starts."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class StopFrame(SystemFrame):
+    """Graceful stop: a processor first handles everything queued before it, then forwards it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class CancelFrame(SystemFrame):
+    """Immediate stop: forwarded at once, queued frames are dropped."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class InterruptFrame(SystemFrame):
+    """A barge-in: every task adopts ``new_epoch`` and drops frames of older epochs."""
+
+    new_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ErrorFrame(SystemFrame):
+    stage: str
+    message: str
+    fatal: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class VadStartedFrame(SystemFrame):
+    """Speech began at ``at`` (clock seconds)."""
+
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class VadStoppedFrame(SystemFrame):
+    """Speech ended; ``at`` is backdated to the start of the silence that ended it."""
+
+    at: float
+    speech_started_at: float
+
+
+# --- control frames ------------------------------------------------------------------------
+
+
+class TurnEndReason(enum.Enum):
+    SILENCE = "silence"
+    MODEL = "model"  # the end-of-turn model said complete
+    FINAL = "final"  # a punctuated STT final
+    FALLBACK = "fallback"
+    TEXT = "text"  # a typed message
+    HANGUP = "hangup"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class UserTurnStarted(ControlFrame):
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class UserTurnEnded(ControlFrame):
+    at: float
+    reason: TurnEndReason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class LlmResponseStarted(ControlFrame):
+    round: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class LlmResponseEnded(ControlFrame):
+    round: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class BotAudioStarted(ControlFrame):
+    """The bot's audio reached the caller at ``at``."""
+
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class BotAudioEnded(ControlFrame):
+    at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class EndCallFrame(ControlFrame):
+    """Hang up once what was queued before it has played."""
+
+
+# --- data frames ---------------------------------------------------------------------------
+
+
+def _check_pcm(pcm: bytes, sample_rate: int, what: str) -> None:
+    if len(pcm) % 2:
+        raise ValueError(f"{what}: PCM16 audio must hold whole samples, got {len(pcm)} bytes")
+    if sample_rate <= 0:
+        raise ValueError(f"{what}: sample_rate must be positive, got {sample_rate}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class InputAudioFrame(DataFrame):
+    """Caller audio: PCM16 little-endian mono.  Duration and sample count are derived."""
+
+    overflow: ClassVar[OverflowClass] = OverflowClass.AUDIO
+    pcm: bytes
+    sample_rate: int
+    seq: int = 0
+
+    def __post_init__(self) -> None:
+        _check_pcm(self.pcm, self.sample_rate, "InputAudioFrame")
+
+    @property
+    def sample_count(self) -> int:
+        return len(self.pcm) // 2
+
+    @property
+    def duration(self) -> float:
+        return len(self.pcm) / (2 * self.sample_rate)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class OutputAudioFrame(DataFrame):
+    """Bot audio: PCM16 little-endian mono, tagged with the utterance (TTS context) it belongs to."""
+
+    overflow: ClassVar[OverflowClass] = OverflowClass.AUDIO
+    pcm: bytes
+    sample_rate: int
+    utterance: int = 0
+    seq: int = 0
+
+    def __post_init__(self) -> None:
+        _check_pcm(self.pcm, self.sample_rate, "OutputAudioFrame")
+
+    @property
+    def sample_count(self) -> int:
+        return len(self.pcm) // 2
+
+    @property
+    def duration(self) -> float:
+        return len(self.pcm) / (2 * self.sample_rate)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TranscriptFrame(DataFrame):
+    text: str
+    is_final: bool
+    speech_final: bool = False
+    from_finalize: bool = False
+    at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class UserTextFrame(DataFrame):
+    """A message the caller typed instead of speaking."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class LlmTextFrame(DataFrame):
+    text: str
+    round: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TtsTextFrame(DataFrame):
+    """A segment of text handed to TTS for one utterance."""
+
+    text: str
+    utterance: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ToolResultFrame(DataFrame):
+    survives_interrupt: ClassVar[bool] = True
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WordTiming:
+    """One word of an utterance, in seconds from the utterance's first sample."""
+
+    word: str
+    start: float
+    end: float
+
+    def __repr__(self) -> str:
+        return f"WordTiming(<{len(self.word)} chars>, {self.start:.3f}-{self.end:.3f})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class WordTimingsFrame(DataFrame):
+    survives_interrupt: ClassVar[bool] = True
+    utterance: int
+    words: tuple[WordTiming, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class DtmfFrame(DataFrame):
+    digit: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class MetricsFrame(DataFrame):
+    overflow: ClassVar[OverflowClass] = OverflowClass.METRICS
+    name: str
+    value: float

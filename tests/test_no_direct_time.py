@@ -1,0 +1,52 @@
+"""Logic reads time only through brisvox.core.clock: scan the package for direct clock reads."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "brisvox"
+ALLOWED = {PACKAGE / "core" / "clock.py"}
+FORBIDDEN_ATTRS = {
+    ("time", "time"),
+    ("time", "monotonic"),
+    ("time", "monotonic_ns"),
+    ("time", "perf_counter"),
+    ("time", "perf_counter_ns"),
+    ("time", "time_ns"),
+    ("time", "sleep"),
+    ("asyncio", "sleep"),
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+}
+FORBIDDEN_IMPORTS = {("time", n) for n in ("time", "monotonic", "sleep", "perf_counter", "time_ns")} | {
+    ("asyncio", "sleep")
+}
+
+
+def violations(source: str) -> list[tuple[int, str]]:
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in FORBIDDEN_ATTRS:
+                found.append((node.lineno, f"{node.value.id}.{node.attr}"))
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                if (node.module, alias.name) in FORBIDDEN_IMPORTS:
+                    found.append((node.lineno, f"from {node.module} import {alias.name}"))
+    return found
+
+
+def test_the_scanner_finds_each_kind_of_direct_clock_read() -> None:
+    src = "import time, asyncio\nfrom time import monotonic\nx = time.time()\nawait_ = asyncio.sleep(1)\n"
+    assert [v for _, v in violations(src)] == ["from time import monotonic", "time.time", "asyncio.sleep"]
+
+
+def test_no_module_outside_the_clock_reads_time_directly() -> None:
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in ALLOWED:
+            continue
+        for line, what in violations(path.read_text()):
+            bad.append(f"{path.relative_to(PACKAGE)}:{line}: {what}")
+    assert not bad, "direct clock reads outside brisvox.core.clock:\n" + "\n".join(bad)
