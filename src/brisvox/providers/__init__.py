@@ -1,1 +1,44 @@
-"""brisvox.providers."""
+"""brisvox.providers: the STT, LLM and TTS interfaces, their events and errors.
+
+Adapters live in subpackages (``local`` for the embedded models); mocks live in
+``brisvox.sim``.  See docs/PROVIDERS.md.
+"""
+
+from brisvox.providers.channel import DEFAULT_EVENT_CAPACITY, Channel, Overflow, SessionBase
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, SttSession, Transcript
+from brisvox.providers.tts import (
+    TtsAudio,
+    TtsCancelled,
+    TtsConfig,
+    TtsError,
+    TtsEvent,
+    TtsFlushed,
+    TtsProvider,
+    TtsSession,
+    TtsWords,
+)
+
+__all__ = [
+    "DEFAULT_EVENT_CAPACITY",
+    "Channel",
+    "Overflow",
+    "ProviderError",
+    "ProviderErrorKind",
+    "SessionBase",
+    "SttConfig",
+    "SttError",
+    "SttEvent",
+    "SttProvider",
+    "SttSession",
+    "Transcript",
+    "TtsAudio",
+    "TtsCancelled",
+    "TtsConfig",
+    "TtsError",
+    "TtsEvent",
+    "TtsFlushed",
+    "TtsProvider",
+    "TtsSession",
+    "TtsWords",
+]
