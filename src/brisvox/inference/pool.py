@@ -231,7 +231,8 @@ class InferencePool:
             self._on_worker_exit()
 
     def _run_job(self, job: _Job[Any]) -> None:
-        if job.cancelled:
+        # The future's done callbacks run on the loop later; its state is set at once.
+        if job.cancelled or job.future.cancelled():
             with self._cond:
                 self._skipped += 1
             return
