@@ -1,0 +1,79 @@
+"""Tool specs: what the model is told about a tool, and how the engine treats it.
+
+A :class:`ToolSpec` is plain data.  The :class:`~brisvox.agent.tools.registry.ToolRegistry`
+checks it (name rules, timeout, kind-only options, schema) when a tool is registered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DEFAULT_FILLER_AFTER",
+    "DEFAULT_TOOL_TIMEOUT",
+    "ToolKind",
+    "ToolSpec",
+]
+
+DEFAULT_TOOL_TIMEOUT = 5.0
+"""Seconds a caller waits for a tool by default."""
+
+DEFAULT_FILLER_AFTER = 0.7
+"""A tool's own filler delay (seconds); used only by a per-tool filler policy."""
+
+
+class ToolKind(enum.Enum):
+    """ReadOnly tools only look things up; SideEffect tools change the world."""
+
+    READ_ONLY = "read_only"
+    SIDE_EFFECT = "side_effect"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """Name, description, JSON Schema of the arguments, kind and timing of one tool.
+
+    * ``parameters``: a JSON Schema (draft 2020-12) whose ``type`` is ``"object"``.
+    * ``timeout``: seconds the caller waits (a ReadOnly call is dropped then; a
+      SideEffect call keeps running and its result comes later as a note).
+    * ``filler_after``: the tool's own filler delay, or ``None`` to never play a
+      filler for it (under the default fixed-delay policy only on/off matters).
+    * ``repeatable``: a SideEffect tool whose identical call may repeat in later
+      responses of one turn (pressing the same IVR digit twice).
+    * ``confirm``: a SideEffect tool held until the user confirms in a later turn.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}, hash=False, compare=True
+    )
+    kind: ToolKind = ToolKind.READ_ONLY
+    timeout: float = DEFAULT_TOOL_TIMEOUT
+    filler_after: float | None = DEFAULT_FILLER_AFTER
+    repeatable: bool = False
+    confirm: bool = False
+
+    @property
+    def is_side_effect(self) -> bool:
+        return self.kind is ToolKind.SIDE_EFFECT
+
+    def with_timeout(self, seconds: float) -> ToolSpec:
+        return dataclasses.replace(self, timeout=seconds)
+
+    def with_filler_after(self, seconds: float | None) -> ToolSpec:
+        return dataclasses.replace(self, filler_after=seconds)
+
+    def with_repeatable(self, repeatable: bool = True) -> ToolSpec:
+        return dataclasses.replace(self, repeatable=repeatable)
+
+    def with_confirm(self, confirm: bool = True) -> ToolSpec:
+        return dataclasses.replace(self, confirm=confirm)
+
+    def to_json(self) -> dict[str, Any]:
+        """The neutral declaration a provider adapter translates (name, description, parameters)."""
+        return {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import brisvox.agent
+import brisvox.agent.tools
+
+
+def test_the_agent_package_exports_exactly_its_public_api() -> None:
+    assert sorted(brisvox.agent.__all__) == sorted(
+        [
+            "AssistantMessage",
+            "CharsPerToken",
+            "Context",
+            "ContextError",
+            "Message",
+            "SystemMessage",
+            "TokenEstimator",
+            "ToolCall",
+            "ToolKind",
+            "ToolMessage",
+            "ToolSpec",
+            "UserMessage",
+        ]
+    )
+    for name in brisvox.agent.__all__:
+        assert hasattr(brisvox.agent, name)
+
+
+def test_the_tools_package_exports_exactly_its_public_api() -> None:
+    assert sorted(brisvox.agent.tools.__all__) == sorted(
+        ["DEFAULT_FILLER_AFTER", "DEFAULT_TOOL_TIMEOUT", "ToolKind", "ToolSpec"]
+    )
+    for name in brisvox.agent.tools.__all__:
+        assert hasattr(brisvox.agent.tools, name)
