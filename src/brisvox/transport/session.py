@@ -232,7 +232,7 @@ class TransportSession:
     def events_dropped(self) -> int:
         return self._events.dropped
 
-    async def close(self, timeout: float = 5.0) -> StopReason:  # noqa: ASYNC109 (the spec names it)
+    async def close(self, timeout: float = 5.0) -> StopReason:
         """End the session (REQUESTED unless it already had a reason) and join every task.
         Returns TIMEOUT, after aborting the supervisor, when that takes longer than ``timeout``."""
         self._set_reason(StopReason.REQUESTED)
