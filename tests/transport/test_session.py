@@ -6,6 +6,7 @@ import pytest
 
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ChannelClosed, ConfigError
+from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.transport import (
     CallerAudio,
     CallInfo,
@@ -466,3 +467,25 @@ def drain_heard(client: object) -> list:  # type: ignore[type-arg]
     except ChannelClosed:
         pass
     return out
+
+
+async def test_no_task_is_left_after_stop_hang_up_disconnect_timeout_and_close() -> None:
+    clock = SimClock()
+    baseline = live_tasks()
+    async with loopback_call() as (_clock, client, session):
+        await session.send(audio(1))
+        await session.send(Stop())
+        await session.wait_stopped()
+    async with loopback_call() as (_clock, client, session):
+        await client.hangup()
+        await session.wait_stopped()
+    async with loopback_call() as (_clock, client, session):
+        client.disconnect()
+        await session.wait_stopped()
+    link, ends = call_pair(CallInfo(call_id="raw"))
+    session = await TransportSession.open(clock, link)
+    for i in range(30):
+        await session.send(audio(i))
+    await session.wait_stopped()
+    await session.close()
+    await wait_for_task_baseline(clock, baseline, timeout=1.0)

@@ -23,6 +23,7 @@ from types import TracebackType
 
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
+from brisvox.core.tasks import TaskScope
 from brisvox.transport._timeout import bounded
 from brisvox.transport.channel import WAKE, Channel
 from brisvox.transport.events import (
@@ -140,7 +141,7 @@ class LoopbackTransport:
         self._config.validate()
         self._clock = clock
         self._accept: Channel[CallLink] = Channel(self._config.accept_queue, name="loopback accept")
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._scope = TaskScope("loopback")
         self._ids = itertools.count(1)
 
     async def __aenter__(self) -> LoopbackTransport:
@@ -157,9 +158,7 @@ class LoopbackTransport:
         ends.events.try_send(WireStarted(info))
         heard: Channel[Heard] = Channel(self._config.heard_capacity, name="loopback heard")
         client = LoopbackClient(self._clock, ends, heard, self._config)
-        task = asyncio.get_running_loop().create_task(self._adapt(ends, heard), name=f"loopback[{info.call_id}]")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._scope.spawn(self._adapt(ends, heard), name=info.call_id)
         await bounded(self._clock, self._config.send_timeout, self._accept.send(link), "loopback accept")
         return client
 
@@ -168,10 +167,7 @@ class LoopbackTransport:
 
     async def aclose(self) -> None:
         self._accept.close()
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._scope.aclose()
 
     async def _adapt(self, ends: CallEnds, heard: Channel[Heard]) -> None:
         """Deliver the core's output to the client after the configured latency."""

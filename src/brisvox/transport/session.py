@@ -1,7 +1,7 @@
 """TransportSession: the asyncio shell around the ledger, the pacer and one CallLink.
 
-``await TransportSession.open(clock, link, config)`` starts five tasks, all owned by
-the session (``close()`` cancels and joins them):
+``await TransportSession.open(clock, link, config)`` starts five tasks in the session's
+:class:`~brisvox.core.tasks.TaskScope` (``close()`` cancels and joins them):
 
 * **commands** takes queued engine commands in order: audio is cut into frames of at
   most one tick and pushed into the :class:`~brisvox.audio.pacer.OutputPacer` (audio of
@@ -40,6 +40,7 @@ from brisvox.audio.pacer import FRAME_DURATION, OutputPacer
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.core.frames import InputAudioFrame, OutputAudioFrame
+from brisvox.core.tasks import TaskScope
 from brisvox.transport._timeout import bounded
 from brisvox.transport.channel import Channel, ItemPolicy, Overflow
 from brisvox.transport.events import (
@@ -194,6 +195,7 @@ class TransportSession:
         self._first_done = asyncio.Event()
         self._workers: list[asyncio.Task[None]] = []
         self._supervisor: asyncio.Task[None] | None = None
+        self._scope = TaskScope(f"transport[{link.info.call_id}]")
         self.stale_audio_dropped = 0
 
     # --- public API ------------------------------------------------------------------------
@@ -243,9 +245,9 @@ class TransportSession:
         try:
             await bounded(self._clock, timeout, asyncio.shield(sup), "transport session close")
         except DeadlineExceeded:
-            sup.cancel()
-            await asyncio.gather(sup, return_exceptions=True)
+            await self._scope.aclose()
             return StopReason.TIMEOUT
+        await self._scope.aclose()
         return self._reason or StopReason.REQUESTED
 
     async def wait_stopped(self) -> StopReason:
@@ -264,12 +266,11 @@ class TransportSession:
     # --- tasks -----------------------------------------------------------------------------
 
     def _start(self) -> None:
-        loop = asyncio.get_running_loop()
-        prefix = f"transport[{self._link.info.call_id}]"
+        scope = self._scope
         for name, coro in (("commands", self._run_commands()), ("pacer", self._pacer.run()),
                            ("output", self._run_output()), ("input", self._run_input())):
-            self._workers.append(loop.create_task(self._worker(coro), name=f"{prefix}.{name}"))
-        self._supervisor = loop.create_task(self._supervise(), name=f"{prefix}.supervisor")
+            self._workers.append(scope.spawn(self._worker(coro), name=name))
+        self._supervisor = scope.spawn(self._supervise(), name="supervisor")
 
     async def _worker(self, coro: Coroutine[Any, Any, None]) -> None:
         try:
