@@ -482,7 +482,7 @@ async def test_no_task_is_left_after_stop_hang_up_disconnect_timeout_and_close()
     async with loopback_call() as (_clock, client, session):
         client.disconnect()
         await session.wait_stopped()
-    link, ends = call_pair(CallInfo(call_id="raw"))
+    link, _ends = call_pair(CallInfo(call_id="raw"))
     session = await TransportSession.open(clock, link)
     for i in range(30):
         await session.send(audio(i))
