@@ -159,15 +159,7 @@ def test_the_json_form_round_trips_with_roles_and_provider_data() -> None:
     ctx.push_user("weather?")
     ctx.push_assistant(
         "checking",
-        [
-            ToolCall(
-                id="t1.0",
-                name="weather",
-                arguments={"city": "Izmir"},
-                provider_id="call_9",
-                provider_data={"s": 1},
-            )
-        ],
+        [ToolCall(id="t1.0", name="weather", arguments={"city": "Izmir"}, provider_id="call_9", provider_data={"s": 1})],
         provider_data={"signature": "abc"},
     )
     ctx.push_tool_result("t1.0", '{"temp": 21}')
@@ -184,10 +176,7 @@ def test_the_json_form_round_trips_with_roles_and_provider_data() -> None:
     [
         ('{"role": "user"}', "list"),
         ('[{"role": "robot", "text": "x"}]', "role"),
-        (
-            '[{"role": "assistant", "text": "", "tool_calls": [{"id": "t0.0", "name": "n", "arguments": [1]}]}]',
-            "JSON object",
-        ),
+        ('[{"role": "assistant", "text": "", "tool_calls": [{"id": "t0.0", "name": "n", "arguments": [1]}]}]', "JSON object"),
         ('[{"role": "tool", "call_id": "t0.0", "content": "x"}]', "unknown call"),
         ("[{", "parse"),
         ('[{"role": "user", "text": 3}]', "text"),

@@ -15,11 +15,6 @@ def test_a_spec_has_the_documented_defaults() -> None:
 def test_builders_return_changed_copies() -> None:
     spec = ToolSpec(name="book", description="book", kind=ToolKind.SIDE_EFFECT)
     changed = spec.with_timeout(2.0).with_filler_after(None).with_repeatable().with_confirm()
-    assert (changed.timeout, changed.filler_after, changed.repeatable, changed.confirm) == (
-        2.0,
-        None,
-        True,
-        True,
-    )
+    assert (changed.timeout, changed.filler_after, changed.repeatable, changed.confirm) == (2.0, None, True, True)
     assert spec.timeout == 5.0 and changed.is_side_effect
     assert changed.to_json() == {"name": "book", "description": "book", "parameters": spec.parameters}
