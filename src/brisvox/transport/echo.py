@@ -8,7 +8,7 @@ whose seq is a multiple of ``mark_every`` (when set) is followed by a mark ``m<s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
@@ -24,10 +24,11 @@ __all__ = ["EchoOptions", "echo_call", "run_echo"]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EchoOptions:
     mark_every: int = 0
-    session: SessionConfig = SessionConfig()
+    session: SessionConfig = field(default_factory=SessionConfig)
 
 
-async def echo_call(clock: Clock, link: CallLink, options: EchoOptions = EchoOptions()) -> None:
+async def echo_call(clock: Clock, link: CallLink, options: EchoOptions | None = None) -> None:
+    options = options or EchoOptions()
     session = await TransportSession.open(clock, link, options.session)
     epoch = 0
     try:
@@ -54,7 +55,7 @@ async def echo_call(clock: Clock, link: CallLink, options: EchoOptions = EchoOpt
 
 
 async def run_echo(clock: Clock, transport: Transport, scope: TaskScope,
-                   options: EchoOptions = EchoOptions()) -> None:
+                   options: EchoOptions | None = None) -> None:
     """Accept calls until the transport closes its accept queue."""
     n = 0
     while True:

@@ -20,6 +20,7 @@ All timers run on the injected clock.  ``docs/WEBSOCKET_PROTOCOL.md`` is the pro
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import uuid
@@ -240,10 +241,8 @@ class _Call:
             scope.spawn(self._monitor(), name="monitor")
             await writer
             if not reader.done():
-                try:
+                with contextlib.suppress(DeadlineExceeded):
                     await bounded(self.clock, self.cfg.close_grace, asyncio.shield(reader), "close handshake")
-                except DeadlineExceeded:
-                    pass
             scope.cancel()
 
     # --- reader ----------------------------------------------------------------------------
@@ -353,18 +352,15 @@ class _Call:
             self.writing_since = None
 
     async def _goodbye(self, stop: StopKind | None, close: CloseCode, extra: str | None = None) -> None:
+        self.stats.closes[int(close)] = self.stats.closes.get(int(close), 0) + 1
         try:
             if extra is not None:
                 await self._write(extra)
             if stop is not None:
                 await self._write(stop_message(stop))
-            self.writing_since = self.clock.now()
             await bounded(self.clock, self.cfg.close_grace * 2, self.peer.close(close, ""), "close")
         except (PeerClosed, DeadlineExceeded):
             self.peer.abort()
-        finally:
-            self.writing_since = None
-        self.stats.closes[int(close)] = self.stats.closes.get(int(close), 0) + 1
 
     async def _writer(self) -> None:
         out, ended, cfg = self.ends.out, self.ends.ended, self.cfg
@@ -452,7 +448,7 @@ class _Call:
                     return
             if self.shutdown.is_set():
                 self.ends.out.wake()
-            if now - self.last_seen > cfg.ping_timeout:
+            if self.fatal is None and now - self.last_seen > cfg.ping_timeout:
                 self.stats.ping_timeouts += 1
                 self._request_fatal(CloseCode.POLICY, ErrorCode.PING_TIMEOUT,
                                     f"nothing from the client for {cfg.ping_timeout:g} s")
