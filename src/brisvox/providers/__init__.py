@@ -6,6 +6,22 @@ Adapters live in subpackages (``local`` for the embedded models); mocks live in
 
 from brisvox.providers.channel import DEFAULT_EVENT_CAPACITY, Channel, Overflow, SessionBase
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.llm import (
+    Done,
+    FinishReason,
+    GeneratorLlmStream,
+    LlmError,
+    LlmEvent,
+    LlmProvider,
+    LlmRequest,
+    LlmStream,
+    ProviderDataDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolChoice,
+    ToolChoiceMode,
+    Usage,
+)
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, SttSession, Transcript
 from brisvox.providers.tts import (
     TtsAudio,
@@ -16,13 +32,23 @@ from brisvox.providers.tts import (
     TtsFlushed,
     TtsProvider,
     TtsSession,
+    TtsSessionBase,
     TtsWords,
 )
 
 __all__ = [
     "DEFAULT_EVENT_CAPACITY",
     "Channel",
+    "Done",
+    "FinishReason",
+    "GeneratorLlmStream",
+    "LlmError",
+    "LlmEvent",
+    "LlmProvider",
+    "LlmRequest",
+    "LlmStream",
     "Overflow",
+    "ProviderDataDelta",
     "ProviderError",
     "ProviderErrorKind",
     "SessionBase",
@@ -31,6 +57,10 @@ __all__ = [
     "SttEvent",
     "SttProvider",
     "SttSession",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolChoice",
+    "ToolChoiceMode",
     "Transcript",
     "TtsAudio",
     "TtsCancelled",
@@ -40,5 +70,7 @@ __all__ = [
     "TtsFlushed",
     "TtsProvider",
     "TtsSession",
+    "TtsSessionBase",
     "TtsWords",
+    "Usage",
 ]

@@ -24,11 +24,14 @@ every context and closes the connection.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import WordTiming
+from brisvox.providers.channel import DEFAULT_EVENT_CAPACITY, SessionBase
 from brisvox.providers.errors import ProviderError
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "TtsFlushed",
     "TtsProvider",
     "TtsSession",
+    "TtsSessionBase",
     "TtsWords",
 ]
 
@@ -155,3 +159,53 @@ class TtsProvider(Protocol):
     async def warm(self) -> None:
         """Prepare ahead of the first call (load and run the model once, pool a connection)."""
         return None
+
+
+class TtsSessionBase(SessionBase[TtsEvent]):
+    """Helper for TTS session handles: the priority cancel, implemented once.
+
+    ``cancel`` marks the context cancelled, purges its queued events, queues one
+    :class:`TtsCancelled` (ahead of everything when the event channel is full) and calls
+    the subclass hook :meth:`_on_cancel` (stop synthesis, tell the server).  The reader
+    skips any event of a cancelled context that the producer still emits afterwards, so
+    no event of the context follows its :class:`TtsCancelled`.  Subclasses implement
+    ``send_text`` and ``flush`` (ignoring cancelled contexts: :meth:`is_cancelled`).
+    """
+
+    def __init__(self, *, capacity: int = DEFAULT_EVENT_CAPACITY, name: str = "tts session") -> None:
+        super().__init__(capacity=capacity, name=name)
+        self._cancelled: set[int] = set()
+        # Cancel notices that found the event channel full; each context at most once.
+        self._notices: deque[TtsCancelled] = deque()
+
+    def is_cancelled(self, context_id: int) -> bool:
+        return context_id in self._cancelled
+
+    def cancel(self, context_id: int) -> None:
+        if context_id in self._cancelled or self.closed:
+            return
+        self._cancelled.add(context_id)
+        self._events.remove_if(lambda event: _context_of(event) == context_id)
+        notice = TtsCancelled(context_id=context_id)
+        try:
+            queued = self._events.put_nowait(notice)
+        except ChannelClosed:
+            queued = True  # the session ended: nobody reads a notice
+        if not queued:
+            self._notices.append(notice)
+        self._on_cancel(context_id)
+
+    def _on_cancel(self, context_id: int) -> None:
+        """Subclass hook: stop work on the context at once (must not block)."""
+
+    async def __anext__(self) -> TtsEvent:
+        while True:
+            if self._notices:
+                return self._notices.popleft()
+            event = await super().__anext__()
+            if isinstance(event, TtsCancelled) or _context_of(event) not in self._cancelled:
+                return event
+
+
+def _context_of(event: TtsEvent) -> int | None:
+    return event.context_id
