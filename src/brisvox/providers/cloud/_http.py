@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +20,12 @@ import httpx
 
 from brisvox.core.clock import Clock
 from brisvox.core.errors import DeadlineExceeded
+from brisvox.providers.cloud._errors import error_from_status, retry_after_header, vendor_message
 from brisvox.providers.cloud._sse import SseDecoder, SseEvent
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import ResiliencePolicy, deadline, timeout_error
 
-__all__ = ["HttpStreamer", "StreamState", "error_from_status", "vendor_message"]
-
-log = logging.getLogger(__name__)
+__all__ = ["HttpStreamer", "StreamState"]
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -38,48 +36,6 @@ class StreamState:
 
     started_at: float
     got_first: bool = False
-
-
-def vendor_message(body: bytes) -> str:
-    """The vendor's own error text from a JSON error body (OpenAI, Anthropic and Gemini shapes)."""
-    text = body.decode("utf-8", errors="replace")
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return text[:200]
-    if isinstance(obj, list) and obj:
-        obj = obj[0]
-    if isinstance(obj, dict):
-        err = obj.get("error", obj)
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("type") or err.get("status")
-            if isinstance(msg, str):
-                return msg[:200]
-        elif isinstance(err, str):
-            return err[:200]
-    return text[:200]
-
-
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    try:
-        return max(0.0, float(raw))
-    except ValueError:
-        return None
-
-
-def error_from_status(provider: str, status: int, message: str, retry_after: float | None = None) -> ProviderError:
-    if status in (401, 403):
-        kind = ProviderErrorKind.AUTH
-    elif status == 429:
-        kind = ProviderErrorKind.RATE_LIMITED
-    elif status >= 500:
-        kind = ProviderErrorKind.SERVER
-    else:
-        kind = ProviderErrorKind.INVALID_REQUEST
-    return ProviderError(provider, kind, message or "request refused", status=status, retry_after=retry_after)
 
 
 class HttpStreamer:
@@ -116,7 +72,7 @@ class HttpStreamer:
                 if response.status_code >= 300:
                     raw = await _read_bounded(response)
                     raise error_from_status(
-                        self.provider, response.status_code, vendor_message(raw), _retry_after(response.headers)
+                        self.provider, response.status_code, vendor_message(raw), retry_after_header(response.headers)
                     )
         except DeadlineExceeded:
             await _close_quietly(response)
@@ -130,10 +86,10 @@ class HttpStreamer:
         assert response is not None
         return response
 
-    async def chunks(self, response: httpx.Response, state: StreamState) -> AsyncIterator[bytes]:
+    async def chunks(self, response: httpx.Response, state: StreamState) -> AsyncGenerator[bytes, None]:
         """The raw body, each read bounded by the first-token or the idle deadline."""
         policy = self.policy
-        raw = response.aiter_raw().__aiter__()
+        raw = response.aiter_raw()
         try:
             while True:
                 if state.got_first:
@@ -154,8 +110,9 @@ class HttpStreamer:
                 yield chunk
         finally:
             await _close_quietly(response)
+            await _finish_iterator(raw)
 
-    async def sse(self, response: httpx.Response, state: StreamState) -> AsyncIterator[SseEvent]:
+    async def sse(self, response: httpx.Response, state: StreamState) -> AsyncGenerator[SseEvent, None]:
         """Server-sent events of the body; raises ``closed`` when the body ends inside an event."""
         decoder = SseDecoder()
         gen = self.chunks(response, state)
@@ -184,11 +141,30 @@ def _new_client() -> httpx.AsyncClient:
 
 async def _read_bounded(response: httpx.Response) -> bytes:
     out = bytearray()
-    async for chunk in response.aiter_raw():
-        out += chunk
-        if len(out) >= MAX_ERROR_BODY:
-            break
+    raw = response.aiter_raw()
+    try:
+        async for chunk in raw:
+            out += chunk
+            if len(out) >= MAX_ERROR_BODY:
+                break
+    finally:
+        await _close_quietly(response)
+        await _finish_iterator(raw)
     return bytes(out[:MAX_ERROR_BODY])
+
+
+async def _finish_iterator(raw: AsyncIterator[bytes]) -> None:
+    """Run httpx's nested body generators to their end after the response was closed.
+
+    Closing only the outer generator would leave the inner ones suspended; the loop then
+    finalizes them later in tasks of its own.  Resumed after ``response.aclose()`` they
+    fail at once on the closed stream and finish in place.
+    """
+    for _ in range(3):
+        try:
+            await raw.__anext__()
+        except Exception:  # StopAsyncIteration or the closed stream's error: finished
+            return
 
 
 async def _close_quietly(response: httpx.Response | None) -> None:

@@ -16,11 +16,11 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from brisvox.core.clock import Clock
 from brisvox.core.errors import DeadlineExceeded
-from brisvox.providers.cloud._http import error_from_status
+from brisvox.providers.cloud._errors import error_from_status
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import ResiliencePolicy, deadline, timeout_error
 
-__all__ = ["close_error", "open_ws", "close_ws"]
+__all__ = ["close_error", "close_ws", "open_ws"]
 
 MAX_MESSAGE = 16 * 1024 * 1024
 
