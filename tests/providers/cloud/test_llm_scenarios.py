@@ -9,7 +9,6 @@ what reached the "vendor" on the next request: the results in call order, in its
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from brisvox.providers.errors import ProviderErrorKind
 from brisvox.providers.llm import Done, FinishReason, LlmError, LlmProvider, LlmRequest
 from brisvox.providers.resilient import ResiliencePolicy
 
-from ._llm_wire import C, Cut, Pause, Script, T, VendorFake, assistant_message, call, collect, interleave
+from ._llm_wire import Cut, Pause, Script, T, VendorFake, assistant_message, call, collect, interleave
 
 VENDORS = ["openai", "anthropic", "gemini"]
 KEY = "sk-test-secret-0042"
@@ -308,5 +307,3 @@ async def test_the_api_key_is_redacted_in_reprs_and_errors(vendor: str) -> None:
     assert isinstance(got.terminal, LlmError) and got.terminal.error.kind is ProviderErrorKind.AUTH
     assert KEY not in str(got.terminal.error)
 
-
-_unused: list[Callable[..., Any] | type] = [C]
