@@ -3,6 +3,7 @@ import brisvox.inference
 
 def test_the_inference_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.inference.__all__) == [
+        "EnergyScorer",
         "InferenceError",
         "InferenceFailed",
         "InferencePool",
@@ -16,7 +17,14 @@ def test_the_inference_package_exports_exactly_its_public_api() -> None:
         "PoolFull",
         "PoolRefused",
         "PoolStats",
+        "SileroModel",
+        "SileroScorer",
+        "VadEvent",
+        "VadParams",
+        "VadTracker",
+        "VoiceActivityDetector",
         "WheelMember",
+        "WindowScorer",
         "fetch_models",
         "model_dir",
         "model_path",

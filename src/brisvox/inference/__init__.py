@@ -1,5 +1,6 @@
 """brisvox.inference: the inference thread pools, voice activity, end of turn, and model files."""
 
+from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.errors import (
     InferenceError,
     InferenceFailed,
@@ -20,8 +21,11 @@ from brisvox.inference.models import (
     require_model,
 )
 from brisvox.inference.pool import InferencePool, Lane, PoolConfig, PoolStats, start_turn_executor
+from brisvox.inference.silero import SileroModel, SileroScorer
+from brisvox.inference.vad import VadEvent, VadParams, VadTracker, VoiceActivityDetector, WindowScorer
 
 __all__ = [
+    "EnergyScorer",
     "InferenceError",
     "InferenceFailed",
     "InferencePool",
@@ -35,7 +39,14 @@ __all__ = [
     "PoolFull",
     "PoolRefused",
     "PoolStats",
+    "SileroModel",
+    "SileroScorer",
+    "VadEvent",
+    "VadParams",
+    "VadTracker",
+    "VoiceActivityDetector",
     "WheelMember",
+    "WindowScorer",
     "fetch_models",
     "model_dir",
     "model_path",
