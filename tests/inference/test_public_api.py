@@ -3,6 +3,7 @@ import brisvox.inference
 
 def test_the_inference_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.inference.__all__) == [
+        "EndOfTurnAnalyzer",
         "EnergyScorer",
         "InferenceError",
         "InferenceFailed",
@@ -19,6 +20,9 @@ def test_the_inference_package_exports_exactly_its_public_api() -> None:
         "PoolStats",
         "SileroModel",
         "SileroScorer",
+        "SmartTurnModel",
+        "TurnAudio",
+        "TurnVerdict",
         "VadEvent",
         "VadParams",
         "VadTracker",
@@ -26,6 +30,7 @@ def test_the_inference_package_exports_exactly_its_public_api() -> None:
         "WheelMember",
         "WindowScorer",
         "fetch_models",
+        "log_mel",
         "model_dir",
         "model_path",
         "register_model",

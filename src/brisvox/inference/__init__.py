@@ -11,6 +11,7 @@ from brisvox.inference.errors import (
     PoolFull,
     PoolRefused,
 )
+from brisvox.inference.mel import log_mel
 from brisvox.inference.models import (
     ModelFile,
     WheelMember,
@@ -22,9 +23,11 @@ from brisvox.inference.models import (
 )
 from brisvox.inference.pool import InferencePool, Lane, PoolConfig, PoolStats, start_turn_executor
 from brisvox.inference.silero import SileroModel, SileroScorer
+from brisvox.inference.smart_turn import EndOfTurnAnalyzer, SmartTurnModel, TurnAudio, TurnVerdict
 from brisvox.inference.vad import VadEvent, VadParams, VadTracker, VoiceActivityDetector, WindowScorer
 
 __all__ = [
+    "EndOfTurnAnalyzer",
     "EnergyScorer",
     "InferenceError",
     "InferenceFailed",
@@ -41,6 +44,9 @@ __all__ = [
     "PoolStats",
     "SileroModel",
     "SileroScorer",
+    "SmartTurnModel",
+    "TurnAudio",
+    "TurnVerdict",
     "VadEvent",
     "VadParams",
     "VadTracker",
@@ -48,6 +54,7 @@ __all__ = [
     "WheelMember",
     "WindowScorer",
     "fetch_models",
+    "log_mel",
     "model_dir",
     "model_path",
     "register_model",
