@@ -20,6 +20,7 @@ apt:
 
 deps-test: venv apt
 	$(PIP) install -q -e '.[test,local]'
+	$(PY) -m brisvox models fetch
 
 test: deps-test check
 
@@ -36,6 +37,7 @@ pytest:
 
 demo: venv apt
 	$(PIP) install -q -e '.[local]'
+	$(PY) -m brisvox models fetch
 	$(PY) -m brisvox demo
 
 bench: venv

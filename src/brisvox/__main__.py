@@ -13,6 +13,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"brisvox {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.add_parser("demo", help="run the local demonstration")
+    from brisvox.inference._cli import add_models_parser
+
+    add_models_parser(sub)
     return parser
 
 
@@ -23,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
         from brisvox._demo import run_demo
 
         return run_demo()
+    if args.command == "models":
+        from brisvox.inference._cli import run_models_command
+
+        return run_models_command(args)
     parser.print_help()
     return 2
 

@@ -7,6 +7,13 @@ import brisvox.agent.tools
 def test_the_agent_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.agent.__all__) == sorted(
         [
+            "Adaptive",
+            "BackchannelSet",
+            "FixedSilence",
+            "InterruptionPolicy",
+            "TurnMachine",
+            "TurnPolicy",
+            "TurnState",
             "AssistantMessage",
             "CharsPerToken",
             "Context",

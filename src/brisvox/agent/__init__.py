@@ -12,13 +12,19 @@ from brisvox.agent.context import (
     ToolMessage,
     UserMessage,
 )
+from brisvox.agent.interrupt import BackchannelSet, InterruptionPolicy
 from brisvox.agent.tools.spec import ToolKind, ToolSpec
+from brisvox.agent.turn import Adaptive, FixedSilence, TurnMachine, TurnPolicy, TurnState
 
 __all__ = [
+    "Adaptive",
     "AssistantMessage",
+    "BackchannelSet",
     "CharsPerToken",
     "Context",
     "ContextError",
+    "FixedSilence",
+    "InterruptionPolicy",
     "Message",
     "SystemMessage",
     "TokenEstimator",
@@ -26,5 +32,8 @@ __all__ = [
     "ToolKind",
     "ToolMessage",
     "ToolSpec",
+    "TurnMachine",
+    "TurnPolicy",
+    "TurnState",
     "UserMessage",
 ]

@@ -1,1 +1,76 @@
-"""brisvox.providers."""
+"""brisvox.providers: the STT, LLM and TTS interfaces, their events and errors.
+
+Adapters live in subpackages (``local`` for the embedded models); mocks live in
+``brisvox.sim``.  See docs/PROVIDERS.md.
+"""
+
+from brisvox.providers.channel import DEFAULT_EVENT_CAPACITY, Channel, Overflow, SessionBase
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.llm import (
+    Done,
+    FinishReason,
+    GeneratorLlmStream,
+    LlmError,
+    LlmEvent,
+    LlmProvider,
+    LlmRequest,
+    LlmStream,
+    ProviderDataDelta,
+    TextDelta,
+    ToolCallDelta,
+    ToolChoice,
+    ToolChoiceMode,
+    Usage,
+)
+from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, SttSession, Transcript
+from brisvox.providers.tts import (
+    TtsAudio,
+    TtsCancelled,
+    TtsConfig,
+    TtsError,
+    TtsEvent,
+    TtsFlushed,
+    TtsProvider,
+    TtsSession,
+    TtsSessionBase,
+    TtsWords,
+)
+
+__all__ = [
+    "DEFAULT_EVENT_CAPACITY",
+    "Channel",
+    "Done",
+    "FinishReason",
+    "GeneratorLlmStream",
+    "LlmError",
+    "LlmEvent",
+    "LlmProvider",
+    "LlmRequest",
+    "LlmStream",
+    "Overflow",
+    "ProviderDataDelta",
+    "ProviderError",
+    "ProviderErrorKind",
+    "SessionBase",
+    "SttConfig",
+    "SttError",
+    "SttEvent",
+    "SttProvider",
+    "SttSession",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolChoice",
+    "ToolChoiceMode",
+    "Transcript",
+    "TtsAudio",
+    "TtsCancelled",
+    "TtsConfig",
+    "TtsError",
+    "TtsEvent",
+    "TtsFlushed",
+    "TtsProvider",
+    "TtsSession",
+    "TtsSessionBase",
+    "TtsWords",
+    "Usage",
+]

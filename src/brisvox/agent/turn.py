@@ -1,0 +1,754 @@
+"""The turn-taking state machine: when has the caller finished, and when do they barge in?
+
+:class:`TurnMachine` is pure and synchronous.  Every input carries its time (float
+seconds of the caller's clock); the machine reads no clock, does no I/O and owns no task.
+``handle(input)`` returns the actions the caller must carry out, in order.
+
+States: ``IDLE``, ``USER_SPEAKING``, ``USER_PAUSED`` (a candidate end of turn),
+``AWAITING_RESPONSE``, ``BOT_SPEAKING`` and the terminal ``CLOSED``.  A VAD start while
+the bot is answering is a barge-in *candidate* held beside the state and judged by the
+:class:`~brisvox.agent.interrupt.InterruptionPolicy`; the default (disabled) policy
+confirms it at once.
+
+Policies: :class:`FixedSilence` (the turn ends ``silence`` after the backdated VAD stop)
+and :class:`Adaptive` (a Smart Turn verdict per stop, STT finals, ``require_final``,
+``final_grace``, a punctuated final shortening the wait, and a fallback deadline).
+
+The machine has one timer slot (:class:`ArmTimer` replaces, :class:`CancelTimer` clears;
+nothing is emitted when the desired deadline is unchanged).  No input raises: deadlines
+are clamped (see :func:`brisvox.agent._deadline.clamped_after`).  Inputs with no legal
+transition change nothing and are counted per kind in :class:`TurnStats`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from brisvox.agent._deadline import clamped_after
+from brisvox.agent.interrupt import Assessment, Guard, InterruptionPolicy, Observation, TextKind
+from brisvox.core.errors import ConfigError, InvalidInput
+from brisvox.core.frames import TurnEndReason
+
+__all__ = [
+    "DEFAULT_FALLBACK_SILENCE",
+    "DEFAULT_FINAL_GRACE",
+    "Adaptive",
+    "AnalysisState",
+    "ArmTimer",
+    "BargeInCandidate",
+    "BotAudioEnded",
+    "BotAudioStarted",
+    "CancelTimer",
+    "EndReason",
+    "EndUserTurn",
+    "FixedSilence",
+    "Hangup",
+    "InputKind",
+    "Interrupt",
+    "Pause",
+    "RequestAnalysis",
+    "StartUserTurn",
+    "SttFinal",
+    "SttInterim",
+    "Tick",
+    "TurnAction",
+    "TurnInput",
+    "TurnMachine",
+    "TurnPolicy",
+    "TurnState",
+    "TurnStats",
+    "UserText",
+    "VadStart",
+    "VadStop",
+    "Verdict",
+    "ends_sentence",
+]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_FALLBACK_SILENCE = 3.0
+DEFAULT_FINAL_GRACE = 0.8
+
+
+class TurnState(enum.Enum):
+    IDLE = "idle"
+    USER_SPEAKING = "user_speaking"
+    USER_PAUSED = "user_paused"
+    AWAITING_RESPONSE = "awaiting_response"
+    BOT_SPEAKING = "bot_speaking"
+    CLOSED = "closed"
+
+
+class InputKind(enum.Enum):
+    VAD_START = "vad_start"
+    VAD_STOP = "vad_stop"
+    STT_INTERIM = "stt_interim"
+    STT_FINAL = "stt_final"
+    VERDICT = "verdict"
+    TICK = "tick"
+    BOT_AUDIO_STARTED = "bot_audio_started"
+    BOT_AUDIO_ENDED = "bot_audio_ended"
+    USER_TEXT = "user_text"
+    HANGUP = "hangup"
+
+
+class EndReason(enum.Enum):
+    FIXED_SILENCE = "fixed_silence"
+    VERDICT = "verdict"
+    FINAL_GRACE = "final_grace"
+    STT_PUNCTUATION = "stt_punctuation"
+    FALLBACK = "fallback"
+    TEXT = "text"
+    HANGUP = "hangup"
+
+    @property
+    def frame_reason(self) -> TurnEndReason:
+        """The reason a :class:`~brisvox.core.frames.UserTurnEnded` frame carries."""
+        return _FRAME_REASONS[self]
+
+
+_FRAME_REASONS = {
+    EndReason.FIXED_SILENCE: TurnEndReason.SILENCE,
+    EndReason.VERDICT: TurnEndReason.MODEL,
+    EndReason.FINAL_GRACE: TurnEndReason.MODEL,
+    EndReason.STT_PUNCTUATION: TurnEndReason.FINAL,
+    EndReason.FALLBACK: TurnEndReason.FALLBACK,
+    EndReason.TEXT: TurnEndReason.TEXT,
+    EndReason.HANGUP: TurnEndReason.HANGUP,
+}
+
+
+class AnalysisState(enum.Enum):
+    """The Smart Turn progress of a pause."""
+
+    NOT_REQUESTED = "not_requested"
+    PENDING = "pending"
+    INCOMPLETE = "incomplete"
+    COMPLETE = "complete"
+
+
+# --- policies -----------------------------------------------------------------------------
+
+
+def _duration(owner: str, name: str, value: float) -> None:
+    if math.isnan(value) or value < 0:
+        raise ConfigError(f"{owner}: {name} must be a duration >= 0 s, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class FixedSilence:
+    """The turn ends ``silence`` seconds after the (backdated) VAD stop."""
+
+    silence: float = 0.8
+
+    def __post_init__(self) -> None:
+        _duration("FixedSilence", "silence", self.silence)
+
+
+@dataclass(frozen=True, slots=True)
+class Adaptive:
+    """Smart Turn verdicts plus STT finals, bounded by ``fallback_silence``."""
+
+    fallback_silence: float = DEFAULT_FALLBACK_SILENCE
+    require_final: bool = False
+    final_grace: float = DEFAULT_FINAL_GRACE
+
+    def __post_init__(self) -> None:
+        _duration("Adaptive", "fallback_silence", self.fallback_silence)
+        _duration("Adaptive", "final_grace", self.final_grace)
+
+
+TurnPolicy = FixedSilence | Adaptive
+
+
+# --- inputs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VadStart:
+    at: float
+    kind: ClassVar[InputKind] = InputKind.VAD_START
+
+
+@dataclass(frozen=True, slots=True)
+class VadStop:
+    """``at`` is the backdated stop: the start of the silence."""
+
+    at: float
+    kind: ClassVar[InputKind] = InputKind.VAD_STOP
+
+
+@dataclass(frozen=True, slots=True)
+class SttInterim:
+    at: float
+    text: str
+    kind: ClassVar[InputKind] = InputKind.STT_INTERIM
+
+    def __repr__(self) -> str:
+        return f"SttInterim(at={self.at!r}, text=<{len(self.text)} chars>)"
+
+
+@dataclass(frozen=True, slots=True)
+class SttFinal:
+    at: float
+    text: str
+    kind: ClassVar[InputKind] = InputKind.STT_FINAL
+
+    def __repr__(self) -> str:
+        return f"SttFinal(at={self.at!r}, text=<{len(self.text)} chars>)"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A Smart Turn result; ``analysis`` echoes the id of its :class:`RequestAnalysis`."""
+
+    at: float
+    analysis: int
+    complete: bool
+    kind: ClassVar[InputKind] = InputKind.VERDICT
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """The armed timer fired (at or after its deadline)."""
+
+    at: float
+    kind: ClassVar[InputKind] = InputKind.TICK
+
+
+@dataclass(frozen=True, slots=True)
+class BotAudioStarted:
+    """The bot's audio of ``epoch`` reached the caller at ``at``."""
+
+    at: float
+    epoch: int
+    kind: ClassVar[InputKind] = InputKind.BOT_AUDIO_STARTED
+
+
+@dataclass(frozen=True, slots=True)
+class BotAudioEnded:
+    at: float
+    epoch: int
+    kind: ClassVar[InputKind] = InputKind.BOT_AUDIO_ENDED
+
+
+@dataclass(frozen=True, slots=True)
+class UserText:
+    """A typed message from the caller."""
+
+    at: float
+    text: str
+    kind: ClassVar[InputKind] = InputKind.USER_TEXT
+
+    def __repr__(self) -> str:
+        return f"UserText(at={self.at!r}, text=<{len(self.text)} chars>)"
+
+
+@dataclass(frozen=True, slots=True)
+class Hangup:
+    at: float
+    kind: ClassVar[InputKind] = InputKind.HANGUP
+
+
+TurnInput = VadStart | VadStop | SttInterim | SttFinal | Verdict | Tick | BotAudioStarted | BotAudioEnded | UserText | Hangup
+
+
+# --- actions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StartUserTurn:
+    epoch: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class EndUserTurn:
+    epoch: int
+    reason: EndReason
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """A confirmed barge-in: every stage adopts ``epoch`` and drops older work."""
+
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestAnalysis:
+    """Run Smart Turn on the audio up to the stop; answer with ``Verdict(analysis=id)``."""
+
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ArmTimer:
+    """Deliver ``Tick`` at (or after) ``deadline``; replaces any armed timer."""
+
+    deadline: float
+
+
+@dataclass(frozen=True, slots=True)
+class CancelTimer:
+    pass
+
+
+TurnAction = StartUserTurn | EndUserTurn | Interrupt | RequestAnalysis | ArmTimer | CancelTimer
+
+_CANCEL = CancelTimer()
+
+
+# --- read-only views ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """A snapshot of the open pause (state ``USER_PAUSED``)."""
+
+    stop_at: float
+    analysis: AnalysisState
+    analysis_id: int | None
+    final_at: float | None
+    final_punctuated: bool
+    deadline: float
+    reason: EndReason
+
+
+@dataclass(frozen=True, slots=True)
+class BargeInCandidate:
+    """A snapshot of the pending barge-in candidate."""
+
+    started: float
+    words: int
+    text: TextKind
+    recheck_at: float | None
+    detached: bool
+
+
+class TurnStats:
+    """Counters: ignored inputs per kind, and the life of barge-in candidates."""
+
+    __slots__ = ("_ignored", "_vetoed", "candidates", "confirmed", "dropped", "promoted")
+
+    def __init__(self) -> None:
+        self._ignored = dict.fromkeys(InputKind, 0)
+        self._vetoed = dict.fromkeys(Guard, 0)
+        self.candidates = 0
+        self.confirmed = 0
+        self.promoted = 0
+        self.dropped = 0
+
+    def ignored(self, kind: InputKind) -> int:
+        return self._ignored[kind]
+
+    @property
+    def total_ignored(self) -> int:
+        return sum(self._ignored.values())
+
+    def vetoed(self, reason: Guard) -> int:
+        return self._vetoed[reason]
+
+    @property
+    def total_vetoed(self) -> int:
+        return sum(self._vetoed.values())
+
+    def __repr__(self) -> str:
+        ignored = {k.value: v for k, v in self._ignored.items() if v}
+        vetoed = {k.value: v for k, v in self._vetoed.items() if v}
+        return (
+            f"TurnStats(ignored={ignored}, candidates={self.candidates}, confirmed={self.confirmed}, "
+            f"promoted={self.promoted}, vetoed={vetoed}, dropped={self.dropped})"
+        )
+
+
+def ends_sentence(text: str) -> bool:
+    """True when the last non-whitespace character is ``.``, ``?``, ``!`` or ``…``."""
+    stripped = text.rstrip()
+    return bool(stripped) and stripped[-1] in ".?!…"
+
+
+# --- internal state -----------------------------------------------------------------------
+
+
+class _Pause:
+    __slots__ = ("analysis", "analysis_id", "deadline", "final_at", "final_punctuated", "reason",
+                 "stop_at", "verdict_at")
+
+    def __init__(self, stop_at: float) -> None:
+        self.stop_at = stop_at
+        self.analysis = AnalysisState.NOT_REQUESTED
+        self.analysis_id: int | None = None
+        self.verdict_at = 0.0
+        self.final_at: float | None = None
+        self.final_punctuated = False
+        self.deadline = stop_at
+        self.reason = EndReason.FALLBACK
+
+
+class _Candidate:
+    __slots__ = ("detached", "recheck_at", "started", "text", "words")
+
+    def __init__(self, started: float) -> None:
+        self.started = started
+        self.words = 0
+        self.text = TextKind.NONE
+        self.recheck_at: float | None = None
+        self.detached = False
+
+
+_Handler = Callable[[Any, list[TurnAction]], bool]
+
+
+class TurnMachine:
+    """The pure turn-taking machine (see the module docs)."""
+
+    __slots__ = ("_analysis_seq", "_bot_audio_last", "_bot_audio_since", "_candidate", "_epoch",
+                 "_handlers", "_interruption", "_owed_finals", "_pause", "_policy", "_started_once",
+                 "_state", "_stats", "_timer")
+
+    def __init__(
+        self,
+        policy: TurnPolicy | None = None,
+        interruption: InterruptionPolicy | None = None,
+    ) -> None:
+        self._policy: TurnPolicy = policy if policy is not None else Adaptive()
+        self._interruption = interruption if interruption is not None else InterruptionPolicy.disabled()
+        self._state = TurnState.IDLE
+        self._epoch = 0
+        self._started_once = False
+        self._timer: float | None = None
+        self._pause: _Pause | None = None
+        self._candidate: _Candidate | None = None
+        self._owed_finals = 0
+        self._analysis_seq = 0
+        self._bot_audio_since: float | None = None  # start of the echo window
+        self._bot_audio_last: float | None = None  # latest BotAudioStarted of the epoch
+        self._stats = TurnStats()
+        handlers: dict[type, _Handler] = {
+            VadStart: self._on_vad_start,
+            VadStop: self._on_vad_stop,
+            SttInterim: self._on_interim,
+            SttFinal: self._on_final,
+            Verdict: self._on_verdict,
+            Tick: self._on_tick,
+            BotAudioStarted: self._on_bot_started,
+            BotAudioEnded: self._on_bot_ended,
+            UserText: self._on_user_text,
+            Hangup: self._on_hangup,
+        }
+        self._handlers = handlers
+
+    # --- views -----------------------------------------------------------------------
+
+    @property
+    def state(self) -> TurnState:
+        return self._state
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def policy(self) -> TurnPolicy:
+        return self._policy
+
+    @property
+    def interruption(self) -> InterruptionPolicy:
+        return self._interruption
+
+    @property
+    def stats(self) -> TurnStats:
+        return self._stats
+
+    @property
+    def timer(self) -> float | None:
+        """The armed deadline, if any."""
+        return self._timer
+
+    @property
+    def owed_finals(self) -> int:
+        """VAD stops whose STT final has not arrived yet."""
+        return self._owed_finals
+
+    @property
+    def pause(self) -> Pause | None:
+        p = self._pause
+        if p is None:
+            return None
+        return Pause(p.stop_at, p.analysis, p.analysis_id, p.final_at, p.final_punctuated, p.deadline, p.reason)
+
+    @property
+    def barge_in_candidate(self) -> BargeInCandidate | None:
+        c = self._candidate
+        if c is None:
+            return None
+        return BargeInCandidate(c.started, c.words, c.text, c.recheck_at, c.detached)
+
+    # --- entry point -----------------------------------------------------------------
+
+    def handle(self, inp: TurnInput) -> list[TurnAction]:
+        """Apply one input; return the actions to carry out, in order."""
+        out: list[TurnAction] = []
+        handler = self._handlers.get(type(inp))
+        if handler is None:
+            raise InvalidInput(f"not a turn input: {type(inp).__name__}")
+        if not handler(inp, out):
+            self._stats._ignored[inp.kind] += 1
+            _log.debug("turn machine ignored %s in %s", inp.kind.value, self._state.value)
+            return out
+        # The one timer slot follows the pause or the candidate.
+        if self._pause is not None:
+            want: float | None = self._pause.deadline
+        elif self._candidate is not None:
+            want = self._candidate.recheck_at
+        else:
+            want = None
+        if want != self._timer:
+            if want is None:
+                out.append(_CANCEL)
+            else:
+                out.append(ArmTimer(want))
+            self._timer = want
+        return out
+
+    # --- helpers ---------------------------------------------------------------------
+
+    def _start_turn(self, at: float, out: list[TurnAction], *, interrupt: bool) -> None:
+        if self._started_once or interrupt:
+            self._epoch += 1
+        self._started_once = True
+        self._bot_audio_since = None
+        self._bot_audio_last = None
+        if interrupt:
+            out.append(Interrupt(self._epoch))
+        out.append(StartUserTurn(self._epoch, at))
+
+    def _end_turn(self, at: float, reason: EndReason, out: list[TurnAction]) -> None:
+        self._pause = None
+        self._state = TurnState.AWAITING_RESPONSE
+        out.append(EndUserTurn(self._epoch, reason, at))
+
+    def _observe(self, c: _Candidate, now: float) -> Observation:
+        since = None if c.detached or self._state is not TurnState.BOT_SPEAKING else self._bot_audio_since
+        return Observation(c.started, now, c.words, c.text, since)
+
+    def _judge(self, now: float, out: list[TurnAction]) -> None:
+        """Ask the policy about the live candidate; resolve it when confirmed."""
+        c = self._candidate
+        assert c is not None
+        verdict: Assessment = self._interruption.assess(self._observe(c, now))
+        if verdict.confirmed:
+            self._resolve(c, out)
+        else:
+            c.recheck_at = verdict.recheck_at
+
+    def _resolve(self, c: _Candidate, out: list[TurnAction]) -> None:
+        """The candidate becomes a user turn: a barge-in, or (detached) a plain turn."""
+        self._candidate = None
+        if c.detached:
+            self._stats.promoted += 1
+            self._start_turn(c.started, out, interrupt=False)
+        else:
+            self._stats.confirmed += 1
+            self._start_turn(c.started, out, interrupt=True)
+        self._state = TurnState.USER_SPEAKING
+
+    def _open_pause(self, stop_at: float, out: list[TurnAction]) -> None:
+        pause = _Pause(stop_at)
+        self._owed_finals += 1
+        self._pause = pause
+        self._state = TurnState.USER_PAUSED
+        if isinstance(self._policy, Adaptive):
+            self._analysis_seq += 1
+            pause.analysis = AnalysisState.PENDING
+            pause.analysis_id = self._analysis_seq
+            out.append(RequestAnalysis(self._analysis_seq, self._epoch))
+        self._update_deadline(pause)
+
+    def _update_deadline(self, p: _Pause) -> None:
+        policy = self._policy
+        if isinstance(policy, FixedSilence):
+            p.deadline = clamped_after(p.stop_at, policy.silence)
+            p.reason = EndReason.FIXED_SILENCE
+            return
+        fallback = clamped_after(p.stop_at, policy.fallback_silence)
+        p.deadline, p.reason = fallback, EndReason.FALLBACK
+        if p.analysis is AnalysisState.COMPLETE:
+            # Only reached with require_final: waiting for this pause's final.
+            grace = clamped_after(p.verdict_at, policy.final_grace)
+            p.deadline = min(grace, fallback)
+            p.reason = EndReason.FINAL_GRACE
+        elif p.final_at is not None and p.final_punctuated:
+            grace = clamped_after(p.final_at, policy.final_grace)
+            if grace < fallback:
+                p.deadline, p.reason = grace, EndReason.STT_PUNCTUATION
+
+    # --- handlers (return False: ignored and counted) ------------------------------------
+
+    def _on_vad_start(self, inp: VadStart, out: list[TurnAction]) -> bool:
+        state = self._state
+        if state is TurnState.IDLE:
+            if self._candidate is not None:
+                return False  # a duplicate start of a detached candidate
+            self._start_turn(inp.at, out, interrupt=False)
+            self._state = TurnState.USER_SPEAKING
+            return True
+        if state is TurnState.USER_PAUSED:
+            self._pause = None  # resume the same turn; a pending verdict is now stale
+            self._state = TurnState.USER_SPEAKING
+            return True
+        if state is TurnState.AWAITING_RESPONSE or state is TurnState.BOT_SPEAKING:
+            if self._candidate is not None:
+                return False
+            self._stats.candidates += 1
+            self._candidate = _Candidate(inp.at)
+            self._judge(inp.at, out)
+            return True
+        return False
+
+    def _on_vad_stop(self, inp: VadStop, out: list[TurnAction]) -> bool:
+        if self._state is TurnState.USER_SPEAKING:
+            self._open_pause(inp.at, out)
+            return True
+        c = self._candidate
+        if c is None or self._state is TurnState.CLOSED:
+            return False
+        verdict = self._interruption.assess_at_stop(self._observe(c, inp.at))
+        if verdict.confirmed:
+            self._resolve(c, out)
+            self._open_pause(inp.at, out)
+        else:
+            assert verdict.blocked_by is not None
+            self._candidate = None
+            self._owed_finals += 1  # STT still finalizes this utterance
+            self._stats._vetoed[verdict.blocked_by] += 1
+            _log.debug("barge-in candidate vetoed by %s", verdict.blocked_by.value)
+        return True
+
+    def _on_interim(self, inp: SttInterim, out: list[TurnAction]) -> bool:
+        state = self._state
+        if state is TurnState.USER_SPEAKING or state is TurnState.USER_PAUSED:
+            return True
+        c = self._candidate
+        if c is None:
+            return False
+        kind, words = self._interruption.classify(inp.text)
+        c.text = kind
+        if words > c.words:
+            c.words = words
+        self._judge(inp.at, out)
+        return True
+
+    def _on_final(self, inp: SttFinal, out: list[TurnAction]) -> bool:
+        if self._state is TurnState.CLOSED or self._owed_finals == 0:
+            return False
+        self._owed_finals -= 1
+        p = self._pause
+        if p is None or self._owed_finals != 0:
+            return True  # answers an earlier stop: consumed, no effect
+        p.final_at = inp.at
+        p.final_punctuated = ends_sentence(inp.text)
+        if p.analysis is AnalysisState.COMPLETE:
+            self._end_turn(inp.at, EndReason.VERDICT, out)  # require_final was waiting for it
+        else:
+            self._update_deadline(p)
+        return True
+
+    def _on_verdict(self, inp: Verdict, out: list[TurnAction]) -> bool:
+        p = self._pause
+        if p is None or p.analysis is not AnalysisState.PENDING or p.analysis_id != inp.analysis:
+            return False
+        policy = self._policy
+        assert isinstance(policy, Adaptive)
+        if not inp.complete:
+            p.analysis = AnalysisState.INCOMPLETE
+            self._update_deadline(p)
+            return True
+        if not policy.require_final or p.final_at is not None:
+            self._end_turn(inp.at, EndReason.VERDICT, out)
+            return True
+        p.analysis = AnalysisState.COMPLETE
+        p.verdict_at = inp.at
+        self._update_deadline(p)
+        return True
+
+    def _on_tick(self, inp: Tick, out: list[TurnAction]) -> bool:
+        p = self._pause
+        if p is not None:
+            self._timer = None  # consumed; re-armed below if early
+            if inp.at >= p.deadline:
+                self._end_turn(inp.at, p.reason, out)
+            return True
+        c = self._candidate
+        if c is None:
+            return False
+        self._timer = None
+        self._judge(inp.at, out)
+        return True
+
+    def _on_bot_started(self, inp: BotAudioStarted, out: list[TurnAction]) -> bool:
+        state = self._state
+        if inp.epoch != self._epoch or not (
+            state is TurnState.AWAITING_RESPONSE or state is TurnState.BOT_SPEAKING
+        ):
+            return False
+        last = self._bot_audio_last
+        if last is None:
+            self._bot_audio_since = self._bot_audio_last = inp.at
+        elif inp.at > last:
+            if inp.at - last >= self._interruption.echo_guard:
+                self._bot_audio_since = inp.at  # audio resumed after a real gap
+            self._bot_audio_last = inp.at
+        self._state = TurnState.BOT_SPEAKING
+        if self._candidate is not None:
+            self._judge(inp.at, out)
+        return True
+
+    def _on_bot_ended(self, inp: BotAudioEnded, out: list[TurnAction]) -> bool:
+        state = self._state
+        if inp.epoch != self._epoch or not (
+            state is TurnState.AWAITING_RESPONSE or state is TurnState.BOT_SPEAKING
+        ):
+            return False
+        self._state = TurnState.IDLE
+        self._bot_audio_since = None
+        self._bot_audio_last = None
+        if self._candidate is not None:
+            self._candidate.detached = True
+        return True
+
+    def _on_user_text(self, inp: UserText, out: list[TurnAction]) -> bool:
+        state = self._state
+        c = self._candidate
+        if c is not None:
+            self._resolve(c, out)  # the caller adds the text to that turn
+            return True
+        if state is TurnState.IDLE:
+            self._start_turn(inp.at, out, interrupt=False)
+        elif state is TurnState.AWAITING_RESPONSE or state is TurnState.BOT_SPEAKING:
+            self._start_turn(inp.at, out, interrupt=True)
+        else:
+            return False
+        self._end_turn(inp.at, EndReason.TEXT, out)
+        return True
+
+    def _on_hangup(self, inp: Hangup, out: list[TurnAction]) -> bool:
+        state = self._state
+        if state is TurnState.CLOSED:
+            return False
+        if state is TurnState.USER_SPEAKING or state is TurnState.USER_PAUSED:
+            out.append(EndUserTurn(self._epoch, EndReason.HANGUP, inp.at))
+        if self._candidate is not None:
+            self._stats.dropped += 1
+            self._candidate = None
+        self._pause = None
+        self._state = TurnState.CLOSED
+        return True

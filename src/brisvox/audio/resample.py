@@ -1,0 +1,112 @@
+"""A streaming PCM16 resampler (libsoxr through the ``soxr`` package) that keeps its state across frames.
+
+Feed it consecutive frames of one stream: the filter history carries over, so the
+output has no clicks at frame boundaries and, concatenated, equals resampling the whole
+stream at once.  The resampler holds back a few milliseconds of output (its filter
+delay); :meth:`ResampleStream.flush` releases them at the end of a stream and
+:meth:`ResampleStream.reset` forgets them (an interruption: the next frame starts a new
+stream).  Equal rates pass audio through untouched.
+
+Resampling costs tens of microseconds per 20 ms frame; it may run on the event loop for
+a handful of calls but belongs on the inference pool at scale.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+import soxr
+
+from brisvox.audio.pcm import PCM16_DTYPE, pcm16_to_array
+from brisvox.core.errors import InvalidInput
+
+__all__ = ["ResampleQuality", "ResampleStream", "resample"]
+
+
+class ResampleQuality(enum.Enum):
+    """libsoxr quality presets.
+
+    Latency matters more than the last dB here.  Measured with 20 ms frames (the most
+    output that is late at any moment): ``LOW`` 20 ms for 24 -> 16 kHz and 61 ms for
+    16 <-> 8 kHz, ``HIGH`` 37 and 115 ms, ``VERY_HIGH`` 76 and 110 ms; all reject a tone
+    above the new Nyquist by about 83 dB.  ``QUICK`` (cubic interpolation) adds no delay
+    but does not filter at all, so it aliases when downsampling.  ``LOW`` is the default.
+    """
+
+    QUICK = "QQ"
+    LOW = "LQ"
+    MEDIUM = "MQ"
+    HIGH = "HQ"
+    VERY_HIGH = "VHQ"
+
+
+class ResampleStream:
+    """Resample one mono PCM16 stream from ``in_rate`` to ``out_rate``, frame by frame."""
+
+    __slots__ = ("_in_rate", "_out_rate", "_quality", "_stream")
+
+    def __init__(self, in_rate: int, out_rate: int, quality: ResampleQuality = ResampleQuality.LOW) -> None:
+        if in_rate <= 0 or out_rate <= 0:
+            raise InvalidInput(f"sample rates must be positive, got {in_rate} -> {out_rate}")
+        self._in_rate = in_rate
+        self._out_rate = out_rate
+        self._quality = quality
+        self._stream: soxr.ResampleStream | None = None
+        self.reset()
+
+    @property
+    def in_rate(self) -> int:
+        return self._in_rate
+
+    @property
+    def out_rate(self) -> int:
+        return self._out_rate
+
+    @property
+    def passthrough(self) -> bool:
+        return self._in_rate == self._out_rate
+
+    def process(self, pcm: bytes | bytearray | memoryview) -> bytes:
+        """Resample the next frame; returns what is ready (may be a few samples short at first)."""
+        if self._stream is None:
+            if len(pcm) % 2:
+                raise InvalidInput(f"PCM16 audio must hold whole 2-byte samples, got {len(pcm)} bytes")
+            return bytes(pcm)
+        samples = pcm16_to_array(pcm)
+        if samples.size == 0:
+            return b""
+        out = self._stream.resample_chunk(samples)
+        return np.asarray(out, dtype=PCM16_DTYPE).tobytes()
+
+    def flush(self) -> bytes:
+        """End the stream: return the held-back tail and start a fresh stream."""
+        if self._stream is None:
+            return b""
+        out = self._stream.resample_chunk(np.zeros(0, dtype=PCM16_DTYPE), last=True)
+        tail = np.asarray(out, dtype=PCM16_DTYPE).tobytes()
+        self.reset()
+        return tail
+
+    def reset(self) -> None:
+        """Forget the filter history and held-back samples (the next frame starts a new stream)."""
+        if self._in_rate == self._out_rate:
+            self._stream = None
+        else:
+            self._stream = soxr.ResampleStream(
+                self._in_rate, self._out_rate, 1, dtype="int16", quality=self._quality.value
+            )
+
+    def __repr__(self) -> str:
+        return f"ResampleStream({self._in_rate} -> {self._out_rate} Hz, {self._quality.name})"
+
+
+def resample(
+    pcm: bytes | bytearray | memoryview,
+    in_rate: int,
+    out_rate: int,
+    quality: ResampleQuality = ResampleQuality.LOW,
+) -> bytes:
+    """Resample a whole clip at once (a stream of one frame, flushed); the output has the exact length."""
+    stream = ResampleStream(in_rate, out_rate, quality)
+    return stream.process(pcm) + stream.flush()

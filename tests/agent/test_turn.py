@@ -1,0 +1,436 @@
+"""The turn machine: the exhaustive transition table, the pause table, late ticks, clamping."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from brisvox.agent._deadline import MAX_DELAY
+from brisvox.agent.interrupt import InterruptionPolicy
+from brisvox.agent.turn import (
+    Adaptive,
+    AnalysisState,
+    ArmTimer,
+    BotAudioEnded,
+    BotAudioStarted,
+    CancelTimer,
+    EndReason,
+    EndUserTurn,
+    FixedSilence,
+    Hangup,
+    InputKind,
+    Interrupt,
+    RequestAnalysis,
+    StartUserTurn,
+    SttFinal,
+    SttInterim,
+    Tick,
+    TurnAction,
+    TurnInput,
+    TurnMachine,
+    TurnPolicy,
+    TurnState,
+    UserText,
+    VadStart,
+    VadStop,
+    Verdict,
+    ends_sentence,
+)
+from brisvox.core.errors import ConfigError, InvalidInput
+from brisvox.core.frames import TurnEndReason
+
+S = TurnState
+FIXED = FixedSilence(0.5)
+ADAPTIVE = Adaptive()
+POLICIES: dict[str, TurnPolicy] = {"fixed": FIXED, "adaptive": ADAPTIVE}
+
+
+def run(m: TurnMachine, *inputs: TurnInput) -> list[TurnAction]:
+    out: list[TurnAction] = []
+    for inp in inputs:
+        out.extend(m.handle(inp))
+    return out
+
+
+def machine_in(policy: TurnPolicy, state: TurnState) -> tuple[TurnMachine, float]:
+    """A machine driven into ``state`` (epoch 1 except for IDLE), and the time to use next."""
+    m = TurnMachine(policy)
+    adaptive = isinstance(policy, Adaptive)
+    # A first exchange in epoch 0, answered and played out.
+    run(m, VadStart(0.0), VadStop(1.0), SttFinal(1.05, "hello"))
+    run(m, Verdict(1.1, 1, True) if adaptive else Tick(1.5))
+    run(m, BotAudioStarted(2.0, 0), BotAudioEnded(3.0, 0))
+    if state is S.IDLE:
+        return m, 3.1
+    run(m, VadStart(10.0))
+    if state is S.USER_SPEAKING:
+        return m, 10.1
+    run(m, VadStop(10.5))
+    if state is S.USER_PAUSED:
+        return m, 10.6
+    run(m, SttFinal(10.6, "ok"), Verdict(10.7, 2, True) if adaptive else Tick(11.0))
+    if state is S.AWAITING_RESPONSE:
+        return m, 11.1
+    run(m, BotAudioStarted(11.2, 1))
+    if state is S.BOT_SPEAKING:
+        return m, 11.3
+    run(m, Hangup(12.0))
+    assert state is S.CLOSED
+    return m, 12.1
+
+
+def inputs_at(t: float, epoch: int) -> dict[InputKind, TurnInput]:
+    return {
+        InputKind.VAD_START: VadStart(t),
+        InputKind.VAD_STOP: VadStop(t),
+        InputKind.STT_INTERIM: SttInterim(t, "hello there"),
+        InputKind.STT_FINAL: SttFinal(t, "Hello."),
+        InputKind.VERDICT: Verdict(t, 2, True),
+        InputKind.TICK: Tick(t),
+        InputKind.BOT_AUDIO_STARTED: BotAudioStarted(t, epoch),
+        InputKind.BOT_AUDIO_ENDED: BotAudioEnded(t, epoch),
+        InputKind.USER_TEXT: UserText(t, "hi"),
+        InputKind.HANGUP: Hangup(t),
+    }
+
+
+K = InputKind
+Row = tuple[list[TurnAction], TurnState, int]
+IGNORED: Callable[[TurnState], Row] = lambda s: ([], s, 1)  # noqa: E731
+
+
+def expected(policy: str, state: TurnState, kind: InputKind, t: float) -> Row:
+    adaptive = policy == "adaptive"
+    if state is S.CLOSED:
+        return IGNORED(S.CLOSED)
+    if state is S.IDLE:
+        return {
+            K.VAD_START: ([StartUserTurn(1, t)], S.USER_SPEAKING, 0),
+            K.USER_TEXT: ([StartUserTurn(1, t), EndUserTurn(1, EndReason.TEXT, t)], S.AWAITING_RESPONSE, 0),
+            K.HANGUP: ([], S.CLOSED, 0),
+        }.get(kind, IGNORED(S.IDLE))
+    if state is S.USER_SPEAKING:
+        stop: Row = (
+            ([RequestAnalysis(2, 1), ArmTimer(t + 3.0)], S.USER_PAUSED, 0)
+            if adaptive
+            else ([ArmTimer(t + 0.5)], S.USER_PAUSED, 0)
+        )
+        return {
+            K.VAD_STOP: stop,
+            K.STT_INTERIM: ([], S.USER_SPEAKING, 0),
+            K.HANGUP: ([EndUserTurn(1, EndReason.HANGUP, t)], S.CLOSED, 0),
+        }.get(kind, IGNORED(S.USER_SPEAKING))
+    if state is S.USER_PAUSED:
+        deadline = 13.5 if adaptive else 11.0
+        rows: dict[InputKind, Row] = {
+            K.VAD_START: ([CancelTimer()], S.USER_SPEAKING, 0),
+            K.STT_INTERIM: ([], S.USER_PAUSED, 0),
+            # A punctuated final shortens the adaptive wait to final + 0.8 s; FixedSilence ignores it.
+            K.STT_FINAL: ([ArmTimer(t + 0.8)] if adaptive else [], S.USER_PAUSED, 0),
+            K.TICK: ([ArmTimer(deadline)], S.USER_PAUSED, 0),  # early: re-armed
+            K.HANGUP: ([EndUserTurn(1, EndReason.HANGUP, t), CancelTimer()], S.CLOSED, 0),
+        }
+        if adaptive:
+            rows[K.VERDICT] = ([EndUserTurn(1, EndReason.VERDICT, t), CancelTimer()], S.AWAITING_RESPONSE, 0)
+        return rows.get(kind, IGNORED(S.USER_PAUSED))
+    # AWAITING_RESPONSE and BOT_SPEAKING behave alike for these inputs.
+    return {
+        K.VAD_START: ([Interrupt(2), StartUserTurn(2, t)], S.USER_SPEAKING, 0),
+        K.BOT_AUDIO_STARTED: ([], S.BOT_SPEAKING, 0),
+        K.BOT_AUDIO_ENDED: ([], S.IDLE, 0),
+        K.USER_TEXT: (
+            [Interrupt(2), StartUserTurn(2, t), EndUserTurn(2, EndReason.TEXT, t)],
+            S.AWAITING_RESPONSE,
+            0,
+        ),
+        K.HANGUP: ([], S.CLOSED, 0),
+    }.get(kind, IGNORED(state))
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("state", list(TurnState))
+@pytest.mark.parametrize("kind", list(InputKind))
+def test_every_state_and_input_pair_has_the_specified_transition(
+    policy: str, state: TurnState, kind: InputKind
+) -> None:
+    m, t = machine_in(POLICIES[policy], state)
+    assert m.state is state
+    before = m.stats.ignored(kind)
+    total_before = m.stats.total_ignored
+    actions = m.handle(inputs_at(t, m.epoch)[kind])
+    want_actions, want_state, want_ignored = expected(policy, state, kind, t)
+    assert actions == want_actions
+    assert m.state is want_state
+    assert m.stats.ignored(kind) - before == want_ignored
+    assert m.stats.total_ignored - total_before == want_ignored
+
+
+def test_the_transition_table_covers_six_states_and_ten_inputs() -> None:
+    assert len(TurnState) == 6
+    assert len(InputKind) == 10
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("state", [S.AWAITING_RESPONSE, S.BOT_SPEAKING])
+@pytest.mark.parametrize("make", [BotAudioStarted, BotAudioEnded])
+def test_bot_audio_of_another_epoch_is_ignored_and_counted(
+    policy: str, state: TurnState, make: type[BotAudioStarted] | type[BotAudioEnded]
+) -> None:
+    m, t = machine_in(POLICIES[policy], state)
+    assert m.epoch == 1
+    for stale in (0, 2):
+        kind = make.kind
+        before = m.stats.ignored(kind)
+        assert m.handle(make(t, stale)) == []
+        assert m.state is state
+        assert m.stats.ignored(kind) == before + 1
+    # The epoch guard keeps the barge-in working: the next VAD start still interrupts.
+    assert m.handle(VadStart(t + 1)) == [Interrupt(2), StartUserTurn(2, t + 1)]
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize("state", [s for s in TurnState if s is not S.CLOSED])
+def test_a_closed_machine_ignores_an_owed_final_after_a_hangup_from_any_state(
+    policy: str, state: TurnState
+) -> None:
+    m, t = machine_in(POLICIES[policy], state)
+    m.handle(Hangup(t))
+    assert m.state is S.CLOSED
+    before = m.stats.ignored(K.STT_FINAL)
+    assert m.handle(SttFinal(t + 0.1, "late.")) == []
+    assert m.stats.ignored(K.STT_FINAL) == before + 1
+    assert m.timer is None
+
+
+def test_the_first_user_turn_is_epoch_zero_and_each_later_one_advances_it() -> None:
+    m = TurnMachine(FIXED)
+    assert run(m, VadStart(0.0)) == [StartUserTurn(0, 0.0)]
+    run(m, VadStop(1.0), Tick(1.5), BotAudioEnded(1.6, 0))
+    assert run(m, VadStart(2.0)) == [StartUserTurn(1, 2.0)]
+    # A resumed pause keeps its epoch.
+    run(m, VadStop(3.0))
+    assert run(m, VadStart(3.2)) == [CancelTimer()]
+    assert m.epoch == 1
+
+
+def test_a_typed_message_as_the_first_input_is_a_turn_in_epoch_zero() -> None:
+    m = TurnMachine()
+    assert m.handle(UserText(0.0, "hi")) == [StartUserTurn(0, 0.0), EndUserTurn(0, EndReason.TEXT, 0.0)]
+
+
+# --- the pause table --------------------------------------------------------------------------
+
+STOP = 10.0
+REQ = Adaptive(require_final=True)
+
+
+def paused(policy: TurnPolicy) -> TurnMachine:
+    m = TurnMachine(policy)
+    run(m, VadStart(9.0), VadStop(STOP))
+    return m
+
+
+# (name, policy, inputs after the stop, expected sub-state, expected deadline/reason or end reason)
+PAUSE_ROWS: list[tuple[str, TurnPolicy, list[TurnInput], AnalysisState | None, tuple[float, EndReason] | EndReason]] = [
+    ("fixed: silence after the stop", FIXED, [], AnalysisState.NOT_REQUESTED, (10.5, EndReason.FIXED_SILENCE)),
+    ("fixed: a punctuated final changes nothing", FIXED, [SttFinal(10.1, "Yes.")], AnalysisState.NOT_REQUESTED,
+     (10.5, EndReason.FIXED_SILENCE)),
+    ("pending: the fallback", ADAPTIVE, [], AnalysisState.PENDING, (13.0, EndReason.FALLBACK)),
+    ("pending: an unpunctuated final", ADAPTIVE, [SttFinal(10.2, "yes")], AnalysisState.PENDING,
+     (13.0, EndReason.FALLBACK)),
+    ("pending: a punctuated final", ADAPTIVE, [SttFinal(10.2, "Yes. ")], AnalysisState.PENDING,
+     (11.0, EndReason.STT_PUNCTUATION)),
+    ("pending: a complete verdict ends at once", ADAPTIVE, [Verdict(10.3, 1, True)], None, EndReason.VERDICT),
+    ("pending: a punctuated final then incomplete", ADAPTIVE, [SttFinal(10.2, "Yes?"), Verdict(10.4, 1, False)],
+     AnalysisState.INCOMPLETE, (11.0, EndReason.STT_PUNCTUATION)),
+    ("incomplete: the fallback", ADAPTIVE, [Verdict(10.2, 1, False)], AnalysisState.INCOMPLETE,
+     (13.0, EndReason.FALLBACK)),
+    ("incomplete: a punctuated final", ADAPTIVE, [Verdict(10.2, 1, False), SttFinal(11.0, "Yes…")],
+     AnalysisState.INCOMPLETE, (11.8, EndReason.STT_PUNCTUATION)),
+    ("incomplete: an unpunctuated final", ADAPTIVE, [Verdict(10.2, 1, False), SttFinal(11.0, "yes")],
+     AnalysisState.INCOMPLETE, (13.0, EndReason.FALLBACK)),
+    ("incomplete: a late punctuated final is capped by the fallback", ADAPTIVE,
+     [Verdict(10.2, 1, False), SttFinal(12.5, "Yes!")], AnalysisState.INCOMPLETE, (13.0, EndReason.FALLBACK)),
+    ("complete, require_final: waits for the final", REQ, [Verdict(10.3, 1, True)], AnalysisState.COMPLETE,
+     (11.1, EndReason.FINAL_GRACE)),
+    ("complete, require_final: the final ends it", REQ, [Verdict(10.3, 1, True), SttFinal(10.5, "yes")], None,
+     EndReason.VERDICT),
+    ("complete, require_final: a final first, then the verdict ends it", REQ,
+     [SttFinal(10.2, "yes"), Verdict(10.4, 1, True)], None, EndReason.VERDICT),
+    ("complete, require_final: a late verdict is capped by the fallback", REQ, [Verdict(12.5, 1, True)],
+     AnalysisState.COMPLETE, (13.0, EndReason.FINAL_GRACE)),
+    ("complete, require_final: a punctuated final ends it", REQ, [Verdict(10.3, 1, True), SttFinal(10.9, "Yes.")],
+     None, EndReason.VERDICT),
+    ("a verdict for another analysis is stale", ADAPTIVE, [Verdict(10.3, 7, True)], AnalysisState.PENDING,
+     (13.0, EndReason.FALLBACK)),
+    ("a second verdict for the same analysis is ignored", ADAPTIVE, [Verdict(10.2, 1, False), Verdict(10.3, 1, True)],
+     AnalysisState.INCOMPLETE, (13.0, EndReason.FALLBACK)),
+    ("a second final in the pause never moves the deadline", ADAPTIVE,
+     [SttFinal(10.2, "yes"), SttFinal(10.3, "Yes.")], AnalysisState.PENDING, (13.0, EndReason.FALLBACK)),
+]
+
+
+@pytest.mark.parametrize(("name", "policy", "inputs", "sub", "want"), PAUSE_ROWS, ids=[r[0] for r in PAUSE_ROWS])
+def test_the_pause_ends_or_shortens_by_analysis_sub_state(
+    name: str,
+    policy: TurnPolicy,
+    inputs: list[TurnInput],
+    sub: AnalysisState | None,
+    want: tuple[float, EndReason] | EndReason,
+) -> None:
+    m = paused(policy)
+    actions = run(m, *inputs)
+    if isinstance(want, EndReason):
+        assert m.state is S.AWAITING_RESPONSE
+        assert [a for a in actions if isinstance(a, EndUserTurn)] == [EndUserTurn(0, want, inputs[-1].at)]
+        assert m.timer is None
+        return
+    deadline, reason = want
+    pause = m.pause
+    assert pause is not None and pause.analysis is sub
+    assert pause.deadline == pytest.approx(deadline) and pause.reason is reason
+    assert m.timer == pause.deadline
+    # Ticking at the deadline ends the turn with that reason.
+    assert m.handle(Tick(pause.deadline)) == [EndUserTurn(0, reason, pause.deadline)]
+
+
+def test_extra_inputs_in_a_pause_are_counted_as_ignored() -> None:
+    m = paused(ADAPTIVE)
+    run(m, SttFinal(10.2, "yes"), SttFinal(10.3, "Yes."), Verdict(10.4, 1, False), Verdict(10.5, 1, True))
+    assert m.stats.ignored(K.STT_FINAL) == 1
+    assert m.stats.ignored(K.VERDICT) == 1
+
+
+def test_a_final_of_an_earlier_pause_is_consumed_and_never_attributed_to_the_current_one() -> None:
+    m = paused(ADAPTIVE)
+    assert run(m, VadStart(10.2)) == [CancelTimer()]
+    assert run(m, VadStop(10.6)) == [RequestAnalysis(2, 0), ArmTimer(13.6)]
+    assert m.owed_finals == 2
+    # The first final answers the first stop: no effect on this pause, not counted.
+    assert run(m, SttFinal(10.7, "Wait.")) == []
+    assert m.pause is not None and m.pause.final_at is None
+    assert m.stats.total_ignored == 0
+    assert run(m, SttFinal(10.8, "Go on.")) == [ArmTimer(pytest.approx(11.6))]
+    # The verdict of the resumed pause's analysis is stale.
+    assert run(m, Verdict(10.9, 1, True)) == []
+    assert m.stats.ignored(K.VERDICT) == 1
+    assert run(m, Verdict(11.0, 2, True)) == [EndUserTurn(0, EndReason.VERDICT, 11.0), CancelTimer()]
+
+
+def test_the_end_reason_maps_to_the_frame_reason() -> None:
+    assert EndReason.FIXED_SILENCE.frame_reason is TurnEndReason.SILENCE
+    assert EndReason.STT_PUNCTUATION.frame_reason is TurnEndReason.FINAL
+    assert {r.frame_reason for r in EndReason} == set(TurnEndReason)
+
+
+def test_sentence_final_punctuation_is_the_last_non_whitespace_character() -> None:
+    assert ends_sentence("Tamam.") and ends_sentence("ne? ") and ends_sentence("yes!\n") and ends_sentence("hmm…")
+    assert not ends_sentence("yes") and not ends_sentence("3.5 kg") and not ends_sentence("  ")
+    assert not ends_sentence("(ok)")
+
+
+# --- late ticks ---------------------------------------------------------------------------
+
+LATE_CASES: list[tuple[TurnPolicy, list[TurnInput], EndReason]] = [
+    (FIXED, [], EndReason.FIXED_SILENCE),
+    (ADAPTIVE, [], EndReason.FALLBACK),
+    (ADAPTIVE, [SttFinal(10.2, "Yes.")], EndReason.STT_PUNCTUATION),
+    (REQ, [Verdict(10.3, 1, True)], EndReason.FINAL_GRACE),
+    (REQ, [Verdict(12.9, 1, True)], EndReason.FINAL_GRACE),
+]
+
+
+@pytest.mark.parametrize("late", [0.001, 5.0])
+@pytest.mark.parametrize(("policy", "inputs", "reason"), LATE_CASES)
+def test_a_tick_after_the_deadline_ends_the_pause_like_one_at_it(
+    late: float, policy: TurnPolicy, inputs: list[TurnInput], reason: EndReason
+) -> None:
+    m = paused(policy)
+    run(m, *inputs)
+    deadline = m.timer
+    assert deadline is not None
+    at = deadline + late
+    assert m.handle(Tick(at)) == [EndUserTurn(0, reason, at)]
+    assert m.state is S.AWAITING_RESPONSE and m.timer is None
+
+
+def test_a_tick_outside_a_pause_or_candidate_is_a_stale_timer_and_ignored() -> None:
+    m = paused(FIXED)
+    run(m, VadStart(10.2))
+    assert m.handle(Tick(10.5)) == []
+    assert m.stats.ignored(K.TICK) == 1
+
+
+# --- clamping -----------------------------------------------------------------------------
+
+HUGE = [math.inf, 1e300, MAX_DELAY * 10]
+
+
+@pytest.mark.parametrize("huge", HUGE)
+def test_huge_durations_clamp_instead_of_raising(huge: float) -> None:
+    # Fixed silence.
+    m = paused(FixedSilence(huge))
+    assert m.timer == STOP + MAX_DELAY
+    assert m.handle(Tick(STOP + MAX_DELAY)) == [EndUserTurn(0, EndReason.FIXED_SILENCE, STOP + MAX_DELAY)]
+    # Fallback, final grace and punctuation grace.
+    m = paused(Adaptive(fallback_silence=huge, final_grace=huge))
+    assert m.timer == STOP + MAX_DELAY
+    run(m, SttFinal(10.1, "Yes."))
+    assert m.pause is not None and m.pause.reason is EndReason.FALLBACK  # not earlier than the fallback
+    m = paused(Adaptive(fallback_silence=huge, final_grace=1.0))
+    run(m, SttFinal(10.1, "Yes."))
+    assert m.timer == pytest.approx(11.1)
+    m = paused(Adaptive(fallback_silence=huge, final_grace=huge, require_final=True))
+    run(m, Verdict(10.2, 1, True))
+    assert m.timer == STOP + MAX_DELAY and m.pause is not None and m.pause.reason is EndReason.FINAL_GRACE
+    m = paused(Adaptive(fallback_silence=huge, final_grace=2.0, require_final=True))
+    run(m, Verdict(10.2, 1, True))
+    assert m.timer == pytest.approx(12.2)
+    # The recheck of a barge-in candidate.
+    for policy in (
+        InterruptionPolicy(min_speech=huge),
+        InterruptionPolicy(transcript_wait=huge),
+        InterruptionPolicy(min_speech=1.0, vad_hangover=huge),
+        InterruptionPolicy(echo_guard=huge),
+    ):
+        m = TurnMachine(FIXED, policy)
+        run(m, VadStart(0.0), VadStop(1.0), Tick(1.5), BotAudioStarted(2.0, 0))
+        actions = m.handle(VadStart(3.0))
+        assert len(actions) == 1 and isinstance(actions[0], ArmTimer)
+        assert math.isfinite(actions[0].deadline) and actions[0].deadline <= 3.0 + MAX_DELAY
+
+
+def test_deadlines_stay_finite_at_the_end_of_the_float_range() -> None:
+    m = TurnMachine(FixedSilence(math.inf))
+    big = 1.7e308
+    run(m, VadStart(big), VadStop(big))
+    deadline = m.timer
+    assert deadline is not None and math.isfinite(deadline)
+    assert run(m, Tick(deadline))[0] == EndUserTurn(0, EndReason.FIXED_SILENCE, deadline)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: FixedSilence(-1.0),
+        lambda: FixedSilence(math.nan),
+        lambda: Adaptive(fallback_silence=-0.1),
+        lambda: Adaptive(final_grace=math.nan),
+        lambda: InterruptionPolicy(min_speech=-1.0),
+        lambda: InterruptionPolicy(min_words=-1),
+    ],
+)
+def test_negative_or_nan_durations_are_a_config_error(make: Callable[[], object]) -> None:
+    with pytest.raises(ConfigError):
+        make()
+
+
+def test_something_that_is_not_a_turn_input_is_invalid_input() -> None:
+    with pytest.raises(InvalidInput, match="str"):
+        TurnMachine().handle("VadStart")  # type: ignore[arg-type]
+
+
+def test_the_repr_of_text_inputs_hides_the_text() -> None:
+    assert "secret" not in repr(SttFinal(1.0, "secret")) + repr(SttInterim(1.0, "secret")) + repr(UserText(1.0, "secret"))

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import brisvox.providers
+
+
+def test_the_providers_package_exports_exactly_its_interfaces() -> None:
+    assert sorted(brisvox.providers.__all__) == sorted(
+        [
+            "DEFAULT_EVENT_CAPACITY",
+            "Channel",
+            "Done",
+            "FinishReason",
+            "GeneratorLlmStream",
+            "LlmError",
+            "LlmEvent",
+            "LlmProvider",
+            "LlmRequest",
+            "LlmStream",
+            "Overflow",
+            "ProviderDataDelta",
+            "ProviderError",
+            "ProviderErrorKind",
+            "SessionBase",
+            "SttConfig",
+            "SttError",
+            "SttEvent",
+            "SttProvider",
+            "SttSession",
+            "TextDelta",
+            "ToolCallDelta",
+            "ToolChoice",
+            "ToolChoiceMode",
+            "Transcript",
+            "TtsAudio",
+            "TtsCancelled",
+            "TtsConfig",
+            "TtsError",
+            "TtsEvent",
+            "TtsFlushed",
+            "TtsProvider",
+            "TtsSession",
+            "TtsSessionBase",
+            "TtsWords",
+            "Usage",
+        ]
+    )
