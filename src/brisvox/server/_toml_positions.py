@@ -75,9 +75,7 @@ class _Scanner:
     def skip_blank(self, newlines: bool) -> None:
         while self.i < self.n:
             ch = self.s[self.i]
-            if ch in " \t":
-                self.i += 1
-            elif newlines and ch in "\r\n":
+            if ch in " \t" or (newlines and ch in "\r\n"):
                 self.i += 1
             elif newlines and ch == "#":
                 self.skip_line()

@@ -36,7 +36,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
-from brisvox.agent.turn import DEFAULT_FALLBACK_SILENCE, DEFAULT_FINAL_GRACE, Adaptive, FixedSilence, TurnPolicy
+from brisvox.agent.turn import (
+    DEFAULT_FALLBACK_SILENCE,
+    DEFAULT_FINAL_GRACE,
+    Adaptive,
+    FixedSilence,
+    TurnPolicy,
+)
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.server._toml_positions import KeyPath, Positions, index_positions
@@ -270,6 +276,12 @@ def parse_agent_file(
     report = _Report(file, index_positions(text))
     model = _check_shape(raw, report)
     if model is None:
+        # The tool names are still checked when they are readable, so one run shows both.
+        agent = raw.get("agent")
+        if isinstance(agent, dict):
+            tools, confirm = agent.get("tools", []), agent.get("confirm_tools", [])
+            if _strings(tools) and _strings(confirm):
+                _check_tools(tools, confirm, report, available_tools)
         raise AgentFileError(report.problems)
     definition = _build(model, Path(source), report, available_tools, environ)
     if report.problems:
@@ -337,7 +349,7 @@ def _build(
     a = f.agent
     if not _LANGUAGE.fullmatch(a.language):
         report.at_value(("agent", "language"), f"expected a language tag such as 'en' or 'tr-TR', got {a.language!r}")
-    _check_tools(a, report, available_tools)
+    _check_tools(a.tools, a.confirm_tools, report, available_tools)
     turn = _turn_policy(f.turn, report)
     interruption = _interruption(f.interruption, report)
     filler = _filler(f.filler, report)
@@ -352,9 +364,13 @@ def _build(
     )
 
 
-def _check_tools(a: _Agent, report: _Report, available: Collection[str]) -> None:
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _check_tools(tools: list[str], confirm: list[str], report: _Report, available: Collection[str]) -> None:
     seen: set[str] = set()
-    for i, name in enumerate(a.tools):
+    for i, name in enumerate(tools):
         path: KeyPath = ("agent", "tools", i)
         if name in seen:
             report.at_key(path, f"tool {name!r} is listed twice")
@@ -364,7 +380,7 @@ def _check_tools(a: _Agent, report: _Report, available: Collection[str]) -> None
                 "this server provides no tools"
             report.at_key(path, f"tool {name!r} is not provided by this server ({offered}; register Python "
                                 "tools with brisvox.run_with_tools)")
-    for i, name in enumerate(a.confirm_tools):
+    for i, name in enumerate(confirm):
         if name not in seen:
             report.at_key(("agent", "confirm_tools", i), f"tool {name!r} is not in agent.tools")
 
