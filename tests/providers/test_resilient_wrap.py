@@ -12,7 +12,18 @@ from brisvox.providers.resilient import ResiliencePolicy
 from brisvox.providers.resilient_wrap import ResilientLlm, ResilientStt, ResilientTts
 from brisvox.providers.stt import SttConfig, SttError
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsFlushed
-from brisvox.sim import Fail, Finish, Hang, MockStt, MockSttConfig, MockTts, MockTtsConfig, Pause, Say, ScriptedLlm
+from brisvox.sim import (
+    Fail,
+    Finish,
+    Hang,
+    MockStt,
+    MockSttConfig,
+    MockTts,
+    MockTtsConfig,
+    Pause,
+    Say,
+    ScriptedLlm,
+)
 
 
 def request() -> LlmRequest:

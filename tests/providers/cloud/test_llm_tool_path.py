@@ -17,7 +17,15 @@ from brisvox.agent import Context
 from brisvox.agent import assemble as asm
 from brisvox.agent.tools import CancelToken, ToolEngine, ToolRegistry
 from brisvox.core.clock import SimClock
-from brisvox.providers.llm import Done, LlmEvent, LlmProvider, LlmRequest, ProviderDataDelta, TextDelta, ToolCallDelta
+from brisvox.providers.llm import (
+    Done,
+    LlmEvent,
+    LlmProvider,
+    LlmRequest,
+    ProviderDataDelta,
+    TextDelta,
+    ToolCallDelta,
+)
 
 from ._llm_wire import Script, T, VendorFake, call, interleave
 from .test_llm_scenarios import TOOLS, VENDORS, make, results_of_last_round, start
