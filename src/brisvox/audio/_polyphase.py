@@ -90,13 +90,11 @@ class PolyphaseResampler:
                 block = x_all[s0 : s0 + (count - 1) * down + taps]
                 y[first - j0 :: up] = np.correlate(block, self._table[phase], "valid")[::down]
         else:
-            js = np.arange(j0, j_end, dtype=np.int64)
-            u = js * down + c
-            q = u // up
-            p = u - q * up
-            start = q - (taps - 1) - self._base
-            windows = np.lib.stride_tricks.sliding_window_view(x_all, taps)[start]
-            y = np.einsum("ok,ok->o", self._table[p], windows)
+            pos = np.arange(j0, j_end, dtype=np.int64) * down + c
+            qs = pos // up
+            phases = pos - qs * up
+            windows = np.lib.stride_tricks.sliding_window_view(x_all, taps)[qs - (taps - 1) - self._base]
+            y = np.einsum("ok,ok->o", self._table[phases], windows)
         self._n_out = j_end
         out: npt.NDArray[np.int16] = np.clip(np.rint(y), -32768, 32767).astype(np.int16)
         return out
