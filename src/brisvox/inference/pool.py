@@ -96,7 +96,7 @@ class PoolStats:
 
 
 class _Job(Generic[T]):
-    __slots__ = ("args", "cancelled", "fn", "future", "loop", "name")
+    __slots__ = ("args", "fn", "future", "loop", "name")
 
     def __init__(
         self,
@@ -111,7 +111,6 @@ class _Job(Generic[T]):
         self.future = future
         self.loop = loop
         self.name = name
-        self.cancelled = False  # set on the loop when the caller gives up; read by the worker
 
 
 def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
@@ -193,17 +192,11 @@ class InferencePool:
             queue.append(job)
             self._cond.notify()
         hold_time_for(fut)
-        fut.add_done_callback(lambda f: self._on_caller_done(job, f))
         return fut
 
     async def run(self, fn: Callable[..., T], *args: Any, lane: Lane = Lane.NORMAL) -> T:
         """Submit and await; raises :class:`PoolFull`, :class:`PoolClosed` or :class:`InferenceFailed`."""
         return await self.submit(fn, *args, lane=lane)
-
-    @staticmethod
-    def _on_caller_done(job: _Job[Any], fut: asyncio.Future[Any]) -> None:
-        if fut.cancelled():
-            job.cancelled = True
 
     # --- the threads ---------------------------------------------------------------------
 
@@ -231,7 +224,9 @@ class InferencePool:
             self._on_worker_exit()
 
     def _run_job(self, job: _Job[Any]) -> None:
-        if job.cancelled:
+        # Reading the future's state from this thread is safe (one attribute read); the
+        # caller cancels on the loop before anything it does later can reach this thread.
+        if job.future.cancelled():
             with self._cond:
                 self._skipped += 1
             return

@@ -1,1 +1,66 @@
-"""brisvox.transport."""
+"""brisvox.transport: the boundary between a caller and a session.
+
+The core (no socket code): :class:`TransportSession` over a :class:`CallLink`, the
+epoch :class:`~brisvox.transport.ledger.Ledger`, bounded :class:`Channel` queues.
+Adapters: :class:`LoopbackTransport` (in memory) and ``brisvox.transport.websocket``.
+"""
+
+from brisvox.transport.channel import Channel, ItemPolicy, Overflow
+from brisvox.transport.events import (
+    CallerAudio,
+    CallInfo,
+    CallRates,
+    Clear,
+    Dtmf,
+    Mark,
+    MarkCleared,
+    MarkPlayed,
+    PlaybackLead,
+    PlaybackPosition,
+    SendAudio,
+    Started,
+    Stop,
+    Stopped,
+    StopReason,
+    TransportCommand,
+    TransportError,
+    TransportEvent,
+)
+from brisvox.transport.link import CallEnds, CallLink, Transport, call_pair
+from brisvox.transport.loopback import Heard, LoopbackClient, LoopbackConfig, LoopbackTransport
+from brisvox.transport.session import CommandSender, SessionConfig, TransportSession
+
+__all__ = [
+    "CallEnds",
+    "CallInfo",
+    "CallLink",
+    "CallRates",
+    "CallerAudio",
+    "Channel",
+    "Clear",
+    "CommandSender",
+    "Dtmf",
+    "Heard",
+    "ItemPolicy",
+    "LoopbackClient",
+    "LoopbackConfig",
+    "LoopbackTransport",
+    "Mark",
+    "MarkCleared",
+    "MarkPlayed",
+    "Overflow",
+    "PlaybackLead",
+    "PlaybackPosition",
+    "SendAudio",
+    "SessionConfig",
+    "Started",
+    "Stop",
+    "StopReason",
+    "Stopped",
+    "Transport",
+    "TransportCommand",
+    "TransportError",
+    "TransportEvent",
+    "TransportSession",
+    "call_pair",
+]

@@ -1,0 +1,201 @@
+"""A scripted text-to-speech provider for simulations and tests.
+
+:class:`MockTts` "speaks" each text segment as a tone whose length follows the text
+(``chars_per_second``, default 14, the engine's own estimate), so what the caller heard
+can be checked against the text.  Per context it waits the profile's ``first_event``
+before the first audio, then produces chunks of ``chunk_seconds`` at ``realtime_factor``
+(seconds of synthesis per second of audio; 0 produces instantly).  Word timings are sent
+per segment before its audio, in seconds from the context's first sample, unless
+``word_timings`` is off (a provider without timestamps).
+
+Faults: ``fail_connect`` makes ``connect`` raise; ``disconnect_after`` (seconds of audio
+produced by the session) drops the connection mid-utterance with a fatal ``closed``
+error.  The provider keeps every session and each session the text it received per
+context (``texts``) and the contexts it was told to cancel, for assertions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from brisvox.core.clock import Clock
+from brisvox.core.errors import ChannelClosed, ConfigError
+from brisvox.core.frames import WordTiming
+from brisvox.core.tasks import TaskScope
+from brisvox.providers.channel import Channel
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.tts import (
+    TtsAudio,
+    TtsConfig,
+    TtsError,
+    TtsFlushed,
+    TtsProvider,
+    TtsSessionBase,
+    TtsWords,
+)
+from brisvox.sim.latency import INSTANT, Delays, LatencyProfile
+
+__all__ = ["MockTts", "MockTtsConfig", "MockTtsSession"]
+
+_INPUT_CAPACITY = 32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MockTtsConfig:
+    chars_per_second: float = 14.0
+    realtime_factor: float = 0.0
+    chunk_seconds: float = 0.04
+    word_timings: bool = True
+    latency: LatencyProfile = INSTANT  # connect, and first_event per context
+    disconnect_after: float | None = None
+    fail_connect: ProviderErrorKind | None = None
+    tone_hz: float = 300.0
+    level: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.chars_per_second <= 0 or self.chunk_seconds <= 0:
+            raise ConfigError(
+                f"MockTtsConfig: chars_per_second and chunk_seconds must be positive, "
+                f"got {self.chars_per_second}, {self.chunk_seconds}"
+            )
+        if self.realtime_factor < 0:
+            raise ConfigError(f"MockTtsConfig.realtime_factor must not be negative, got {self.realtime_factor}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    context_id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Flush:
+    context_id: int
+
+
+class MockTts(TtsProvider):
+    def __init__(self, clock: Clock, config: MockTtsConfig = MockTtsConfig(), *, name: str = "mock-tts") -> None:
+        self._clock = clock
+        self.config = config
+        self._name = name
+        self.sessions: list[MockTtsSession] = []
+        self.warm_calls = 0
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def warm(self) -> None:
+        self.warm_calls += 1
+
+    async def connect(self, config: TtsConfig) -> MockTtsSession:
+        delays = self.config.latency.delays()
+        await self._clock.sleep(delays.connect())
+        if self.config.fail_connect is not None:
+            raise ProviderError(self._name, self.config.fail_connect, "scripted connect failure")
+        session = MockTtsSession(self._clock, self.config, config, self._name, delays)
+        self.sessions.append(session)
+        return session
+
+
+class MockTtsSession(TtsSessionBase):
+    def __init__(self, clock: Clock, script: MockTtsConfig, config: TtsConfig, name: str, delays: Delays) -> None:
+        super().__init__(name=f"{name} session")
+        self._clock = clock
+        self._script = script
+        self._provider = name
+        self._rate = config.sample_rate
+        self._timings = script.word_timings and config.word_timestamps
+        self._delays = delays
+        self._input: Channel[_Text | _Flush] = Channel(_INPUT_CAPACITY, name=f"{name} text")
+        self.texts: dict[int, str] = {}
+        self.cancelled: list[int] = []
+        self.audio_seconds = 0.0  # produced by the session, every context
+        self._offsets: dict[int, float] = {}  # seconds of audio per open context
+        self._scope = TaskScope(f"{name} session")
+        self._scope.spawn(self._run(), name="synthesize")
+
+    async def send_text(self, context_id: int, text: str) -> None:
+        self._check_open()
+        if self.is_cancelled(context_id) or not text:
+            return
+        self.texts[context_id] = self.texts.get(context_id, "") + text
+        await self._input.put(_Text(context_id, text))
+
+    async def flush(self, context_id: int) -> None:
+        self._check_open()
+        if not self.is_cancelled(context_id):
+            await self._input.put(_Flush(context_id))
+
+    def _on_cancel(self, context_id: int) -> None:
+        self.cancelled.append(context_id)
+        self._input.remove_if(lambda cmd: cmd.context_id == context_id)
+
+    async def _shutdown(self) -> None:
+        self._input.abort()
+        await self._scope.aclose()
+
+    async def _run(self) -> None:
+        try:
+            async for cmd in self._input:
+                ctx = cmd.context_id
+                if self.is_cancelled(ctx):
+                    continue
+                if isinstance(cmd, _Flush):
+                    self._offsets.pop(ctx, None)
+                    await self._emit(TtsFlushed(context_id=ctx))
+                elif not await self._speak(ctx, cmd.text):
+                    return
+        except ChannelClosed:
+            return
+
+    async def _speak(self, ctx: int, text: str) -> bool:
+        """Synthesize one segment; False once the scripted disconnect ended the session."""
+        if ctx not in self._offsets:
+            self._offsets[ctx] = 0.0
+            await self._clock.sleep(self._delays.first_event())
+        offset = self._offsets[ctx]
+        duration = len(text) / self._script.chars_per_second
+        if self._timings:
+            await self._emit(TtsWords(context_id=ctx, words=_word_timings(text, offset, duration)))
+        samples = round(duration * self._rate)
+        chunk = max(1, round(self._script.chunk_seconds * self._rate))
+        start_sample = round(offset * self._rate)
+        for first in range(0, samples, chunk):
+            if self.is_cancelled(ctx):
+                return True
+            n = min(chunk, samples - first)
+            await self._clock.sleep(n / self._rate * self._script.realtime_factor)
+            limit = self._script.disconnect_after
+            if limit is not None and self.audio_seconds + n / self._rate > limit + 1e-9:
+                err = ProviderError(self._provider, ProviderErrorKind.CLOSED, "scripted disconnect mid-utterance")
+                await self._emit(TtsError(error=err, context_id=ctx, fatal=True))
+                self._input.abort()
+                self._finish()
+                return False
+            self.audio_seconds += n / self._rate
+            await self._emit(TtsAudio(context_id=ctx, pcm=self._tone(start_sample + first, n), sample_rate=self._rate))
+        self._offsets[ctx] = offset + samples / self._rate
+        return True
+
+    def _tone(self, start: int, n: int) -> bytes:
+        t = (start + np.arange(n)) / self._rate
+        wave = self._script.level * np.sin(2 * math.pi * self._script.tone_hz * t)
+        return (wave * 32767.0).astype("<i2").tobytes()
+
+
+def _word_timings(text: str, offset: float, duration: float) -> tuple[WordTiming, ...]:
+    """Each word's span at the text's constant character rate (spaces included)."""
+    if not text:
+        return ()
+    per_char = duration / len(text)
+    words: list[WordTiming] = []
+    pos = 0
+    for word in text.split():
+        start = text.index(word, pos)
+        pos = start + len(word)
+        words.append(WordTiming(word, offset + start * per_char, offset + pos * per_char))
+    return tuple(words)

@@ -1,0 +1,239 @@
+"""Bounded channels with an overflow policy per item.
+
+Every queue of the transport is a :class:`Channel` with a fixed capacity.  What happens
+when it is full is decided per item by the channel's ``policy`` function, which returns
+an :class:`ItemPolicy`:
+
+* ``BACKPRESSURE``: the sender waits for room (never lost).
+* ``DROP_OLDEST``: the oldest queued item of the same class (``key``) is evicted; with
+  nothing of its class queued the new item is dropped.  Either way one item is counted in
+  ``dropped``.  Never waits.
+* ``DISPLACE``: a queued item with the same ``key`` is removed and the new one appended
+  (cumulative values: nothing is lost but intermediate values); when the queue is still
+  full, the oldest ``DROP_OLDEST`` item of any class is evicted; only when there is none
+  does the sender wait.
+* ``DROP_NEWEST``: a full queue drops the new item (counted).  Never waits.
+
+``purge(pred)`` removes queued items synchronously; ``wake()`` makes a blocked
+``recv_or_wake`` return :data:`WAKE` (used to hand a receiver out-of-band work).
+``close()`` ends the channel for both sides: senders get :class:`ChannelClosed`, the
+receiver drains what is queued, then gets :class:`ChannelClosed`.
+
+The channel lives on one event loop and is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+from brisvox.core.errors import ChannelClosed
+
+__all__ = ["WAKE", "Channel", "ItemPolicy", "Overflow", "Wake"]
+
+T = TypeVar("T")
+
+
+class Overflow(enum.Enum):
+    BACKPRESSURE = "backpressure"
+    DROP_OLDEST = "drop_oldest"
+    DISPLACE = "displace"
+    DROP_NEWEST = "drop_newest"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemPolicy:
+    overflow: Overflow
+    key: Hashable = None
+
+
+class Wake(enum.Enum):
+    WAKE = "wake"
+
+
+WAKE: Final = Wake.WAKE
+
+_BACKPRESSURE = ItemPolicy(Overflow.BACKPRESSURE)
+
+
+def _always_backpressure(_: object) -> ItemPolicy:
+    return _BACKPRESSURE
+
+
+class Channel(Generic[T]):
+    """A bounded FIFO with per-item overflow policies (see module docs)."""
+
+    __slots__ = ("_closed", "_items", "_name", "_policy", "_recv_waiter", "_send_waiters", "_woken",
+                 "capacity", "dropped")
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        name: str = "channel",
+        policy: Callable[[T], ItemPolicy] = _always_backpressure,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"{name}: capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self.dropped = 0
+        self._name = name
+        self._policy = policy
+        self._items: deque[tuple[T, ItemPolicy]] = deque()
+        self._closed = False
+        self._woken = False
+        self._recv_waiter: asyncio.Future[None] | None = None
+        self._send_waiters: deque[asyncio.Future[None]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"Channel({self._name!r}, {len(self._items)}/{self.capacity}, dropped={self.dropped})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- sending ---------------------------------------------------------------------------
+
+    def try_send(self, item: T) -> bool:
+        """Queue ``item`` without waiting.  False when a ``BACKPRESSURE`` item (or a
+        ``DISPLACE`` item that found nothing to evict) would have to wait; lossy items
+        return True even when they were dropped (see ``dropped``)."""
+        if self._closed:
+            raise ChannelClosed(f"{self._name} is closed")
+        pol = self._policy(item)
+        if pol.overflow is Overflow.DISPLACE:
+            self._remove_key(pol.key)
+        if len(self._items) < self.capacity:
+            self._push(item, pol)
+            return True
+        kind = pol.overflow
+        if kind is Overflow.DROP_NEWEST:
+            self.dropped += 1
+            return True
+        if kind is Overflow.DROP_OLDEST:
+            if self._evict_oldest(pol.key):
+                self._push(item, pol)
+            self.dropped += 1
+            return True
+        if kind is Overflow.DISPLACE and self._evict_oldest(None):
+            self.dropped += 1
+            self._push(item, pol)
+            return True
+        return False
+
+    async def send(self, item: T) -> None:
+        """Queue ``item``, waiting for room when its policy says so."""
+        while not self.try_send(item):
+            fut = asyncio.get_running_loop().create_future()
+            self._send_waiters.append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():
+                    self._room()  # pass the wake-up on to the next sender
+                raise
+            finally:
+                if fut in self._send_waiters:
+                    self._send_waiters.remove(fut)
+
+    def _push(self, item: T, pol: ItemPolicy) -> None:
+        self._items.append((item, pol))
+        waiter = self._recv_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _remove_key(self, key: Hashable) -> None:
+        for i, (_, pol) in enumerate(self._items):
+            if pol.overflow is Overflow.DISPLACE and pol.key == key:
+                del self._items[i]
+                return
+
+    def _evict_oldest(self, key: Hashable) -> bool:
+        """Evict the oldest DROP_OLDEST item (of class ``key``, or of any class for None)."""
+        for i, (_, pol) in enumerate(self._items):
+            if pol.overflow is Overflow.DROP_OLDEST and (key is None or pol.key == key):
+                del self._items[i]
+                return True
+        return False
+
+    def _room(self) -> None:
+        while self._send_waiters and len(self._items) < self.capacity:
+            fut = self._send_waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    # --- receiving -------------------------------------------------------------------------
+
+    def try_recv(self) -> T | None:
+        if not self._items:
+            if self._closed:
+                raise ChannelClosed(f"{self._name} is closed")
+            return None
+        item = self._items.popleft()[0]
+        self._room()
+        return item
+
+    async def recv(self) -> T:
+        while True:
+            got = await self.recv_or_wake()
+            if got is not WAKE:
+                return got
+
+    async def recv_or_wake(self) -> T | Wake:
+        """The next item, or :data:`WAKE` if :meth:`wake` was called (once per call)."""
+        while True:
+            if self._woken:
+                self._woken = False
+                return WAKE
+            if self._items:
+                item = self._items.popleft()[0]
+                self._room()
+                return item
+            if self._closed:
+                raise ChannelClosed(f"{self._name} is closed")
+            fut = asyncio.get_running_loop().create_future()
+            self._recv_waiter = fut
+            try:
+                await fut
+            finally:
+                self._recv_waiter = None
+
+    def wake(self) -> None:
+        self._woken = True
+        waiter = self._recv_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    # --- maintenance -----------------------------------------------------------------------
+
+    def purge(self, pred: Callable[[T], bool]) -> list[T]:
+        """Remove and return every queued item for which ``pred`` is true, synchronously."""
+        kept: deque[tuple[T, ItemPolicy]] = deque()
+        removed: list[T] = []
+        for entry in self._items:
+            (removed.append(entry[0]) if pred(entry[0]) else kept.append(entry))
+        if removed:
+            self._items = kept
+            for _ in removed:
+                self._room()
+        return removed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        waiter = self._recv_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        while self._send_waiters:
+            fut = self._send_waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)

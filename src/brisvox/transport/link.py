@@ -1,0 +1,72 @@
+"""The two ends of one call between a protocol adapter and the transport core.
+
+``call_pair(info)`` builds a :class:`CallLink` (the core's end, handed to
+``TransportSession.open``) and the matching :class:`CallEnds` (the adapter's end).
+They share three things:
+
+* ``events``: WireEvents from the adapter to the core (``WIRE_EVENTS_CAPACITY``; caller
+  audio drop-oldest, the rest backpressure).  The adapter closes it when its client
+  vanished.
+* ``out``: WireOuts from the core to the adapter (``WIRE_OUT_CAPACITY``, backpressure).
+  The adapter closes it when it can no longer write (the core then treats the wire as
+  closed).
+* ``ended``: set by the core when the call is over; an adapter blocked on its client must
+  stop waiting and return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+from brisvox.transport.channel import Channel, ItemPolicy, Overflow
+from brisvox.transport.events import CallInfo, WireAudio, WireEvent, WireOut
+
+__all__ = ["WIRE_EVENTS_CAPACITY", "WIRE_OUT_CAPACITY", "CallEnds", "CallLink", "Transport", "call_pair"]
+
+WIRE_EVENTS_CAPACITY = 64
+WIRE_OUT_CAPACITY = 8
+
+_AUDIO = ItemPolicy(Overflow.DROP_OLDEST, "audio")
+_LOSSLESS = ItemPolicy(Overflow.BACKPRESSURE)
+
+
+def wire_event_policy(item: WireEvent) -> ItemPolicy:
+    return _AUDIO if isinstance(item, WireAudio) else _LOSSLESS
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CallLink:
+    """The core's end of a call."""
+
+    info: CallInfo
+    events: Channel[WireEvent]
+    out: Channel[WireOut]
+    ended: asyncio.Event
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CallEnds:
+    """The adapter's end of a call."""
+
+    info: CallInfo
+    events: Channel[WireEvent]
+    out: Channel[WireOut]
+    ended: asyncio.Event
+
+
+def call_pair(info: CallInfo) -> tuple[CallLink, CallEnds]:
+    events: Channel[WireEvent] = Channel(WIRE_EVENTS_CAPACITY, name="wire events", policy=wire_event_policy)
+    out: Channel[WireOut] = Channel(WIRE_OUT_CAPACITY, name="wire out")
+    ended = asyncio.Event()
+    return CallLink(info, events, out, ended), CallEnds(info, events, out, ended)
+
+
+class Transport(Protocol):
+    """A source of calls (loopback, WebSocket server, ...)."""
+
+    async def accept(self) -> CallLink:
+        """The next call whose client is connected and started; raises ChannelClosed when the
+        transport shut down."""
+        ...

@@ -1,0 +1,441 @@
+"""TransportSession: the asyncio shell around the ledger, the pacer and one CallLink.
+
+``await TransportSession.open(clock, link, config)`` starts five tasks in the session's
+:class:`~brisvox.core.tasks.TaskScope` (``close()`` cancels and joins them):
+
+* **commands** takes queued engine commands in order: audio is cut into frames of at
+  most one tick and pushed into the :class:`~brisvox.audio.pacer.OutputPacer` (audio of
+  any epoch but the current one is dropped); a mark is registered at the accepted
+  position (a mark sent before a clear that has since been applied is cut); ``Stop``
+  records ``REQUESTED`` and ends the session.
+* **pacer** releases one frame per tick into the sink (``sink_capacity``).
+* **output**, the only writer to the wire: applies a new ledger generation first
+  (``WireClear``, then the cut utterances' final positions and the cut marks), then due
+  marks, then takes the next frame from the sink, skips stale ones and writes it
+  (bounded by ``wire_write_timeout``).
+* **input** forwards WireEvents: caller audio re-tagged with the current epoch
+  (drop-oldest), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
+  session as ``PEER_HANGUP``, a closed event side as ``PEER_DISCONNECTED``.
+* **supervisor** waits for the first task to end (when the output found the wire closed
+  it gives the input ``wire_closed_grace`` to deliver what the adapter queued before it
+  left), cancels the rest, sends the final reports, ``WireHangupOut`` and sets
+  ``link.ended``, then emits ``Stopped`` and closes the event queue (each send bounded by
+  ``final_send_timeout``).
+
+``Clear`` is out of band: :meth:`CommandSender.send` applies it before it returns (see
+:meth:`CommandSender.clear`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from brisvox.audio.pacer import FRAME_DURATION, OutputPacer
+from brisvox.core.clock import Clock
+from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
+from brisvox.core.frames import InputAudioFrame, OutputAudioFrame
+from brisvox.core.tasks import TaskScope
+from brisvox.transport._timeout import bounded
+from brisvox.transport.channel import Channel, ItemPolicy, Overflow
+from brisvox.transport.events import (
+    CallerAudio,
+    CallInfo,
+    Clear,
+    Dtmf,
+    Mark,
+    MarkCleared,
+    MarkPlayed,
+    PlaybackLead,
+    PlaybackPosition,
+    SendAudio,
+    Started,
+    Stop,
+    Stopped,
+    StopReason,
+    TransportCommand,
+    TransportError,
+    TransportEvent,
+    WireAudio,
+    WireAudioOut,
+    WireClear,
+    WireDtmf,
+    WireFault,
+    WireHangup,
+    WireHangupOut,
+    WireLead,
+    WireMark,
+    WireMarkEcho,
+    WireOut,
+    WireStarted,
+)
+from brisvox.transport.ledger import Ledger
+from brisvox.transport.link import CallLink
+
+__all__ = ["CommandSender", "SessionConfig", "TransportSession"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionConfig:
+    events_capacity: int = 64
+    commands_capacity: int = 64
+    pacer_capacity: int = 64
+    sink_capacity: int = 4
+    position_interval: float = 0.1
+    frame_duration: float = FRAME_DURATION
+    wire_write_timeout: float = 10.0
+    final_send_timeout: float = 1.0
+    wire_closed_grace: float = 1.0
+
+    def validate(self) -> None:
+        for name in ("events_capacity", "commands_capacity", "pacer_capacity", "sink_capacity"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"SessionConfig.{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("position_interval", "frame_duration", "wire_write_timeout", "final_send_timeout",
+                     "wire_closed_grace"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"SessionConfig.{name} must be positive, got {getattr(self, name)}")
+
+
+_AUDIO = ItemPolicy(Overflow.DROP_OLDEST, "audio")
+_LOSSLESS = ItemPolicy(Overflow.BACKPRESSURE)
+_LEAD = ItemPolicy(Overflow.DISPLACE, "lead")
+_STOPPED = ItemPolicy(Overflow.DISPLACE, "stopped")
+
+
+def _event_policy(ev: TransportEvent) -> ItemPolicy:
+    if isinstance(ev, CallerAudio):
+        return _AUDIO
+    if isinstance(ev, PlaybackPosition):
+        return ItemPolicy(Overflow.DISPLACE, ("position", ev.epoch, ev.utterance))
+    if isinstance(ev, PlaybackLead):
+        return _LEAD
+    if isinstance(ev, Stopped):
+        return _STOPPED
+    return _LOSSLESS
+
+
+def _is_old_wire_item(epoch: int) -> Any:
+    def pred(w: WireOut) -> bool:
+        return isinstance(w, WireMark) or (isinstance(w, WireAudioOut) and w.frame.epoch < epoch)
+
+    return pred
+
+
+class _WireClosed(Exception):
+    """The adapter closed its outgoing end."""
+
+
+class CommandSender:
+    """Sends commands to one session; cheap to copy (``session.commands()``)."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self, session: TransportSession) -> None:
+        self._s = session
+
+    async def send(self, cmd: TransportCommand) -> None:
+        """Queue ``cmd`` (backpressure); ``Clear`` is applied before this returns.
+        Raises ChannelClosed once the session has ended."""
+        s = self._s
+        if s._finished:
+            raise ChannelClosed("the transport session has ended")
+        if isinstance(cmd, Clear):
+            self.clear(cmd.epoch)
+            return
+        await s._commands.send((s._ledger.epoch, cmd))
+
+    def clear(self, epoch: int) -> bool:
+        """Apply Clear{epoch} synchronously; False when it is not newer than the current epoch.
+
+        Raises the ledger's epoch (cuts unechoed marks, ends the old utterances), pulls
+        the stale audio and every mark out of the wire queue, drops stale frames from the
+        sink, wakes the output task (which writes WireClear before anything else) and
+        interrupts the pacer.
+        """
+        s = self._s
+        if s._finished:
+            raise ChannelClosed("the transport session has ended")
+        if not s._ledger.clear(epoch):
+            return False
+        s._link.out.purge(_is_old_wire_item(epoch))
+        s._sink.purge(lambda f: f.epoch < epoch)
+        s._sink.wake()
+        s._pacer.interrupt(epoch)
+        return True
+
+
+class TransportSession:
+    """One call's transport session (see module docs)."""
+
+    def __init__(self, clock: Clock, link: CallLink, config: SessionConfig) -> None:
+        config.validate()
+        self._clock = clock
+        self._link = link
+        self._config = config
+        self._ledger = Ledger(position_interval=config.position_interval)
+        self._events: Channel[TransportEvent] = Channel(config.events_capacity, name="engine events",
+                                                        policy=_event_policy)
+        self._commands: Channel[tuple[int, TransportCommand]] = Channel(config.commands_capacity,
+                                                                        name="engine commands")
+        self._sink: Channel[OutputAudioFrame] = Channel(config.sink_capacity, name="pacer sink")
+        self._pacer: OutputPacer[OutputAudioFrame] = OutputPacer(clock, self._sink.send,
+                                                                 capacity=config.pacer_capacity)
+        self._reason: StopReason | None = None
+        self._failure: BaseException | None = None
+        self._wire_closed = False
+        self._finished = False
+        self._first_done = asyncio.Event()
+        self._workers: list[asyncio.Task[None]] = []
+        self._supervisor: asyncio.Task[None] | None = None
+        self._scope = TaskScope(f"transport[{link.info.call_id}]")
+        self.stale_audio_dropped = 0
+
+    # --- public API ------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, clock: Clock, link: CallLink, config: SessionConfig | None = None) -> TransportSession:
+        session = cls(clock, link, config or SessionConfig())
+        session._start()
+        return session
+
+    @property
+    def info(self) -> CallInfo:
+        return self._link.info
+
+    @property
+    def pacer(self) -> OutputPacer[OutputAudioFrame]:
+        return self._pacer
+
+    async def recv(self) -> TransportEvent:
+        """The next event; raises ChannelClosed after Stopped was read."""
+        return await self._events.recv()
+
+    def try_recv(self) -> TransportEvent | None:
+        return self._events.try_recv()
+
+    async def send(self, cmd: TransportCommand) -> None:
+        await CommandSender(self).send(cmd)
+
+    def commands(self) -> CommandSender:
+        return CommandSender(self)
+
+    def stop_reason(self) -> StopReason | None:
+        return self._reason
+
+    @property
+    def events_dropped(self) -> int:
+        return self._events.dropped
+
+    async def close(self, timeout: float = 5.0) -> StopReason:
+        """End the session (REQUESTED unless it already had a reason) and join every task.
+        Returns TIMEOUT, after aborting the supervisor, when that takes longer than ``timeout``."""
+        self._set_reason(StopReason.REQUESTED)
+        self._first_done.set()
+        sup = self._supervisor
+        if sup is None:
+            return self._reason or StopReason.REQUESTED
+        try:
+            await bounded(self._clock, timeout, asyncio.shield(sup), "transport session close")
+        except DeadlineExceeded:
+            await self._scope.aclose()
+            return StopReason.TIMEOUT
+        await self._scope.aclose()
+        return self._reason or StopReason.REQUESTED
+
+    async def wait_stopped(self) -> StopReason:
+        """Wait (unbounded: wrap it in a timeout) until the session has ended by itself."""
+        if self._supervisor is not None:
+            await asyncio.shield(self._supervisor)
+        return self._reason or StopReason.PEER_DISCONNECTED
+
+    async def __aenter__(self) -> TransportSession:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    # --- tasks -----------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        scope = self._scope
+        for name, coro in (("commands", self._run_commands()), ("pacer", self._pacer.run()),
+                           ("output", self._run_output()), ("input", self._run_input())):
+            self._workers.append(scope.spawn(self._worker(coro), name=name))
+        self._supervisor = scope.spawn(self._supervise(), name="supervisor")
+
+    async def _worker(self, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except _WireClosed:
+            self._wire_closed = True
+        except DeadlineExceeded as exc:
+            log.warning("transport session %s: %s", self._link.info.call_id, exc)
+            self._set_reason(StopReason.TIMEOUT)
+        except ChannelClosed:
+            pass
+        except Exception as exc:
+            log.exception("transport session %s: task failed", self._link.info.call_id)
+            self._failure = exc
+            self._set_reason(StopReason.TIMEOUT if isinstance(exc, TimeoutError) else StopReason.PEER_DISCONNECTED)
+        finally:
+            self._first_done.set()
+
+    def _set_reason(self, reason: StopReason) -> None:
+        if self._reason is None:
+            self._reason = reason
+
+    async def _supervise(self) -> None:
+        cfg, clock, link = self._config, self._clock, self._link
+        await self._first_done.wait()
+        input_task = self._workers[3]
+        if self._wire_closed and self._reason is None and not input_task.done():
+            try:
+                await bounded(clock, cfg.wire_closed_grace, asyncio.shield(input_task), "peer hang-up grace")
+            except DeadlineExceeded:
+                self._set_reason(StopReason.PEER_DISCONNECTED)
+        self._set_reason(StopReason.PEER_DISCONNECTED)
+        self._finished = True
+        for t in self._workers:
+            t.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._pacer.close()
+        try:
+            for report in self._ledger.final_reports():
+                await self._event(report)
+                self._ledger.reported(report)
+            for mid in self._ledger.take_cut_marks():
+                await self._event(MarkCleared(mid))
+        except (DeadlineExceeded, ChannelClosed):
+            pass
+        if not link.out.closed:
+            with contextlib.suppress(DeadlineExceeded, ChannelClosed):
+                await bounded(clock, cfg.final_send_timeout, link.out.send(WireHangupOut()), "hang-up")
+        link.ended.set()
+        link.out.wake()  # an adapter waiting for output sees the end at once
+        assert self._reason is not None
+        try:
+            await self._event(Stopped(self._reason))
+        except (DeadlineExceeded, ChannelClosed):
+            log.info("transport session %s: Stopped was dropped (engine not reading)", link.info.call_id)
+        self._events.close()
+        self._commands.close()
+
+    async def _event(self, ev: TransportEvent) -> None:
+        if not self._events.try_send(ev):
+            await bounded(self._clock, self._config.final_send_timeout, self._events.send(ev), "event delivery")
+
+    async def _run_commands(self) -> None:
+        ledger, pacer, cfg = self._ledger, self._pacer, self._config
+        while True:
+            epoch, cmd = await self._commands.recv()
+            if isinstance(cmd, SendAudio):
+                frame = cmd.frame
+                if frame.epoch != ledger.epoch:
+                    self.stale_audio_dropped += 1
+                    continue
+                for chunk in _split(frame, cfg.frame_duration):
+                    if chunk.epoch != ledger.epoch:
+                        break
+                    ledger.accept_frame()
+                    await pacer.push(chunk)
+            elif isinstance(cmd, Mark):
+                if epoch < ledger.epoch:
+                    ledger.cut_mark(cmd.id)
+                else:
+                    ledger.add_mark(cmd.id)
+                self._sink.wake()
+            elif isinstance(cmd, Stop):
+                self._set_reason(StopReason.REQUESTED)
+                return
+
+    async def _wire(self, item: WireOut) -> None:
+        out = self._link.out
+        try:
+            if out.try_send(item):
+                return
+            await bounded(self._clock, self._config.wire_write_timeout, out.send(item), "wire write")
+        except ChannelClosed:
+            raise _WireClosed() from None
+
+    async def _flush_reports(self) -> None:
+        ledger = self._ledger
+        for report in ledger.due_reports():
+            await self._events.send(report)
+            ledger.reported(report)
+        for mid in ledger.take_cut_marks():
+            await self._events.send(MarkCleared(mid))
+
+    async def _run_output(self) -> None:
+        ledger, sink = self._ledger, self._sink
+        seen = ledger.generation
+        while True:
+            if ledger.generation != seen:
+                seen = ledger.generation
+                await self._wire(WireClear(ledger.epoch))
+                await self._flush_reports()
+                continue
+            for mid in ledger.due_marks():
+                if ledger.generation != seen:
+                    break  # the clear cut it; it is reported with the other cut marks
+                await self._wire(WireMark(mid))
+            if ledger.generation != seen:
+                continue
+            await self._flush_reports()
+            if ledger.generation != seen:
+                continue
+            got = await sink.recv_or_wake()
+            if not isinstance(got, OutputAudioFrame):
+                continue
+            if got.epoch != ledger.epoch:
+                continue
+            ledger.release(got.epoch, got.utterance, got.sample_count, got.sample_rate)
+            await self._wire(WireAudioOut(got))
+
+    async def _run_input(self) -> None:
+        ledger, events, link = self._ledger, self._events, self._link
+        while True:
+            try:
+                ev = await link.events.recv()
+            except ChannelClosed:
+                self._set_reason(StopReason.PEER_DISCONNECTED)
+                return
+            if isinstance(ev, WireAudio):
+                frame = InputAudioFrame(epoch=ledger.epoch, pcm=ev.pcm, sample_rate=ev.sample_rate, seq=ev.seq)
+                events.try_send(CallerAudio(frame, ev.at))
+            elif isinstance(ev, WireDtmf):
+                await events.send(Dtmf(ev.digit, ev.at))
+            elif isinstance(ev, WireMarkEcho):
+                if ledger.echo(ev.id):
+                    await events.send(MarkPlayed(ev.id))
+            elif isinstance(ev, WireStarted):
+                await events.send(Started(ev.info))
+            elif isinstance(ev, WireFault):
+                await events.send(TransportError(ev.kind, ev.message, ev.fatal))
+            elif isinstance(ev, WireLead):
+                events.try_send(PlaybackLead(ev.lead))
+            elif isinstance(ev, WireHangup):
+                self._set_reason(StopReason.PEER_HANGUP)
+                return
+
+
+def _split(frame: OutputAudioFrame, tick: float) -> list[OutputAudioFrame]:
+    per = max(1, round(frame.sample_rate * tick)) * 2
+    pcm = frame.pcm
+    if len(pcm) <= per:
+        return [frame]
+    return [
+        OutputAudioFrame(epoch=frame.epoch, pcm=pcm[i:i + per], sample_rate=frame.sample_rate,
+                         utterance=frame.utterance, seq=frame.seq)
+        for i in range(0, len(pcm), per)
+    ]

@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from brisvox.audio.pacer import OutputPacer, PaceGrid
+from brisvox.core.clock import SimClock
+from brisvox.core.errors import ChannelClosed
+
+
+@dataclass(frozen=True)
+class F:
+    epoch: int
+    n: int
+    duration: float = 0.02
+
+
+def test_frames_available_early_are_released_on_an_absolute_grid() -> None:
+    grid = PaceGrid()
+    assert [grid.schedule(0.0, 0.02) for _ in range(3)] == [0.0, 0.02, 0.04]
+    assert grid.schedule(0.045, 0.02) == pytest.approx(0.06)
+    assert grid.underruns == 0
+
+
+def test_a_slightly_late_frame_keeps_the_grid_phase() -> None:
+    grid = PaceGrid(resync_after=0.02)
+    grid.schedule(0.0, 0.02)
+    assert grid.schedule(0.03, 0.02) == pytest.approx(0.02)  # late by 10 ms: released at once, grid kept
+    assert grid.next_due == pytest.approx(0.04)
+    assert grid.underruns == 0
+
+
+def test_an_underrun_restarts_the_grid_where_the_next_frame_arrives() -> None:
+    grid = PaceGrid(resync_after=0.02)
+    grid.schedule(0.0, 0.02)
+    assert grid.schedule(0.5, 0.02) == 0.5
+    assert grid.schedule(0.5, 0.02) == pytest.approx(0.52)
+    assert grid.underruns == 1
+
+
+def test_a_reset_grid_starts_a_new_run_without_counting_an_underrun() -> None:
+    grid = PaceGrid()
+    grid.schedule(0.0, 0.02)
+    grid.reset()
+    assert grid.schedule(3.0, 0.02) == 3.0
+    assert grid.underruns == 0
+
+
+async def _run_pacer(pacer: OutputPacer[F], body: object) -> None:
+    task = asyncio.get_running_loop().create_task(pacer.run())
+    try:
+        await body  # type: ignore[misc]
+    finally:
+        pacer.close()
+        with pytest.raises(ChannelClosed):
+            await task
+
+
+async def test_the_pacer_releases_one_frame_per_tick_in_real_time() -> None:
+    clock = SimClock()
+    out: list[tuple[int, float]] = []
+
+    async def sink(f: F) -> None:
+        out.append((f.n, clock.now()))
+
+    pacer: OutputPacer[F] = OutputPacer(clock, sink, capacity=64)
+    t0 = clock.now()
+
+    async def body() -> None:
+        for i in range(50):
+            await pacer.push(F(0, i))
+        while len(out) < 50:
+            await clock.sleep(0.01)
+
+    await _run_pacer(pacer, body())
+    assert [n for n, _ in out] == list(range(50))
+    assert [round(t - t0, 6) for _, t in out] == [round(i * 0.02, 6) for i in range(50)]
+
+
+async def test_push_waits_while_the_queue_is_full() -> None:
+    clock = SimClock()
+    out: list[float] = []
+
+    async def sink(f: F) -> None:
+        out.append(clock.now())
+
+    pacer: OutputPacer[F] = OutputPacer(clock, sink, capacity=2)
+    t0 = clock.now()
+
+    async def body() -> None:
+        for i in range(10):
+            await pacer.push(F(0, i))
+        # Two queued plus the one waiting for its slot: the tenth push gets in when frame 7 is taken.
+        assert clock.now() - t0 == pytest.approx(6 * 0.02)
+        while len(out) < 10:
+            await clock.sleep(0.01)
+
+    await _run_pacer(pacer, body())
+
+
+async def test_an_interrupt_purges_old_frames_and_abandons_the_one_waiting_for_its_slot() -> None:
+    clock = SimClock()
+    out: list[F] = []
+
+    async def sink(f: F) -> None:
+        out.append(f)
+
+    pacer: OutputPacer[F] = OutputPacer(clock, sink, capacity=64)
+
+    async def body() -> None:
+        for i in range(20):
+            await pacer.push(F(0, i))
+        await clock.sleep(0.05)  # frames 0, 1, 2 released; 3 waits for its slot at 60 ms
+        purged = pacer.interrupt(1)
+        await pacer.push(F(1, 100))
+        await clock.sleep(0.1)
+        assert purged == 16
+        assert pacer.interrupt(1) == 0  # not newer: ignored
+
+    await _run_pacer(pacer, body())
+    assert [f.n for f in out] == [0, 1, 2, 100]
+    assert pacer.stats.abandoned == 1
+
+
+async def test_a_slow_sink_makes_the_pacer_resync_with_an_underrun_instead_of_bursting() -> None:
+    clock = SimClock()
+    out: list[float] = []
+
+    async def sink(f: F) -> None:
+        out.append(clock.now())
+        if len(out) == 3:
+            await clock.sleep(0.2)  # the wire stalls for 200 ms
+
+    pacer: OutputPacer[F] = OutputPacer(clock, sink, capacity=64)
+    t0 = clock.now()
+
+    async def body() -> None:
+        for i in range(6):
+            await pacer.push(F(0, i))
+        while len(out) < 6:
+            await clock.sleep(0.01)
+
+    await _run_pacer(pacer, body())
+    rel = [round(t - t0, 6) for t in out]
+    assert rel == [0.0, 0.02, 0.04, 0.24, 0.26, 0.28]
+    assert pacer.stats.underruns == 1

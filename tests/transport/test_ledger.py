@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from brisvox.transport.ledger import Ledger
+
+
+def test_a_mark_becomes_due_once_the_audio_accepted_before_it_was_released() -> None:
+    led = Ledger()
+    led.accept_frame()
+    led.add_mark("a")
+    assert led.due_marks() == []
+    led.release(0, 0, 320, 16000)
+    assert led.due_marks() == ["a"]
+    assert led.echo("a") and not led.echo("a")
+
+
+def test_past_256_sent_marks_the_oldest_is_given_up_and_cut() -> None:
+    led = Ledger(max_marks=256)
+    for i in range(257):
+        led.add_mark(f"m{i}")
+    assert len(led.due_marks()) == 257
+    assert led.take_cut_marks() == ["m0"]
+    assert not led.echo("m0")
+
+
+def test_a_clear_cuts_pending_and_sent_marks_and_is_ignored_unless_newer() -> None:
+    led = Ledger()
+    led.add_mark("sent")
+    led.due_marks()
+    led.accept_frame()
+    led.add_mark("pending")
+    assert led.clear(2)
+    assert not led.clear(2) and not led.clear(1)
+    assert led.take_cut_marks() == ["pending", "sent"]
+    assert led.generation == 1 and led.epoch == 2
+
+
+def test_past_256_counters_the_oldest_is_reported_and_forgotten() -> None:
+    led = Ledger(position_interval=10.0, max_counters=256)
+    for u in range(257):
+        led.release(0, u, 160, 16000)
+    due = {(r.epoch, r.utterance): r.samples for r in led.due_reports()}
+    assert due[(0, 0)] == 160
+    for r in led.due_reports():
+        led.reported(r)
+    led.release(0, 0, 160, 16000)  # the id returns after 256 others: it restarts at zero
+    assert {(r.utterance, r.samples) for r in led.final_reports()} >= {(0, 160)}
+
+
+def test_a_report_counts_only_once_it_was_delivered() -> None:
+    led = Ledger(position_interval=0.02)
+    led.release(0, 1, 320, 16000)
+    (report,) = led.due_reports()
+    assert led.final_reports() == [report]  # not delivered yet: still in the final set
+    led.reported(report)
+    assert led.final_reports() == []
