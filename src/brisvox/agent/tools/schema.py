@@ -82,8 +82,8 @@ class CompiledSchema:
         if not _at_most_values(arguments, FULL_REPORT_MAX_VALUES):
             try:
                 self._validator.validate(arguments)
-            except jsonschema_rs.ValidationError as error:
-                return [Issue(json_pointer(error.instance_path), str(error.message))], True
+            except jsonschema_rs.ValidationError as first:
+                return [Issue(json_pointer(first.instance_path), str(first.message))], True
             return [], False  # pragma: no cover - only called for invalid arguments
         found: list[Issue] = []
         for error in self._validator.iter_errors(arguments):
