@@ -105,3 +105,20 @@ def test_the_system_clock_follows_real_time() -> None:
         return clock.now() - start
 
     assert asyncio.run(main()) >= 0.019
+
+
+def test_a_deadlocked_virtual_loop_raises_instead_of_hanging() -> None:
+    from brisvox.core.clock import VirtualTimeDeadlock, VirtualTimeLoop
+
+    async def main() -> None:
+        await asyncio.Event().wait()
+
+    loop = VirtualTimeLoop(deadlock_after=0.05)
+    try:
+        with pytest.raises(VirtualTimeDeadlock, match="no timer, thread or socket"):
+            loop.run_until_complete(main())
+    finally:
+        for t in asyncio.all_tasks(loop):
+            t.cancel()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()

@@ -3,6 +3,8 @@ import brisvox.inference
 
 def test_the_inference_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.inference.__all__) == [
+        "EndOfTurnAnalyzer",
+        "EnergyScorer",
         "InferenceError",
         "InferenceFailed",
         "InferencePool",
@@ -16,8 +18,19 @@ def test_the_inference_package_exports_exactly_its_public_api() -> None:
         "PoolFull",
         "PoolRefused",
         "PoolStats",
+        "SileroModel",
+        "SileroScorer",
+        "SmartTurnModel",
+        "TurnAudio",
+        "TurnVerdict",
+        "VadEvent",
+        "VadParams",
+        "VadTracker",
+        "VoiceActivityDetector",
         "WheelMember",
+        "WindowScorer",
         "fetch_models",
+        "log_mel",
         "model_dir",
         "model_path",
         "register_model",

@@ -11,6 +11,12 @@ from brisvox.core.errors import (
     ProcessorFailed,
     StopTimeout,
 )
+from brisvox.core.frames import Direction, Frame
+from brisvox.core.inbox import Inbox, Overflow, OverflowPolicies, QueueConfig
+from brisvox.core.pipeline import Links, Pipeline, RunningPipeline
+from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
+from brisvox.core.secret import Secret
+from brisvox.core.tasks import TaskScope, wait_for_task_baseline
 
 __all__ = [
     "BrisvoxError",
@@ -18,12 +24,27 @@ __all__ = [
     "Clock",
     "ConfigError",
     "DeadlineExceeded",
+    "Direction",
+    "EpochPolicy",
+    "Frame",
+    "Inbox",
     "InvalidInput",
+    "Links",
+    "Overflow",
+    "OverflowPolicies",
+    "Pipeline",
     "PipelineError",
+    "Processor",
+    "ProcessorContext",
     "ProcessorFailed",
+    "QueueConfig",
+    "RunningPipeline",
+    "Secret",
     "SimClock",
     "StopTimeout",
     "SystemClock",
+    "TaskScope",
     "VirtualTimeLoop",
     "run_virtual",
+    "wait_for_task_baseline",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "Clock",
     "SimClock",
     "SystemClock",
+    "VirtualTimeDeadlock",
     "VirtualTimeLoop",
     "hold_time_for",
     "monotonic_ns",
@@ -115,6 +116,10 @@ class SimClock(_LoopClock):
         return f"SimClock(origin={self._origin.isoformat()})"
 
 
+class VirtualTimeDeadlock(RuntimeError):
+    """Every task waits and nothing (timer, thread, socket) can wake the loop."""
+
+
 class _FastForwardSelector(selectors.BaseSelector):
     """Wraps the loop's selector: a wait that only a timer can end advances virtual time instead.
 
@@ -131,9 +136,18 @@ class _FastForwardSelector(selectors.BaseSelector):
         ready = self._inner.select(0)
         if ready or timeout == 0:
             return ready
-        if self._loop.pending_external > 0 or timeout is None:
-            # Only another thread (or real I/O) can wake us: wait for it in real time.
-            return self._inner.select(None if timeout is None or self._loop.pending_external else timeout)
+        if self._loop.pending_external > 0:
+            # A thread is computing: wait for it in real time, and let no timer fire meanwhile.
+            return self._inner.select(None)
+        if timeout is None:
+            # No timer is armed: only real I/O or another thread can wake the loop.
+            ready = self._inner.select(self._loop.deadlock_after)
+            if not ready:
+                raise VirtualTimeDeadlock(
+                    f"virtual-time loop: every task has waited {self._loop.deadlock_after:g} s of real time "
+                    "on something no timer, thread or socket will end"
+                )
+            return ready
         self._loop.advance(timeout)
         return []
 
@@ -165,9 +179,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     not suitable here (time would run ahead of them); such tests use the system clock.
     """
 
-    def __init__(self, start: float = 0.0) -> None:
+    def __init__(self, start: float = 0.0, deadlock_after: float = 10.0) -> None:
         super().__init__()
         self._virtual_now = start
+        self.deadlock_after = deadlock_after
         self.pending_external = 0
         self._selector = _FastForwardSelector(self._selector, self)  # type: ignore[has-type]
 

@@ -1,5 +1,6 @@
 """brisvox.inference: the inference thread pools, voice activity, end of turn, and model files."""
 
+from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.errors import (
     InferenceError,
     InferenceFailed,
@@ -10,6 +11,7 @@ from brisvox.inference.errors import (
     PoolFull,
     PoolRefused,
 )
+from brisvox.inference.mel import log_mel
 from brisvox.inference.models import (
     ModelFile,
     WheelMember,
@@ -20,8 +22,13 @@ from brisvox.inference.models import (
     require_model,
 )
 from brisvox.inference.pool import InferencePool, Lane, PoolConfig, PoolStats, start_turn_executor
+from brisvox.inference.silero import SileroModel, SileroScorer
+from brisvox.inference.smart_turn import EndOfTurnAnalyzer, SmartTurnModel, TurnAudio, TurnVerdict
+from brisvox.inference.vad import VadEvent, VadParams, VadTracker, VoiceActivityDetector, WindowScorer
 
 __all__ = [
+    "EndOfTurnAnalyzer",
+    "EnergyScorer",
     "InferenceError",
     "InferenceFailed",
     "InferencePool",
@@ -35,8 +42,19 @@ __all__ = [
     "PoolFull",
     "PoolRefused",
     "PoolStats",
+    "SileroModel",
+    "SileroScorer",
+    "SmartTurnModel",
+    "TurnAudio",
+    "TurnVerdict",
+    "VadEvent",
+    "VadParams",
+    "VadTracker",
+    "VoiceActivityDetector",
     "WheelMember",
+    "WindowScorer",
     "fetch_models",
+    "log_mel",
     "model_dir",
     "model_path",
     "register_model",

@@ -1,0 +1,91 @@
+"""brisvox.agent.flows: structured conversations as a graph of nodes driven by tool results.
+
+A flow is data (:class:`Flow`, built and checked by :class:`FlowBuilder`) plus a state
+machine (:class:`FlowManager`).  It runs no tool and does no I/O: tools run in the tool
+engine, history lives in the :class:`~brisvox.agent.context.Context`, and summaries come
+from a :class:`~brisvox.agent.window.Summarizer`.  See ``docs/FLOWS.md``.
+"""
+
+from brisvox.agent.flows.definition import (
+    Action,
+    Always,
+    Append,
+    CallOutcome,
+    Custom,
+    CustomAction,
+    EndCall,
+    ErrorIs,
+    Failure,
+    Flow,
+    FlowBuilder,
+    FlowDefError,
+    FlowDefErrorKind,
+    FlowError,
+    Goto,
+    Node,
+    Reset,
+    ResetWithSummary,
+    ResultEquals,
+    Rule,
+    Rules,
+    Say,
+    Strategy,
+    Success,
+    ToolUse,
+    Transition,
+)
+from brisvox.agent.flows.manager import (
+    FLOW_SUMMARY_PREFIX,
+    TOOL_RESULT_ERRORS,
+    Applied,
+    Entered,
+    FlowConfig,
+    FlowManager,
+    Screened,
+    SummaryOutcome,
+)
+from brisvox.agent.flows.render import (
+    MAX_STATE_ENTRIES,
+    MAX_STATE_KEY_BYTES,
+    MAX_STATE_VALUE_BYTES,
+)
+
+__all__ = [
+    "FLOW_SUMMARY_PREFIX",
+    "MAX_STATE_ENTRIES",
+    "MAX_STATE_KEY_BYTES",
+    "MAX_STATE_VALUE_BYTES",
+    "TOOL_RESULT_ERRORS",
+    "Action",
+    "Always",
+    "Append",
+    "Applied",
+    "CallOutcome",
+    "Custom",
+    "CustomAction",
+    "EndCall",
+    "Entered",
+    "ErrorIs",
+    "Failure",
+    "Flow",
+    "FlowBuilder",
+    "FlowConfig",
+    "FlowDefError",
+    "FlowDefErrorKind",
+    "FlowError",
+    "FlowManager",
+    "Goto",
+    "Node",
+    "Reset",
+    "ResetWithSummary",
+    "ResultEquals",
+    "Rule",
+    "Rules",
+    "Say",
+    "Screened",
+    "Strategy",
+    "Success",
+    "SummaryOutcome",
+    "ToolUse",
+    "Transition",
+]

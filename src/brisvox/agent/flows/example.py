@@ -1,0 +1,239 @@
+"""The example flow: a restaurant reservation (check, offer alternatives, confirm, book).
+
+::
+
+    greeting --check_availability--> confirm (ResetWithSummary, pre: Say) --make_reservation--> done
+       |  free=false                    ^   |  status=unavailable (lost the race)       (Reset, post: EndCall)
+       '--> alternatives (Append) ------'   '--> alternatives
+     end_call (global) --> farewell (Append, post: EndCall)
+
+:class:`Restaurant` is an in-memory book with one table per date and time; some times
+are always full.  :func:`restaurant_tools` gives the three tools (``check_availability``
+ReadOnly, ``make_reservation`` SideEffect, ``end_call`` ReadOnly) to register in a tool
+registry, and :func:`restaurant_flow` builds the flow over that registry.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from brisvox.agent.flows.definition import (
+    Append,
+    EndCall,
+    Flow,
+    FlowBuilder,
+    Goto,
+    Node,
+    Reset,
+    ResetWithSummary,
+    ResultEquals,
+    Rule,
+    Rules,
+    Say,
+    ToolCatalog,
+    ToolUse,
+)
+from brisvox.agent.tools.spec import ToolKind, ToolSpec
+
+__all__ = [
+    "Language",
+    "Reservation",
+    "Restaurant",
+    "restaurant_flow",
+    "restaurant_tools",
+]
+
+ToolFn = Callable[[dict[str, Any], Any], Awaitable[Any]]
+
+
+class Language(enum.Enum):
+    EN = "en"
+    TR = "tr"
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    reservation_id: str
+    name: str
+    date: str
+    time: str
+    party_size: int
+
+
+@dataclass
+class Restaurant:
+    """One table per date and time; ``always_full`` times are never free."""
+
+    times: tuple[str, ...] = ("18:00", "19:00", "20:00", "21:00")
+    always_full: frozenset[str] = frozenset({"20:00"})
+    max_party: int = 8
+    bookings: list[Reservation] = field(default_factory=list)
+
+    def is_free(self, date: str, time: str) -> bool:
+        if time in self.always_full or time not in self.times:
+            return False
+        return all((b.date, b.time) != (date, time) for b in self.bookings)
+
+    def check(self, date: str, time: str, party_size: int) -> dict[str, Any]:
+        free = party_size <= self.max_party and self.is_free(date, time)
+        alternatives = [t for t in self.times if t != time and self.is_free(date, t)]
+        return {"free": free, "date": date, "time": time, "alternatives": alternatives[:3]}
+
+    def book(self, name: str, date: str, time: str, party_size: int) -> dict[str, Any]:
+        if party_size > self.max_party or not self.is_free(date, time):
+            return {"status": "unavailable", "date": date, "time": time}
+        booking = Reservation(f"R{len(self.bookings) + 1:03d}", name, date, time, party_size)
+        self.bookings.append(booking)
+        return {"status": "confirmed", "reservation_id": booking.reservation_id}
+
+
+_SLOT = {
+    "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "maxLength": 10},
+    "time": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$", "maxLength": 5},
+    "party_size": {"type": "integer", "minimum": 1, "maximum": 20},
+}
+
+
+def restaurant_tools(restaurant: Restaurant) -> list[tuple[ToolSpec, ToolFn]]:
+    """The example's tools as (spec, function) pairs for a tool registry."""
+
+    async def check_availability(args: dict[str, Any], ctx: Any) -> Any:
+        return restaurant.check(args["date"], args["time"], args["party_size"])
+
+    async def make_reservation(args: dict[str, Any], ctx: Any) -> Any:
+        return restaurant.book(args["name"], args["date"], args["time"], args["party_size"])
+
+    async def end_call(args: dict[str, Any], ctx: Any) -> Any:
+        return {"ok": True}
+
+    slot_schema = {
+        "type": "object",
+        "properties": dict(_SLOT),
+        "required": list(_SLOT),
+        "additionalProperties": False,
+    }
+    booking_schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 64}, **_SLOT},
+        "required": ["name", *_SLOT],
+        "additionalProperties": False,
+    }
+    return [
+        (
+            ToolSpec(
+                name="check_availability",
+                description="Check whether a table is free at a date (YYYY-MM-DD) and time (HH:MM).",
+                parameters=slot_schema,
+                kind=ToolKind.READ_ONLY,
+            ),
+            check_availability,
+        ),
+        (
+            ToolSpec(
+                name="make_reservation",
+                description="Book the table for the caller. Call once, after the caller confirmed.",
+                parameters=booking_schema,
+                kind=ToolKind.SIDE_EFFECT,
+            ),
+            make_reservation,
+        ),
+        (
+            ToolSpec(
+                name="end_call",
+                description="End the call when the caller wants to stop.",
+                parameters={"type": "object", "properties": {}, "additionalProperties": False},
+                kind=ToolKind.READ_ONLY,
+            ),
+            end_call,
+        ),
+    ]
+
+
+_TEXT: dict[Language, dict[str, str]] = {
+    Language.EN: {
+        "role": "You are the phone assistant of Lokanta Deniz, a small restaurant. Speak briefly and warmly; "
+        "never read out lists longer than three items.",
+        "greeting": "Greet the caller and ask for the date, time and party size of the table they want. "
+        "When you have all three, call check_availability.",
+        "alternatives": "The table at {time} on {date} is not free. Offer these times instead: "
+        "{availability.alternatives}. When the caller picks one, call check_availability again.",
+        "confirm": "A table for {party_size} on {date} at {time} is free. Ask for the name for the booking, "
+        "read the details back, and when the caller agrees call make_reservation.",
+        "done": "The table is booked under {name} for {party_size} on {date} at {time}, reference "
+        "{reservation.reservation_id}. Tell the caller and say goodbye.",
+        "farewell": "The caller wants to end the call. Thank them and say goodbye.",
+        "wait": "One moment please.",
+    },
+    Language.TR: {
+        "role": "Küçük bir restoran olan Lokanta Deniz'in telefon asistanısın. Kısa ve sıcak konuş; "
+        "üçten uzun liste okuma.",
+        "greeting": "Arayanı selamla; istediği masanın tarihini, saatini ve kişi sayısını sor. "
+        "Üçü de belli olunca check_availability çağır.",
+        "alternatives": "{date} tarihinde {time} saatindeki masa dolu. Bunun yerine şu saatleri öner: "
+        "{availability.alternatives}. Arayan birini seçince check_availability'yi yeniden çağır.",
+        "confirm": "{date} tarihinde {time} saatinde {party_size} kişilik masa boş. Rezervasyon için ismi sor, "
+        "bilgileri tekrar oku ve arayan onaylayınca make_reservation çağır.",
+        "done": "Masa {name} adına {date} {time}, {party_size} kişi olarak ayrıldı, referans "
+        "{reservation.reservation_id}. Arayana söyle ve vedalaş.",
+        "farewell": "Arayan görüşmeyi bitirmek istiyor. Teşekkür et ve vedalaş.",
+        "wait": "Bir dakika lütfen.",
+    },
+}
+
+
+def restaurant_flow(language: Language, catalog: ToolCatalog) -> Flow:
+    """The reservation flow in ``language`` over the registry that holds :func:`restaurant_tools`."""
+    text = _TEXT[language]
+    availability = Rules(
+        Rule(ResultEquals("free", True), "confirm"),
+        Rule(ResultEquals("free", False), "alternatives"),
+    )
+    check = ToolUse(
+        tool="check_availability", transition=availability, capture_args=True, capture_result="availability"
+    )
+    book = ToolUse(
+        tool="make_reservation",
+        transition=Rules(
+            Rule(ResultEquals("status", "confirmed"), "done"),
+            Rule(ResultEquals("status", "unavailable"), "alternatives"),
+        ),
+        capture_args=True,
+        capture_result="reservation",
+    )
+    return (
+        FlowBuilder()
+        .role(text["role"])
+        .nodes(
+            [
+                Node(name="greeting", task_messages=(text["greeting"],), tools=(check,)),
+                Node(
+                    name="alternatives",
+                    task_messages=(text["alternatives"],),
+                    tools=(check,),
+                    strategy=Append(),
+                ),
+                Node(
+                    name="confirm",
+                    task_messages=(text["confirm"],),
+                    tools=(book,),
+                    strategy=ResetWithSummary(summary_input_tokens=1500, summary_max_tokens=300),
+                    pre_actions=(Say(text["wait"]),),
+                    keep_last_user=True,
+                ),
+                Node(
+                    name="done",
+                    task_messages=(text["done"],),
+                    strategy=Reset(),
+                    post_actions=(EndCall(),),
+                    keep_last_user=True,
+                ),
+                Node(name="farewell", task_messages=(text["farewell"],), post_actions=(EndCall(),)),
+            ]
+        )
+        .global_tool(ToolUse(tool="end_call", transition=Goto("farewell")))
+        .initial("greeting")
+        .build(catalog)
+    )

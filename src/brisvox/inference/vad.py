@@ -1,0 +1,279 @@
+"""Voice activity: when the caller starts and stops speaking.
+
+Three parts:
+
+* a :class:`WindowScorer` turns one fixed-size window of samples into a speech
+  probability (Silero VAD in :mod:`brisvox.inference.silero`, an energy detector in
+  :mod:`brisvox.inference.energy`); it may keep state from window to window;
+* :class:`VadTracker`, pure, turns the probabilities into start and stop events: speech
+  must last ``min_speech`` to start, silence ``min_silence`` to stop; the start is dated
+  at the first speech window and the stop is backdated to the first silent window (the
+  start of the silence), so a turn-taking deadline counted from the stop is exact;
+* :class:`VoiceActivityDetector` feeds PCM16 frames of any size through both, scoring on
+  the inference pool's VAD lane when given a pool (never on the event loop for a model).
+
+Events are :class:`~brisvox.core.frames.VadStartedFrame` and
+:class:`~brisvox.core.frames.VadStoppedFrame`.  Time comes in with the audio: the caller
+passes the clock time of each frame's first sample.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from brisvox.audio.pcm import PCM16_DTYPE, pcm16_to_array
+from brisvox.core.errors import ConfigError
+from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
+from brisvox.inference.errors import PoolFull
+from brisvox.inference.pool import InferencePool, Lane
+
+__all__ = [
+    "VadEvent",
+    "VadParams",
+    "VadTracker",
+    "VoiceActivityDetector",
+    "WindowScorer",
+]
+
+log = logging.getLogger(__name__)
+
+VadEvent = VadStartedFrame | VadStoppedFrame
+Int16Array = npt.NDArray[np.int16]
+
+
+@dataclass(frozen=True, slots=True)
+class VadParams:
+    """Start/stop timing.
+
+    ``threshold``: a window at or above it is speech; while speaking, a window counts as
+    silence only below ``threshold - hysteresis``.  ``min_speech``: seconds of speech
+    before a start; ``min_silence``: seconds of silence before a stop (the hangover).
+    The defaults suit Silero (64 ms, 100 ms); :meth:`energy` gives the simulator's
+    energy-VAD timing (40 ms start, 300 ms stop).
+    """
+
+    threshold: float = 0.5
+    hysteresis: float = 0.15
+    min_speech: float = 0.064
+    min_silence: float = 0.1
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise ConfigError(f"VAD threshold must be in (0, 1], got {self.threshold}")
+        if not 0.0 <= self.hysteresis < self.threshold:
+            raise ConfigError(f"VAD hysteresis must be in [0, threshold), got {self.hysteresis}")
+        if self.min_speech < 0 or self.min_silence < 0:
+            raise ConfigError(
+                f"VAD min_speech and min_silence cannot be negative, got {self.min_speech}, {self.min_silence}"
+            )
+
+    @classmethod
+    def energy(cls) -> VadParams:
+        """The simulator's energy-VAD timing: 40 ms to start, a 300 ms stop hangover."""
+        return cls(min_speech=0.04, min_silence=0.3)
+
+
+class VadTracker:
+    """The start/stop state machine over scored windows (pure: time is an argument).
+
+    Durations are counted in samples, so window arithmetic is exact.
+    """
+
+    __slots__ = (
+        "_min_silence",
+        "_min_speech",
+        "_off",
+        "_on",
+        "_rate",
+        "_run",
+        "_run_start",
+        "_speaking",
+        "_started_at",
+    )
+
+    def __init__(self, params: VadParams, sample_rate: int) -> None:
+        if sample_rate <= 0:
+            raise ConfigError(f"sample_rate must be positive, got {sample_rate}")
+        self._on = params.threshold
+        self._off = params.threshold - params.hysteresis
+        self._rate = sample_rate
+        self._min_speech = round(params.min_speech * sample_rate)
+        self._min_silence = round(params.min_silence * sample_rate)
+        self._speaking = False
+        self._run = 0  # samples in the current candidate run (speech when quiet, silence when speaking)
+        self._run_start = 0.0
+        self._started_at = 0.0
+
+    @property
+    def speaking(self) -> bool:
+        return self._speaking
+
+    def observe(self, at: float, samples: int, probability: float) -> VadEvent | None:
+        """One scored window starting at ``at`` and ``samples`` long; returns an event or None."""
+        if not self._speaking:
+            if probability >= self._on:
+                if self._run == 0:
+                    self._run_start = at
+                self._run += samples
+                if self._run >= self._min_speech:
+                    self._speaking = True
+                    self._started_at = self._run_start
+                    self._run = 0
+                    return VadStartedFrame(at=self._started_at)
+            else:
+                self._run = 0
+            return None
+        if probability < self._off:
+            if self._run == 0:
+                self._run_start = at
+            self._run += samples
+            if self._run >= self._min_silence:
+                self._speaking = False
+                self._run = 0
+                return VadStoppedFrame(at=self._run_start, speech_started_at=self._started_at)
+        else:
+            self._run = 0
+        return None
+
+    def finish(self, at: float) -> VadEvent | None:
+        """End of the stream at ``at``: a stop if speech is still open (dated at its silence, if any)."""
+        if not self._speaking:
+            self._run = 0
+            return None
+        stop_at = self._run_start if self._run else at
+        self._speaking = False
+        self._run = 0
+        return VadStoppedFrame(at=stop_at, speech_started_at=self._started_at)
+
+    def reset(self) -> None:
+        self._speaking = False
+        self._run = 0
+
+
+class WindowScorer(Protocol):
+    """Speech probability of fixed-size windows of one stream (may keep state between windows).
+
+    ``score`` may run on an inference pool thread; calls for one stream never overlap.
+    """
+
+    @property
+    def sample_rate(self) -> int: ...
+
+    @property
+    def window_samples(self) -> int: ...
+
+    def score(self, window: Int16Array) -> float: ...
+
+    def reset(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    at: float
+    samples: Int16Array
+
+
+class VoiceActivityDetector:
+    """Feeds PCM16 frames through a :class:`WindowScorer` and a :class:`VadTracker`.
+
+    With ``pool`` the windows of each frame are scored in one job on its VAD lane; a
+    refused job (lane full) drops those windows, counted in :attr:`dropped_windows`.
+    Without a pool the scorer runs inline (for the energy VAD, which costs microseconds).
+    One detector serves one audio stream; call :meth:`process` sequentially.
+    """
+
+    def __init__(
+        self, scorer: WindowScorer, params: VadParams | None = None, pool: InferencePool | None = None
+    ) -> None:
+        self._scorer = scorer
+        self._params = params or VadParams()
+        self._pool = pool
+        self._rate = scorer.sample_rate
+        self._win = scorer.window_samples
+        self._tracker = VadTracker(self._params, self._rate)
+        self._buf: Int16Array = np.zeros(0, dtype=PCM16_DTYPE)
+        self._anchor_at = 0.0  # clock time of the sample at _anchor_pos == 0
+        self._anchor_pos = 0  # samples consumed since the anchor
+        self.dropped_windows = 0
+        self.scored_windows = 0
+
+    @property
+    def sample_rate(self) -> int:
+        return self._rate
+
+    @property
+    def params(self) -> VadParams:
+        return self._params
+
+    @property
+    def speaking(self) -> bool:
+        return self._tracker.speaking
+
+    def _windows(self, pcm: bytes, at: float) -> list[_Window]:
+        samples = pcm16_to_array(pcm)
+        if self._buf.size == 0:
+            # Re-anchor the time line on each frame that starts a fresh buffer.
+            self._anchor_at = at
+            self._anchor_pos = 0
+            buf = samples
+        else:
+            buf = np.concatenate((self._buf, samples))
+        out: list[_Window] = []
+        pos = 0
+        while buf.size - pos >= self._win:
+            out.append(_Window(self._anchor_at + (self._anchor_pos + pos) / self._rate, buf[pos : pos + self._win]))
+            pos += self._win
+        self._buf = buf[pos:].copy()
+        self._anchor_pos += pos
+        return out
+
+    def _score_all(self, windows: Sequence[Int16Array]) -> list[float]:
+        return [self._scorer.score(w) for w in windows]
+
+    def _track(self, windows: list[_Window], probs: Sequence[float]) -> list[VadEvent]:
+        self.scored_windows += len(windows)
+        events: list[VadEvent] = []
+        for w, p in zip(windows, probs, strict=True):
+            event = self._tracker.observe(w.at, self._win, p)
+            if event is not None:
+                events.append(event)
+        return events
+
+    async def process(self, pcm: bytes, at: float) -> list[VadEvent]:
+        """Feed one frame whose first sample was heard at ``at``; returns the events it caused."""
+        windows = self._windows(pcm, at)
+        if not windows:
+            return []
+        arrays = [w.samples for w in windows]
+        if self._pool is None:
+            probs = self._score_all(arrays)
+        else:
+            try:
+                probs = await self._pool.run(self._score_all, arrays, lane=Lane.VAD)
+            except PoolFull:
+                self.dropped_windows += len(windows)
+                log.debug("VAD windows dropped: the inference pool is full")
+                return []
+        return self._track(windows, probs)
+
+    def process_sync(self, pcm: bytes, at: float) -> list[VadEvent]:
+        """:meth:`process` scoring inline, for tests, benchmarks and offline use."""
+        windows = self._windows(pcm, at)
+        return self._track(windows, self._score_all([w.samples for w in windows])) if windows else []
+
+    def finish(self, at: float) -> VadEvent | None:
+        """End of the stream: drop the partial window, close open speech."""
+        self._buf = np.zeros(0, dtype=PCM16_DTYPE)
+        return self._tracker.finish(at)
+
+    def reset(self) -> None:
+        """Forget everything (a new stream)."""
+        self._buf = np.zeros(0, dtype=PCM16_DTYPE)
+        self._tracker.reset()
+        self._scorer.reset()

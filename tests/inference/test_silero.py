@@ -1,0 +1,84 @@
+"""Silero VAD on real speech (espeak-ng), silence and noise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from brisvox.core.errors import ConfigError
+from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
+from brisvox.inference.errors import ModelNotFound
+from brisvox.inference.pool import InferencePool, PoolConfig
+from brisvox.inference.silero import SileroModel
+from brisvox.inference.vad import VoiceActivityDetector
+from tests._speech import espeak_wav
+
+
+@pytest.fixture(scope="module")
+def model() -> SileroModel:
+    try:
+        return SileroModel.load()
+    except ModelNotFound as exc:
+        pytest.skip(str(exc))
+
+
+def feed(det: VoiceActivityDetector, pcm: bytes, frame: int = 640) -> list[object]:
+    events: list[object] = []
+    for i in range(0, len(pcm), frame):
+        events += det.process_sync(pcm[i : i + frame], i / 2 / det.sample_rate)
+    return events
+
+
+def speech_spans(events: list[object]) -> list[tuple[float, float]]:
+    spans = []
+    for e in events:
+        if isinstance(e, VadStoppedFrame):
+            spans.append((e.speech_started_at, e.at))
+    return spans
+
+
+def test_silero_finds_the_speech_in_an_espeak_recording(model: SileroModel, tmp_path: Path) -> None:
+    speech = espeak_wav("the quick brown fox jumps over the lazy dog", tmp_path)
+    events = feed(VoiceActivityDetector(model.scorer()), speech.pcm)
+    spans = speech_spans(events)
+    assert isinstance(events[0], VadStartedFrame)
+    assert len(spans) == sum(isinstance(e, VadStartedFrame) for e in events)  # every start was stopped
+    spoken = speech.duration - 2.0  # 0.5 s of lead and 1.5 s of trailing silence
+    assert 0.45 <= spans[0][0] <= 0.75
+    assert 0.5 + spoken - 0.6 <= spans[-1][1] <= 0.5 + spoken + 0.1
+    assert sum(b - a for a, b in spans) >= 0.7 * (spans[-1][1] - spans[0][0])
+
+
+def test_silero_finds_nothing_in_silence_or_noise(model: SileroModel) -> None:
+    rng = np.random.default_rng(3)
+    noise = np.rint(rng.standard_normal(16000 * 4) * 1000).astype(np.int16).tobytes()  # about -30 dBFS
+    hum = np.rint(2000 * np.sin(2 * np.pi * 50 * np.arange(16000 * 2) / 16000)).astype(np.int16).tobytes()
+    for pcm in (bytes(16000 * 2 * 4), noise, hum):
+        assert feed(VoiceActivityDetector(model.scorer()), pcm) == []
+
+
+def test_silero_also_runs_at_8_khz(model: SileroModel, tmp_path: Path) -> None:
+    speech = espeak_wav("hello there how are you today", tmp_path, rate=8000)
+    events = feed(VoiceActivityDetector(model.scorer(8000)), speech.pcm, frame=320)
+    assert any(isinstance(e, VadStartedFrame) for e in events)
+
+
+def test_silero_refuses_other_rates(model: SileroModel) -> None:
+    with pytest.raises(ConfigError, match="resample"):
+        model.scorer(24000)
+
+
+async def test_on_the_pool_the_windows_are_scored_off_the_loop_with_the_same_result(
+    model: SileroModel, tmp_path: Path
+) -> None:
+    speech = espeak_wav("one two three", tmp_path)
+    expected = feed(VoiceActivityDetector(model.scorer()), speech.pcm)
+    async with InferencePool(PoolConfig(threads=1)) as pool:
+        det = VoiceActivityDetector(model.scorer(), pool=pool)
+        events: list[object] = []
+        for i in range(0, len(speech.pcm), 640):
+            events += await det.process(speech.pcm[i : i + 640], i / 32000)
+    assert events == expected
+    assert det.scored_windows == len(speech.pcm) // 1024
