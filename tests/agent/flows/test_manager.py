@@ -10,6 +10,7 @@ import pytest
 from brisvox.agent.context import AssistantMessage, Context, SystemMessage, ToolCall, ToolMessage, UserMessage
 from brisvox.agent.flows import (
     FLOW_SUMMARY_PREFIX,
+    EndCall,
     FlowConfig,
     FlowError,
     FlowManager,
@@ -271,6 +272,8 @@ async def test_error_kinds_of_a_tool_that_ran_are_routable(kind: str) -> None:
         made = push_calls(flow, ctx, 1, (tool, {}))
         applied = await flow.apply(ctx, flow.screen(made), HandExecution([err(made[0].id, kind, tool)]))
         assert applied.transition is not None and applied.transition.node == target
+        assert applied.transition.post_actions == (EndCall(),)
+        assert not applied.respond  # the sorry node waits for the caller
 
 
 async def test_a_malformed_error_body_is_never_routed() -> None:
@@ -470,6 +473,34 @@ async def test_call_ids_continue_after_calls_a_reset_removed_within_the_newest_e
     await _round(flow, ctx, ("go_reset", {}), epoch=1)
     assert flow.next_tool_call_ids(Context(), 1, 1) == ["t1.1"]
     assert flow.next_tool_call_ids(Context(), 0, 1) == ["t0.0"]
+    # A reset that removes an older epoch's calls behind the newest epoch's keeps the offset.
+    ctx.push_user("later")
+    ctx.push_assistant("", [ToolCall(id="t0.9", name="check")])
+    ctx.push(ok("t0.9", {}))
+    await flow.transition_to(ctx, "r2")
+    assert flow.next_tool_call_ids(Context(), 1, 1) == ["t1.1"]
+
+
+async def test_late_notes_follow_the_results_and_a_reset_drops_them_with_the_history() -> None:
+    flow, ctx, _ = _started()
+    made = push_calls(flow, ctx, 1, ("go_append", {}))
+    note = SystemMessage(text="Late tool result: booking B7 finished.")
+    await flow.apply(ctx, flow.screen(made), HandExecution([ok(made[0].id, {})], late_notes=[note]))
+    assert ctx.messages[-2:] == (ok(made[0].id, {}), note)
+    made = push_calls(flow, ctx, 1, ("go_reset", {}))
+    await flow.apply(ctx, flow.screen(made), HandExecution([ok(made[0].id, {})], late_notes=[note]))
+    assert note not in ctx.messages
+    _check(flow, ctx)
+
+
+async def test_screen_and_apply_refuse_use_before_start() -> None:
+    flow = FlowManager(generic_flow(), SimClock())
+    with pytest.raises(FlowError, match="not been started"):
+        flow.screen([ToolCall(id="t0.0", name="check")])
+    with pytest.raises(FlowError, match="not been started"):
+        await flow.transition_to(Context(), "b")
+    with pytest.raises(FlowError, match="not been started"):
+        flow.system_prompt()
 
 
 async def test_captures_merge_arguments_store_results_and_results_keys_cannot_be_shadowed() -> None:
