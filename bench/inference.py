@@ -1,0 +1,161 @@
+"""Inference costs on this machine: medians, printed per named section.
+
+    python bench/inference.py                 # every section
+    python bench/inference.py --only vad      # one or more sections
+
+Sections register themselves with ``@section("name")`` and return rows of
+``Row(what, median_ms, note)``; later sections (STT, TTS, LLM) add themselves the same way.
+Models come from the cache (``brisvox models fetch``); a section whose model is missing
+says so and is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from brisvox.core.clock import monotonic_ns
+from brisvox.inference.errors import ModelNotFound
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str
+    median_ms: float
+    note: str = ""
+
+
+class Skipped(Exception):
+    """A section could not run here (a model or package is missing)."""
+
+
+SectionFn = Callable[[argparse.Namespace], list[Row]]
+SECTIONS: dict[str, SectionFn] = {}
+
+
+def section(name: str) -> Callable[[SectionFn], SectionFn]:
+    def register(fn: SectionFn) -> SectionFn:
+        SECTIONS[name] = fn
+        return fn
+
+    return register
+
+
+def median_ms(fn: Callable[[], object], repeat: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(repeat):
+        t0 = monotonic_ns()
+        fn()
+        samples.append((monotonic_ns() - t0) / 1e6)
+    return statistics.median(samples)
+
+
+def speech_like(seconds: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
+    """Noise shaped like speech bursts (no espeak needed): 300 ms on, 200 ms off."""
+    rng = np.random.default_rng(seed)
+    n = int(seconds * rate)
+    x = rng.standard_normal(n) * 3000
+    env = (np.arange(n) // int(0.1 * rate)) % 5 < 3
+    return np.rint(x * env).astype(np.int16)
+
+
+@section("vad")
+def bench_vad(args: argparse.Namespace) -> list[Row]:
+    from brisvox.inference.energy import EnergyScorer
+    from brisvox.inference.silero import SileroModel
+
+    rows: list[Row] = []
+    audio = speech_like(10.0)
+    windows = [audio[i : i + 512] for i in range(0, audio.size - 512, 512)]
+    try:
+        model = SileroModel.load(threads=1)
+    except ModelNotFound as exc:
+        raise Skipped(str(exc)) from None
+    scorer = model.scorer(16000)
+    it = iter(range(10**9))
+
+    def one_window() -> None:
+        scorer.score(windows[next(it) % len(windows)])
+
+    rows.append(Row("silero VAD, one 32 ms window (512 + 64 samples), 1 thread", median_ms(one_window, args.repeat * 10)))
+    energy = EnergyScorer(16000, window_ms=10)
+    small = [audio[i : i + 160] for i in range(0, audio.size - 160, 160)]
+    rows.append(
+        Row("energy VAD, one 10 ms window", median_ms(lambda: energy.score(small[next(it) % len(small)]), args.repeat * 10))
+    )
+    rows.append(_pool_round_trip(args, model))
+    return rows
+
+
+def _pool_round_trip(args: argparse.Namespace, model: object) -> Row:
+    """A VAD window through the pool: submit on the loop, score on a thread, result back on the loop."""
+    from brisvox.inference.pool import InferencePool, Lane, PoolConfig
+    from brisvox.inference.silero import SileroModel
+
+    assert isinstance(model, SileroModel)
+    scorer = model.scorer(16000)
+    window = speech_like(0.032)[:512]
+
+    async def run() -> float:
+        async with InferencePool(PoolConfig(name="bench", threads=1)) as pool:
+            for _ in range(10):
+                await pool.run(scorer.score, window, lane=Lane.VAD)
+            samples = []
+            for _ in range(args.repeat * 10):
+                t0 = monotonic_ns()
+                await pool.run(scorer.score, window, lane=Lane.VAD)
+                samples.append((monotonic_ns() - t0) / 1e6)
+            return statistics.median(samples)
+
+    return Row("silero VAD window through the inference pool (round trip)", asyncio.run(run()))
+
+
+@section("end_of_turn")
+def bench_end_of_turn(args: argparse.Namespace) -> list[Row]:
+    from brisvox.inference.mel import log_mel, normalize_waveform
+    from brisvox.inference.smart_turn import SmartTurnModel, smart_turn_features
+
+    audio = speech_like(8.0, seed=1)
+    x = audio.astype(np.float32) / 32768.0
+    rows = [Row("whisper log-mel of 8 s (numpy)", median_ms(lambda: log_mel(normalize_waveform(x)), args.repeat))]
+    try:
+        model = SmartTurnModel.load(threads=1)
+    except ModelNotFound as exc:
+        raise Skipped(str(exc)) from None
+    feats = smart_turn_features(audio)
+    rows.append(Row("smart turn v3.2 model only, 1 thread", median_ms(lambda: model.run_features(feats), args.repeat)))
+    rows.append(Row("smart turn v3.2 analysis (features + model), 1 thread", median_ms(lambda: model.probability(audio), args.repeat)))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="sections to run (default: all)")
+    parser.add_argument("--repeat", type=int, default=20, help="timed runs per measurement (VAD: x10)")
+    args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    print(f"# {os.cpu_count()} logical cores, load average {load:.2f} (other work on the machine inflates medians)")
+    for name in args.only or list(SECTIONS):
+        print(f"== {name}")
+        try:
+            rows = SECTIONS[name](args)
+        except Skipped as why:
+            print(f"   skipped: {why}")
+            continue
+        for row in rows:
+            note = f"  ({row.note})" if row.note else ""
+            print(f"   {row.median_ms:10.3f} ms  median  {row.what}{note}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
