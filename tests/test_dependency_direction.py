@@ -1,0 +1,62 @@
+"""The package layers only import downwards (docs/ARCHITECTURE.md): an import scan."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "brisvox"
+
+BELOW: dict[str, set[str]] = {
+    "core": set(),
+    "audio": {"core"},
+    "inference": {"core", "audio"},
+    "agent": {"core", "audio", "inference"},
+    "providers": {"core", "audio", "inference", "agent"},
+    "transport": {"core", "audio", "inference", "agent"},
+    "sim": {"core", "audio", "inference", "agent", "providers"},
+    "sdk": {"core", "agent"},
+    "engine": {"core", "audio", "inference", "agent", "providers", "transport"},
+    "server": {"core", "audio", "inference", "agent", "providers", "transport", "engine", "sdk"},
+}
+
+
+def imported_layers(source: str) -> set[str]:
+    layers: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "brisvox" and len(parts) > 1:
+                layers.add(parts[1])
+    return layers
+
+
+def test_the_scan_sees_both_import_forms() -> None:
+    src = "import brisvox.engine.x\nfrom brisvox.sim import mock\nfrom . import y\n"
+    assert imported_layers(src) == {"engine", "sim"}
+
+
+def test_every_layer_imports_only_the_layers_below_it() -> None:
+    bad = []
+    for layer, allowed in BELOW.items():
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            for used in imported_layers(path.read_text()) - allowed - {layer}:
+                if used in BELOW:
+                    bad.append(f"{path.relative_to(PACKAGE)} imports brisvox.{used}")
+    assert not bad, "imports against the layer direction:\n" + "\n".join(bad)
+
+
+def test_nothing_in_the_package_outside_sim_imports_sim() -> None:
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in {"sim", "server"} or rel.name in {"__main__.py", "_demo.py"}:
+            continue
+        if "sim" in imported_layers(path.read_text()):
+            bad.append(str(rel))
+    assert not bad, "only tests (and the server's demo wiring) may import brisvox.sim: " + ", ".join(bad)
