@@ -18,13 +18,10 @@ pytestmark = pytest.mark.slow
 SENTENCES = (
     "I need to cancel my appointment for next week.",
     "What time does the pharmacy close on Sunday?",
-    "I would like to change my delivery address.",
     "Can you tell me the weather in Paris tomorrow?",
-    "Could you send me a copy of the invoice?",
-    "My name is John and I live in London.",
 )
-# Measured here (tiny.en, int8, greedy): 0.963 on average, every sentence exact except
-# "weather" heard as "whether".  The floor leaves room for a CTranslate2 or espeak-ng
+# Measured here (tiny.en, int8, greedy): 0.926 on average, every sentence exact except
+# "weather" heard as "whether" (0.963 over six sentences in bench/inference.py).  The floor leaves room for a CTranslate2 or espeak-ng
 # version that decodes a word or two differently.
 ACCURACY_FLOOR = 0.85
 
