@@ -51,6 +51,18 @@ def canned_events() -> list[bytes]:
     return out
 
 
+def _write_port(path: str, port: int) -> None:
+    with open(path, "w") as f:
+        f.write(str(port))
+
+
+def _read_port(path: str) -> str:
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return f.read()
+
+
 def serve(port_file: str) -> None:
     events = canned_events()
 
@@ -74,8 +86,7 @@ def serve(port_file: str) -> None:
 
     async def main() -> None:
         server = await asyncio.start_server(handle, "127.0.0.1", 0)
-        with open(port_file, "w") as f:
-            f.write(str(server.sockets[0].getsockname()[1]))
+        _write_port(port_file, server.sockets[0].getsockname()[1])
         await server.serve_forever()
 
     asyncio.run(main())
@@ -175,10 +186,10 @@ def main() -> None:
     child = subprocess.Popen([sys.executable, __file__, "--serve", port_file])
     try:
         for _ in range(200):
-            if os.path.exists(port_file) and open(port_file).read():
+            if _read_port(port_file):
                 break
             time.sleep(0.05)
-        base = f"http://127.0.0.1:{open(port_file).read()}"
+        base = f"http://127.0.0.1:{_read_port(port_file)}"
         results: dict[str, list[float]] = {"brisvox (httpx + own decoder)": [], "openai SDK": []}
         counts: dict[str, int] = {}
         for _ in range(args.runs):
