@@ -8,6 +8,12 @@ def test_the_agent_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.agent.__all__) == sorted(
         [
             "Adaptive",
+            "PlayedConfig",
+            "PlayedText",
+            "TruncateError",
+            "Truncation",
+            "TruncationStats",
+            "apply_truncation",
             "BackchannelSet",
             "FixedSilence",
             "InterruptionPolicy",
