@@ -1,0 +1,165 @@
+"""``run_call``: one call, end to end, over a TransportSession.
+
+    pump → listen → turn driver → LLM runner → speak → transport out
+
+The pump (this module) turns transport events into frames: caller audio into the head
+of the pipeline, position reports into its tail (upstream, for TransportOut).  Every
+helper task belongs to the call's TaskScope; every provider session is an async context
+manager closed with the call; ``cancel`` (an Event) or the caller's hang-up ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from brisvox.agent.context import Context
+from brisvox.agent.turn import TurnMachine
+from brisvox.core.clock import Clock
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded
+from brisvox.core.frames import Direction, PlaybackFrame
+from brisvox.core.pipeline import Pipeline, RunningPipeline
+from brisvox.core.tasks import TaskScope
+from brisvox.engine.config import EngineConfig
+from brisvox.engine.driver import TurnDriver
+from brisvox.engine.listen import ListenStage
+from brisvox.engine.out import TransportOut
+from brisvox.engine.playout import PlayoutBook
+from brisvox.engine.runner import LlmRunner
+from brisvox.engine.speak import SpeakStage
+from brisvox.inference.vad import VoiceActivityDetector
+from brisvox.providers.llm import LlmProvider
+from brisvox.providers.stt import SttProvider, SttSession
+from brisvox.providers.tts import TtsProvider, TtsSession
+from brisvox.transport.events import CallerAudio, PlaybackPosition, Stopped, StopReason
+from brisvox.transport.session import TransportSession
+
+__all__ = ["CallReport", "Providers", "run_call"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Providers:
+    """The providers of one call; ``vad`` builds a detector for the caller's sample rate."""
+
+    stt: SttProvider
+    llm: LlmProvider
+    tts: TtsProvider
+    vad: Callable[[int], VoiceActivityDetector]
+
+
+@dataclass(frozen=True, slots=True)
+class CallReport:
+    stop_reason: StopReason | None
+    context: Context
+    turns: int
+    interrupts: int
+    fallbacks: int
+    stale_audio_dropped: int
+
+
+async def run_call(
+    session: TransportSession,
+    config: EngineConfig,
+    providers: Providers,
+    clock: Clock,
+    cancel: asyncio.Event | None = None,
+    context: Context | None = None,
+) -> CallReport:
+    """Run one call until the caller hangs up, the transport ends or ``cancel`` is set."""
+    context = context if context is not None else Context()
+    rates = session.info.sample_rate()
+    in_rate = rates.input if rates else config.stt.sample_rate
+    out_rate = rates.output if rates else config.tts.sample_rate
+    stt_config = dataclasses.replace(config.stt, sample_rate=in_rate)
+    tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
+    book = PlayoutBook()
+    machine = TurnMachine(config.turn, config.interruption)
+    commands = session.commands()
+
+    def clear(epoch: int) -> None:
+        with contextlib.suppress(ChannelClosed):
+            commands.clear(epoch)
+
+    async with TaskScope("call") as scope:
+        stt: SttSession = await _connect("speech-to-text", providers.stt.connect(stt_config), config.timeouts.connect)
+        try:
+            tts: TtsSession = await _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect)
+        except BaseException:
+            await stt.aclose()
+            raise
+        async with stt, tts:
+            listen = ListenStage(providers.vad(in_rate), stt, scope)
+            driver = TurnDriver(machine, clear, scope)
+            runner = LlmRunner(providers.llm, context, book, config.llm, config.timeouts, scope)
+            speak = SpeakStage(tts, book, config.segmenter, scope)
+            out = TransportOut(commands, book)
+            pipeline = Pipeline("call").then(listen).then(driver).then(runner).then(speak).then(out)
+            running = pipeline.start(clock)
+            try:
+                await _pump(session, running, cancel)
+                with contextlib.suppress(Exception):
+                    await running.stop(config.timeouts.stop)
+            finally:
+                await running.aclose()
+                scope.cancel()
+    reason = await session.close(config.timeouts.stop)
+    return CallReport(
+        stop_reason=reason,
+        context=context,
+        turns=runner.stats.turns,
+        interrupts=driver.interrupts,
+        fallbacks=runner.stats.fallbacks,
+        stale_audio_dropped=out.stale_audio_dropped,
+    )
+
+
+async def _connect(what: str, aw: Awaitable[T], timeout: float) -> T:
+    try:
+        async with asyncio.timeout(timeout):
+            return await aw
+    except TimeoutError:
+        raise DeadlineExceeded(f"connecting {what}", timeout) from None
+
+
+async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None) -> None:
+    cancelled = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+    try:
+        while running.running:
+            recv = asyncio.ensure_future(session.recv())
+            waiters: set[asyncio.Future[object]] = {recv}  # type: ignore[arg-type]
+            if cancelled is not None:
+                waiters.add(cancelled)  # type: ignore[arg-type]
+            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            if recv not in done:
+                recv.cancel()
+                return
+            try:
+                event = recv.result()
+            except ChannelClosed:
+                return
+            if isinstance(event, CallerAudio):
+                frame = dataclasses.replace(event.frame, at=event.at)
+                running.try_send(frame)  # the listen stage's audio lane drops the oldest
+            elif isinstance(event, PlaybackPosition):
+                await running.send(
+                    PlaybackFrame(
+                        epoch=event.epoch,
+                        utterance=event.utterance,
+                        samples=event.samples,
+                        sample_rate=event.sample_rate,
+                    ),
+                    Direction.UPSTREAM,
+                )
+            elif isinstance(event, Stopped):
+                return
+    finally:
+        if cancelled is not None:
+            cancelled.cancel()

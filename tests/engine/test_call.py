@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
+from brisvox.core.clock import SimClock
+from brisvox.core.tasks import live_tasks, wait_for_task_baseline
+from brisvox.sim import Say, ScenarioBuilder, ScriptedLlm
+from tests.engine.harness import simulate
+
+
+async def test_a_plain_exchange_answers_the_caller_and_records_the_turn() -> None:
+    clock = SimClock()
+    baseline = live_tasks()
+    scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("Sure, for what time?")]])
+    result = await simulate(clock, scenario, llm)
+    messages = result.report.context.messages
+    assert isinstance(messages[0], SystemMessage)
+    assert [type(m) for m in messages[1:]] == [UserMessage, AssistantMessage]
+    assert messages[1].text == "book a table for two"
+    assert messages[2].text == "Sure, for what time?"
+    audio = result.audio_at()
+    assert audio, "the caller heard nothing"
+    speech_end = scenario.utterances[0].end
+    assert audio[0][0] > speech_end
+    assert len(llm.requests) == 1
+    await wait_for_task_baseline(clock, baseline)
+
+
+LONG = (
+    "We have tables at six, seven and eight tonight, and on the terrace there is room for "
+    "larger groups too, so tell me which time suits you best and how many people are coming."
+)
+
+
+async def test_a_barge_in_clears_the_old_audio_and_the_context_keeps_only_the_heard_prefix() -> None:
+    clock = SimClock()
+    baseline = live_tasks()
+    scenario = (
+        ScenarioBuilder().pause(0.5).say("what tables do you have").pause(2.5).say("seven please").pause(2.5).build()
+    )
+    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Seven it is.")]])
+    result = await simulate(clock, scenario, llm)
+    barge = scenario.utterances[1].start
+    clears = [t for t, epoch in result.clears() if epoch >= 1]
+    assert clears, "no clear reached the caller"
+    cleared_at = clears[0]
+    assert barge < cleared_at < barge + 0.2
+    stale_after_clear = [t for t, epoch in result.audio_at() if epoch < 1 and t > cleared_at]
+    assert stale_after_clear == []
+    messages = result.report.context.messages
+    texts = [(type(m).__name__, m.text) for m in messages[1:]]  # type: ignore[union-attr]
+    assert [k for k, _ in texts] == ["UserMessage", "AssistantMessage", "UserMessage", "AssistantMessage"]
+    heard = texts[1][1]
+    assert heard and LONG.startswith(heard) and len(heard) < len(LONG)
+    assert texts[2][1] == "seven please"
+    assert texts[3][1] == "Seven it is."
+    assert result.report.interrupts == 1
+    # The second request saw only what the caller heard of the first answer.
+    second = llm.requests[1].messages
+    assert second[2].text == heard  # type: ignore[union-attr]
+    await wait_for_task_baseline(clock, baseline)
+
+
+async def test_a_model_that_never_answers_gets_the_fallback_line_at_the_first_token_deadline() -> None:
+    from brisvox.sim import Hang
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hello there").pause(1.0).build()
+    llm = ScriptedLlm(clock, [[Hang()]])
+    result = await simulate(clock, scenario, llm, linger=12.0)
+    assert result.report.fallbacks == 1
+    last = result.report.context.messages[-1]
+    assert isinstance(last, AssistantMessage) and "trouble" in last.text
+    audio = result.audio_at()
+    assert audio
+    turn_end = scenario.utterances[0].end + 0.5
+    assert turn_end + 7.95 <= audio[0][0] < turn_end + 8.5  # VAD windows blur the stop by ~10 ms
