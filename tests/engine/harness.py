@@ -9,6 +9,7 @@ from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallReport, EngineConfig, Providers, run_call
+from brisvox.engine.driver import TurnAnalyzer
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
@@ -44,6 +45,7 @@ async def simulate(
     config: EngineConfig | None = None,
     tts: MockTtsConfig | None = None,
     linger: float = 3.0,
+    end_of_turn: TurnAnalyzer | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
@@ -52,6 +54,7 @@ async def simulate(
         llm=llm,
         tts=MockTts(clock, tts or MockTtsConfig()),
         vad=energy_vad,
+        end_of_turn=end_of_turn,
     )
     heard: list[Heard] = []
     async with LoopbackTransport(clock) as transport, TaskScope("sim") as scope:

@@ -75,3 +75,40 @@ async def test_a_model_that_never_answers_gets_the_fallback_line_at_the_first_to
     assert audio
     turn_end = scenario.utterances[0].end + 0.5
     assert turn_end + 7.95 <= audio[0][0] < turn_end + 8.5  # VAD windows blur the stop by ~10 ms
+
+
+class FixedVerdict:
+    """An end-of-turn model that always answers the same after a fixed compute time."""
+
+    def __init__(self, clock: SimClock, complete: bool, seconds: float = 0.1) -> None:
+        self.clock, self.complete, self.seconds = clock, complete, seconds
+        self.calls = 0
+        self.samples: list[int] = []
+
+    async def analyze(self, audio: object) -> object:
+        from brisvox.inference.smart_turn import TurnVerdict
+
+        self.calls += 1
+        self.samples.append(len(audio))  # type: ignore[arg-type]
+        await self.clock.sleep(self.seconds)
+        return TurnVerdict(probability=1.0 if self.complete else 0.0, complete=self.complete)
+
+
+async def test_an_end_of_turn_verdict_ends_an_adaptive_turn_before_the_fallback() -> None:
+    from brisvox.agent.turn import Adaptive
+    from brisvox.engine import EngineConfig
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("two people at eight").pause(4.0).build()
+    for complete, fast in ((True, True), (False, False)):
+        model = FixedVerdict(clock, complete)
+        llm = ScriptedLlm(clock, [[Say("Done.")]])
+        result = await simulate(clock, scenario, llm, config=EngineConfig(turn=Adaptive()), end_of_turn=model)
+        assert model.calls == 1
+        assert 0 < model.samples[0] <= 8 * 16000
+        first_audio = result.audio_at()[0][0]
+        stop = scenario.utterances[0].end
+        if fast:
+            assert first_audio < stop + 0.5  # the verdict, 0.1 s after the stop
+        else:
+            assert first_audio >= stop + 2.9  # the 3 s fallback

@@ -49,6 +49,7 @@ __all__ = [
     "StopFrame",
     "SystemFrame",
     "TimerFrame",
+    "TurnVerdictFrame",
     "ToolResultFrame",
     "TranscriptFrame",
     "TtsTextFrame",
@@ -180,6 +181,15 @@ class TimerFrame(SystemFrame):
 
     at: float
     token: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TurnVerdictFrame(SystemFrame):
+    """An end-of-turn model's answer to analysis ``analysis`` (a self-wake of the turn driver)."""
+
+    at: float
+    analysis: int
+    complete: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

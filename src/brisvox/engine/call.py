@@ -26,12 +26,14 @@ from brisvox.core.frames import Direction, PlaybackFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.engine.config import EngineConfig
-from brisvox.engine.driver import TurnDriver
+from brisvox.engine.driver import TurnAnalyzer, TurnDriver
 from brisvox.engine.listen import ListenStage
 from brisvox.engine.out import TransportOut
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
 from brisvox.engine.speak import SpeakStage
+from brisvox.inference.mel import SAMPLE_RATE as END_OF_TURN_RATE
+from brisvox.inference.smart_turn import TurnAudio
 from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
@@ -47,12 +49,18 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Providers:
-    """The providers of one call; ``vad`` builds a detector for the caller's sample rate."""
+    """The providers of one call; ``vad`` builds a detector for the caller's sample rate.
+
+    ``end_of_turn`` (Smart Turn) is optional: without it the turn machine's fallback
+    deadline ends an adaptive turn.  It reads 16 kHz audio, so it is used only on calls
+    whose input is 16 kHz.
+    """
 
     stt: SttProvider
     llm: LlmProvider
     tts: TtsProvider
     vad: Callable[[int], VoiceActivityDetector]
+    end_of_turn: TurnAnalyzer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +104,12 @@ async def run_call(
             await stt.aclose()
             raise
         async with stt, tts:
-            listen = ListenStage(providers.vad(in_rate), stt, scope)
-            driver = TurnDriver(machine, clear, scope)
+            analyzer = providers.end_of_turn if in_rate == END_OF_TURN_RATE else None
+            if providers.end_of_turn is not None and analyzer is None:
+                log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
+            turn_audio = TurnAudio() if analyzer is not None else None
+            listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio)
+            driver = TurnDriver(machine, clear, scope, analyzer, turn_audio)
             runner = LlmRunner(providers.llm, context, book, config.llm, config.timeouts, scope)
             speak = SpeakStage(tts, book, config.segmenter, scope)
             out = TransportOut(commands, book)

@@ -9,14 +9,21 @@ bot-audio reports and its own timer, and carries out the machine's actions:
 * ``EndUserTurn``: the turn's transcript (``UserTextFrame``) then ``UserTurnEnded``;
 * ``ArmTimer`` / ``CancelTimer``: one timer task, which wakes the driver by putting a
   ``TimerFrame`` into the driver's own inbox, so the machine is only ever touched from
-  the driver's task.
+  the driver's task;
+* ``RequestAnalysis``: the end-of-turn model runs on its own executor over the caller's
+  last 8 s of audio (shared with the listen stage) and its verdict comes back the same
+  way, as a ``TurnVerdictFrame``.  Without a model (or when its executor refuses the
+  job) no verdict comes and the machine ends the turn at its fallback deadline.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from brisvox.agent import turn as T
 from brisvox.core.frames import (
@@ -28,6 +35,7 @@ from brisvox.core.frames import (
     StopFrame,
     TimerFrame,
     TranscriptFrame,
+    TurnVerdictFrame,
     UserTextFrame,
     UserTurnEnded,
     UserTurnStarted,
@@ -36,17 +44,35 @@ from brisvox.core.frames import (
 )
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
+from brisvox.inference.errors import InferenceError
+from brisvox.inference.smart_turn import TurnAudio, TurnVerdict
 
-__all__ = ["TurnDriver"]
+__all__ = ["TurnAnalyzer", "TurnDriver"]
 
 log = logging.getLogger(__name__)
+
+
+class TurnAnalyzer(Protocol):
+    """An end-of-turn model (``brisvox.inference.EndOfTurnAnalyzer`` is one)."""
+
+    async def analyze(self, audio: npt.NDArray[np.int16]) -> TurnVerdict: ...
 
 
 class TurnDriver(Processor):
     epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
 
-    def __init__(self, machine: T.TurnMachine, clear: Callable[[int], object], scope: TaskScope) -> None:
+    def __init__(
+        self,
+        machine: T.TurnMachine,
+        clear: Callable[[int], object],
+        scope: TaskScope,
+        analyzer: TurnAnalyzer | None = None,
+        turn_audio: TurnAudio | None = None,
+    ) -> None:
         self.machine = machine
+        self._analyzer = analyzer
+        self._turn_audio = turn_audio
+        self.analyses_failed = 0
         self._clear = clear
         self._scope = scope
         self._timer_token = 0
@@ -63,7 +89,7 @@ class TurnDriver(Processor):
         if inp is None:
             if isinstance(frame, StopFrame):
                 await self._act(self.machine.handle(T.Hangup(at=ctx.clock.now())), ctx)
-            if not isinstance(frame, TimerFrame | BotAudioStarted | BotAudioEnded):
+            if not isinstance(frame, TimerFrame | TurnVerdictFrame | BotAudioStarted | BotAudioEnded):
                 await ctx.push(frame, direction)
             return
         await self._act(self.machine.handle(inp), ctx)
@@ -83,6 +109,8 @@ class TurnDriver(Processor):
             return T.BotAudioStarted(at=frame.at, epoch=frame.epoch)
         if isinstance(frame, BotAudioEnded):
             return T.BotAudioEnded(at=frame.at, epoch=frame.epoch)
+        if isinstance(frame, TurnVerdictFrame):
+            return T.Verdict(at=frame.at, analysis=frame.analysis, complete=frame.complete)
         if isinstance(frame, TimerFrame):
             if frame.token != self._timer_token:
                 return None  # a timer that was replaced after it fired
@@ -109,9 +137,27 @@ class TurnDriver(Processor):
             elif isinstance(action, T.CancelTimer):
                 self._cancel_timer()
             elif isinstance(action, T.RequestAnalysis):
-                # No end-of-turn model is wired into this stage yet: the machine's fallback
-                # deadline ends the turn (the degradation the spec names for a missing verdict).
-                log.debug("end-of-turn analysis %d requested; no analyzer configured", action.id)
+                self._analyze(action.id, ctx)
+
+    def _analyze(self, analysis: int, ctx: ProcessorContext) -> None:
+        analyzer, audio = self._analyzer, self._turn_audio
+        if analyzer is None or audio is None:
+            return
+        snapshot = audio.snapshot()
+
+        async def run() -> None:
+            try:
+                verdict = await analyzer.analyze(snapshot)
+            except InferenceError as exc:
+                self.analyses_failed += 1
+                log.debug("end-of-turn analysis %d failed: %s", analysis, exc)
+                return
+            ctx.inbox.try_put(
+                TurnVerdictFrame(at=ctx.clock.now(), analysis=analysis, complete=verdict.complete),
+                Direction.DOWNSTREAM,
+            )
+
+        self._scope.spawn(run(), name=f"end-of-turn-{analysis}")
 
     def _arm(self, deadline: float, ctx: ProcessorContext) -> None:
         self._cancel_timer()

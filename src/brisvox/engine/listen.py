@@ -15,6 +15,7 @@ from brisvox.core.frames import Direction, Frame, InputAudioFrame, StopFrame, Tr
 from brisvox.core.inbox import REALTIME_INPUT_POLICIES, OverflowPolicies
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
+from brisvox.inference.smart_turn import TurnAudio
 from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.errors import ProviderError
 from brisvox.providers.stt import SttError, SttSession, Transcript
@@ -28,8 +29,11 @@ class ListenStage(Processor):
     epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
     overflow: ClassVar[OverflowPolicies] = REALTIME_INPUT_POLICIES
 
-    def __init__(self, vad: VoiceActivityDetector, stt: SttSession, scope: TaskScope) -> None:
+    def __init__(
+        self, vad: VoiceActivityDetector, stt: SttSession, scope: TaskScope, turn_audio: TurnAudio | None = None
+    ) -> None:
         self._vad = vad
+        self._turn_audio = turn_audio  # shared with the turn driver for end-of-turn analyses
         self._stt = stt
         self._scope = scope
         self._reader_started = False
@@ -45,6 +49,8 @@ class ListenStage(Processor):
             self._scope.spawn(self._read_transcripts(ctx), name="stt-reader")
         if isinstance(frame, InputAudioFrame):
             at = frame.at or ctx.clock.now() - frame.duration
+            if self._turn_audio is not None:
+                self._turn_audio.append(frame.pcm)
             for event in await self._vad.process(frame.pcm, at):
                 await ctx.push(event)
                 if isinstance(event, VadStoppedFrame):
