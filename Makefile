@@ -41,8 +41,10 @@ demo: venv apt
 	$(PY) -m brisvox demo
 
 bench: venv
-	$(PIP) install -q -e '.[bench]'
+	$(PIP) install -q -e '.[bench,local]'
+	$(PY) -m brisvox models fetch
 	$(PY) bench/core_hops.py
+	$(PY) bench/inference.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -34,7 +34,31 @@ def test_the_agent_package_exports_exactly_its_public_api() -> None:
 
 def test_the_tools_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.agent.tools.__all__) == sorted(
-        ["DEFAULT_FILLER_AFTER", "DEFAULT_TOOL_TIMEOUT", "ToolKind", "ToolSpec"]
+        [
+            "CONFIRM_PENDING",
+            "DEFAULT_FILLER_AFTER",
+            "DEFAULT_TOOL_TIMEOUT",
+            "CancelToken",
+            "Confirmations",
+            "EngineConfig",
+            "ErrorKind",
+            "Execution",
+            "IdempotencyKey",
+            "IdempotencyUsage",
+            "LateNote",
+            "Outcome",
+            "RegistryError",
+            "RegistryErrorKind",
+            "Speculation",
+            "Tool",
+            "ToolCallContext",
+            "ToolEngine",
+            "ToolError",
+            "ToolKind",
+            "ToolRegistry",
+            "ToolSpec",
+            "ToolStatsSnapshot",
+        ]
     )
     for name in brisvox.agent.tools.__all__:
         assert hasattr(brisvox.agent.tools, name)

@@ -9,7 +9,9 @@ Two parts:
   ``resync_after`` (the source ran dry, or a slow sink held the pacer back), the grid
   restarts at that instant instead of bursting to catch up; the underrun is counted.
   A frame that is late by less than ``resync_after`` is released at once and the grid
-  keeps its phase.
+  keeps its phase.  A frame counts as available from the moment it was queued, or from
+  the moment the sink took the previous frame if that was later: when only the pacer's
+  own wake-up was late (a busy loop), it catches up on the same grid.
 * :class:`OutputPacer` (the asyncio shell) owns a bounded input queue (``capacity``,
   backpressure: ``push`` waits) and one loop, :meth:`run`, that takes a frame, sleeps on
   the injected clock until its slot and hands it to the sink (an async callable that may
@@ -105,7 +107,7 @@ class OutputPacer(Generic[F]):
         self._clock = clock
         self._sink = sink
         self._capacity = capacity
-        self._queue: deque[F] = deque()
+        self._queue: deque[tuple[F, float]] = deque()  # (frame, when it was pushed)
         self._floor = 0
         self._closed = False
         self._item_waiter: asyncio.Future[None] | None = None
@@ -135,7 +137,7 @@ class OutputPacer(Generic[F]):
             finally:
                 if fut in self._room_waiters:
                     self._room_waiters.remove(fut)
-        self._queue.append(frame)
+        self._queue.append((frame, self._clock.now()))
         self._notify_item()
 
     def interrupt(self, new_epoch: int) -> int:
@@ -145,7 +147,7 @@ class OutputPacer(Generic[F]):
             return 0
         self._floor = new_epoch
         before = len(self._queue)
-        self._queue = deque(f for f in self._queue if f.epoch >= new_epoch)
+        self._queue = deque(e for e in self._queue if e[0].epoch >= new_epoch)
         purged = before - len(self._queue)
         self.stats.purged += purged
         self._notify_room(all_of_them=True)
@@ -159,12 +161,15 @@ class OutputPacer(Generic[F]):
     async def run(self) -> None:
         """Release frames until close(); the caller owns the task that runs this."""
         clock = self._clock
+        sink_done = clock.now()  # when the last hand-off to the sink returned
         while True:
-            frame = await self._next()
+            frame, pushed_at = await self._next()
             if frame.epoch < self._floor:
                 self.stats.abandoned += 1
                 continue
-            release = self.grid.schedule(clock.now(), frame.duration)
+            # Ready when it was queued, or when the sink took the previous frame if that was
+            # later: a slow sink is an underrun, a late wake-up of this task is not.
+            release = self.grid.schedule(max(pushed_at, sink_done), frame.duration)
             if release > clock.now():
                 await clock.sleep_until(release)
             if frame.epoch < self._floor:  # interrupted while waiting for its slot
@@ -173,8 +178,9 @@ class OutputPacer(Generic[F]):
             self.stats.released += 1
             self.stats.underruns = self.grid.underruns
             await self._sink(frame)
+            sink_done = clock.now()
 
-    async def _next(self) -> F:
+    async def _next(self) -> tuple[F, float]:
         while not self._queue:
             if self._closed:
                 raise ChannelClosed("output pacer is closed")
@@ -184,9 +190,9 @@ class OutputPacer(Generic[F]):
                 await fut
             finally:
                 self._item_waiter = None
-        frame = self._queue.popleft()
+        entry = self._queue.popleft()
         self._notify_room()
-        return frame
+        return entry
 
     def _notify_item(self) -> None:
         w = self._item_waiter

@@ -36,7 +36,7 @@ def wire_event_policy(item: WireEvent) -> ItemPolicy:
     return _AUDIO if isinstance(item, WireAudio) else _LOSSLESS
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CallLink:
     """The core's end of a call."""
 
@@ -46,7 +46,7 @@ class CallLink:
     ended: asyncio.Event
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class CallEnds:
     """The adapter's end of a call."""
 

@@ -1,10 +1,46 @@
 """brisvox.agent.tools: tool specs, the registry, the tool engine, the confirmation gate, fillers."""
 
+from brisvox.agent.tools._records import LateNote
+from brisvox.agent.tools.cancel import CancelToken
+from brisvox.agent.tools.confirm import Confirmations
+from brisvox.agent.tools.engine import EngineConfig, ToolEngine
+from brisvox.agent.tools.execution import Execution, Speculation
+from brisvox.agent.tools.registry import (
+    CONFIRM_PENDING,
+    RegistryError,
+    RegistryErrorKind,
+    Tool,
+    ToolCallContext,
+    ToolError,
+    ToolRegistry,
+)
+from brisvox.agent.tools.results import ErrorKind, Outcome
 from brisvox.agent.tools.spec import DEFAULT_FILLER_AFTER, DEFAULT_TOOL_TIMEOUT, ToolKind, ToolSpec
+from brisvox.agent.tools.stats import ToolStatsSnapshot
+from brisvox.agent.tools.store import IdempotencyKey, IdempotencyUsage
 
 __all__ = [
+    "CONFIRM_PENDING",
     "DEFAULT_FILLER_AFTER",
     "DEFAULT_TOOL_TIMEOUT",
+    "CancelToken",
+    "Confirmations",
+    "EngineConfig",
+    "ErrorKind",
+    "Execution",
+    "IdempotencyKey",
+    "IdempotencyUsage",
+    "LateNote",
+    "Outcome",
+    "RegistryError",
+    "RegistryErrorKind",
+    "Speculation",
+    "Tool",
+    "ToolCallContext",
+    "ToolEngine",
+    "ToolError",
     "ToolKind",
+    "ToolRegistry",
     "ToolSpec",
+    "ToolStatsSnapshot",
 ]

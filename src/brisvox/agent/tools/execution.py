@@ -1,0 +1,150 @@
+"""What a tool round hands back: an :class:`Execution` (to append) or a :class:`Speculation`.
+
+An execution carries a delivery guard.  :meth:`Execution.append_to` (or
+:meth:`Execution.mark_delivered` for a caller that wrote the messages itself) marks it
+delivered; :meth:`Execution.discard` says it never reached the model.  A discarded
+execution gives back every SideEffect result it carried as a late note, marks its
+SideEffect calls as orphans (so a regenerated identical call is answered from the
+record, not run again) and returns the notes it took from the mailbox.  An execution
+that is garbage-collected while still pending is discarded then (a safety net; the
+runner discards explicitly).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from brisvox.agent.context import Context, ToolCall, ToolMessage
+from brisvox.agent.tools._records import LateNote, Record, ReplayClaim, Slot
+
+__all__ = ["Execution", "Speculation"]
+
+log = logging.getLogger(__name__)
+
+
+class _Hooks(Protocol):
+    def _delivered(self, execution: Execution) -> None: ...
+
+    def _discarded(self, execution: Execution) -> None: ...
+
+
+class _State(enum.Enum):
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    DISCARDED = "discarded"
+
+
+class Execution:
+    """One tool message per call, in issue order, plus the late notes to append after them."""
+
+    __slots__ = ("_carried", "_claims", "_hooks", "_ran", "_state", "_taken", "budget_exhausted", "epoch", "results")
+
+    def __init__(
+        self,
+        hooks: _Hooks,
+        *,
+        epoch: int,
+        results: Sequence[ToolMessage],
+        budget_exhausted: bool,
+        ran: Sequence[Record] = (),
+        carried: Sequence[Record] = (),
+        claims: Sequence[ReplayClaim] = (),
+        taken: Sequence[tuple[LateNote, Record]] = (),
+    ) -> None:
+        self._hooks = hooks
+        self.epoch = epoch
+        self.results: tuple[ToolMessage, ...] = tuple(results)
+        self.budget_exhausted = budget_exhausted
+        self._ran = tuple(ran)
+        self._carried = tuple(carried)
+        self._claims = tuple(claims)
+        self._taken = list(taken)
+        self._state = _State.PENDING
+
+    @property
+    def late_notes(self) -> tuple[LateNote, ...]:
+        """Notes to append after the results (an orphan replayed here has its note held back)."""
+        consumed = {id(c.orphan) for c in self._claims}
+        return tuple(note for note, rec in self._taken if id(rec) not in consumed)
+
+    @property
+    def is_delivered(self) -> bool:
+        return self._state is _State.DELIVERED
+
+    @property
+    def is_discarded(self) -> bool:
+        return self._state is _State.DISCARDED
+
+    def append_to(self, context: Context) -> None:
+        """Pushes the results, then the late notes, and marks the execution delivered."""
+        if self._state is not _State.PENDING:
+            raise RuntimeError(f"execution already {self._state.value}")
+        for message in self.results:
+            context.push(message)
+        for note in self.late_notes:
+            context.push(note.message())
+        self.mark_delivered()
+
+    def mark_delivered(self) -> None:
+        """For a caller that wrote the results and notes into its context itself."""
+        if self._state is _State.PENDING:
+            self._state = _State.DELIVERED
+            self._hooks._delivered(self)
+
+    def discard(self) -> None:
+        """The execution never reached the model (for example a barge-in right after it returned)."""
+        if self._state is _State.PENDING:
+            self._state = _State.DISCARDED
+            self._hooks._discarded(self)
+
+    def __del__(self) -> None:
+        if getattr(self, "_state", None) is _State.PENDING:
+            log.warning("a tool execution was dropped without append_to/mark_delivered/discard; discarding it")
+            try:
+                self.discard()
+            except Exception:  # pragma: no cover - never raise from a finalizer
+                log.exception("discarding a dropped execution failed")
+
+    def __repr__(self) -> str:
+        return f"Execution(epoch={self.epoch}, results={len(self.results)}, notes={len(self._taken)}, {self._state.value})"
+
+
+class Speculation:
+    """A speculative round: ReadOnly calls ran, SideEffect calls wait for :meth:`ToolEngine.commit`."""
+
+    __slots__ = ("_held", "_slots", "_state", "budget_exhausted", "epoch")
+
+    def __init__(self, *, epoch: int, slots: list[Slot], held: list[ToolCall], budget_exhausted: bool) -> None:
+        self.epoch = epoch
+        self._slots = slots
+        self._held = held
+        self.budget_exhausted = budget_exhausted
+        self._state = _State.PENDING
+
+    def held_calls(self) -> list[ToolCall]:
+        """The held SideEffect calls, in issue order."""
+        return list(self._held)
+
+    def answered(self) -> list[ToolMessage]:
+        """Results already settled (ReadOnly results, malformed calls and refusals), in issue order."""
+        return [s.answer for s in self._slots if s.answer is not None]
+
+    @property
+    def is_open(self) -> bool:
+        return self._state is _State.PENDING
+
+    def discard(self) -> None:
+        """Drops the speculation: its held calls never run (close them in the context)."""
+        self._state = _State.DISCARDED
+
+    def _take(self) -> list[Slot]:
+        if self._state is not _State.PENDING:
+            raise RuntimeError(f"speculation already {self._state.value}")
+        self._state = _State.DELIVERED
+        return self._slots
+
+    def __repr__(self) -> str:
+        return f"Speculation(epoch={self.epoch}, held={len(self._held)}, {self._state.value})"

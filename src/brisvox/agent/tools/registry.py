@@ -1,0 +1,184 @@
+"""The tool registry: checked specs, their compiled schemas, and the callables behind them.
+
+A tool is an async callable ``tool(arguments, ctx)`` that returns a ``str`` (text) or any
+JSON value, and raises :class:`ToolError` for a failure the model should read.  Any
+other exception is a crash ("panic"): a ReadOnly crash answers ``tool_failed``, a
+SideEffect crash is recorded as lost (``unknown_outcome``).  Tools receive arguments
+that already match their schema.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from brisvox.agent.context import ToolCall
+from brisvox.agent.tools.cancel import CancelToken
+from brisvox.agent.tools.schema import CompiledSchema, SchemaError, compile_schema
+from brisvox.agent.tools.spec import ToolKind, ToolSpec
+from brisvox.agent.tools.store import IdempotencyKey
+from brisvox.core.errors import BrisvoxError, ConfigError
+
+__all__ = [
+    "CONFIRM_PENDING",
+    "RegisteredTool",
+    "RegistryError",
+    "RegistryErrorKind",
+    "Tool",
+    "ToolCallContext",
+    "ToolError",
+    "ToolRegistry",
+]
+
+CONFIRM_PENDING = "confirm_pending"
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class ToolError(BrisvoxError):
+    """Raised by a tool for a failure the model should read (answered ``tool_failed``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallContext:
+    """What a running tool may know about its call."""
+
+    session: str
+    epoch: int
+    call: ToolCall
+    cancel: CancelToken
+
+    def idempotency_key(self) -> IdempotencyKey:
+        return IdempotencyKey(self.session, self.epoch, self.call.id)
+
+    def __repr__(self) -> str:
+        return f"ToolCallContext(session={self.session!r}, epoch={self.epoch}, call={self.call.id!r})"
+
+
+class Tool(Protocol):
+    """An async tool: ``await tool(arguments, ctx)`` returns text (``str``) or a JSON value."""
+
+    def __call__(self, arguments: dict[str, Any], ctx: ToolCallContext, /) -> Awaitable[Any]: ...
+
+
+class RegistryErrorKind(enum.Enum):
+    INVALID_NAME = "invalid_name"
+    RESERVED_NAME = "reserved_name"
+    DUPLICATE = "duplicate"
+    ZERO_TIMEOUT = "zero_timeout"
+    CONFIRM_NEEDS_SIDE_EFFECT = "confirm_needs_side_effect"
+    REPEATABLE_NEEDS_SIDE_EFFECT = "repeatable_needs_side_effect"
+    INVALID_SCHEMA = "invalid_schema"
+
+
+class RegistryError(ConfigError):
+    """A tool could not be registered; ``kind`` says why and the message names the tool."""
+
+    def __init__(self, kind: RegistryErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredTool:
+    spec: ToolSpec
+    tool: Tool
+    schema: CompiledSchema
+
+
+async def _confirm_pending_placeholder(arguments: dict[str, Any], ctx: ToolCallContext) -> Any:
+    raise ToolError("confirm_pending is handled by the tool engine")  # pragma: no cover
+
+
+CONFIRM_PENDING_SPEC = ToolSpec(
+    name=CONFIRM_PENDING,
+    description=(
+        "Run an action that is waiting for the user's confirmation. Call it only when the user "
+        "clearly agreed, in the reply that followed your question, to the exact action you described."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"call_id": {"type": "string", "description": "the call_id of the pending request"}},
+        "required": ["call_id"],
+        "additionalProperties": False,
+    },
+    kind=ToolKind.SIDE_EFFECT,
+    filler_after=None,
+)
+
+
+class ToolRegistry:
+    """Tools by name.  A rejected tool is not added; specs are listed in name order."""
+
+    __slots__ = ("_tools",)
+
+    def __init__(self) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+
+    def register(self, spec: ToolSpec, tool: Tool) -> None:
+        """Adds a tool or raises :class:`RegistryError` (nothing changes then)."""
+        name = spec.name
+        if not isinstance(name, str) or not _NAME.fullmatch(name) or not name.isascii():
+            raise RegistryError(
+                RegistryErrorKind.INVALID_NAME,
+                f"tool name {name!r} must be 1 to 64 ASCII letters, digits, '_' or '-'",
+            )
+        if name == CONFIRM_PENDING:
+            raise RegistryError(RegistryErrorKind.RESERVED_NAME, f"tool name {name!r} is reserved")
+        if name in self._tools:
+            raise RegistryError(RegistryErrorKind.DUPLICATE, f"tool {name!r} is already registered")
+        if not (spec.timeout > 0) or not math.isfinite(spec.timeout):
+            raise RegistryError(
+                RegistryErrorKind.ZERO_TIMEOUT, f"tool {name!r}: timeout must be positive, got {spec.timeout!r}"
+            )
+        if spec.confirm and spec.kind is not ToolKind.SIDE_EFFECT:
+            raise RegistryError(
+                RegistryErrorKind.CONFIRM_NEEDS_SIDE_EFFECT,
+                f"tool {name!r}: confirm applies to SideEffect tools only",
+            )
+        if spec.repeatable and spec.kind is not ToolKind.SIDE_EFFECT:
+            raise RegistryError(
+                RegistryErrorKind.REPEATABLE_NEEDS_SIDE_EFFECT,
+                f"tool {name!r}: repeatable applies to SideEffect tools only",
+            )
+        try:
+            schema = compile_schema(spec.parameters)
+        except SchemaError as e:
+            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: {e}") from None
+        self._tools[name] = RegisteredTool(spec, tool, schema)
+        if spec.confirm and CONFIRM_PENDING not in self._tools:
+            self._tools[CONFIRM_PENDING] = RegisteredTool(
+                CONFIRM_PENDING_SPEC, _confirm_pending_placeholder, compile_schema(CONFIRM_PENDING_SPEC.parameters)
+            )
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+    def spec(self, name: str) -> ToolSpec | None:
+        entry = self._tools.get(name)
+        return entry.spec if entry is not None else None
+
+    def specs(self) -> list[ToolSpec]:
+        """Every spec in name order (deterministic requests, stable prompt caches)."""
+        return [self._tools[n].spec for n in sorted(self._tools)]
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def has_confirm_tools(self) -> bool:
+        return CONFIRM_PENDING in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def is_empty(self) -> bool:
+        return not self._tools
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._tools))

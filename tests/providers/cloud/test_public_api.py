@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import brisvox.providers.cloud as cloud
+
+
+def test_the_cloud_package_exports_exactly_its_adapters_and_options() -> None:
+    assert sorted(cloud.__all__) == sorted(
+        [
+            "AnthropicLlm",
+            "AnthropicOptions",
+            "CartesiaOptions",
+            "CartesiaTts",
+            "ElevenLabsOptions",
+            "ElevenLabsTts",
+            "OpenAiSpeechOptions",
+            "OpenAiSpeechTts",
+            "DeepgramOptions",
+            "DeepgramStt",
+            "GeminiLlm",
+            "GeminiOptions",
+            "OpenAiCompatLlm",
+            "OpenAiCompatOptions",
+        ]
+    )
+
+
+def test_every_exported_name_resolves_lazily() -> None:
+    for name in cloud.__all__:
+        assert getattr(cloud, name).__name__ == name
