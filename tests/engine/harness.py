@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from brisvox.agent.tools import ToolRegistry
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.tasks import TaskScope
@@ -46,11 +47,13 @@ async def simulate(
     tts: MockTtsConfig | None = None,
     linger: float = 3.0,
     end_of_turn: TurnAnalyzer | None = None,
+    tools: ToolRegistry | None = None,
+    interim_interval: float = 0.2,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
     providers = Providers(
-        stt=MockStt.for_scenario(clock, scenario),
+        stt=MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
         llm=llm,
         tts=MockTts(clock, tts or MockTtsConfig()),
         vad=energy_vad,
@@ -61,7 +64,7 @@ async def simulate(
         client = await transport.connect(metadata={"sample_rate": str(RATE)})
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
-        call = scope.spawn(run_call(session, config, providers, clock), name="call")
+        call = scope.spawn(run_call(session, config, providers, clock, tools=tools), name="call")
 
         async def listen() -> None:
             while True:

@@ -112,3 +112,71 @@ async def test_an_end_of_turn_verdict_ends_an_adaptive_turn_before_the_fallback(
             assert first_audio < stop + 0.5  # the verdict, 0.1 s after the stop
         else:
             assert first_audio >= stop + 2.9  # the 3 s fallback
+
+
+async def test_the_timeline_orders_a_turns_steps_and_the_engine_adds_no_virtual_time() -> None:
+    from brisvox.core.timeline import TurnEvent as E
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hi").pause(2.0).build()
+    result = await simulate(clock, scenario, ScriptedLlm(clock, [[Say("Hello! How can I help?")]]))
+    record = next(r for r in result.report.timeline if r.at(E.USER_TURN_ENDED) is not None)
+    order = [E.USER_TURN_ENDED, E.LLM_REQUEST, E.LLM_FIRST_TOKEN, E.FIRST_TTS_TEXT, E.FIRST_TTS_AUDIO,
+             E.FIRST_AUDIO_SENT, E.BOT_AUDIO_STARTED]
+    times = [record.at(e) for e in order]
+    assert None not in times
+    assert times == sorted(times)  # type: ignore[type-var]
+    # With instant mocks every engine hop is free on virtual time: the budgets are met exactly.
+    assert record.between(E.USER_TURN_ENDED, E.LLM_REQUEST) == 0.0
+    assert record.between(E.FIRST_TTS_AUDIO, E.FIRST_AUDIO_SENT) == 0.0
+    assert record.llm_round_count() == 1
+
+
+async def test_a_tts_that_drops_mid_answer_is_reconnected_and_the_next_answer_is_spoken() -> None:
+    from brisvox.sim import MockTtsConfig
+
+    clock = SimClock()
+    baseline = live_tasks()
+    scenario = (
+        ScenarioBuilder().pause(0.5).say("tell me everything").pause(6.0).say("and now").pause(3.0).build()
+    )
+    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Short.")]])
+    result = await simulate(clock, scenario, llm, tts=MockTtsConfig(disconnect_after=1.0))
+    second_turn = scenario.utterances[1].end
+    later_audio = [t for t, epoch in result.audio_at() if t > second_turn]
+    assert later_audio, "nothing was spoken after the reconnect"
+    first_answer = result.report.context.messages[2]
+    assert isinstance(first_answer, AssistantMessage)
+    assert first_answer.text and LONG.startswith(first_answer.text) and len(first_answer.text) < len(LONG)
+    assert result.report.context.messages[-1].text == "Short."  # type: ignore[union-attr]
+    await wait_for_task_baseline(clock, baseline)
+
+
+async def test_a_backchannel_over_the_bot_does_not_interrupt_but_a_real_interruption_does() -> None:
+    from brisvox.agent.interrupt import InterruptionPolicy
+    from brisvox.agent.turn import FixedSilence
+    from brisvox.engine import EngineConfig
+
+    config = EngineConfig(turn=FixedSilence(silence=0.5), interruption=InterruptionPolicy.recommended())
+    # The STT delivers interims promptly (every 50 ms), as the policy's caller contract asks.
+    for words, seconds, interrupts in (("yeah", 0.25, 0), ("wait wait that is not what I asked", 2.0, 1)):
+        clock = SimClock()
+        scenario = (
+            ScenarioBuilder()
+            .pause(0.5)
+            .say("what tables do you have")
+            .pause(2.0)
+            .say(words, duration=seconds)
+            .pause(12.0)
+            .build()
+        )
+        llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Sorry, go ahead.")]])
+        result = await simulate(clock, scenario, llm, config=config, interim_interval=0.05)
+        assert result.report.interrupts == interrupts, words
+        answer = result.report.context.messages[2]
+        assert isinstance(answer, AssistantMessage)
+        if interrupts:
+            assert len(answer.text) < len(LONG)
+        else:
+            assert answer.text == LONG  # heard in full: not cut
+            assert len(llm.requests) == 1

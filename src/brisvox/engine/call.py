@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from brisvox.agent.context import Context
+from brisvox.agent.tools import ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import Direction, PlaybackFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
+from brisvox.core.timeline import TimelineRecorder, TurnRecord
 from brisvox.engine.config import EngineConfig
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
 from brisvox.engine.listen import ListenStage
@@ -71,6 +73,7 @@ class CallReport:
     interrupts: int
     fallbacks: int
     stale_audio_dropped: int
+    timeline: tuple[TurnRecord, ...]
 
 
 async def run_call(
@@ -80,6 +83,7 @@ async def run_call(
     clock: Clock,
     cancel: asyncio.Event | None = None,
     context: Context | None = None,
+    tools: ToolRegistry | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set."""
     context = context if context is not None else Context()
@@ -89,6 +93,7 @@ async def run_call(
     stt_config = dataclasses.replace(config.stt, sample_rate=in_rate)
     tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
     book = PlayoutBook()
+    timeline = TimelineRecorder()
     machine = TurnMachine(config.turn, config.interruption)
     commands = session.commands()
 
@@ -103,16 +108,28 @@ async def run_call(
         except BaseException:
             await stt.aclose()
             raise
-        async with stt, tts:
+        engine = ToolEngine(tools, session.info.call_id, clock, config.tools) if tools is not None else None
+        async with stt, tts, contextlib.AsyncExitStack() as stack:
+            if engine is not None:
+                await stack.enter_async_context(engine)
             analyzer = providers.end_of_turn if in_rate == END_OF_TURN_RATE else None
             if providers.end_of_turn is not None and analyzer is None:
                 log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
             turn_audio = TurnAudio() if analyzer is not None else None
             listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio)
-            driver = TurnDriver(machine, clear, scope, analyzer, turn_audio)
-            runner = LlmRunner(providers.llm, context, book, config.llm, config.timeouts, scope)
-            speak = SpeakStage(tts, book, config.segmenter, scope)
-            out = TransportOut(commands, book)
+            driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline)
+            runner = LlmRunner(
+                providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window
+            )
+            speak = SpeakStage(
+                tts,
+                book,
+                config.segmenter,
+                scope,
+                timeline,
+                reconnect=lambda: _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect),
+            )
+            out = TransportOut(commands, book, timeline)
             pipeline = Pipeline("call").then(listen).then(driver).then(runner).then(speak).then(out)
             running = pipeline.start(clock)
             try:
@@ -122,6 +139,7 @@ async def run_call(
             finally:
                 await running.aclose()
                 scope.cancel()
+                await speak.aclose()
     reason = await session.close(config.timeouts.stop)
     return CallReport(
         stop_reason=reason,
@@ -130,6 +148,7 @@ async def run_call(
         interrupts=driver.interrupts,
         fallbacks=runner.stats.fallbacks,
         stale_audio_dropped=out.stale_audio_dropped,
+        timeline=tuple(timeline.records()),
     )
 
 

@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 
 from brisvox.agent.interrupt import InterruptionPolicy
 from brisvox.agent.segmenter import SegmenterConfig
+from brisvox.agent.tools import EngineConfig as ToolEngineConfig
 from brisvox.agent.turn import Adaptive, TurnPolicy
+from brisvox.agent.window import WindowPolicy
 from brisvox.core.errors import ConfigError
 from brisvox.inference.vad import VadParams
 from brisvox.providers.stt import SttConfig
@@ -58,3 +60,5 @@ class EngineConfig:
     llm: LlmConfig = field(default_factory=LlmConfig)
     segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
     timeouts: Timeouts = field(default_factory=Timeouts)
+    tools: ToolEngineConfig = field(default_factory=ToolEngineConfig)
+    window: WindowPolicy | None = field(default_factory=WindowPolicy)

@@ -44,6 +44,7 @@ from brisvox.core.frames import (
 )
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
+from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.inference.errors import InferenceError
 from brisvox.inference.smart_turn import TurnAudio, TurnVerdict
 
@@ -68,8 +69,10 @@ class TurnDriver(Processor):
         scope: TaskScope,
         analyzer: TurnAnalyzer | None = None,
         turn_audio: TurnAudio | None = None,
+        timeline: TimelineRecorder | None = None,
     ) -> None:
         self.machine = machine
+        self._timeline = timeline or TimelineRecorder()
         self._analyzer = analyzer
         self._turn_audio = turn_audio
         self.analyses_failed = 0
@@ -122,14 +125,18 @@ class TurnDriver(Processor):
         for action in actions:
             if isinstance(action, T.Interrupt):
                 self.interrupts += 1
+                self._timeline.mark(action.epoch, TurnEvent.BARGE_IN, ctx.clock.now())
                 self._clear(action.epoch)  # fast path: the caller stops hearing the bot now
+                self._timeline.mark(action.epoch, TurnEvent.CLEAR_APPLIED, ctx.clock.now())
                 await ctx.push(InterruptFrame(new_epoch=action.epoch))
             elif isinstance(action, T.StartUserTurn):
                 self._turn_text = []
+                self._timeline.mark(action.epoch, TurnEvent.USER_TURN_STARTED, action.at)
                 await ctx.push(UserTurnStarted(epoch=action.epoch, at=action.at))
             elif isinstance(action, T.EndUserTurn):
                 text = " ".join(self._turn_text)
                 self._turn_text = []
+                self._timeline.mark(action.epoch, TurnEvent.USER_TURN_ENDED, ctx.clock.now())
                 await ctx.push(UserTextFrame(epoch=action.epoch, text=text))
                 await ctx.push(UserTurnEnded(epoch=action.epoch, at=action.at, reason=action.reason.frame_reason))
             elif isinstance(action, T.ArmTimer):

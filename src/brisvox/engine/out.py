@@ -23,6 +23,7 @@ from brisvox.core.frames import (
     PlaybackFrame,
 )
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
+from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.playout import PlayoutBook
 from brisvox.transport.events import SendAudio
 from brisvox.transport.session import CommandSender
@@ -36,7 +37,8 @@ class TransportOut(Processor):
     # It drops and counts stale audio itself, and must see position reports of every epoch.
     epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
 
-    def __init__(self, commands: CommandSender, book: PlayoutBook) -> None:
+    def __init__(self, commands: CommandSender, book: PlayoutBook, timeline: TimelineRecorder | None = None) -> None:
+        self._timeline = timeline or TimelineRecorder()
         self._commands = commands
         self._book = book
         self._cleared = 0
@@ -57,12 +59,14 @@ class TransportOut(Processor):
                 self._commands.clear(frame.epoch)
             self._book.audio_sent(frame.utterance, frame.sample_count, frame.sample_rate)
             await self._commands.send(SendAudio(frame))
+            self._timeline.mark(frame.epoch, TurnEvent.FIRST_AUDIO_SENT, ctx.clock.now())
             self.frames_sent += 1
             return
         if isinstance(frame, PlaybackFrame):
             first = self._book.released(frame.utterance, frame.samples, frame.sample_rate)
             now = ctx.clock.now()
             if first is not None:
+                self._timeline.mark(first, TurnEvent.BOT_AUDIO_STARTED, now)
                 await ctx.push(BotAudioStarted(epoch=first, at=now), Direction.UPSTREAM)
             epoch = self._book.epoch_of(frame.utterance)
             if epoch is not None and self._book.take_ended(epoch):
