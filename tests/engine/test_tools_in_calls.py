@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from brisvox.agent.context import AssistantMessage, ToolMessage, UserMessage
+from brisvox.agent.context import AssistantMessage, ToolMessage
 from brisvox.agent.tools import ToolCallContext, ToolKind, ToolRegistry, ToolSpec
 from brisvox.core.clock import SimClock
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
