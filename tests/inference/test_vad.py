@@ -6,11 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from brisvox.core.errors import ConfigError
 from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
 from brisvox.inference.energy import EnergyScorer
-from brisvox.inference.vad import VadParams, VadTracker, VoiceActivityDetector
+from brisvox.inference.vad import VadParams, VadTracker, VoiceActivityDetector, energy_vad
 from tests._speech import espeak_wav
 
 RATE = 16000
@@ -121,3 +123,60 @@ async def test_without_a_pool_the_detector_scores_inline_on_the_loop() -> None:
     assert det.speaking
     det.reset()
     assert not det.speaking
+
+
+def test_the_energy_factory_uses_the_simulator_timing() -> None:
+    det = energy_vad(8000)
+    assert det.sample_rate == 8000
+    assert (det.params.min_speech, det.params.min_silence) == (0.04, 0.3)
+
+
+async def test_windows_refused_by_a_full_pool_are_dropped_and_counted() -> None:
+    import asyncio
+    import threading
+
+    from brisvox.inference.pool import InferencePool, Lane, PoolConfig
+
+    async with InferencePool(PoolConfig(name="full", threads=1, jobs_per_thread=1)) as pool:
+        started, release = threading.Event(), threading.Event()
+
+        def block() -> None:
+            started.set()
+            release.wait(10)
+
+        running = pool.submit(block)
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+        queued = pool.submit(int, "1", lane=Lane.VAD)  # the VAD lane is now full
+        det = VoiceActivityDetector(EnergyScorer(RATE), VadParams.energy(), pool)
+        assert await det.process(tone(0.05, 3000), 0.0) == []
+        assert det.dropped_windows == 5
+        release.set()
+        await asyncio.gather(running, queued)
+        assert await det.process(tone(0.05, 3000), 0.05) == [VadStartedFrame(at=0.05)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    probs=st.lists(st.sampled_from([0.0, 0.2, 0.4, 0.6, 1.0]), max_size=300),
+    min_speech=st.integers(0, 10),
+    min_silence=st.integers(1, 30),
+)
+def test_events_alternate_and_each_stop_closes_the_start_before_it(
+    probs: list[float], min_speech: int, min_silence: int
+) -> None:
+    params = VadParams(min_speech=min_speech * 0.01, min_silence=min_silence * 0.01)
+    tracker = VadTracker(params, RATE)
+    events = [e for i, p in enumerate(probs) if (e := tracker.observe(i * 0.01, WIN, p)) is not None]
+    end = tracker.finish(len(probs) * 0.01)
+    if end is not None:
+        events.append(end)
+    for i, e in enumerate(events):
+        assert isinstance(e, VadStartedFrame if i % 2 == 0 else VadStoppedFrame)
+        if isinstance(e, VadStoppedFrame):
+            start = events[i - 1]
+            assert isinstance(start, VadStartedFrame)
+            assert e.speech_started_at == start.at
+            # Speech lasted at least min_speech before it could start, and the stop is backdated
+            # to the first silent window, which comes after the confirming speech.
+            assert e.at >= start.at + params.min_speech - 1e-9
+    assert not tracker.speaking
