@@ -427,6 +427,15 @@ def test_negative_or_nan_durations_are_a_config_error(make: Callable[[], object]
         make()
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_an_input_whose_time_is_not_finite_is_ignored_and_counted(bad: float) -> None:
+    m = paused(ADAPTIVE)
+    for inp in (VadStart(bad), VadStop(bad), SttFinal(bad, "Yes."), Tick(bad), Verdict(bad, 1, True), Hangup(bad)):
+        assert m.handle(inp) == []
+    assert m.stats.total_ignored == 6
+    assert m.state is S.USER_PAUSED and m.timer == STOP + 3.0
+
+
 def test_something_that_is_not_a_turn_input_is_invalid_input() -> None:
     with pytest.raises(InvalidInput, match="str"):
         TurnMachine().handle("VadStart")  # type: ignore[arg-type]
@@ -434,3 +443,18 @@ def test_something_that_is_not_a_turn_input_is_invalid_input() -> None:
 
 def test_the_repr_of_text_inputs_hides_the_text() -> None:
     assert "secret" not in repr(SttFinal(1.0, "secret")) + repr(SttInterim(1.0, "secret")) + repr(UserText(1.0, "secret"))
+
+
+def test_a_machine_is_freed_without_the_cycle_collector() -> None:
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        m = paused(ADAPTIVE)
+        run(m, SttFinal(10.1, "ok."), VadStart(10.2))
+        del m
+        # No reference cycle: reference counting alone freed it.
+        assert not any(isinstance(o, TurnMachine) for o in gc.get_objects())
+    finally:
+        gc.enable()

@@ -1,10 +1,10 @@
 """The ``serve`` and ``check`` subcommands of the ``brisvox`` command line.
 
 ``brisvox serve [AGENT_FILE]`` starts the HTTP/WebSocket surface (settings from
-``BRISVOX_*``, docs/OPERATIONS.md).  The production engine is not wired in yet, so every
-call is refused (WebSocket close 1013, "this server runs no call engine yet") and the
-``listening on`` line says so; health, readiness, metrics, the drain and the exit codes
-work as documented.
+``BRISVOX_*``, docs/OPERATIONS.md).  The production engine is not wired in yet, so calls
+on the WebSocket endpoint run a documented placeholder, the transport's echo engine
+(each caller frame is played back), and the ``listening on`` line says so; admission,
+health, readiness, metrics, the drain and the exit codes work as documented.
 
 ``brisvox check AGENT_FILE`` validates an agent file offline against the tools this
 program provides (exit 0, or 1 with every problem on stderr); ``--env`` also checks that
@@ -21,12 +21,16 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` stays fast)
+    from brisvox.core.clock import Clock
     from brisvox.server.agent_file import AgentDefinition
+    from brisvox.server.session import SessionRunner
     from brisvox.server.tools import ToolSet
+    from brisvox.transport.link import CallLink
 
-__all__ = ["run_check", "run_serve"]
+__all__ = ["run_check", "run_serve", "session_runner"]
 
-NO_ENGINE = "calls refused: the call engine is not part of this build yet"
+PLACEHOLDER = ("calls run the echo placeholder (each caller frame is played back): "
+               "the call engine is not part of this build yet")
 
 
 def _summary(d: AgentDefinition) -> str:
@@ -38,7 +42,7 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.agent_file import AgentFileError, load_agent_file
 
     try:
-        definition = load_agent_file(args.agent_file, available_tools=tools.names(),
+        definition = load_agent_file(args.agent_file, available_tools=tools,
                                      environ=os.environ if args.env else None)
     except AgentFileError as exc:
         for problem in exc.problems:
@@ -49,18 +53,28 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
     return 0
 
 
-async def _no_engine(item: object, cancel: asyncio.Event) -> None:
-    from brisvox.core.errors import BrisvoxError
+def session_runner(
+    definition: AgentDefinition | None, tools: ToolSet, clock: Clock
+) -> tuple[SessionRunner[CallLink], str]:
+    """The session runner of ``brisvox serve`` and how the start-up line describes it.
 
-    raise BrisvoxError("no call engine in this build")
+    This is the seam for the production engine: it will return a runner that calls
+    ``brisvox.engine.run_call`` with the agent's definition and ``tools.registry(...)``.
+    Until then it returns the echo placeholder."""
+    from brisvox.server.ws_endpoint import echo_runner
+
+    return echo_runner(clock), PLACEHOLDER
 
 
 def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
+    from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.agent_file import AgentFileError, load_agent_file
     from brisvox.server.host import ServerParts, serve
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
     from brisvox.server.settings import Settings
+    from brisvox.server.ws_endpoint import TransportEndpoint
+    from brisvox.transport.websocket import ServerConfig
 
     try:
         settings = Settings.from_env()
@@ -70,17 +84,24 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     agent_path = args.agent_file or settings.agent_file
-    description = NO_ENGINE
+    definition: AgentDefinition | None = None
     if agent_path is not None:
         try:
-            definition = load_agent_file(agent_path, available_tools=tools.names(), environ=os.environ)
+            definition = load_agent_file(agent_path, available_tools=tools, environ=os.environ)
         except AgentFileError as exc:
             for problem in exc.problems:
                 print(problem, file=sys.stderr)
             print("brisvox serve: the agent file is invalid; not starting", file=sys.stderr)
             return EXIT_STARTUP_FAILURE
-        description = f"{_summary(definition)}; {NO_ENGINE}"
-    else:
-        description = f"no agent file; {NO_ENGINE}"
-    parts = ServerParts(runner=_no_engine, description=description)
+    clock = SystemClock()
+    runner, what = session_runner(definition, tools, clock)
+    description = f"{_summary(definition) if definition is not None else 'no agent file'}; {what}"
+    ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
+                             max_calls=settings.max_calls)
+    endpoint = TransportEndpoint(clock, ws_config)
+    parts = ServerParts(
+        runner=runner, call_endpoint=endpoint, description=description, on_drained=endpoint.close,
+        ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
+        ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
+    )
     return asyncio.run(serve(settings, parts))
