@@ -11,6 +11,7 @@ from brisvox.core.clock import SimClock
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallReport, EngineConfig, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
+from brisvox.engine.observe import CallObserver
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
@@ -49,6 +50,7 @@ async def simulate(
     end_of_turn: TurnAnalyzer | None = None,
     tools: ToolRegistry | None = None,
     interim_interval: float = 0.2,
+    observer: CallObserver | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
@@ -64,7 +66,7 @@ async def simulate(
         client = await transport.connect(metadata={"sample_rate": str(RATE)})
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
-        call = scope.spawn(run_call(session, config, providers, clock, tools=tools), name="call")
+        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, observer=observer), name="call")
 
         async def listen() -> None:
             while True:
