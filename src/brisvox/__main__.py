@@ -4,14 +4,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from brisvox import __version__
+
+if TYPE_CHECKING:
+    from brisvox.server.tools import ToolSet
+
+
+def _add_server_parsers(sub: Any) -> None:
+    # Defined here, not in brisvox.server, so that --help and --version import nothing heavy.
+    serve_p = sub.add_parser("serve", help="run the voice-agent server (settings from BRISVOX_* variables)",
+                             description="Run the server. Settings come from BRISVOX_* environment variables "
+                                         "(see docs/OPERATIONS.md).")
+    serve_p.add_argument("agent_file", nargs="?", type=Path, help="agent file (default: $BRISVOX_AGENT_FILE)")
+    check_p = sub.add_parser("check", help="validate an agent file offline",
+                             description="Validate an agent file offline; exit 0 when it is valid, 1 otherwise.")
+    check_p.add_argument("agent_file", type=Path)
+    check_p.add_argument("--env", action="store_true", help="also require every api_key_env variable to be set")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="brisvox", description="brisvox voice-agent framework")
     parser.add_argument("--version", action="version", version=f"brisvox {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_server_parsers(sub)
     sub.add_parser("demo", help="run the local demonstration")
     from brisvox.inference._cli import add_models_parser
 
@@ -19,9 +37,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, tools: ToolSet | None = None) -> int:
+    """Run the command line; ``tools`` are the Python tools agent files may list (see
+    :func:`brisvox.run_with_tools`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in ("serve", "check"):
+        from brisvox.server.cli import run_check, run_serve
+        from brisvox.server.tools import ToolSet
+
+        toolset = tools if tools is not None else ToolSet()
+        return run_serve(args, toolset) if args.command == "serve" else run_check(args, toolset)
     if args.command == "demo":
         from brisvox._demo import run_demo
 

@@ -307,3 +307,72 @@ async def test_the_api_key_is_redacted_in_reprs_and_errors(vendor: str) -> None:
     assert isinstance(got.terminal, LlmError) and got.terminal.error.kind is ProviderErrorKind.AUTH
     assert KEY not in str(got.terminal.error)
 
+
+
+# --- round-trip provider data ----------------------------------------------------------------
+
+
+async def test_anthropic_thinking_blocks_come_back_as_provider_data_and_are_echoed_before_the_calls() -> None:
+    fake = VendorFake("anthropic", [
+        Script(call(0, "toolu_1", "get_weather", {"city": "Oslo"}), tool_use=True, thinking="sig-abc"),
+        Script([T("Cold.")]),
+    ])
+    ctx = start()
+    async with fake:
+        llm = make("anthropic", fake.server.base_url)
+        got = await run(llm, ctx)
+        assert got.response_data == {"anthropic": {"thinking": [
+            {"type": "thinking", "thinking": "Let me think.", "signature": "sig-abc"}]}}
+        msg = assistant_message(ctx, 1, got)
+        ctx.push(msg)
+        ctx.push_tool_result(msg.tool_calls[0].id, '{"temp": -3}')
+        await run(llm, ctx)
+    assistant = fake.bodies()[1]["messages"][-2]
+    assert assistant["role"] == "assistant"
+    assert [b["type"] for b in assistant["content"]] == ["thinking", "tool_use"]
+    assert assistant["content"][0]["signature"] == "sig-abc"
+
+
+async def test_gemini_thought_signatures_ride_on_the_call_and_are_echoed_on_the_same_part() -> None:
+    calls = [*call(0, "", "get_weather", {"city": "Oslo"}), *call(1, "", "get_weather", {"city": "Rome"})]
+    fake = VendorFake("gemini", [Script(calls, tool_use=True, signature="c2lnLTE="), Script([T("Fine.")])])
+    ctx = start()
+    async with fake:
+        llm = make("gemini", fake.server.base_url)
+        got = await run(llm, ctx)
+        assert [c["provider_data"] for c in got.calls] == [{"gemini": {"thought_signature": "c2lnLTE="}}, None]
+        msg = assistant_message(ctx, 1, got)
+        ctx.push(msg)
+        for c in msg.tool_calls:
+            ctx.push_tool_result(c.id, '{"ok": true}')
+        await run(llm, ctx)
+    model = fake.bodies()[1]["contents"][-2]
+    assert model["role"] == "model"
+    assert model["parts"][0]["thoughtSignature"] == "c2lnLTE="
+    assert "thoughtSignature" not in model["parts"][1]
+    assert fake.bodies()[0]["tools"][0]["functionDeclarations"][1]["parametersJsonSchema"]["additionalProperties"] is False
+
+
+async def test_a_request_never_ends_with_an_assistant_prefill_for_anthropic() -> None:
+    fake = VendorFake("anthropic", [Script([T("Yes?")])])
+    ctx = start("Hello")
+    ctx.push_assistant("Hi, how can I")  # cut off by a barge-in, the caller said nothing yet
+    async with fake:
+        await run(make("anthropic", fake.server.base_url), ctx)
+    body = fake.bodies()[0]
+    assert body["messages"][-1]["role"] == "user"
+    assert body["system"] == "You are a phone agent."
+
+
+async def test_openai_compatible_presets_send_their_reasoning_effort_and_token_field() -> None:
+    fake = VendorFake("openai", [Script([T("ok")])])
+    async with fake:
+        llm = OpenAiCompatLlm(OpenAiCompatOptions.preset("ollama", model="qwen3:4b", base_url=fake.server.base_url),
+                              SimClock())
+        async with llm.stream(LlmRequest(messages=start().messages, tools=TOOLS, max_tokens=50)) as stream:
+            [e async for e in stream]
+    body = fake.bodies()[0]
+    assert body["reasoning_effort"] == "none"
+    assert body["max_tokens"] == 50
+    assert body["stream_options"] == {"include_usage": True}
+    assert "authorization" not in fake.requests[0].headers

@@ -8,6 +8,12 @@ def test_the_cloud_package_exports_exactly_its_adapters_and_options() -> None:
         [
             "AnthropicLlm",
             "AnthropicOptions",
+            "CartesiaOptions",
+            "CartesiaTts",
+            "ElevenLabsOptions",
+            "ElevenLabsTts",
+            "OpenAiSpeechOptions",
+            "OpenAiSpeechTts",
             "DeepgramOptions",
             "DeepgramStt",
             "GeminiLlm",

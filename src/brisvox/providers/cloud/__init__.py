@@ -17,24 +17,39 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from brisvox.providers.cloud.anthropic import AnthropicLlm, AnthropicOptions
+    from brisvox.providers.cloud.cartesia import CartesiaOptions, CartesiaTts
     from brisvox.providers.cloud.deepgram import DeepgramOptions, DeepgramStt
+    from brisvox.providers.cloud.elevenlabs import ElevenLabsOptions, ElevenLabsTts
     from brisvox.providers.cloud.gemini import GeminiLlm, GeminiOptions
     from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm, OpenAiCompatOptions
+    from brisvox.providers.cloud.openai_speech import OpenAiSpeechOptions, OpenAiSpeechTts
 
 __all__ = [
     "AnthropicLlm",
     "AnthropicOptions",
+    "CartesiaOptions",
+    "CartesiaTts",
     "DeepgramOptions",
     "DeepgramStt",
+    "ElevenLabsOptions",
+    "ElevenLabsTts",
     "GeminiLlm",
     "GeminiOptions",
     "OpenAiCompatLlm",
     "OpenAiCompatOptions",
+    "OpenAiSpeechOptions",
+    "OpenAiSpeechTts",
 ]
 
 _MODULES = {
     "AnthropicLlm": "anthropic",
     "AnthropicOptions": "anthropic",
+    "CartesiaOptions": "cartesia",
+    "CartesiaTts": "cartesia",
+    "ElevenLabsOptions": "elevenlabs",
+    "ElevenLabsTts": "elevenlabs",
+    "OpenAiSpeechOptions": "openai_speech",
+    "OpenAiSpeechTts": "openai_speech",
     "DeepgramOptions": "deepgram",
     "DeepgramStt": "deepgram",
     "GeminiLlm": "gemini",

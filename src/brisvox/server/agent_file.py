@@ -1,0 +1,491 @@
+"""Agent files: one TOML file per agent, checked completely before a call can use it.
+
+:func:`load_agent_file` reads a file and returns an :class:`AgentDefinition`, or raises
+:class:`AgentFileError` listing *every* problem found, each as
+``file:line:column: key.path: message``.  Checks, in order:
+
+1. TOML syntax (``tomllib``; the position comes from its message).
+2. Shape: unknown keys, wrong types, missing required keys, bad values (pydantic models
+   with ``extra="forbid"`` and strict types; each error's location is a key path, and
+   :mod:`brisvox.server._toml_positions` turns it into a line and column).
+3. Cross-field checks, all reported together: keys that only apply to another policy,
+   ``confirm_tools`` outside ``tools``, duplicated tools, a provider unknown for its
+   stage or not speaking the agent's language, a provider that needs a key without
+   ``api_key_env`` (or one that takes none with it).
+4. Tools: each listed tool must be one the server provides (``available_tools``); a
+   missing one is reported at its position in the list.
+5. Secrets: with ``environ`` given, each ``api_key_env`` must name a set variable; its
+   value becomes a :class:`~brisvox.core.secret.Secret`.  A secret written in the file
+   itself is refused (there is no key for it).
+
+The format is documented in docs/CONFIG.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import tomllib
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
+from brisvox.agent.turn import (
+    DEFAULT_FALLBACK_SILENCE,
+    DEFAULT_FINAL_GRACE,
+    Adaptive,
+    FixedSilence,
+    TurnPolicy,
+)
+from brisvox.core.errors import ConfigError
+from brisvox.core.secret import Secret
+from brisvox.server._toml_positions import KeyPath, Positions, index_positions
+from brisvox.server.providers import DEFAULT_PROVIDERS, KeyUse, Stage, lookup, names
+
+__all__ = [
+    "DEFAULT_FILLER_DELAY",
+    "AgentDefinition",
+    "AgentFileError",
+    "FillerSettings",
+    "Problem",
+    "ProviderChoice",
+    "load_agent_file",
+    "parse_agent_file",
+]
+
+DEFAULT_FILLER_DELAY = 1.2
+"""Seconds into a tool round before a filler phrase plays (fixed-delay policy)."""
+
+_ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+_LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
+_SECRET_KEYS = frozenset({"api_key", "apikey", "key", "token", "secret", "password", "auth_token"})
+_BACKCHANNELS = {"english": BackchannelSet.english, "turkish": BackchannelSet.turkish}
+
+
+# --- errors --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One problem in an agent file; ``key`` is a dotted key path (``agent.tools[2]``), "" for the file."""
+
+    file: str
+    line: int
+    column: int
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}" if self.line else self.file
+        return f"{where}: {self.key}: {self.message}" if self.key else f"{where}: {self.message}"
+
+
+class AgentFileError(ConfigError):
+    """An agent file is invalid; ``problems`` holds every problem, in file order."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        ordered = sorted(problems, key=lambda p: (p.line, p.column, p.key))
+        super().__init__("\n".join(str(p) for p in ordered))
+        self.problems = tuple(ordered)
+
+
+def _dotted(path: KeyPath) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            text = part if re.fullmatch(r"[A-Za-z0-9_-]+", part) else f'"{part}"'
+            out = f"{out}.{text}" if out else text
+    return out
+
+
+# --- the file's shape ------------------------------------------------------------------------
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class _Agent(_Section):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    prompt: str = Field(min_length=1)
+    language: str = "en"
+    greeting: str | None = None
+    tools: list[str] = []
+    confirm_tools: list[str] = []
+
+
+class _Turn(_Section):
+    policy: Literal["adaptive", "fixed_silence"] = "adaptive"
+    silence: float | None = Field(default=None, ge=0)
+    fallback_silence: float | None = Field(default=None, ge=0)
+    require_final: bool | None = None
+    final_grace: float | None = Field(default=None, ge=0)
+
+
+class _Interruption(_Section):
+    preset: Literal["disabled", "recommended"] = "disabled"
+    min_speech: float | None = Field(default=None, ge=0)
+    min_words: int | None = Field(default=None, ge=0)
+    confirm: Literal["all", "any"] | None = None
+    echo_guard: float | None = Field(default=None, ge=0)
+    echo_min_words: int | None = Field(default=None, ge=0)
+    transcript_wait: float | None = Field(default=None, ge=0)
+    backchannels: list[Literal["english", "turkish"]] | None = None
+    backchannel_cap: float | None = Field(default=None, ge=0)
+    vad_hangover: float | None = Field(default=None, ge=0)
+
+
+class _Speculation(_Section):
+    enabled: bool = False
+
+
+class _Filler(_Section):
+    enabled: bool = True
+    delay: float | None = Field(default=None, ge=0)
+    per_tool: bool = False
+
+
+class _Provider(_Section):
+    provider: str = Field(min_length=1)
+    api_key_env: str | None = None
+    options: dict[str, Any] = {}
+
+
+class _File(_Section):
+    agent: _Agent
+    turn: _Turn = _Turn()
+    interruption: _Interruption = _Interruption()
+    speculation: _Speculation = _Speculation()
+    filler: _Filler = _Filler()
+    stt: _Provider | None = None
+    llm: _Provider | None = None
+    tts: _Provider | None = None
+
+
+_SECTIONS = tuple(_File.model_fields)
+
+
+# --- the result ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FillerSettings:
+    """``enabled``; ``delay``: seconds into a tool round (fixed policy); ``per_tool``: each tool's own delay."""
+
+    enabled: bool = True
+    delay: float = DEFAULT_FILLER_DELAY
+    per_tool: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderChoice:
+    """The provider of one stage, its options table and its key (``None`` when it takes none
+    or when the file was checked without an environment)."""
+
+    stage: Stage
+    provider: str
+    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    api_key_env: str | None = None
+    api_key: Secret | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentDefinition:
+    """A checked agent file."""
+
+    source: Path
+    name: str
+    prompt: str
+    language: str
+    greeting: str | None
+    tools: tuple[str, ...]
+    confirm_tools: tuple[str, ...]
+    turn: TurnPolicy
+    interruption: InterruptionPolicy
+    speculation: bool
+    filler: FillerSettings
+    stt: ProviderChoice
+    llm: ProviderChoice
+    tts: ProviderChoice
+
+    def provider(self, stage: Stage) -> ProviderChoice:
+        return {Stage.STT: self.stt, Stage.LLM: self.llm, Stage.TTS: self.tts}[stage]
+
+
+# --- loading ---------------------------------------------------------------------------------
+
+
+class _Report:
+    def __init__(self, file: str, positions: Positions) -> None:
+        self.file = file
+        self.positions = positions
+        self.problems: list[Problem] = []
+
+    def at_key(self, path: KeyPath, message: str) -> None:
+        pos = self.positions.key(path)
+        self.problems.append(Problem(self.file, pos.line, pos.column, _dotted(path), message))
+
+    def missing(self, path: KeyPath) -> None:
+        pos = self.positions.key(path[:-1])
+        self.problems.append(Problem(self.file, pos.line, pos.column, _dotted(path), "required key is missing"))
+
+    def at_value(self, path: KeyPath, message: str) -> None:
+        pos = self.positions.value(path)
+        self.problems.append(Problem(self.file, pos.line, pos.column, _dotted(path), message))
+
+
+def load_agent_file(
+    path: str | Path,
+    *,
+    available_tools: Collection[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> AgentDefinition:
+    """Read and check the agent file at ``path`` (see the module docs)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AgentFileError([Problem(str(p), 0, 0, "", f"cannot read the file: {exc}")]) from None
+    return parse_agent_file(text, source=p, available_tools=available_tools, environ=environ)
+
+
+def parse_agent_file(
+    text: str,
+    *,
+    source: str | Path = "<agent file>",
+    available_tools: Collection[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> AgentDefinition:
+    """Check the agent file ``text`` (named ``source`` in errors); see :func:`load_agent_file`."""
+    file = str(source)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+        msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
+        raise AgentFileError([Problem(file, line, col, "", f"TOML syntax: {msg}")]) from None
+    report = _Report(file, index_positions(text))
+    model = _check_shape(raw, report)
+    if model is None:
+        # The tool names are still checked when they are readable, so one run shows both.
+        agent = raw.get("agent")
+        if isinstance(agent, dict):
+            tools, confirm = agent.get("tools", []), agent.get("confirm_tools", [])
+            if _strings(tools) and _strings(confirm):
+                _check_tools(tools, confirm, report, available_tools)
+        raise AgentFileError(report.problems)
+    definition = _build(model, Path(source), report, available_tools, environ)
+    if report.problems:
+        raise AgentFileError(report.problems)
+    assert definition is not None
+    return definition
+
+
+def _check_shape(raw: dict[str, Any], report: _Report) -> _File | None:
+    try:
+        return _File.model_validate(raw)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc: KeyPath = tuple(err["loc"])
+            kind = err["type"]
+            if kind == "extra_forbidden":
+                report.at_key(loc, _unknown_key_message(loc, raw))
+            elif kind == "missing":
+                report.missing(loc)
+            else:
+                got = err.get("input")
+                shown = f" (got {got!r})" if not isinstance(got, dict | list) else ""
+                report.at_value(loc, f"{_first_lower(err['msg'])}{shown}")
+        return None
+
+
+def _first_lower(s: str) -> str:
+    return s[:1].lower() + s[1:]
+
+
+def _unknown_key_message(loc: KeyPath, raw: dict[str, Any]) -> str:
+    name = str(loc[-1])
+    if name.lower() in _SECRET_KEYS:
+        return "unknown key; secrets never go in the file: name an environment variable with api_key_env"
+    parent: BaseModel | type[BaseModel] | None = _File
+    for part in loc[:-1]:
+        if parent is None or isinstance(part, int):
+            parent = None
+            break
+        info = parent.model_fields.get(str(part))
+        ann = info.annotation if info is not None else None
+        parent = _model_of(ann)
+    known = list(parent.model_fields) if parent is not None else []
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else (f" (known keys: {', '.join(known)})" if known else "")
+    return f"unknown key{hint}"
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
+
+
+def _build(
+    f: _File,
+    source: Path,
+    report: _Report,
+    available_tools: Collection[str],
+    environ: Mapping[str, str] | None,
+) -> AgentDefinition | None:
+    a = f.agent
+    if not _LANGUAGE.fullmatch(a.language):
+        report.at_value(("agent", "language"), f"expected a language tag such as 'en' or 'tr-TR', got {a.language!r}")
+    _check_tools(a.tools, a.confirm_tools, report, available_tools)
+    turn = _turn_policy(f.turn, report)
+    interruption = _interruption(f.interruption, report)
+    filler = _filler(f.filler, report)
+    providers = {stage: _provider(stage, getattr(f, stage.value), a.language, report, environ) for stage in Stage}
+    if report.problems or turn is None or interruption is None:
+        return None
+    return AgentDefinition(
+        source=source, name=a.name, prompt=a.prompt, language=a.language, greeting=a.greeting,
+        tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
+        speculation=f.speculation.enabled, filler=filler,
+        stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS],
+    )
+
+
+def _strings(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _check_tools(tools: list[str], confirm: list[str], report: _Report, available: Collection[str]) -> None:
+    seen: set[str] = set()
+    for i, name in enumerate(tools):
+        path: KeyPath = ("agent", "tools", i)
+        if name in seen:
+            report.at_key(path, f"tool {name!r} is listed twice")
+        seen.add(name)
+        if name not in available:
+            offered = f"this server provides: {', '.join(sorted(available))}" if available else \
+                "this server provides no tools"
+            report.at_key(path, f"tool {name!r} is not provided by this server ({offered}; register Python "
+                                "tools with brisvox.run_with_tools)")
+    for i, name in enumerate(confirm):
+        if name not in seen:
+            report.at_key(("agent", "confirm_tools", i), f"tool {name!r} is not in agent.tools")
+
+
+def _turn_policy(t: _Turn, report: _Report) -> TurnPolicy | None:
+    base: KeyPath = ("turn",)
+    if t.policy == "fixed_silence":
+        for key in ("fallback_silence", "require_final", "final_grace"):
+            if getattr(t, key) is not None:
+                report.at_key((*base, key), "applies only to policy = \"adaptive\"")
+        return FixedSilence(silence=t.silence if t.silence is not None else 0.8)
+    if t.silence is not None:
+        report.at_key((*base, "silence"), "applies only to policy = \"fixed_silence\"")
+    return Adaptive(
+        fallback_silence=t.fallback_silence if t.fallback_silence is not None else DEFAULT_FALLBACK_SILENCE,
+        require_final=bool(t.require_final),
+        final_grace=t.final_grace if t.final_grace is not None else DEFAULT_FINAL_GRACE,
+    )
+
+
+def _interruption(i: _Interruption, report: _Report) -> InterruptionPolicy | None:
+    base: KeyPath = ("interruption",)
+    start = InterruptionPolicy.recommended() if i.preset == "recommended" else InterruptionPolicy.disabled()
+    backchannels = (
+        tuple(_BACKCHANNELS[name]() for name in i.backchannels) if i.backchannels is not None else start.backchannels
+    )
+    if i.backchannel_cap is not None and not backchannels:
+        report.at_key((*base, "backchannel_cap"), "has no effect without backchannels")
+    echo_guard = i.echo_guard if i.echo_guard is not None else start.echo_guard
+    if i.echo_min_words is not None and echo_guard == 0:
+        report.at_key((*base, "echo_min_words"), "has no effect without echo_guard")
+    min_speech = i.min_speech if i.min_speech is not None else start.min_speech
+    min_words = i.min_words if i.min_words is not None else start.min_words
+    if i.confirm is not None and (min_speech == 0 or min_words == 0):
+        report.at_key((*base, "confirm"), "combines min_speech and min_words; set both")
+    cap = i.backchannel_cap if i.backchannel_cap is not None else start.backchannel_cap
+    if backchannels and not math.isfinite(cap):
+        cap = 1.5
+    try:
+        return InterruptionPolicy(
+            min_speech=min_speech,
+            min_words=min_words,
+            confirm=Confirm(i.confirm) if i.confirm is not None else start.confirm,
+            echo_guard=echo_guard,
+            echo_min_words=i.echo_min_words if i.echo_min_words is not None else start.echo_min_words,
+            transcript_wait=i.transcript_wait if i.transcript_wait is not None else start.transcript_wait,
+            backchannels=backchannels,
+            backchannel_cap=cap,
+            vad_hangover=i.vad_hangover if i.vad_hangover is not None else start.vad_hangover,
+        )
+    except ConfigError as exc:  # pragma: no cover - the shape check bounds every field
+        report.at_key(base, str(exc))
+        return None
+
+
+def _filler(fl: _Filler, report: _Report) -> FillerSettings:
+    if fl.per_tool and fl.delay is not None:
+        report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
+    if not fl.enabled:
+        for key in ("delay",):
+            if getattr(fl, key) is not None:
+                report.at_key(("filler", key), "has no effect with enabled = false")
+    return FillerSettings(enabled=fl.enabled, delay=fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY,
+                          per_tool=fl.per_tool)
+
+
+def _provider(
+    stage: Stage,
+    section: _Provider | None,
+    language: str,
+    report: _Report,
+    environ: Mapping[str, str] | None,
+) -> ProviderChoice:
+    base: KeyPath = (stage.value,)
+    if section is None:
+        return ProviderChoice(stage, DEFAULT_PROVIDERS[stage])
+    entry = lookup(stage, section.provider)
+    if entry is None:
+        report.at_value((*base, "provider"),
+                        f"unknown {stage.value} provider {section.provider!r} (known: {', '.join(names(stage))})")
+        return ProviderChoice(stage, section.provider)
+    primary = language.split("-", 1)[0].lower()
+    if entry.languages is not None and primary not in entry.languages:
+        report.at_value((*base, "provider"),
+                        f"{stage.value} provider {entry.name!r} does not speak {language!r} "
+                        f"(it speaks {', '.join(entry.languages)})")
+    for key, value in section.options.items():
+        if key.lower() in _SECRET_KEYS:
+            report.at_key((*base, "options", key), "secrets never go in the file: name an environment "
+                                                  "variable with api_key_env")
+        elif isinstance(value, dict):
+            report.at_value((*base, "options", key), "option values are strings, numbers, booleans or arrays")
+    env = section.api_key_env
+    secret: Secret | None = None
+    if env is not None and not _ENV_NAME.fullmatch(env):
+        report.at_value((*base, "api_key_env"), f"expected an environment variable name (A-Z, 0-9, _), got {env!r}")
+    elif entry.key is KeyUse.REQUIRED and env is None:
+        hint = f" (for example api_key_env = \"{entry.key_env_hint}\")" if entry.key_env_hint else ""
+        report.at_key((*base, "provider"), f"{stage.value} provider {entry.name!r} needs a key: name the "
+                                           f"environment variable that holds it with api_key_env{hint}")
+    elif entry.key is KeyUse.NONE and env is not None:
+        report.at_key((*base, "api_key_env"), f"{stage.value} provider {entry.name!r} takes no key")
+    elif env is not None and environ is not None:
+        if environ.get(env, ""):
+            secret = Secret(environ[env])
+        else:
+            report.at_value((*base, "api_key_env"), f"environment variable {env} is not set")
+    return ProviderChoice(stage, entry.name, MappingProxyType(dict(section.options)), env, secret)

@@ -1,0 +1,114 @@
+"""The HTTP/WebSocket surface: a Starlette application (served by uvicorn, mountable in FastAPI).
+
+Routes:
+
+* ``GET /healthz``: 200 ``ok`` while the process is alive.
+* ``GET /readyz``: 200 when a call would be admitted now, 503 when full or draining; the
+  body is JSON ``{"ready", "draining", "active", "reserved", "max"}``.
+* ``GET /metrics``: the Prometheus text exposition of :class:`~brisvox.server.metrics.ServerMetrics`.
+* ``WS <ws_path>``: the call endpoint.  Admission happens *before* the upgrade: a
+  refused call gets an HTTP 503 with ``Retry-After`` (when the ASGI server supports
+  denial responses, as uvicorn does) and is counted; an admitted one is handed, with its
+  :class:`~brisvox.server.session.SessionSlot`, to the :class:`CallEndpoint`.
+
+The call endpoint is a seam: the WebSocket transport's per-connection code plugs in
+there (it reads ``start``, builds the call link and spawns the slot with it).  Until it
+does, :func:`refuse_calls` answers every admitted call with close code 1013 and a
+reason that says the server runs no engine.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from brisvox.server.metrics import CONTENT_TYPE, ServerMetrics
+from brisvox.server.session import AtCapacity, SessionManager, SessionSlot
+
+__all__ = ["NO_ENGINE_REASON", "RETRY_AFTER_SECONDS", "CallEndpoint", "build_app", "refuse_calls"]
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER_SECONDS = 5
+NO_ENGINE_REASON = "this server runs no call engine yet"
+_TRY_AGAIN = 1013
+
+
+class CallEndpoint(Protocol):
+    """Serves one admitted WebSocket call: accept ``websocket``, run the call, and either
+    ``slot.spawn(...)`` the session or ``slot.release()`` the slot (on every path)."""
+
+    async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None: ...
+
+
+async def refuse_calls(websocket: WebSocket, slot: SessionSlot[Any]) -> None:
+    """The placeholder endpoint: releases the slot and closes with 1013 and :data:`NO_ENGINE_REASON`."""
+    slot.release()
+    await websocket.accept()
+    await websocket.close(code=_TRY_AGAIN, reason=NO_ENGINE_REASON)
+
+
+def build_app(
+    manager: SessionManager[Any],
+    metrics: ServerMetrics,
+    *,
+    ws_path: str = "/ws",
+    call_endpoint: CallEndpoint | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
+) -> Starlette:
+    """The server's ASGI application over ``manager`` (see the module docs)."""
+    endpoint: CallEndpoint = call_endpoint if call_endpoint is not None else refuse_calls
+    metrics.watch(manager)
+
+    async def healthz(request: Request) -> Response:
+        return PlainTextResponse("ok\n")
+
+    async def readyz(request: Request) -> Response:
+        body = {
+            "ready": manager.ready,
+            "draining": manager.draining,
+            "active": manager.active,
+            "reserved": manager.reserved,
+            "max": manager.max_sessions,
+        }
+        return JSONResponse(body, status_code=200 if manager.ready else 503)
+
+    async def metrics_route(request: Request) -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    async def call(websocket: WebSocket) -> None:
+        admitted = manager.try_admit()
+        if not isinstance(admitted, SessionSlot):
+            metrics.record_refusal(admitted.reason)
+            text = "too many calls, retry later\n" if isinstance(admitted, AtCapacity) else "shutting down\n"
+            await _deny(websocket, text)
+            return
+        try:
+            await endpoint(websocket, admitted)
+        finally:
+            admitted.release()  # a no-op when the endpoint spawned it
+
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_route, methods=["GET"]),
+        WebSocketRoute(ws_path, call),
+        *extra_routes,
+    ]
+    return Starlette(routes=routes)
+
+
+async def _deny(websocket: WebSocket, text: str) -> None:
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(
+            PlainTextResponse(text, status_code=503, headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
+        )
+    else:
+        await websocket.close(code=_TRY_AGAIN, reason=text.strip())

@@ -1,0 +1,151 @@
+"""The server process: bind, serve the ASGI app with uvicorn, drain on a stop signal, exit.
+
+:func:`serve` is the whole life of ``brisvox serve``.  It binds the listener itself (a
+port in use is a startup failure, exit status 1, not an exception from inside uvicorn),
+runs uvicorn with its own signal handling turned off (the stop signals belong to
+:mod:`brisvox.server.lifecycle`), prints one ``listening on`` line, waits for a stop
+request, drains, stops uvicorn (bounded) and returns the exit status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import uvicorn
+
+from brisvox.core.clock import Clock, SystemClock
+from brisvox.core.errors import DeadlineExceeded
+from brisvox.core.tasks import TaskScope
+from brisvox.server.app import CallEndpoint, build_app
+from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
+from brisvox.server.metrics import ServerMetrics
+from brisvox.server.session import SessionManager, SessionRunner
+from brisvox.server.settings import Settings
+
+__all__ = ["HTTP_STOP_TIMEOUT", "ServerParts", "bind_listener", "serve"]
+
+log = logging.getLogger(__name__)
+
+HTTP_STOP_TIMEOUT = 3.0
+"""Seconds uvicorn gets to close its connections after the sessions are gone."""
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handlers."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass(frozen=True, slots=True)
+class ServerParts:
+    """What :func:`serve` runs: the session runner, the call endpoint and a description for the banner."""
+
+    runner: SessionRunner[Any]
+    call_endpoint: CallEndpoint | None = None
+    description: str = ""
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (raises OSError)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve(
+    settings: Settings,
+    parts: ServerParts,
+    *,
+    clock: Clock | None = None,
+    stops: StopRequests | None = None,
+    out: TextIO | None = None,
+    on_ready: Callable[[int], None] | None = None,
+) -> int:
+    """Run the server until a stop request has drained it; returns the exit status."""
+    clock = clock or SystemClock()
+    stops = stops or StopRequests()
+    out = out or sys.stdout
+    try:
+        sock = bind_listener(settings.host, settings.port)
+    except OSError as exc:
+        print(f"brisvox serve: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
+    metrics = ServerMetrics()
+
+    def on_end(ended: Any) -> None:
+        metrics.record_call_ended(ended)
+
+    manager: SessionManager[Any] = SessionManager(
+        parts.runner, max_sessions=settings.max_calls, clock=clock, name="calls", on_end=on_end
+    )
+    app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint)
+    config = uvicorn.Config(
+        app, log_level=settings.log_level, lifespan="off", ws="websockets-sansio",
+        timeout_graceful_shutdown=int(HTTP_STOP_TIMEOUT), access_log=False,
+    )
+    http = _Uvicorn(config)
+    loop = asyncio.get_running_loop()
+    remove_signals = install_stop_signals(loop, stops)
+    port = int(sock.getsockname()[1])
+    try:
+        async with TaskScope("server") as scope:
+            http_task = scope.spawn(http.serve(sockets=[sock]), name="http")
+            while not http.started and not http_task.done():
+                await clock.sleep(0.01)
+            if http_task.done():
+                print("brisvox serve: the HTTP server did not start", file=sys.stderr)
+                return EXIT_STARTUP_FAILURE
+            url = f"http://{settings.host}:{port}"
+            print(f"brisvox serve: listening on {url} (calls on ws://{settings.host}:{port}{settings.ws_path}; "
+                  f"{parts.description})", file=out, flush=True)
+            if on_ready is not None:
+                on_ready(port)
+            drain = scope.spawn(drain_on_stop(manager, stops, settings.shutdown_policy), name="drain")
+            await asyncio.wait([http_task, drain], return_when=asyncio.FIRST_COMPLETED)
+            if not drain.done():
+                # uvicorn ended on its own (it should not): treat it as a stop request.
+                stops.request("the HTTP server stopped")
+            report = await drain
+            http.should_exit = True
+            try:
+                await _bounded(clock, HTTP_STOP_TIMEOUT, http_task)
+            except DeadlineExceeded:
+                log.warning("the HTTP server did not stop within %.0f s; leaving it", HTTP_STOP_TIMEOUT)
+                http_task.cancel()
+            print(f"brisvox serve: stopped ({report.outcome.value}, exit status {report.exit_code})",
+                  file=out, flush=True)
+            return report.exit_code
+    except SystemExit as exc:  # uvicorn exits on some startup failures
+        print(f"brisvox serve: the HTTP server failed to start (status {exc.code})", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
+    finally:
+        remove_signals()
+        sock.close()
+
+
+async def _bounded(clock: Clock, seconds: float, task: asyncio.Task[Any]) -> None:
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait([task, timer], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        await asyncio.gather(timer, return_exceptions=True)
+    if not task.done():
+        raise DeadlineExceeded("HTTP server stop", seconds)

@@ -1,0 +1,110 @@
+"""The server's metrics registry, exported in the Prometheus text format on ``/metrics``.
+
+:class:`ServerMetrics` owns a private ``prometheus_client`` registry (never the global
+one, so two servers in one process, or two tests, do not share counters).  The session
+manager feeds the call gauges and counters; the engine feeds turns, latencies and tool
+outcomes through the three ``record_*`` methods, which take plain values (seconds, names)
+and never block.
+
+Metric names (all prefixed ``brisvox_``):
+
+* ``active_calls``, ``reserved_calls``, ``max_calls`` (gauges, read from the manager at scrape time)
+* ``admissions_refused_total{reason}`` (``at_capacity``, ``shutting_down``)
+* ``calls_ended_total{outcome}`` (``ok``, ``error``, ``crashed``, ``cancelled``, ``aborted``)
+* ``call_duration_seconds`` (histogram)
+* ``turns_total``
+* ``turn_latency_seconds{stage}`` (histogram; stages of the turn timeline such as
+  ``voice_to_voice``, ``stt``, ``llm_first_token``, ``tts_first_audio``)
+* ``tool_calls_total{tool,outcome}``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from brisvox.server.session import SessionEnded, SessionOutcome
+
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "AdmissionView", "ServerMetrics"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+"""Seconds; dense around the 300 ms to 1 s voice-to-voice range."""
+
+_CALL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
+_MAX_TOOL_NAME = 64
+
+
+class AdmissionView(Protocol):
+    """What the gauges read (a SessionManager)."""
+
+    @property
+    def active(self) -> int: ...
+
+    @property
+    def reserved(self) -> int: ...
+
+    @property
+    def max_sessions(self) -> int: ...
+
+
+class ServerMetrics:
+    """One server's metrics (see the module docs)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._active = Gauge("brisvox_active_calls", "Calls running now.", registry=r)
+        self._reserved = Gauge("brisvox_reserved_calls", "Admitted calls not started yet.", registry=r)
+        self._max = Gauge("brisvox_max_calls", "The call limit.", registry=r)
+        self._refused = Counter("brisvox_admissions_refused", "Calls refused at admission.", ["reason"], registry=r)
+        self._ended = Counter("brisvox_calls_ended", "Calls ended, by outcome.", ["outcome"], registry=r)
+        self._duration = Histogram("brisvox_call_duration_seconds", "Call durations.",
+                                   buckets=_CALL_BUCKETS, registry=r)
+        self._turns = Counter("brisvox_turns", "Turns answered.", registry=r)
+        self._latency = Histogram("brisvox_turn_latency_seconds", "Latencies of the turn timeline, by stage.",
+                                  ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+        self._tools = Counter("brisvox_tool_calls", "Tool calls settled, by tool and outcome.",
+                              ["tool", "outcome"], registry=r)
+        for reason in ("at_capacity", "shutting_down"):
+            self._refused.labels(reason=reason)
+        for outcome in SessionOutcome:
+            self._ended.labels(outcome=outcome.value)
+
+    # --- fed by the server -------------------------------------------------------------
+
+    def watch(self, admission: AdmissionView) -> None:
+        """Read the call gauges from ``admission`` at every scrape."""
+        self._active.set_function(lambda: admission.active)
+        self._reserved.set_function(lambda: admission.reserved)
+        self._max.set_function(lambda: admission.max_sessions)
+
+    def record_refusal(self, reason: str) -> None:
+        self._refused.labels(reason=reason).inc()
+
+    def record_call_ended(self, ended: SessionEnded) -> None:
+        self._ended.labels(outcome=ended.outcome.value).inc()
+        self._duration.observe(max(0.0, ended.duration))
+
+    # --- fed by the engine -------------------------------------------------------------
+
+    def record_turn(self, latencies: Mapping[str, float | None]) -> None:
+        """One answered turn and its timeline's latencies in seconds (``None``: not measured)."""
+        self._turns.inc()
+        for stage, seconds in latencies.items():
+            if seconds is not None and seconds >= 0:
+                self._latency.labels(stage=stage).observe(seconds)
+
+    def record_tool(self, tool: str, outcome: str) -> None:
+        """One settled tool call (outcome as the tool engine names it: ``ok``, ``timed_out``, ...)."""
+        self._tools.labels(tool=tool[:_MAX_TOOL_NAME], outcome=outcome).inc()
+
+    # --- export ------------------------------------------------------------------------
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,158 @@
+"""Server settings from ``BRISVOX_*`` environment variables.
+
+:meth:`Settings.from_env` reads every variable in :data:`VARIABLES`; an unset or empty
+variable takes its default, and each bad value is a :class:`~brisvox.core.errors.ConfigError`
+naming the variable and the value (all bad values are reported together).  Durations
+are seconds (``"2.5"``), or carry a unit (``"2.5s"``, ``"500ms"``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from brisvox.core.errors import ConfigError
+from brisvox.server.session import ShutdownPolicy
+
+__all__ = ["VARIABLES", "Settings", "SettingsError", "Variable"]
+
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class SettingsError(ConfigError):
+    """One or more ``BRISVOX_*`` variables are invalid; ``problems`` lists each message."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = tuple(problems)
+
+
+_HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,62})(\.[A-Za-z0-9][A-Za-z0-9-]{0,62})*")
+
+
+def _host(raw: str) -> str:
+    try:
+        ipaddress.ip_address(raw)
+    except ValueError:
+        if not _HOSTNAME.fullmatch(raw):
+            raise ValueError("expected an IP address or a host name") from None
+    return raw
+
+
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw, 10)
+        except ValueError:
+            raise ValueError("expected an integer") from None
+        if not low <= value <= high:
+            raise ValueError(f"expected {low} to {high}")
+        return value
+
+    return parse
+
+
+def _duration(raw: str) -> float:
+    text = raw.strip().lower()
+    scale = 1.0
+    if text.endswith("ms"):
+        text, scale = text[:-2], 0.001
+    elif text.endswith("s"):
+        text = text[:-1]
+    try:
+        value = float(text) * scale
+    except ValueError:
+        raise ValueError("expected a duration in seconds (\"2.5\", \"2.5s\" or \"500ms\")") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError("expected a finite duration >= 0")
+    return value
+
+
+def _path(raw: str) -> str:
+    if not raw.startswith("/") or " " in raw:
+        raise ValueError("expected a URL path starting with '/'")
+    return raw
+
+
+def _level(raw: str) -> str:
+    level = raw.strip().lower()
+    if level not in _LOG_LEVELS:
+        raise ValueError(f"expected one of {', '.join(_LOG_LEVELS)}")
+    return level
+
+
+def _file(raw: str) -> Path:
+    return Path(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One environment variable: its name, the Settings field, the default and the parser."""
+
+    name: str
+    field: str
+    default: Any
+    parse: Callable[[str], Any]
+    help: str
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("BRISVOX_HOST", "host", "127.0.0.1", _host, "address of the HTTP/WebSocket listener"),
+    Variable("BRISVOX_PORT", "port", 8765, _int_in(0, 65535), "port of the listener (0: any free port)"),
+    Variable("BRISVOX_MAX_CALLS", "max_calls", 100, _int_in(1, 100_000), "calls served at once"),
+    Variable("BRISVOX_DRAIN_TIMEOUT", "drain_timeout", 30.0, _duration,
+             "how long a stop signal waits for calls to end by themselves"),
+    Variable("BRISVOX_CANCEL_TIMEOUT", "cancel_timeout", 5.0, _duration,
+             "how long cancelled calls get to say goodbye"),
+    Variable("BRISVOX_ABORT_TIMEOUT", "abort_timeout", 2.0, _duration,
+             "how long aborted call tasks get to finish"),
+    Variable("BRISVOX_WS_PATH", "ws_path", "/ws", _path, "path of the WebSocket call endpoint"),
+    Variable("BRISVOX_AGENT_FILE", "agent_file", None, _file,
+             "agent file served when `brisvox serve` gets none"),
+    Variable("BRISVOX_LOG_LEVEL", "log_level", "info", _level, "debug, info, warning or error"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """The server process's settings (see :data:`VARIABLES` for each one's variable and default)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    max_calls: int = 100
+    drain_timeout: float = 30.0
+    cancel_timeout: float = 5.0
+    abort_timeout: float = 2.0
+    ws_path: str = "/ws"
+    agent_file: Path | None = None
+    log_level: str = "info"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        problems: list[str] = []
+        for var in VARIABLES:
+            raw = env.get(var.name, "")
+            if raw == "":
+                values[var.field] = var.default
+                continue
+            try:
+                values[var.field] = var.parse(raw)
+            except ValueError as exc:
+                problems.append(f"{var.name}={raw!r}: {exc}")
+        if problems:
+            raise SettingsError(problems)
+        return cls(**values)
+
+    @property
+    def shutdown_policy(self) -> ShutdownPolicy:
+        return ShutdownPolicy(
+            drain_timeout=self.drain_timeout, cancel_timeout=self.cancel_timeout, abort_timeout=self.abort_timeout
+        )

@@ -1,0 +1,218 @@
+"""Agent files: each error class with its exact file:line:column and key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from brisvox.agent.interrupt import Confirm, InterruptionPolicy
+from brisvox.agent.turn import Adaptive, FixedSilence
+from brisvox.core.secret import Secret
+from brisvox.server.agent_file import AgentFileError, load_agent_file, parse_agent_file
+from brisvox.server.providers import Stage
+
+BASE = """\
+[agent]
+name = "front-desk"
+prompt = "You answer the phone."
+"""
+
+
+def problems(text: str, **kwargs: object) -> list[str]:
+    with pytest.raises(AgentFileError) as info:
+        parse_agent_file(text, source="agent.toml", **kwargs)  # type: ignore[arg-type]
+    return [str(p) for p in info.value.problems]
+
+
+def test_a_minimal_file_takes_the_defaults() -> None:
+    d = parse_agent_file(BASE, source="agent.toml")
+    assert (d.name, d.language, d.tools, d.greeting) == ("front-desk", "en", (), None)
+    assert d.turn == Adaptive()
+    assert d.interruption == InterruptionPolicy.disabled()
+    assert (d.stt.provider, d.llm.provider, d.tts.provider) == ("local", "scripted", "local")
+    assert not d.speculation and d.filler.enabled and d.filler.delay == 1.2
+
+
+def test_a_full_file_maps_onto_the_turn_interruption_and_provider_settings() -> None:
+    text = BASE + """\
+language = "en-US"
+tools = ["get_time", "save_note"]
+confirm_tools = ["save_note"]
+
+[turn]
+policy = "fixed_silence"
+silence = 0.6
+
+[interruption]
+preset = "recommended"
+min_words = 2
+min_speech = 0.4
+confirm = "any"
+
+[speculation]
+enabled = true
+
+[filler]
+per_tool = true
+
+[llm]
+provider = "anthropic"
+api_key_env = "MY_ANTHROPIC_KEY"
+
+[llm.options]
+model = "claude-x"
+temperature = 0.2
+"""
+    d = parse_agent_file(text, source="agent.toml", available_tools={"get_time", "save_note"},
+                         environ={"MY_ANTHROPIC_KEY": "sk-ant-1"})
+    assert d.turn == FixedSilence(silence=0.6)
+    assert d.interruption.min_words == 2 and d.interruption.confirm is Confirm.ANY
+    assert d.interruption.echo_guard == InterruptionPolicy.recommended().echo_guard
+    assert d.tools == ("get_time", "save_note") and d.confirm_tools == ("save_note",)
+    assert d.speculation and d.filler.per_tool
+    llm = d.provider(Stage.LLM)
+    assert llm.api_key == Secret("sk-ant-1") and dict(llm.options) == {"model": "claude-x", "temperature": 0.2}
+    assert "sk-ant-1" not in repr(d)
+
+
+def test_a_toml_syntax_error_names_its_line_and_column() -> None:
+    assert problems(BASE + "language = \n") == ["agent.toml:4:12: TOML syntax: Invalid value"]
+
+
+def test_an_unknown_key_is_rejected_at_its_position_with_a_suggestion() -> None:
+    text = BASE + "\n[turn]\npolicy = \"adaptive\"\nfalback_silence = 2.0\n"
+    assert problems(text) == ["agent.toml:7:1: turn.falback_silence: unknown key (did you mean 'fallback_silence'?)"]
+
+
+def test_an_unknown_section_is_rejected_at_its_header() -> None:
+    assert problems(BASE + "\n[vad]\nthreshold = 0.5\n") == [
+        "agent.toml:5:2: vad: unknown key (known keys: agent, turn, interruption, speculation, filler, stt, llm, tts)"
+    ]
+
+
+def test_a_value_of_the_wrong_type_is_reported_at_the_value() -> None:
+    text = BASE + "\n[turn]\nfallback_silence = \"2s\"\n"
+    assert problems(text) == ["agent.toml:6:20: turn.fallback_silence: input should be a valid number (got '2s')"]
+
+
+def test_a_wrong_type_inside_a_list_names_the_element() -> None:
+    text = BASE + "tools = [\"a\",\n  7]\n"
+    assert problems(text, available_tools={"a"}) == [
+        "agent.toml:5:3: agent.tools[1]: input should be a valid string (got 7)"
+    ]
+
+
+def test_a_missing_required_key_is_reported_at_its_table() -> None:
+    assert problems("# no prompt\n[agent]\nname = \"x\"\n") == ["agent.toml:2:2: agent.prompt: required key is missing"]
+
+
+def test_a_missing_agent_table_is_reported_at_the_top() -> None:
+    assert problems("[turn]\npolicy = \"adaptive\"\n") == ["agent.toml:1:1: agent: required key is missing"]
+
+
+def test_an_out_of_range_value_is_reported_at_the_value() -> None:
+    text = BASE + "\n[interruption]\nmin_speech = -0.5\n"
+    assert problems(text) == [
+        "agent.toml:6:14: interruption.min_speech: input should be greater than or equal to 0 (got -0.5)"
+    ]
+
+
+def test_a_bad_choice_lists_the_choices() -> None:
+    text = BASE + "\n[turn]\npolicy = \"smart\"\n"
+    assert problems(text) == [
+        "agent.toml:6:10: turn.policy: input should be 'adaptive' or 'fixed_silence' (got 'smart')"
+    ]
+
+
+def test_a_secret_written_in_the_file_is_refused() -> None:
+    text = BASE + "\n[llm]\nprovider = \"openai\"\napi_key = \"sk-123\"\n"
+    out = problems(text)
+    assert out == ["agent.toml:7:1: llm.api_key: unknown key; secrets never go in the file: "
+                   "name an environment variable with api_key_env"]
+    assert "sk-123" not in "".join(out)
+
+
+def test_a_secret_in_an_options_table_is_refused() -> None:
+    text = BASE + "\n[tts]\nprovider = \"cartesia\"\napi_key_env = \"CARTESIA\"\noptions = { token = \"t\" }\n"
+    assert problems(text) == ["agent.toml:8:13: tts.options.token: secrets never go in the file: "
+                              "name an environment variable with api_key_env"]
+
+
+def test_cross_field_problems_are_reported_together_in_file_order() -> None:
+    text = BASE + """\
+tools = ["get_time", "get_time"]
+confirm_tools = ["book_table"]
+
+[turn]
+policy = "fixed_silence"
+final_grace = 0.5
+
+[interruption]
+backchannel_cap = 1.0
+
+[filler]
+per_tool = true
+delay = 0.5
+
+[stt]
+provider = "deepgram"
+
+[tts]
+provider = "local"
+api_key_env = "TTS_KEY"
+"""
+    assert problems(text, available_tools={"get_time"}) == [
+        "agent.toml:4:22: agent.tools[1]: tool 'get_time' is listed twice",
+        "agent.toml:5:18: agent.confirm_tools[0]: tool 'book_table' is not in agent.tools",
+        "agent.toml:9:1: turn.final_grace: applies only to policy = \"adaptive\"",
+        "agent.toml:12:1: interruption.backchannel_cap: has no effect without backchannels",
+        "agent.toml:16:1: filler.delay: per_tool = true uses each tool's own delay; remove delay",
+        "agent.toml:19:1: stt.provider: stt provider 'deepgram' needs a key: name the environment variable "
+        "that holds it with api_key_env (for example api_key_env = \"DEEPGRAM_API_KEY\")",
+        "agent.toml:23:1: tts.api_key_env: tts provider 'local' takes no key",
+    ]
+
+
+def test_a_tool_the_server_does_not_provide_stops_the_load_at_its_position() -> None:
+    text = BASE + "tools = [\n  \"get_time\",\n  \"transfer_call\",\n]\n"
+    assert problems(text, available_tools={"get_time", "save_note"}) == [
+        "agent.toml:6:3: agent.tools[1]: tool 'transfer_call' is not provided by this server "
+        "(this server provides: get_time, save_note; register Python tools with brisvox.run_with_tools)"
+    ]
+
+
+def test_an_unknown_provider_and_an_unspoken_language_are_reported_at_the_provider() -> None:
+    text = BASE + "language = \"tr\"\n\n[stt]\nprovider = \"local\"\n\n[llm]\nprovider = \"gpt\"\n"
+    assert problems(text) == [
+        "agent.toml:7:12: stt.provider: stt provider 'local' does not speak 'tr' (it speaks en)",
+        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: scripted, local, openai, "
+        "openrouter, ollama, vllm, anthropic, gemini)",
+    ]
+
+
+def test_a_key_variable_that_is_not_set_is_reported_when_the_environment_is_checked() -> None:
+    text = BASE + "\n[llm]\nprovider = \"openai\"\napi_key_env = \"OPENAI_KEY_FOR_TEST\"\n"
+    assert parse_agent_file(text, source="agent.toml").llm.api_key is None  # offline: not checked
+    assert problems(text, environ={}) == [
+        "agent.toml:7:15: llm.api_key_env: environment variable OPENAI_KEY_FOR_TEST is not set"
+    ]
+
+
+def test_a_bad_variable_name_and_a_bad_language_tag_are_reported_at_their_values() -> None:
+    text = BASE + "language = \"English\"\n\n[llm]\nprovider = \"openai\"\napi_key_env = \"sk-live-abc\"\n"
+    assert problems(text) == [
+        "agent.toml:4:12: agent.language: expected a language tag such as 'en' or 'tr-TR', got 'English'",
+        "agent.toml:8:15: llm.api_key_env: expected an environment variable name (A-Z, 0-9, _), got 'sk-live-abc'",
+    ]
+
+
+def test_load_agent_file_names_the_file_and_an_unreadable_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(BASE + "colour = 1\n")
+    with pytest.raises(AgentFileError) as info:
+        load_agent_file(path)
+    assert str(info.value) == f"{path}:4:1: agent.colour: unknown key (known keys: name, prompt, language, " \
+                              "greeting, tools, confirm_tools)"
+    with pytest.raises(AgentFileError, match="cannot read the file"):
+        load_agent_file(tmp_path / "missing.toml")

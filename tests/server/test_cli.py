@@ -1,0 +1,85 @@
+"""The command line: check's exit codes, serve's startup failures, --version."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from brisvox import __version__, run_with_tools
+from brisvox.__main__ import main
+from brisvox.server.tools import ToolSet
+
+GOOD = '[agent]\nname = "a"\nprompt = "p"\ntools = ["get_time"]\n'
+
+
+def tools() -> ToolSet:
+    ts = ToolSet()
+
+    @ts.read_only(description="time")
+    async def get_time(arguments: dict[str, object], ctx: object) -> str:
+        return "noon"
+
+    return ts
+
+
+def test_check_exits_0_for_a_valid_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "agent.toml"
+    f.write_text(GOOD)
+    assert run_with_tools(tools(), ["check", str(f)]) == 0
+    assert "ok, agent 'a' (tools: get_time; stt local, llm scripted, tts local)" in capsys.readouterr().out
+
+
+def test_check_exits_1_with_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "agent.toml"
+    f.write_text(GOOD + "colour = 1\n")
+    assert main(["check", str(f)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{f}:4:10: agent.tools[0]: tool 'get_time' is not provided")
+    assert err[1].startswith(f"{f}:5:1: agent.colour: unknown key")
+    assert err[2] == f"{f}: 2 problem(s)"
+
+
+def test_check_with_env_requires_the_key_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "agent.toml"
+    f.write_text('[agent]\nname = "a"\nprompt = "p"\n[llm]\nprovider = "openai"\napi_key_env = "BRISVOX_T_KEY"\n')
+    monkeypatch.delenv("BRISVOX_T_KEY", raising=False)
+    assert main(["check", str(f)]) == 0
+    assert main(["check", "--env", str(f)]) == 1
+    assert "environment variable BRISVOX_T_KEY is not set" in capsys.readouterr().err
+    monkeypatch.setenv("BRISVOX_T_KEY", "secret-value")
+    assert main(["check", "--env", str(f)]) == 0
+    assert "secret-value" not in capsys.readouterr().out
+
+
+def test_version_prints_the_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.strip() == f"brisvox {__version__}"
+
+
+def test_serve_with_a_bad_setting_is_a_startup_failure(monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("BRISVOX_PORT", "eighty")
+    assert main(["serve"]) == 1
+    assert "BRISVOX_PORT='eighty'" in capsys.readouterr().err
+
+
+def test_serve_with_an_invalid_agent_file_is_a_startup_failure(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "agent.toml"
+    f.write_text(GOOD)
+    assert main(["serve", str(f)]) == 1
+    assert "tool 'get_time' is not provided" in capsys.readouterr().err
+
+
+def test_serve_on_a_port_in_use_is_a_startup_failure(monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        monkeypatch.setenv("BRISVOX_PORT", str(busy.getsockname()[1]))
+        assert main(["serve"]) == 1
+    assert "cannot listen on 127.0.0.1" in capsys.readouterr().err

@@ -1,0 +1,16 @@
+import brisvox
+import brisvox.server
+
+
+def test_the_public_api_of_server_is_exactly_this() -> None:
+    assert sorted(brisvox.server.__all__) == [
+        "AgentDefinition", "AgentFileError", "AppTool", "AtCapacity", "CallEndpoint", "FillerSettings",
+        "Problem", "ProviderChoice", "Refusal", "ServerMetrics", "SessionCancel", "SessionEnded",
+        "SessionManager", "SessionOutcome", "SessionRunner", "SessionSlot", "Settings", "SettingsError",
+        "ShutdownOutcome", "ShutdownPolicy", "ShutdownReport", "ShuttingDown", "StopRequests", "ToolSet",
+        "build_app", "drain_on_stop", "load_agent_file", "parse_agent_file",
+    ]
+
+
+def test_the_top_level_package_offers_run_with_tools() -> None:
+    assert brisvox.__all__ == ["__version__", "run_with_tools"]
