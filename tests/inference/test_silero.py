@@ -11,8 +11,8 @@ from brisvox.core.errors import ConfigError
 from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
 from brisvox.inference.errors import ModelNotFound
 from brisvox.inference.pool import InferencePool, PoolConfig
-from brisvox.inference.silero import SileroModel
-from brisvox.inference.vad import VoiceActivityDetector
+from brisvox.inference.silero import SileroModel, SileroReset, SileroScorer
+from brisvox.inference.vad import VoiceActivityDetector, silero_vad
 from tests._speech import espeak_wav
 
 
@@ -76,9 +76,62 @@ async def test_on_the_pool_the_windows_are_scored_off_the_loop_with_the_same_res
     speech = espeak_wav("one two three", tmp_path)
     expected = feed(VoiceActivityDetector(model.scorer()), speech.pcm)
     async with InferencePool(PoolConfig(threads=1)) as pool:
-        det = VoiceActivityDetector(model.scorer(), pool=pool)
+        det = silero_vad(model, pool)
         events: list[object] = []
         for i in range(0, len(speech.pcm), 640):
             events += await det.process(speech.pcm[i : i + 640], i / 32000)
     assert events == expected
     assert det.scored_windows == len(speech.pcm) // 1024
+
+
+class FakeSession:
+    """Stands in for onnxruntime: probability from the window's loudness, state counts the calls."""
+
+    def run(self, _outputs: object, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        x = feeds["input"]
+        assert x.shape == (1, 64 + 512)
+        loud = float(np.abs(x[0, 64:]).max()) > 0.1
+        return [np.array([[0.9 if loud else 0.01]], dtype=np.float32), feeds["state"] + 1.0]
+
+
+def fake_scorer(interval: float | None = 2.0) -> SileroScorer:
+    return SileroModel(FakeSession()).scorer(16000, SileroReset(interval=interval))
+
+
+def test_each_window_is_prefixed_by_the_last_64_samples_of_the_previous_one() -> None:
+    seen: list[np.ndarray] = []
+
+    class Recording(FakeSession):
+        def run(self, outputs: object, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+            seen.append(feeds["input"].copy())
+            return super().run(outputs, feeds)
+
+    scorer = SileroModel(Recording()).scorer()
+    first = np.arange(512, dtype=np.int16)
+    scorer.score(first)
+    scorer.score(np.zeros(512, dtype=np.int16))
+    np.testing.assert_array_equal(seen[0][0, :64], np.zeros(64))
+    np.testing.assert_allclose(seen[1][0, :64], first[-64:] / 32768.0)
+    assert scorer.state.shape == (2, 1, 128)
+
+
+def test_the_state_is_reset_after_the_interval_once_a_run_of_windows_is_quiet() -> None:
+    scorer = fake_scorer()
+    loud = np.full(512, 10000, dtype=np.int16)
+    quiet = np.zeros(512, dtype=np.int16)
+    for _ in range(70):  # 2.24 s of speech: past the interval, but never quiet
+        scorer.score(loud)
+    assert scorer.resets == 0
+    for _ in range(4):
+        scorer.score(quiet)
+    assert scorer.resets == 0  # four quiet windows are not yet a run of five
+    scorer.score(quiet)
+    assert scorer.resets == 1
+    assert not scorer.state.any()
+
+
+def test_a_reset_interval_of_none_never_resets() -> None:
+    scorer = fake_scorer(interval=None)
+    for _ in range(200):
+        scorer.score(np.zeros(512, dtype=np.int16))
+    assert scorer.resets == 0

@@ -10,7 +10,7 @@ import pytest
 from brisvox.core.errors import ConfigError
 from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
 from brisvox.inference.energy import EnergyScorer
-from brisvox.inference.vad import VadParams, VadTracker, VoiceActivityDetector
+from brisvox.inference.vad import VadParams, VadTracker, VoiceActivityDetector, energy_vad
 from tests._speech import espeak_wav
 
 RATE = 16000
@@ -121,3 +121,9 @@ async def test_without_a_pool_the_detector_scores_inline_on_the_loop() -> None:
     assert det.speaking
     det.reset()
     assert not det.speaking
+
+
+def test_the_energy_factory_uses_the_simulator_timing() -> None:
+    det = energy_vad(8000)
+    assert det.sample_rate == 8000
+    assert (det.params.min_speech, det.params.min_silence) == (0.04, 0.3)

@@ -22,9 +22,17 @@ from brisvox.inference.models import (
     require_model,
 )
 from brisvox.inference.pool import InferencePool, Lane, PoolConfig, PoolStats, start_turn_executor
-from brisvox.inference.silero import SileroModel, SileroScorer
+from brisvox.inference.silero import SileroModel, SileroReset, SileroScorer
 from brisvox.inference.smart_turn import EndOfTurnAnalyzer, SmartTurnModel, TurnAudio, TurnVerdict
-from brisvox.inference.vad import VadEvent, VadParams, VadTracker, VoiceActivityDetector, WindowScorer
+from brisvox.inference.vad import (
+    VadEvent,
+    VadParams,
+    VadTracker,
+    VoiceActivityDetector,
+    WindowScorer,
+    energy_vad,
+    silero_vad,
+)
 
 __all__ = [
     "EndOfTurnAnalyzer",
@@ -43,6 +51,7 @@ __all__ = [
     "PoolRefused",
     "PoolStats",
     "SileroModel",
+    "SileroReset",
     "SileroScorer",
     "SmartTurnModel",
     "TurnAudio",
@@ -53,11 +62,13 @@ __all__ = [
     "VoiceActivityDetector",
     "WheelMember",
     "WindowScorer",
+    "energy_vad",
     "fetch_models",
     "log_mel",
     "model_dir",
     "model_path",
     "register_model",
     "require_model",
+    "silero_vad",
     "start_turn_executor",
 ]

@@ -5,11 +5,19 @@ The model (``silero_vad.onnx``, MIT) scores windows of 512 samples at 16 kHz (25
 previous one and carries a recurrent state of shape (2, 1, 128) from window to window.
 :class:`SileroModel` holds one onnxruntime session, shared by every call (``run`` is
 thread-safe); :class:`SileroScorer` holds one stream's context and state.
+
+The recurrent state drifts during long non-speech (music, long silence, noise, mostly at
+8 kHz) until the model under-reports the speech that follows; the peer that ships this
+model measured it and resets the state periodically.  :class:`SileroReset` does the
+same: once ``interval`` seconds of audio have passed since the last reset, the next run
+of ``quiet_windows`` windows all below ``max_probability`` clears the state and the
+context (never inside speech, where a reset would cost confidence).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +29,19 @@ from brisvox.inference.errors import ModelError
 from brisvox.inference.models import SILERO_VAD, require_model
 from brisvox.inference.onnx import load_session
 
-__all__ = ["SileroModel", "SileroScorer"]
+__all__ = ["SileroModel", "SileroReset", "SileroScorer"]
 
 _WINDOW = {16000: 512, 8000: 256}
 _CONTEXT = {16000: 64, 8000: 32}
+
+
+@dataclass(frozen=True, slots=True)
+class SileroReset:
+    """When a stream's recurrent state is cleared (``interval=None`` never resets)."""
+
+    interval: float | None = 2.0
+    max_probability: float = 0.1
+    quiet_windows: int = 5
 
 
 class SileroModel:
@@ -54,22 +71,46 @@ class SileroModel:
             raise ModelError(f"silero VAD inference failed: {exc}") from exc
         return float(out[0, 0]), np.asarray(new_state, dtype=np.float32)
 
-    def scorer(self, sample_rate: int = 16000) -> SileroScorer:
-        return SileroScorer(self, sample_rate)
+    def scorer(self, sample_rate: int = 16000, reset: SileroReset | None = None) -> SileroScorer:
+        return SileroScorer(self, sample_rate, reset)
+
+    def warm(self) -> None:
+        """Score a few silent windows, so the first real call does not pay onnxruntime's first-run cost."""
+        scorer = self.scorer()
+        for _ in range(3):
+            scorer.score(np.zeros(scorer.window_samples, dtype=np.int16))
 
 
 class SileroScorer:
     """One stream's Silero state: the 64-sample context and the (2, 1, 128) recurrent state."""
 
-    __slots__ = ("_ctx", "_input", "_model", "_rate", "_state", "_win")
+    __slots__ = (
+        "_ctx",
+        "_input",
+        "_low_run",
+        "_model",
+        "_policy",
+        "_rate",
+        "_reset_after",
+        "_since_reset",
+        "_state",
+        "_win",
+        "resets",
+    )
 
-    def __init__(self, model: SileroModel, sample_rate: int = 16000) -> None:
+    def __init__(self, model: SileroModel, sample_rate: int = 16000, reset: SileroReset | None = None) -> None:
         if sample_rate not in _WINDOW:
             raise ConfigError(f"Silero VAD runs at 16000 or 8000 Hz, got {sample_rate} (resample first)")
         self._model = model
+        self._policy = reset or SileroReset()
+        interval = self._policy.interval
+        self._since_reset = 0  # samples scored since the last reset
+        self._low_run = 0  # consecutive windows below max_probability
+        self.resets = 0
         self._rate = sample_rate
         self._win = _WINDOW[sample_rate]
         self._ctx = _CONTEXT[sample_rate]
+        self._reset_after = None if interval is None else round(interval * sample_rate)
         self._input = np.zeros((1, self._ctx + self._win), dtype=np.float32)
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
 
@@ -90,8 +131,27 @@ class SileroScorer:
         buf[0, self._ctx :] = window
         buf[0, self._ctx :] *= np.float32(1.0 / 32768.0)
         prob, self._state = self._model.run(buf, self._state, self._rate)
+        self._maybe_reset(prob)
         return prob
+
+    def _maybe_reset(self, prob: float) -> None:
+        self._since_reset += self._win
+        self._low_run = self._low_run + 1 if prob < self._policy.max_probability else 0
+        if (
+            self._reset_after is not None
+            and self._since_reset >= self._reset_after
+            and self._low_run >= self._policy.quiet_windows
+        ):
+            self.reset()
+            self.resets += 1
+
+    @property
+    def state(self) -> npt.NDArray[np.float32]:
+        """The recurrent state (a view, for diagnostics and tests)."""
+        return self._state
 
     def reset(self) -> None:
         self._input[:] = 0.0
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
+        self._since_reset = 0
+        self._low_run = 0

@@ -20,9 +20,10 @@ passes the clock time of each frame's first sample.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -33,12 +34,17 @@ from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
 from brisvox.inference.errors import PoolFull
 from brisvox.inference.pool import InferencePool, Lane
 
+if TYPE_CHECKING:
+    from brisvox.inference.silero import SileroModel
+
 __all__ = [
     "VadEvent",
     "VadParams",
     "VadTracker",
     "VoiceActivityDetector",
     "WindowScorer",
+    "energy_vad",
+    "silero_vad",
 ]
 
 log = logging.getLogger(__name__)
@@ -200,6 +206,9 @@ class VoiceActivityDetector:
         self._buf: Int16Array = np.zeros(0, dtype=PCM16_DTYPE)
         self._anchor_at = 0.0  # clock time of the sample at _anchor_pos == 0
         self._anchor_pos = 0  # samples consumed since the anchor
+        # A cancelled caller cannot stop a job already on a thread; the lock keeps that job and
+        # the next one from using the scorer's state at the same time.
+        self._score_lock = threading.Lock()
         self.dropped_windows = 0
         self.scored_windows = 0
 
@@ -234,7 +243,8 @@ class VoiceActivityDetector:
         return out
 
     def _score_all(self, windows: Sequence[Int16Array]) -> list[float]:
-        return [self._scorer.score(w) for w in windows]
+        with self._score_lock:
+            return [self._scorer.score(w) for w in windows]
 
     def _track(self, windows: list[_Window], probs: Sequence[float]) -> list[VadEvent]:
         self.scored_windows += len(windows)
@@ -276,4 +286,23 @@ class VoiceActivityDetector:
         """Forget everything (a new stream)."""
         self._buf = np.zeros(0, dtype=PCM16_DTYPE)
         self._tracker.reset()
-        self._scorer.reset()
+        with self._score_lock:
+            self._scorer.reset()
+
+
+def energy_vad(
+    sample_rate: int = 16000, *, threshold_dbfs: float = -45.0, params: VadParams | None = None
+) -> VoiceActivityDetector:
+    """The simulator's detector: energy windows of 10 ms, scored inline, 40 ms start / 300 ms stop."""
+    from brisvox.inference.energy import EnergyScorer
+
+    return VoiceActivityDetector(
+        EnergyScorer(sample_rate, threshold_dbfs=threshold_dbfs), params or VadParams.energy()
+    )
+
+
+def silero_vad(
+    model: SileroModel, pool: InferencePool | None, *, sample_rate: int = 16000, params: VadParams | None = None
+) -> VoiceActivityDetector:
+    """A call's Silero detector, scoring on ``pool``'s VAD lane (64 ms start / 100 ms stop by default)."""
+    return VoiceActivityDetector(model.scorer(sample_rate), params or VadParams(), pool)
