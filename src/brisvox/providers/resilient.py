@@ -37,6 +37,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "ResiliencePolicy",
     "deadline",
+    "not_processed",
     "retry_before_effect",
     "timeout_error",
 ]
@@ -121,7 +122,7 @@ async def deadline(clock: Clock, seconds: float, what: str) -> AsyncIterator[Non
             await dog
 
 
-def _not_processed(error: ProviderError) -> bool:
+def not_processed(error: ProviderError) -> bool:
     """The request surely had no effect: it never got through, or was refused before work began."""
     return error.kind in (ProviderErrorKind.CONNECT, ProviderErrorKind.RATE_LIMITED) or (
         error.kind is ProviderErrorKind.SERVER and error.status is not None
@@ -141,7 +142,7 @@ async def retry_before_effect(
         try:
             return await attempt_fn()
         except ProviderError as exc:
-            if attempt >= policy.max_attempts or not _not_processed(exc):
+            if attempt >= policy.max_attempts or not not_processed(exc):
                 raise
             attempt += 1
             pause = policy.backoff(attempt)

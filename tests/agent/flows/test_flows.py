@@ -179,7 +179,13 @@ async def test_a_reservation_goes_greeting_confirm_done_with_state_in_the_prompt
         # The summarizer saw the caller's turn and the check, whole.
         (request,) = summarizer.requests
         assert request.messages[0] == UserMessage(text="A table for four tomorrow at seven, please.")
+        assert [type(m).__name__ for m in request.messages] == [
+            "UserMessage",
+            "AssistantMessage",
+            "ToolMessage",
+        ]
         assert json.loads(request.messages[-1].content)["free"] is True  # type: ignore[union-attr]
+        assert request.previous is None and request.max_tokens == 300
         # keep_last_user: the context is request-shaped.
         assert ctx.messages[1:] == (
             SystemMessage(text=FLOW_SUMMARY_PREFIX + "Ada wants a table for four at 19:00 on 2026-12-24."),

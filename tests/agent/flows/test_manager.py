@@ -550,6 +550,27 @@ async def test_a_kept_window_summary_stays_valid_after_append_and_is_invalid_aft
     build_window(ctx, policy, ctx.estimator, None)
 
 
+async def test_a_summarizing_reset_also_invalidates_a_kept_window_summary_and_drops_a_stale_rounds_results() -> (
+    None
+):
+    flow, ctx, _ = _started()
+    for i in range(6):
+        ctx.push_user(f"q{i}")
+        ctx.push_assistant(f"a{i}")
+    kept = Summary("earlier", 4)
+    build_window(ctx, WindowPolicy(keep_recent_turns=2), ctx.estimator, kept)
+    made = push_calls(flow, ctx, 1, ("check", {}))
+    early = flow.screen(made)
+    ctx.interrupt_pending_tool_calls()
+    entered = await flow.transition_to(ctx, "s", ScriptedSummarizer(["what happened"]))
+    assert entered.context_replaced and entered.summary is SummaryOutcome.SUMMARIZED
+    with pytest.raises(InvalidSummary):
+        build_window(ctx, WindowPolicy(keep_recent_turns=2), ctx.estimator, kept)
+    applied = await flow.apply(ctx, early, HandExecution([ok(made[0].id, {"ok": True})]))
+    assert applied.stale and applied.dropped_results == 1
+    _check(flow, ctx)
+
+
 async def test_the_node_prompt_survives_the_long_call_window_after_an_append_transition() -> None:
     flow, ctx, _ = _started()
     await flow.transition_to(ctx, "b")
