@@ -68,6 +68,28 @@ def speech_like(seconds: float, rate: int = 16000, seed: int = 0) -> np.ndarray:
     return np.rint(x * env).astype(np.int16)
 
 
+@section("audio")
+def bench_audio(args: argparse.Namespace) -> list[Row]:
+    from brisvox.audio import ResampleQuality, ResampleStream, ulaw_decode, ulaw_encode
+
+    rows: list[Row] = []
+    for src, dst in ((8000, 16000), (16000, 8000), (24000, 16000), (24000, 8000)):
+        frame = speech_like(0.02, src).tobytes()
+        for quality in (ResampleQuality.LOW_LATENCY, ResampleQuality.LOW):
+            stream = ResampleStream(src, dst, quality)
+            rows.append(
+                Row(
+                    f"resample one 20 ms frame {src} -> {dst} Hz, {quality.name.lower()}",
+                    median_ms(lambda s=stream, f=frame: s.process(f), args.repeat * 10),
+                )
+            )
+    pcm = speech_like(0.02, 8000).tobytes()
+    law = ulaw_encode(pcm)
+    rows.append(Row("mu-law encode one 20 ms frame (160 samples)", median_ms(lambda: ulaw_encode(pcm), args.repeat * 10)))
+    rows.append(Row("mu-law decode one 20 ms frame", median_ms(lambda: ulaw_decode(law), args.repeat * 10)))
+    return rows
+
+
 @section("vad")
 def bench_vad(args: argparse.Namespace) -> list[Row]:
     from brisvox.inference.energy import EnergyScorer

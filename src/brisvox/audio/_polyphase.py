@@ -70,29 +70,31 @@ class PolyphaseResampler:
         return self._center / (self._up * self._in_rate)
 
     def _emit(self, x_all: Float64Array, limit: int) -> npt.NDArray[np.int16]:
-        up, down, c = self._up, self._down, self._center
+        up, down, c, taps = self._up, self._down, self._center, self._taps
         # Output j needs input up to q = (j*M + c) // L; emit while q < number of samples known.
-        j_end = max(self._n_out, (limit * up - c + down - 1) // down)
-        if j_end <= self._n_out:
+        j0 = self._n_out
+        j_end = max(j0, (limit * up - c + down - 1) // down)
+        n = j_end - j0
+        if n == 0:
             return np.zeros(0, dtype=np.int16)
-        js = np.arange(self._n_out, j_end, dtype=np.int64)
-        u = js * down + c
-        q = u // up
-        p = u - q * up
-        start = q - (self._taps - 1) - self._base  # index in x_all of each output's first tap
-        if self._up <= _CORRELATE_MAX_PHASES:
-            # One C-level correlation per phase over the block, then pick the outputs of that
-            # phase: a few times the multiply-adds, but no gathered copies of the windows.
-            y = np.empty(js.size, dtype=np.float64)
-            lo, hi = int(start.min()), int(start.max()) + self._taps
-            block = x_all[lo:hi]
-            for phase in range(self._up):
-                mask = p == phase
-                if mask.any():
-                    y[mask] = np.correlate(block, self._table[phase], "valid")[start[mask] - lo]
+        if up <= _CORRELATE_MAX_PHASES:
+            # Outputs j, j + L, j + 2L, ... share a phase and step M input samples apart: one
+            # C-level correlation per phase over the block, then a strided slice of it.
+            y = np.empty(n, dtype=np.float64)
+            for first in range(j0, min(j0 + up, j_end)):
+                u = first * down + c
+                q = u // up
+                phase = u - q * up
+                s0 = q - (taps - 1) - self._base  # index in x_all of this output's first tap
+                count = (j_end - first + up - 1) // up
+                block = x_all[s0 : s0 + (count - 1) * down + taps]
+                y[first - j0 :: up] = np.correlate(block, self._table[phase], "valid")[::down]
         else:
-            windows = np.lib.stride_tricks.sliding_window_view(x_all, self._taps)[start]
-            y = np.einsum("ok,ok->o", self._table[p], windows)
+            pos = np.arange(j0, j_end, dtype=np.int64) * down + c
+            qs = pos // up
+            phases = pos - qs * up
+            windows = np.lib.stride_tricks.sliding_window_view(x_all, taps)[qs - (taps - 1) - self._base]
+            y = np.einsum("ok,ok->o", self._table[phases], windows)
         self._n_out = j_end
         out: npt.NDArray[np.int16] = np.clip(np.rint(y), -32768, 32767).astype(np.int16)
         return out

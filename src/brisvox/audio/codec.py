@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 
 from brisvox.audio.g711 import alaw_decode, alaw_encode, ulaw_decode, ulaw_encode
-from brisvox.core.errors import InvalidInput
+from brisvox.audio.pcm import check_whole_samples
 
 __all__ = ["AudioEncoding", "decode_to_pcm16", "encode_from_pcm16"]
 
@@ -25,8 +25,7 @@ class AudioEncoding(enum.Enum):
 def decode_to_pcm16(data: bytes, encoding: AudioEncoding) -> bytes:
     """PCM16 bytes of ``data`` in ``encoding`` (PCM16 is returned as it is, after a size check)."""
     if encoding is AudioEncoding.PCM16:
-        if len(data) % 2:
-            raise InvalidInput(f"PCM16 audio must hold whole 2-byte samples, got {len(data)} bytes")
+        check_whole_samples(data)
         return data
     if encoding is AudioEncoding.MULAW:
         return ulaw_decode(data)
@@ -36,8 +35,7 @@ def decode_to_pcm16(data: bytes, encoding: AudioEncoding) -> bytes:
 def encode_from_pcm16(pcm: bytes, encoding: AudioEncoding) -> bytes:
     """``pcm`` (PCM16) in ``encoding``."""
     if encoding is AudioEncoding.PCM16:
-        if len(pcm) % 2:
-            raise InvalidInput(f"PCM16 audio must hold whole 2-byte samples, got {len(pcm)} bytes")
+        check_whole_samples(pcm)
         return pcm
     if encoding is AudioEncoding.MULAW:
         return ulaw_encode(pcm)

@@ -14,6 +14,7 @@ from brisvox.core.errors import InvalidInput
 __all__ = [
     "PCM16_DTYPE",
     "array_to_pcm16",
+    "check_whole_samples",
     "duration_of",
     "float_to_pcm16",
     "pcm16_to_array",
@@ -29,14 +30,15 @@ Int16Array = npt.NDArray[np.int16]
 Float32Array = npt.NDArray[np.float32]
 
 
-def _check_whole(pcm: bytes | bytearray | memoryview) -> None:
+def check_whole_samples(pcm: bytes | bytearray | memoryview) -> None:
+    """Raise :class:`InvalidInput` unless ``pcm`` holds whole 2-byte samples."""
     if len(pcm) % 2:
         raise InvalidInput(f"PCM16 audio must hold whole 2-byte samples, got {len(pcm)} bytes")
 
 
 def pcm16_to_array(pcm: bytes | bytearray | memoryview) -> Int16Array:
     """A zero-copy int16 view of little-endian PCM16 bytes (read-only for ``bytes``)."""
-    _check_whole(pcm)
+    check_whole_samples(pcm)
     return np.frombuffer(pcm, dtype=PCM16_DTYPE)
 
 
@@ -69,7 +71,7 @@ def float_to_pcm16(samples: npt.NDArray[np.floating]) -> bytes:
 
 def sample_count(pcm: bytes | bytearray | memoryview) -> int:
     """Samples in a PCM16 buffer."""
-    _check_whole(pcm)
+    check_whole_samples(pcm)
     return len(pcm) // 2
 
 

@@ -12,7 +12,7 @@ delay); :meth:`ResampleStream.flush` releases them at the end of a stream and
 :meth:`ResampleStream.reset` forgets them (an interruption: the next frame starts a new
 stream).  Equal rates pass audio through untouched.
 
-Resampling costs 6 to 80 microseconds per 20 ms frame; it may run on the event loop for
+Resampling costs 10 to 60 microseconds per 20 ms frame; it may run on the event loop for
 a handful of calls but belongs on the inference pool at scale.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 import soxr
 
 from brisvox.audio._polyphase import PolyphaseResampler
-from brisvox.audio.pcm import PCM16_DTYPE, pcm16_to_array
+from brisvox.audio.pcm import PCM16_DTYPE, check_whole_samples, pcm16_to_array
 from brisvox.core.errors import InvalidInput
 
 __all__ = ["ResampleQuality", "ResampleStream", "resample"]
@@ -36,8 +36,8 @@ class ResampleQuality(enum.Enum):
     Measured with 20 ms frames (the most output that is late at any moment):
     ``LOW_LATENCY`` (numpy polyphase, Kaiser-windowed sinc) 1.1 ms for 24 -> 16 kHz and
     2.3 ms for 16 <-> 8 kHz, about 70 dB below a tone above the new Nyquist frequency,
-    50-80 us per frame.  libsoxr: ``LOW`` 20 and 61 ms, ``HIGH`` 37 and 115 ms,
-    ``VERY_HIGH`` 76 and 110 ms, all about 83 dB, 6-18 us per frame; ``QUICK`` (cubic
+    30-60 us per frame.  libsoxr: ``LOW`` 20 and 61 ms, ``HIGH`` 37 and 115 ms,
+    ``VERY_HIGH`` 76 and 110 ms, all about 83 dB, 9-12 us per frame; ``QUICK`` (cubic
     interpolation) adds no delay but does not filter, so it aliases when downsampling.
     """
 
@@ -81,8 +81,7 @@ class ResampleStream:
     def process(self, pcm: bytes | bytearray | memoryview) -> bytes:
         """Resample the next frame; returns what is ready (may be a few samples short at first)."""
         if self._stream is None and self._poly is None:
-            if len(pcm) % 2:
-                raise InvalidInput(f"PCM16 audio must hold whole 2-byte samples, got {len(pcm)} bytes")
+            check_whole_samples(pcm)
             return bytes(pcm)
         samples = pcm16_to_array(pcm)
         if samples.size == 0:

@@ -8,6 +8,7 @@ import wave
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from brisvox.audio.pcm import check_whole_samples
 from brisvox.core.errors import InvalidInput
 
 __all__ = ["WavAudio", "read_wav", "wav_bytes", "write_wav"]
@@ -51,8 +52,7 @@ def read_wav(source: str | os.PathLike[str] | bytes | BinaryIO) -> WavAudio:
 
 def write_wav(target: str | os.PathLike[str] | BinaryIO, pcm: bytes, sample_rate: int) -> None:
     """Write mono PCM16 samples as a WAV file (a path or a binary file object)."""
-    if len(pcm) % 2:
-        raise InvalidInput(f"PCM16 audio must hold whole 2-byte samples, got {len(pcm)} bytes")
+    check_whole_samples(pcm)
     if sample_rate <= 0:
         raise InvalidInput(f"sample_rate must be positive, got {sample_rate}")
     f: str | BinaryIO = os.fspath(target) if isinstance(target, str | os.PathLike) else target

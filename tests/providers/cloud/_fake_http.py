@@ -25,6 +25,7 @@ class RecordedRequest:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: bytes
+    peer: int = 0  # the client's port: requests on one kept-alive connection share it
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -126,7 +127,8 @@ class FakeHttpServer:
                         headers[k.strip().lower()] = v.strip()
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 url = urlsplit(target)
-                req = RecordedRequest(method, url.path, parse_qs(url.query), headers, body)
+                peer = writer.get_extra_info("peername")[1]
+                req = RecordedRequest(method, url.path, parse_qs(url.query), headers, body, peer)
                 self.requests.append(req)
                 resp = Response(writer)
                 await self.handler(req, resp)

@@ -376,3 +376,16 @@ async def test_openai_compatible_presets_send_their_reasoning_effort_and_token_f
     assert body["max_tokens"] == 50
     assert body["stream_options"] == {"include_usage": True}
     assert "authorization" not in fake.requests[0].headers
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_warm_opens_the_connection_that_the_first_request_then_reuses(vendor: str) -> None:
+    fake = VendorFake(vendor, [401, Script([T("Hi.")])])
+    async with fake:
+        llm = make(vendor, fake.server.base_url)
+        await llm.warm()
+        got = await run(llm, start())
+    assert got.text == "Hi."
+    warm, first = fake.requests
+    assert warm.method == "GET" and warm.path.endswith("/models")
+    assert first.method == "POST" and first.peer == warm.peer

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import ResiliencePolicy, deadline, timeout_error
 
 __all__ = ["HttpStreamer", "StreamState"]
+
+log = logging.getLogger(__name__)
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -85,6 +88,21 @@ class HttpStreamer:
             raise _transport_error(self.provider, exc, connecting=True) from None
         assert response is not None
         return response
+
+    async def warm(self, url: str, headers: Mapping[str, str]) -> bool:
+        """Open a pooled keep-alive connection ahead of the first request (one cheap GET).
+
+        The answer is read and ignored (a 401 still leaves the connection warm); any failure
+        only means the first request pays the connect.  True when a response came back.
+        """
+        try:
+            async with deadline(self.clock, self.policy.connect_timeout, "warm"):
+                response = await self._client.get(url, headers=dict(headers))
+                await response.aread()
+        except (DeadlineExceeded, httpx.HTTPError) as exc:
+            log.debug("%s: warm-up failed (%s); the first request will connect", self.provider, type(exc).__name__)
+            return False
+        return True
 
     async def chunks(self, response: httpx.Response, state: StreamState) -> AsyncGenerator[bytes, None]:
         """The raw body, each read bounded by the first-token or the idle deadline."""

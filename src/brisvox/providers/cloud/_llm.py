@@ -143,6 +143,16 @@ class SseLlm(LlmProvider):
     def _decoder(self, request: LlmRequest) -> StreamDecoder:
         raise NotImplementedError
 
+    def _warm_endpoint(self) -> tuple[str, dict[str, str]] | None:
+        """A cheap GET on the vendor (its model list) and its headers; None: no warm-up."""
+        return None
+
+    async def warm(self) -> None:
+        """Open the pooled connection (TCP and TLS) before the first request of a call."""
+        endpoint = self._warm_endpoint()
+        if endpoint is not None:
+            await self._http.warm(*endpoint)
+
     def stream(self, request: LlmRequest) -> LlmStream:
         return GeneratorLlmStream(self.name, self._run(request))
 

@@ -277,5 +277,9 @@ class AnthropicLlm(SseLlm):
         }
         return self._url, headers, build_anthropic_body(request, self._options)
 
+    def _warm_endpoint(self) -> tuple[str, dict[str, str]] | None:
+        headers = {"x-api-key": self._options.api_key.reveal(), "anthropic-version": API_VERSION}
+        return self._options.base_url.rstrip("/") + "/v1/models", headers
+
     def _decoder(self, request: LlmRequest) -> AnthropicStreamDecoder:
         return AnthropicStreamDecoder(self.provider_name)

@@ -269,5 +269,9 @@ class GeminiLlm(SseLlm):
         }
         return self._url, headers, build_gemini_body(request, self._options)
 
+    def _warm_endpoint(self) -> tuple[str, dict[str, str]] | None:
+        o = self._options
+        return f"{o.base_url.rstrip('/')}/{o.api_version}/models", {"x-goog-api-key": o.api_key.reveal()}
+
     def _decoder(self, request: LlmRequest) -> GeminiStreamDecoder:
         return GeminiStreamDecoder(self.provider_name)

@@ -263,12 +263,19 @@ class OpenAiCompatLlm(SseLlm):
         o = self._options
         return f"OpenAiCompatLlm(preset={o.preset_name!r}, model={o.model!r}, base_url={o.base_url!r})"
 
-    def _endpoint(self, request: LlmRequest) -> tuple[str, dict[str, str], Any]:
-        headers = {"accept": "text/event-stream", "content-type": "application/json"}
+    def _auth(self) -> dict[str, str]:
+        headers = {}
         if self._options.api_key is not None:
             headers["authorization"] = f"Bearer {self._options.api_key.reveal()}"
         headers.update(self._options.extra_headers)
+        return headers
+
+    def _endpoint(self, request: LlmRequest) -> tuple[str, dict[str, str], Any]:
+        headers = {"accept": "text/event-stream", "content-type": "application/json", **self._auth()}
         return self._url, headers, build_openai_body(request, self._options)
+
+    def _warm_endpoint(self) -> tuple[str, dict[str, str]] | None:
+        return self._options.base_url.rstrip("/") + "/models", self._auth()
 
     def _decoder(self, request: LlmRequest) -> OpenAiStreamDecoder:
         return OpenAiStreamDecoder(self.provider_name)
