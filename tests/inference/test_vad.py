@@ -127,3 +127,27 @@ def test_the_energy_factory_uses_the_simulator_timing() -> None:
     det = energy_vad(8000)
     assert det.sample_rate == 8000
     assert (det.params.min_speech, det.params.min_silence) == (0.04, 0.3)
+
+
+async def test_windows_refused_by_a_full_pool_are_dropped_and_counted() -> None:
+    import asyncio
+    import threading
+
+    from brisvox.inference.pool import InferencePool, Lane, PoolConfig
+
+    async with InferencePool(PoolConfig(name="full", threads=1, jobs_per_thread=1)) as pool:
+        started, release = threading.Event(), threading.Event()
+
+        def block() -> None:
+            started.set()
+            release.wait(10)
+
+        running = pool.submit(block)
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+        queued = pool.submit(int, "1", lane=Lane.VAD)  # the VAD lane is now full
+        det = VoiceActivityDetector(EnergyScorer(RATE), VadParams.energy(), pool)
+        assert await det.process(tone(0.05, 3000), 0.0) == []
+        assert det.dropped_windows == 5
+        release.set()
+        await asyncio.gather(running, queued)
+        assert await det.process(tone(0.05, 3000), 0.05) == [VadStartedFrame(at=0.05)]

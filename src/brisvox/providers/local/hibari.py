@@ -1,0 +1,182 @@
+"""Embedded text-to-speech: hibari (a 7.9 MB ONNX voice, numpy and onnxruntime only), 24 kHz.
+
+Each text segment is split into the sentences hibari synthesizes at once; every sentence
+is one job on an :class:`~brisvox.inference.InferencePool` (by default one of its own
+with one thread), never on the event loop, and its audio is sent in chunks of
+``chunk_seconds``.  A cancel takes effect for the reader at once (see
+:class:`~brisvox.providers.tts.TtsSessionBase`) and for the model at the next sentence.
+
+hibari exposes no phoneme or word durations (its network returns spectra only), so this
+provider sends no word timings; the engine estimates what was heard from the text.  The
+first synthesis after loading is slow (about 0.6 s here): call :meth:`HibariTts.warm` at
+start.  The default voice ("heart", American English) ships inside the package; other
+voices would be downloaded by hibari at run time, which this provider refuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from brisvox.audio import float_to_pcm16
+from brisvox.core.errors import ChannelClosed, ConfigError
+from brisvox.core.tasks import TaskScope
+from brisvox.inference import InferenceError, InferencePool, PoolConfig
+from brisvox.providers.channel import Channel
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsFlushed, TtsProvider, TtsSessionBase
+
+__all__ = ["HIBARI_SAMPLE_RATE", "HibariConfig", "HibariTts", "HibariTtsSession"]
+
+HIBARI_SAMPLE_RATE = 24_000
+_BUNDLED_VOICE = "heart"
+_INPUT_CAPACITY = 32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HibariConfig:
+    voice: str = _BUNDLED_VOICE
+    threads: int = 1
+    chunk_seconds: float = 0.1
+    seed: int | None = 0  # fixes the noise component: the same text gives the same audio
+
+    def __post_init__(self) -> None:
+        if self.voice != _BUNDLED_VOICE:
+            raise ConfigError(f"HibariConfig.voice: only the bundled voice {_BUNDLED_VOICE!r} is offline, got {self.voice!r}")
+        if self.threads < 1 or self.chunk_seconds <= 0:
+            raise ConfigError(f"HibariConfig: threads >= 1 and chunk_seconds > 0, got {self.threads}, {self.chunk_seconds}")
+
+
+class _Engine:
+    """The loaded model and its noise generator; only ever called on a pool thread."""
+
+    def __init__(self, config: HibariConfig) -> None:
+        from hibari import Hibari  # type: ignore[import-untyped]
+
+        self._tts: Any = Hibari(voice=config.voice, threads=config.threads)
+        self._rng = np.random.default_rng(config.seed)
+
+    def sentences(self, text: str) -> list[str]:
+        """Phoneme strings, one per sentence the model synthesizes at once."""
+        return list(self._tts.phonemize(text))
+
+    def synthesize(self, phonemes: str, speed: float) -> bytes:
+        return float_to_pcm16(self._tts.from_ids(self._tts.ids(phonemes), speed, self._rng))
+
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    context_id: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Flush:
+    context_id: int
+
+
+class HibariTts(TtsProvider):
+    """The provider.  ``warm`` loads the model and synthesizes once; ``aclose`` frees it."""
+
+    def __init__(self, config: HibariConfig = HibariConfig(), *, pool: InferencePool | None = None) -> None:
+        self.config = config
+        self._own_pool = pool is None
+        self._pool = pool if pool is not None else InferencePool(PoolConfig(name="brisvox-hibari", threads=1, jobs_per_thread=16))
+        self._engine: _Engine | None = None
+        self._loading = asyncio.Lock()
+
+    @property
+    def name(self) -> str:
+        return "local-hibari"
+
+    @property
+    def sample_rate(self) -> int:
+        return HIBARI_SAMPLE_RATE
+
+    async def _loaded(self) -> _Engine:
+        async with self._loading:
+            if self._engine is None:
+                try:
+                    self._engine = await self._pool.run(_Engine, self.config)
+                except InferenceError as exc:
+                    raise ProviderError(self.name, ProviderErrorKind.MODEL, f"cannot load hibari: {exc}") from exc
+            return self._engine
+
+    async def warm(self) -> None:
+        engine = await self._loaded()
+        for phonemes in await self._pool.run(engine.sentences, "Warm up."):
+            await self._pool.run(engine.synthesize, phonemes, 1.0)
+
+    async def connect(self, config: TtsConfig) -> HibariTtsSession:
+        if config.sample_rate != HIBARI_SAMPLE_RATE:
+            raise ConfigError(f"local-hibari: sample_rate must be {HIBARI_SAMPLE_RATE}, got {config.sample_rate}")
+        if config.voice not in (None, self.config.voice):
+            raise ConfigError(f"local-hibari: voice {config.voice!r} is not loaded (have {self.config.voice!r})")
+        if not config.language.startswith("en"):
+            raise ConfigError(f"local-hibari: speaks English only, got language {config.language!r}")
+        if not 0.5 <= config.speed <= 2.0:
+            raise ConfigError(f"local-hibari: speed must be within 0.5..2.0, got {config.speed}")
+        engine = await self._loaded()
+        return HibariTtsSession(engine, self._pool, self.config, config.speed)
+
+    async def aclose(self) -> None:
+        self._engine = None
+        if self._own_pool:
+            await self._pool.aclose()
+
+
+class HibariTtsSession(TtsSessionBase):
+    def __init__(self, engine: _Engine, pool: InferencePool, config: HibariConfig, speed: float) -> None:
+        super().__init__(name="local-hibari session")
+        self._engine = engine
+        self._pool = pool
+        self._speed = speed
+        self._chunk = 2 * max(1, round(config.chunk_seconds * HIBARI_SAMPLE_RATE))
+        self._input: Channel[_Text | _Flush] = Channel(_INPUT_CAPACITY, name="local-hibari text")
+        self._scope = TaskScope("local-hibari session")
+        self._scope.spawn(self._run(), name="synthesize")
+
+    async def send_text(self, context_id: int, text: str) -> None:
+        self._check_open()
+        if text.strip() and not self.is_cancelled(context_id):
+            await self._input.put(_Text(context_id, text))
+
+    async def flush(self, context_id: int) -> None:
+        self._check_open()
+        if not self.is_cancelled(context_id):
+            await self._input.put(_Flush(context_id))
+
+    def _on_cancel(self, context_id: int) -> None:
+        self._input.remove_if(lambda cmd: cmd.context_id == context_id)
+
+    async def _shutdown(self) -> None:
+        self._input.abort()
+        await self._scope.aclose()
+
+    async def _run(self) -> None:
+        try:
+            async for cmd in self._input:
+                if self.is_cancelled(cmd.context_id):
+                    continue
+                if isinstance(cmd, _Flush):
+                    await self._emit(TtsFlushed(context_id=cmd.context_id))
+                else:
+                    await self._speak(cmd.context_id, cmd.text)
+        except ChannelClosed:
+            return
+
+    async def _speak(self, ctx: int, text: str) -> None:
+        try:
+            sentences = await self._pool.run(self._engine.sentences, text)
+            for phonemes in sentences:
+                if self.is_cancelled(ctx):
+                    return
+                pcm = await self._pool.run(self._engine.synthesize, phonemes, self._speed)
+                for i in range(0, len(pcm), self._chunk):
+                    await self._emit(TtsAudio(context_id=ctx, pcm=pcm[i : i + self._chunk], sample_rate=HIBARI_SAMPLE_RATE))
+        except InferenceError as exc:
+            err = ProviderError("local-hibari", ProviderErrorKind.MODEL, f"synthesis failed: {type(exc.__cause__ or exc).__name__}")
+            await self._emit(TtsError(error=err, context_id=ctx, fatal=False))
