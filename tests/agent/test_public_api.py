@@ -8,6 +8,12 @@ def test_the_agent_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.agent.__all__) == sorted(
         [
             "Adaptive",
+            "PlayedConfig",
+            "PlayedText",
+            "TruncateError",
+            "Truncation",
+            "TruncationStats",
+            "apply_truncation",
             "BackchannelSet",
             "FixedSilence",
             "InterruptionPolicy",
@@ -36,6 +42,15 @@ def test_the_tools_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.agent.tools.__all__) == sorted(
         [
             "CONFIRM_PENDING",
+            "DEFAULT_FILLER_DELAY",
+            "DEFAULT_FILLER_TEXT",
+            "FillerChoice",
+            "FillerClips",
+            "FillerConfig",
+            "FillerPhrase",
+            "FillerPlan",
+            "FillerPolicy",
+            "StaticClips",
             "DEFAULT_FILLER_AFTER",
             "DEFAULT_TOOL_TIMEOUT",
             "CancelToken",

@@ -135,3 +135,19 @@ def test_a_reset_interval_of_none_never_resets() -> None:
     for _ in range(200):
         scorer.score(np.zeros(512, dtype=np.int16))
     assert scorer.resets == 0
+
+
+def test_silero_finds_speech_in_telephone_audio_after_mulaw_decode_and_resampling(
+    model: SileroModel, tmp_path: Path
+) -> None:
+    from brisvox.audio import ResampleStream, ulaw_decode, ulaw_encode
+
+    speech = espeak_wav("thank you for calling how can i help", tmp_path, rate=8000)
+    wire = ulaw_encode(speech.pcm)  # what a telephone leg carries
+    up = ResampleStream(8000, 16000)
+    det = VoiceActivityDetector(model.scorer(16000))
+    events: list[object] = []
+    for i in range(0, len(wire), 160):  # 20 ms mu-law frames
+        events += det.process_sync(up.process(ulaw_decode(wire[i : i + 160])), i / 8000)
+    starts = [e for e in events if isinstance(e, VadStartedFrame)]
+    assert starts and 0.45 <= starts[0].at <= 0.8

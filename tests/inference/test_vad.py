@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from brisvox.core.errors import ConfigError
 from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
@@ -151,3 +153,30 @@ async def test_windows_refused_by_a_full_pool_are_dropped_and_counted() -> None:
         release.set()
         await asyncio.gather(running, queued)
         assert await det.process(tone(0.05, 3000), 0.05) == [VadStartedFrame(at=0.05)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    probs=st.lists(st.sampled_from([0.0, 0.2, 0.4, 0.6, 1.0]), max_size=300),
+    min_speech=st.integers(0, 10),
+    min_silence=st.integers(1, 30),
+)
+def test_events_alternate_and_each_stop_closes_the_start_before_it(
+    probs: list[float], min_speech: int, min_silence: int
+) -> None:
+    params = VadParams(min_speech=min_speech * 0.01, min_silence=min_silence * 0.01)
+    tracker = VadTracker(params, RATE)
+    events = [e for i, p in enumerate(probs) if (e := tracker.observe(i * 0.01, WIN, p)) is not None]
+    end = tracker.finish(len(probs) * 0.01)
+    if end is not None:
+        events.append(end)
+    for i, e in enumerate(events):
+        assert isinstance(e, VadStartedFrame if i % 2 == 0 else VadStoppedFrame)
+        if isinstance(e, VadStoppedFrame):
+            start = events[i - 1]
+            assert isinstance(start, VadStartedFrame)
+            assert e.speech_started_at == start.at
+            # Speech lasted at least min_speech before it could start, and the stop is backdated
+            # to the first silent window, which comes after the confirming speech.
+            assert e.at >= start.at + params.min_speech - 1e-9
+    assert not tracker.speaking

@@ -13,6 +13,14 @@ from brisvox.agent.context import (
     UserMessage,
 )
 from brisvox.agent.interrupt import BackchannelSet, InterruptionPolicy
+from brisvox.agent.played import (
+    PlayedConfig,
+    PlayedText,
+    TruncateError,
+    Truncation,
+    TruncationStats,
+    apply_truncation,
+)
 from brisvox.agent.tools.spec import ToolKind, ToolSpec
 from brisvox.agent.turn import Adaptive, FixedSilence, TurnMachine, TurnPolicy, TurnState
 
@@ -26,14 +34,20 @@ __all__ = [
     "FixedSilence",
     "InterruptionPolicy",
     "Message",
+    "PlayedConfig",
+    "PlayedText",
     "SystemMessage",
     "TokenEstimator",
     "ToolCall",
     "ToolKind",
     "ToolMessage",
     "ToolSpec",
+    "TruncateError",
+    "Truncation",
+    "TruncationStats",
     "TurnMachine",
     "TurnPolicy",
     "TurnState",
     "UserMessage",
+    "apply_truncation",
 ]

@@ -304,6 +304,8 @@ class CancelTimer:
 TurnAction = StartUserTurn | EndUserTurn | Interrupt | RequestAnalysis | ArmTimer | CancelTimer
 
 _CANCEL = CancelTimer()
+_AWAITING = TurnState.AWAITING_RESPONSE
+_BOT_SPEAKING = TurnState.BOT_SPEAKING
 
 
 # --- read-only views ----------------------------------------------------------------------
@@ -695,21 +697,28 @@ class TurnMachine:
         return True
 
     def _on_bot_started(self, inp: BotAudioStarted, out: list[TurnAction]) -> bool:
-        state = self._state
-        if inp.epoch != self._epoch or not (
-            state is TurnState.AWAITING_RESPONSE or state is TurnState.BOT_SPEAKING
-        ):
+        # Hot path: with per-chunk reporting this runs every 20 ms of bot audio.
+        if inp.epoch != self._epoch:
             return False
-        last = self._bot_audio_last
-        if last is None:
-            self._bot_audio_since = self._bot_audio_last = inp.at
-        elif inp.at > last:
-            if inp.at - last >= self._interruption.echo_guard:
-                self._bot_audio_since = inp.at  # audio resumed after a real gap
-            self._bot_audio_last = inp.at
-        self._state = TurnState.BOT_SPEAKING
+        state = self._state
+        at = inp.at
+        if state is _BOT_SPEAKING:
+            last = self._bot_audio_last
+            if last is not None:
+                if at <= last:
+                    return True  # a repeated or older report changes nothing
+                self._bot_audio_last = at
+                guard = self._interruption.echo_guard
+                if guard == 0 or at - last < guard:
+                    return True  # the same burst: the echo window stays where it is
+            self._bot_audio_since = self._bot_audio_last = at  # audio resumed after a real gap
+        elif state is _AWAITING:
+            self._bot_audio_since = self._bot_audio_last = at
+            self._state = _BOT_SPEAKING
+        else:
+            return False
         if self._candidate is not None:
-            self._judge(inp.at, out)
+            self._judge(at, out)  # the echo window (re)started
         return True
 
     def _on_bot_ended(self, inp: BotAudioEnded, out: list[TurnAction]) -> bool:

@@ -137,3 +137,15 @@ def test_json_pointer_escapes_tilde_and_slash() -> None:
     schema = compile_schema({"type": "object", "properties": {"a/b~c": {"type": "integer"}}})
     issues, _ = schema.issues({"a/b~c": "x"})
     assert issues[0].path == "/a~1b~0c"
+
+
+def test_large_invalid_arguments_report_their_first_issue_only_and_say_so() -> None:
+    from brisvox.agent.tools.schema import FULL_REPORT_MAX_VALUES
+
+    schema = compile_schema({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "string"}}}})
+    small, more = schema.issues({"xs": [0] * (FULL_REPORT_MAX_VALUES - 2)})
+    assert len(small) == 5 and more
+    big, more = schema.issues({"xs": [0] * 5000})
+    assert [i.path for i in big] == ["/xs/0"] and more
+    one, more = schema.issues({"xs": ["a", 1]})
+    assert [i.path for i in one] == ["/xs/1"] and not more

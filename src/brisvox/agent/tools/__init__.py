@@ -5,6 +5,17 @@ from brisvox.agent.tools.cancel import CancelToken
 from brisvox.agent.tools.confirm import Confirmations
 from brisvox.agent.tools.engine import EngineConfig, ToolEngine
 from brisvox.agent.tools.execution import Execution, Speculation
+from brisvox.agent.tools.filler import (
+    DEFAULT_FILLER_DELAY,
+    DEFAULT_FILLER_TEXT,
+    FillerChoice,
+    FillerClips,
+    FillerConfig,
+    FillerPhrase,
+    FillerPlan,
+    FillerPolicy,
+    StaticClips,
+)
 from brisvox.agent.tools.registry import (
     CONFIRM_PENDING,
     RegistryError,
@@ -22,12 +33,20 @@ from brisvox.agent.tools.store import IdempotencyKey, IdempotencyUsage
 __all__ = [
     "CONFIRM_PENDING",
     "DEFAULT_FILLER_AFTER",
+    "DEFAULT_FILLER_DELAY",
+    "DEFAULT_FILLER_TEXT",
     "DEFAULT_TOOL_TIMEOUT",
     "CancelToken",
     "Confirmations",
     "EngineConfig",
     "ErrorKind",
     "Execution",
+    "FillerChoice",
+    "FillerClips",
+    "FillerConfig",
+    "FillerPhrase",
+    "FillerPlan",
+    "FillerPolicy",
     "IdempotencyKey",
     "IdempotencyUsage",
     "LateNote",
@@ -35,6 +54,7 @@ __all__ = [
     "RegistryError",
     "RegistryErrorKind",
     "Speculation",
+    "StaticClips",
     "Tool",
     "ToolCallContext",
     "ToolEngine",

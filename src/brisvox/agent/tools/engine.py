@@ -32,6 +32,8 @@ from typing import Any
 
 from brisvox.agent.assemble import DEFAULT_MAX_CALLS, InvalidCall
 from brisvox.agent.context import ToolCall, ToolMessage
+from brisvox.agent.tools import _calls as texts
+from brisvox.agent.tools._calls import Raised, guarded, lost_body, timed_out_running
 from brisvox.agent.tools._race import Ended, race
 from brisvox.agent.tools._records import (
     MAILBOX_CAPACITY,
@@ -55,9 +57,7 @@ from brisvox.agent.tools.execution import Execution, Speculation
 from brisvox.agent.tools.registry import (
     CONFIRM_PENDING,
     RegisteredTool,
-    Tool,
     ToolCallContext,
-    ToolError,
     ToolRegistry,
 )
 from brisvox.agent.tools.results import ErrorKind, Outcome, error_message, truncate_result
@@ -213,10 +213,10 @@ class ToolEngine:
         if held:
             if self._newest is not None and epoch < self._newest:
                 for s in held:
-                    self._answer_error(s, epoch, ErrorKind.STALE_TURN, Outcome.STALE_TURN, _STALE)
+                    self._answer_error(s, epoch, ErrorKind.STALE_TURN, Outcome.STALE_TURN, texts.STALE)
             elif self._invalid > self.config.max_invalid_rounds:
                 for s in held:
-                    self._answer_error(s, epoch, ErrorKind.BUDGET_EXHAUSTED, Outcome.BUDGET_EXHAUSTED, _EXHAUSTED)
+                    self._answer_error(s, epoch, ErrorKind.BUDGET_EXHAUSTED, Outcome.BUDGET_EXHAUSTED, texts.EXHAUSTED)
         run_id = self._next_run()
         ran = await self._run([s for s in held if s.answer is None], epoch, cancel, run_id)
         exhausted = speculation.budget_exhausted or any(s.outcome is Outcome.BUDGET_EXHAUSTED for s in held)
@@ -292,7 +292,7 @@ class ToolEngine:
         if self._newest is not None and epoch < self._newest:
             for s in slots:
                 s.held = False
-                self._answer_error(s, epoch, ErrorKind.STALE_TURN, Outcome.STALE_TURN, _STALE, overwrite=True)
+                self._answer_error(s, epoch, ErrorKind.STALE_TURN, Outcome.STALE_TURN, texts.STALE, overwrite=True)
             return False
         if self._newest is None or epoch > self._newest:
             self._newest = epoch
@@ -305,7 +305,7 @@ class ToolEngine:
             for s in slots:
                 s.held = False
                 self._answer_error(
-                    s, epoch, ErrorKind.BUDGET_EXHAUSTED, Outcome.BUDGET_EXHAUSTED, _EXHAUSTED, overwrite=True
+                    s, epoch, ErrorKind.BUDGET_EXHAUSTED, Outcome.BUDGET_EXHAUSTED, texts.EXHAUSTED, overwrite=True
                 )
             return True
         for s in slots:
@@ -338,7 +338,7 @@ class ToolEngine:
                     if cancel.is_cancelled:
                         self._stats.not_started_cancelled += 1
                         self._settle_error(
-                            slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.NOT_STARTED, _NOT_STARTED
+                            slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.NOT_STARTED, texts.NOT_STARTED
                         )
                         continue
                     if not registered.spec.is_side_effect:
@@ -366,7 +366,7 @@ class ToolEngine:
         timeout = registered.spec.timeout
         try:
             async with TaskScope(f"tool/{slot.call_id}") as scope:
-                task = scope.spawn(_guarded(registered.tool, slot.call.arguments, ctx), name="call")
+                task = scope.spawn(guarded(registered.tool, slot.call.arguments, ctx), name="call")
                 ended = await race(self.clock, task, start + timeout, cancel)
                 if ended is not Ended.DONE:
                     scope.cancel()
@@ -375,7 +375,7 @@ class ToolEngine:
             raise
         if ended is Ended.CANCELLED:
             self._stats.read_only_cancelled += 1
-            self._settle_error(slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.INTERRUPTED, _INTERRUPTED_RO)
+            self._settle_error(slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.INTERRUPTED, texts.INTERRUPTED_RO)
             return
         if ended is Ended.TIMEOUT:
             self._settle_error(
@@ -383,13 +383,13 @@ class ToolEngine:
             )
             return
         value = task.result()
-        if isinstance(value, _Raised):
+        if isinstance(value, Raised):
             self._settle_error(slot, epoch, start, ErrorKind.TOOL_FAILED, Outcome.FAILED, value.detail)
             return
         try:
             text = _render(value.value)
         except (TypeError, ValueError):
-            self._settle_error(slot, epoch, start, ErrorKind.TOOL_FAILED, Outcome.FAILED, _NOT_JSON)
+            self._settle_error(slot, epoch, start, ErrorKind.TOOL_FAILED, Outcome.FAILED, texts.NOT_JSON)
             return
         limit = self.config.max_result_bytes
         if len(text) > limit or len(text.encode()) > limit:
@@ -434,6 +434,20 @@ class ToolEngine:
         spec = registered.spec
         gated = False
         confirms: PendingConfirmation | None = None
+        # A replay of a call id (a confirming call included) answers from the record.
+        key = IdempotencyKey(self.session, epoch, call.id)
+        entry = self._store.get(key)
+        if entry is not None:
+            if entry.state is EntryState.DONE:
+                self._stats.side_effect_replays += 1
+                answer = ToolMessage(call_id=call.id, content=entry.content, is_error=entry.is_error)
+                self._settle(slot, epoch, start, answer, Outcome.RECORDED)
+            elif entry.state is EntryState.IN_FLIGHT:
+                self._settle_error(slot, epoch, start, ErrorKind.DUPLICATE_CALL, Outcome.DUPLICATE, texts.DUPLICATE)
+            else:
+                self._settle_error(slot, epoch, start, ErrorKind.UNKNOWN_OUTCOME, Outcome.LOST, texts.UNKNOWN)
+            return None
+
         if spec.name == CONFIRM_PENDING:
             taken = self.confirmations.take(call.arguments.get("call_id"), epoch, start)
             if not isinstance(taken, PendingConfirmation):
@@ -465,28 +479,15 @@ class ToolEngine:
             )
             return None
 
-        key = IdempotencyKey(self.session, epoch, call.id)
-        entry = self._store.get(key)
-        if entry is not None:
-            if entry.state is EntryState.DONE:
-                self._stats.side_effect_replays += 1
-                answer = ToolMessage(call_id=call.id, content=entry.content, is_error=entry.is_error)
-                self._settle(slot, epoch, start, answer, Outcome.RECORDED)
-            elif entry.state is EntryState.IN_FLIGHT:
-                self._settle_error(slot, epoch, start, ErrorKind.DUPLICATE_CALL, Outcome.DUPLICATE, _DUPLICATE)
-            else:
-                self._settle_error(slot, epoch, start, ErrorKind.UNKNOWN_OUTCOME, Outcome.LOST, _UNKNOWN)
-            return None
-
         digest = arguments_digest(spec.name, call.arguments)
         if not gated and self._answer_orphan(slot, spec.name, digest, epoch, start, run_id):
             return None
         if not gated and not spec.repeatable and self._is_repeat(spec.name, digest, epoch, run_id):
             self._stats.side_effect_repeats += 1
-            self._settle_error(slot, epoch, start, ErrorKind.ALREADY_DONE, Outcome.REPEAT_REFUSED, _ALREADY_DONE)
+            self._settle_error(slot, epoch, start, ErrorKind.ALREADY_DONE, Outcome.REPEAT_REFUSED, texts.ALREADY_DONE)
             return None
         if not self._store.begin(key):
-            self._settle_error(slot, epoch, start, ErrorKind.STORE_FULL, Outcome.STORE_FULL, _STORE_FULL)
+            self._settle_error(slot, epoch, start, ErrorKind.STORE_FULL, Outcome.STORE_FULL, texts.STORE_FULL)
             return None
 
         loop = asyncio.get_running_loop()
@@ -535,18 +536,18 @@ class ToolEngine:
             if settled is None:
                 self._stats.orphan_in_flight += 1
                 self._settle_error(
-                    slot, epoch, start, ErrorKind.DUPLICATE_CALL, Outcome.ORPHAN_IN_FLIGHT, _ORPHAN_RUNNING
+                    slot, epoch, start, ErrorKind.DUPLICATE_CALL, Outcome.ORPHAN_IN_FLIGHT, texts.ORPHAN_RUNNING
                 )
             elif rec.note_reported:
                 self._stats.orphan_reported += 1
                 self._settle_error(
-                    slot, epoch, start, ErrorKind.ALREADY_REPORTED, Outcome.ORPHAN_REPORTED, _ALREADY_REPORTED
+                    slot, epoch, start, ErrorKind.ALREADY_REPORTED, Outcome.ORPHAN_REPORTED, texts.ALREADY_REPORTED
                 )
             elif settled.lost:
                 self._stats.orphan_lost += 1
                 rec.claimed_by = run_id
                 slot.claim = ReplayClaim(rec, slot.call_id, epoch, run_id)
-                self._settle_error(slot, epoch, start, ErrorKind.UNKNOWN_OUTCOME, Outcome.ORPHAN_LOST, _UNKNOWN)
+                self._settle_error(slot, epoch, start, ErrorKind.UNKNOWN_OUTCOME, Outcome.ORPHAN_LOST, texts.UNKNOWN)
             else:
                 self._stats.orphan_replays += 1
                 rec.claimed_by = run_id
@@ -580,18 +581,18 @@ class ToolEngine:
         settled: Settled
         try:
             async with TaskScope(f"tool/{call.id}") as scope:
-                task = scope.spawn(_guarded(registered.tool, call.arguments, ctx), name="call")
+                task = scope.spawn(guarded(registered.tool, call.arguments, ctx), name="call")
                 ended = await race(self.clock, task, record.started_at + runtime, None)
                 if ended is not Ended.DONE:
                     scope.cancel()
             if ended is not Ended.DONE:
                 log.warning("side-effect call %s passed the %g s backstop; outcome unknown", spec.name, runtime)
-                settled = Settled(_lost_body(call.id, spec.name, _BACKSTOP), True, Outcome.LOST, lost=True)
+                settled = Settled(lost_body(call.id, spec.name, texts.BACKSTOP), True, Outcome.LOST, lost=True)
             else:
                 value = task.result()
-                if isinstance(value, _Raised):
+                if isinstance(value, Raised):
                     if value.crashed:
-                        settled = Settled(_lost_body(call.id, spec.name, _CRASHED), True, Outcome.LOST, lost=True)
+                        settled = Settled(lost_body(call.id, spec.name, texts.CRASHED), True, Outcome.LOST, lost=True)
                     else:
                         body = error_message(call.id, ErrorKind.TOOL_FAILED, spec.name, value.detail).content
                         settled = Settled(body, True, Outcome.FAILED)
@@ -600,11 +601,11 @@ class ToolEngine:
                         text, cut = truncate_result(_render(value.value), self.config.max_result_bytes)
                         settled = Settled(text, False, Outcome.OK_TRUNCATED if cut else Outcome.OK)
                     except (TypeError, ValueError):
-                        body = error_message(call.id, ErrorKind.TOOL_FAILED, spec.name, _NOT_JSON).content
+                        body = error_message(call.id, ErrorKind.TOOL_FAILED, spec.name, texts.NOT_JSON).content
                         settled = Settled(body, True, Outcome.FAILED)
         except asyncio.CancelledError:
             # The engine is closing: the call is aborted and its outcome is unknown.
-            self._record(record, Settled(_lost_body(call.id, spec.name, _ABORTED), True, Outcome.LOST, lost=True))
+            self._record(record, Settled(lost_body(call.id, spec.name, texts.ABORTED), True, Outcome.LOST, lost=True))
             raise
         self._record(record, settled)
 
@@ -672,11 +673,11 @@ class ToolEngine:
         if ended is Ended.CANCELLED:
             self._stats.side_effect_interrupted += 1
             self._settle_error(
-                slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.INTERRUPTED_RUNNING, _INTERRUPTED_SE
+                slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.INTERRUPTED_RUNNING, texts.INTERRUPTED_SE
             )
         else:
             self._settle_error(
-                slot, epoch, start, ErrorKind.TIMEOUT, Outcome.TIMED_OUT_RUNNING, _timed_out_running(timeout)
+                slot, epoch, start, ErrorKind.TIMEOUT, Outcome.TIMED_OUT_RUNNING, timed_out_running(timeout)
             )
 
     # -- executions ----------------------------------------------------------------------------
@@ -760,63 +761,3 @@ class ToolEngine:
                 "retries": slot.retries,
             },
         )
-
-
-# ---------------------------------------------------------------------------------------------
-# Running a tool without letting it unwind into the engine
-
-
-@dataclass(frozen=True, slots=True)
-class _Returned:
-    value: Any
-
-
-@dataclass(frozen=True, slots=True)
-class _Raised:
-    detail: str
-    crashed: bool
-
-
-async def _guarded(tool: Tool, arguments: dict[str, Any], ctx: ToolCallContext) -> _Returned | _Raised:
-    """Calls the tool; a raise (in the call or in its awaitable) becomes a value, never an unwind."""
-    try:
-        return _Returned(await tool(arguments, ctx))
-    except ToolError as e:
-        return _Raised(str(e) or "the tool failed", crashed=False)
-    except Exception as e:
-        # Only the type: an exception message may quote the arguments.
-        log.warning("a tool raised %s", type(e).__name__)
-        return _Raised(f"the tool crashed ({type(e).__name__})", crashed=True)
-
-
-def _lost_body(call_id: str, tool: str, detail: str) -> str:
-    return error_message(call_id, ErrorKind.UNKNOWN_OUTCOME, tool, detail).content
-
-
-def _timed_out_running(timeout: float) -> str:
-    return (
-        f"no answer within {timeout:g} s, but the action keeps running; its result will follow as a "
-        "note. Do not call it again; tell the caller it is still in progress"
-    )
-
-
-_STALE = "this call belongs to a turn that was superseded; it was not run"
-_EXHAUSTED = "too many invalid tool calls in this turn; no more tools run now. Answer the caller without tools"
-_NOT_STARTED = "the caller interrupted before this call started; it did not run"
-_INTERRUPTED_RO = "the caller interrupted; the lookup was cancelled"
-_INTERRUPTED_SE = (
-    "the caller interrupted, but the action keeps running; its result will follow as a note. Do not repeat it"
-)
-_DUPLICATE = "a call with this id is already running; its result comes once"
-_UNKNOWN = "the outcome of this action is unknown (it ended without a result); do not repeat it, tell the caller"
-_ALREADY_DONE = (
-    "an identical call already ran earlier in this turn and succeeded; its result is above. "
-    "Do not repeat this call; tell the caller what happened"
-)
-_ALREADY_REPORTED = "an identical earlier call already finished; its result is in the note above. Do not repeat it"
-_ORPHAN_RUNNING = "an identical earlier call is still running; its result follows as a note. Do not repeat it"
-_STORE_FULL = "too many actions are still running; this one was not started. Try again shortly"
-_NOT_JSON = "the tool returned a value that is not JSON"
-_BACKSTOP = "the action did not finish within its hard time limit; its outcome is unknown. Do not repeat it"
-_CRASHED = "the action crashed; its outcome is unknown. Do not repeat it, tell the caller"
-_ABORTED = "the session ended while the action ran; its outcome is unknown"

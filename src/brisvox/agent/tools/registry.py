@@ -150,9 +150,26 @@ class ToolRegistry:
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: {e}") from None
         self._tools[name] = RegisteredTool(spec, tool, schema)
         if spec.confirm and CONFIRM_PENDING not in self._tools:
-            self._tools[CONFIRM_PENDING] = RegisteredTool(
-                CONFIRM_PENDING_SPEC, _confirm_pending_placeholder, compile_schema(CONFIRM_PENDING_SPEC.parameters)
+            self._add_confirm_pending()
+
+    def require_confirmation(self, name: str) -> None:
+        """Turns the confirmation gate on for a registered SideEffect tool (an agent file's confirm_tools)."""
+        entry = self._tools.get(name)
+        if entry is None or name == CONFIRM_PENDING:
+            raise RegistryError(RegistryErrorKind.INVALID_NAME, f"no confirmable tool named {name!r} is registered")
+        if entry.spec.kind is not ToolKind.SIDE_EFFECT:
+            raise RegistryError(
+                RegistryErrorKind.CONFIRM_NEEDS_SIDE_EFFECT,
+                f"tool {name!r}: confirm applies to SideEffect tools only",
             )
+        self._tools[name] = RegisteredTool(entry.spec.with_confirm(True), entry.tool, entry.schema)
+        if CONFIRM_PENDING not in self._tools:
+            self._add_confirm_pending()
+
+    def _add_confirm_pending(self) -> None:
+        self._tools[CONFIRM_PENDING] = RegisteredTool(
+            CONFIRM_PENDING_SPEC, _confirm_pending_placeholder, compile_schema(CONFIRM_PENDING_SPEC.parameters)
+        )
 
     def get(self, name: str) -> RegisteredTool | None:
         return self._tools.get(name)

@@ -1,0 +1,249 @@
+"""Filler policy: when a tool round is slow, what the agent says so the line is not silent.
+
+Pure: the caller (the LLM runner) measures the delay on its injected clock from the
+start of the tool round and calls :meth:`FillerPolicy.choose` when it passes.
+
+* **Delay.** By default one fixed delay for every tool (:data:`DEFAULT_FILLER_DELAY`,
+  1.2 s): the caller hears the same silence whatever runs, and a lookup that answers
+  within about a second does not start a filler its answer would cut off.  A tool opts
+  out with ``filler_after=None``; under the fixed delay its own value is only the on/off
+  switch.  :meth:`FillerPolicy.per_tool` uses each tool's ``filler_after`` as its delay.
+  A round with several calls fills after the smallest delay of its calls (ties: the
+  first call).
+* **Phrases.** A generic list and per-tool lists rotate round-robin (no randomness, so
+  simulations stay deterministic); only a filler actually chosen advances a rotation.
+  A copy made with :meth:`FillerPolicy.clone` (or any ``with_*``) starts its own
+  rotation and shares only the clip cache.
+* **Clips.** A phrase may name a pre-rendered clip; the key reaches the choice only
+  when the clip cache reports it available.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, runtime_checkable
+
+from brisvox.agent.tools.spec import ToolSpec
+from brisvox.core.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_FILLER_DELAY",
+    "DEFAULT_FILLER_TEXT",
+    "FillerChoice",
+    "FillerClips",
+    "FillerConfig",
+    "FillerPhrase",
+    "FillerPlan",
+    "FillerPolicy",
+    "StaticClips",
+]
+
+DEFAULT_FILLER_DELAY = 1.2
+DEFAULT_FILLER_TEXT = "One moment, please."
+
+
+@dataclass(frozen=True, slots=True)
+class FillerPhrase:
+    text: str
+    clip: str | None = None
+
+
+@runtime_checkable
+class FillerClips(Protocol):
+    """A cache of pre-rendered filler clips."""
+
+    def has_clip(self, key: str) -> bool: ...
+
+
+class StaticClips:
+    """A fixed set of available clip keys."""
+
+    __slots__ = ("_keys",)
+
+    def __init__(self, keys: Iterable[str] = ()) -> None:
+        self._keys = frozenset(keys)
+
+    def has_clip(self, key: str) -> bool:
+        return key in self._keys
+
+
+@dataclass(frozen=True, slots=True)
+class FillerChoice:
+    text: str
+    clip: str | None
+    tool: str
+
+
+@dataclass(frozen=True, slots=True)
+class FillerPlan:
+    """The round's filler: after ``delay`` seconds, for the call of ``tool``."""
+
+    delay: float
+    tool: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FillerConfig:
+    """Session configuration: on/off, and either one fixed delay or each tool's own delay."""
+
+    DEFAULT: ClassVar[FillerConfig]
+    PER_TOOL: ClassVar[FillerConfig]
+    OFF: ClassVar[FillerConfig]
+
+    enabled: bool = True
+    delay: float | None = DEFAULT_FILLER_DELAY
+    per_tool: bool = False
+
+    def __post_init__(self) -> None:
+        if self.per_tool and self.delay is not None:
+            raise ConfigError("filler: per_tool and a fixed delay exclude each other (one would be ignored)")
+        if not self.per_tool and self.delay is None:
+            raise ConfigError("filler: a fixed delay is needed unless per_tool is set")
+        if self.delay is not None and (not math.isfinite(self.delay) or self.delay < 0):
+            raise ConfigError(f"filler: delay must be a non-negative number of seconds, got {self.delay!r}")
+
+
+FillerConfig.DEFAULT = FillerConfig()
+FillerConfig.PER_TOOL = FillerConfig(delay=None, per_tool=True)
+FillerConfig.OFF = FillerConfig(enabled=False)
+
+
+class _Rotation:
+    __slots__ = ("counters",)
+
+    def __init__(self) -> None:
+        self.counters: dict[str | None, int] = {}
+
+    def next(self, key: str | None, n: int) -> int:
+        i = self.counters.get(key, 0)
+        self.counters[key] = i + 1
+        return i % n
+
+
+class FillerPolicy:
+    """Decides when (``plan``) and what (``choose``) a tool round's filler is."""
+
+    __slots__ = ("_clips", "_delay", "_enabled", "_per_tool", "_phrases", "_rotation", "_tool_phrases")
+
+    def __init__(
+        self,
+        delay: float = DEFAULT_FILLER_DELAY,
+        *,
+        per_tool: bool = False,
+        enabled: bool = True,
+        phrases: Sequence[FillerPhrase] = (FillerPhrase(DEFAULT_FILLER_TEXT),),
+        tool_phrases: Mapping[str, Sequence[FillerPhrase]] | None = None,
+        clips: FillerClips | None = None,
+    ) -> None:
+        if not math.isfinite(delay) or delay < 0:
+            raise ConfigError(f"filler delay must be a non-negative number of seconds, got {delay!r}")
+        self._delay = delay
+        self._per_tool = per_tool
+        self._enabled = enabled
+        self._phrases = tuple(phrases)
+        self._tool_phrases = {k: tuple(v) for k, v in (tool_phrases or {}).items()}
+        self._clips = clips
+        self._rotation = _Rotation()
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def fixed(cls, delay: float = DEFAULT_FILLER_DELAY) -> FillerPolicy:
+        return cls(delay)
+
+    @classmethod
+    def per_tool(cls) -> FillerPolicy:
+        """Each tool's own ``filler_after`` is its delay."""
+        return cls(per_tool=True)
+
+    @classmethod
+    def from_config(cls, config: FillerConfig) -> FillerPolicy:
+        if config.per_tool:
+            return cls(per_tool=True, enabled=config.enabled)
+        assert config.delay is not None
+        return cls(config.delay, enabled=config.enabled)
+
+    def _copy(self, **changes: object) -> FillerPolicy:
+        fields: dict[str, object] = {
+            "delay": self._delay,
+            "per_tool": self._per_tool,
+            "enabled": self._enabled,
+            "phrases": self._phrases,
+            "tool_phrases": self._tool_phrases,
+            "clips": self._clips,
+        }
+        fields.update(changes)
+        return FillerPolicy(**fields)  # type: ignore[arg-type]
+
+    def clone(self) -> FillerPolicy:
+        """A copy with its own rotation (it shares only the clip cache)."""
+        return self._copy()
+
+    def with_delay(self, delay: float) -> FillerPolicy:
+        return self._copy(delay=delay, per_tool=False)
+
+    def with_enabled(self, enabled: bool) -> FillerPolicy:
+        return self._copy(enabled=enabled)
+
+    def with_phrases(self, phrases: Iterable[FillerPhrase | str]) -> FillerPolicy:
+        return self._copy(phrases=_phrases(phrases))
+
+    def with_tool_phrases(self, tool: str, phrases: Iterable[FillerPhrase | str]) -> FillerPolicy:
+        per = dict(self._tool_phrases)
+        per[tool] = _phrases(phrases)
+        return self._copy(tool_phrases=per)
+
+    def with_clips(self, clips: FillerClips) -> FillerPolicy:
+        return self._copy(clips=clips)
+
+    # -- decisions ----------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled and (bool(self._phrases) or any(self._tool_phrases.values()))
+
+    @property
+    def delay(self) -> float | None:
+        """The fixed delay, or ``None`` for a per-tool policy."""
+        return None if self._per_tool else self._delay
+
+    def delay_for(self, spec: ToolSpec) -> float | None:
+        """Seconds after the round's start before this tool's filler; ``None``: never."""
+        if not self._enabled or spec.filler_after is None:
+            return None
+        if not self._phrases and not self._tool_phrases.get(spec.name):
+            return None
+        return max(0.0, spec.filler_after) if self._per_tool else self._delay
+
+    def plan(self, specs: Sequence[ToolSpec]) -> FillerPlan | None:
+        """The round's filler: the smallest delay of its calls (ties: the first call)."""
+        best: FillerPlan | None = None
+        for spec in specs:
+            d = self.delay_for(spec)
+            if d is not None and (best is None or d < best.delay):
+                best = FillerPlan(d, spec.name)
+        return best
+
+    def choose(self, tool: str) -> FillerChoice | None:
+        """The phrase to speak now for ``tool``'s round; advances that list's rotation."""
+        if not self._enabled:
+            return None
+        own = self._tool_phrases.get(tool)
+        phrases, key = (own, tool) if own else (self._phrases, None)
+        if not phrases:
+            return None
+        phrase = phrases[self._rotation.next(key, len(phrases))]
+        clip = phrase.clip
+        if clip is not None and (self._clips is None or not self._clips.has_clip(clip)):
+            clip = None
+        return FillerChoice(phrase.text, clip, tool)
+
+    def __repr__(self) -> str:
+        how = "per_tool" if self._per_tool else f"{self._delay:g}s"
+        return f"FillerPolicy({how}, enabled={self._enabled}, phrases={len(self._phrases)})"
+
+
+def _phrases(items: Iterable[FillerPhrase | str]) -> tuple[FillerPhrase, ...]:
+    return tuple(p if isinstance(p, FillerPhrase) else FillerPhrase(p) for p in items)
