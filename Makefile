@@ -45,6 +45,7 @@ bench: venv
 	$(PY) -m brisvox models fetch
 	$(PY) bench/core_hops.py
 	$(PY) bench/inference.py
+	$(PY) bench/cloud_llm_stream.py
 	$(PY) bench/turn_machine.py
 
 clean:

@@ -159,6 +159,142 @@ def bench_end_of_turn(args: argparse.Namespace) -> list[Row]:
     return rows
 
 
+# --- local providers (brisvox.providers.local) ------------------------------------------
+
+BENCH_SENTENCES = (
+    "I need to cancel my appointment for next week.",
+    "What time does the pharmacy close on Sunday?",
+    "I would like to change my delivery address.",
+    "Can you tell me the weather in Paris tomorrow?",
+    "Could you send me a copy of the invoice?",
+    "My name is John and I live in London.",
+)
+
+
+def espeak_pcm16(text: str, rate: int = 16000) -> bytes:
+    """espeak-ng speech as headerless PCM16 (raises Skipped when espeak-ng or sox is missing)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
+        raise Skipped("espeak-ng and sox are needed (make apt)")
+    wav = subprocess.run(["espeak-ng", "-v", "en-us", "-s", "160", "--stdout", text], capture_output=True, check=True).stdout
+    return subprocess.run(
+        ["sox", "-t", "wav", "-", "-r", str(rate), "-c", "1", "-b", "16", "-e", "signed", "-L", "-t", "raw", "-", "pad", "0.1", "0.2"],
+        input=wav, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+
+
+async def _transcribe_once(session: object, pcm: bytes) -> tuple[float, str]:
+    """Send an utterance, finalize, and time finalize -> final (ms)."""
+    from brisvox.providers.local import WhisperSttSession
+    from brisvox.providers.stt import Transcript
+
+    assert isinstance(session, WhisperSttSession)
+    for i in range(0, len(pcm), 640):
+        await session.send_audio(pcm[i : i + 640])
+    t0 = monotonic_ns()
+    await session.finalize()
+    event = await anext(session)
+    elapsed = (monotonic_ns() - t0) / 1e6
+    if not isinstance(event, Transcript):
+        raise RuntimeError(f"local STT failed: {event!r}")
+    return elapsed, event.text
+
+
+@section("stt")
+def bench_stt(args: argparse.Namespace) -> list[Row]:
+    from brisvox.providers.local import WhisperConfig, WhisperStt
+    from brisvox.providers.stt import SttConfig
+    from brisvox.sim.accuracy import word_accuracy
+
+    config = WhisperConfig()
+    if not (config.resolve_dir() / "model.bin").is_file():
+        raise Skipped("the Whisper model is not fetched (brisvox models fetch)")
+    three_s = espeak_pcm16("Book a table by the window for this evening.")  # 2.9 s with its padding
+    seconds = len(three_s) / 32000
+    sentences = [espeak_pcm16(s) for s in BENCH_SENTENCES]
+
+    async def run() -> list[Row]:
+        stt = WhisperStt(config)
+        try:
+            t0 = monotonic_ns()
+            await stt.warm()
+            warm_ms = (monotonic_ns() - t0) / 1e6
+            async with await stt.connect(SttConfig()) as session:
+                samples = [(await _transcribe_once(session, three_s))[0] for _ in range(min(args.repeat, 7))]
+                texts = [(await _transcribe_once(session, pcm))[1] for pcm in sentences]
+        finally:
+            await stt.aclose()
+        acc = statistics.mean(word_accuracy(ref, hyp) for ref, hyp in zip(BENCH_SENTENCES, texts, strict=True))
+        return [
+            Row("whisper tiny.en load + first run (warm)", warm_ms, "once"),
+            Row(
+                f"whisper tiny.en, finalize -> final of a {seconds:.1f} s utterance (int8, 2 threads)",
+                statistics.median(samples),
+                f"{len(samples)} runs; word accuracy {acc:.3f} on {len(texts)} espeak-ng sentences",
+            ),
+        ]
+
+    return asyncio.run(run())
+
+
+@section("tts")
+def bench_tts(args: argparse.Namespace) -> list[Row]:
+    from brisvox.providers.local import HibariTts
+    from brisvox.providers.tts import TtsAudio, TtsConfig, TtsFlushed
+
+    text = "Your table for two is booked for seven thirty tonight. Is there anything else I can help you with?"
+    short = "Sure, one moment."
+
+    async def speak(session: object, ctx: int, what: str) -> tuple[float, float, float]:
+        """(ms to the first audio, ms to flushed, seconds of audio)."""
+        from brisvox.providers.local import HibariTtsSession
+
+        assert isinstance(session, HibariTtsSession)
+        t0 = monotonic_ns()
+        await session.send_text(ctx, what)
+        await session.flush(ctx)
+        first = None
+        audio = 0.0
+        async for event in session:
+            if isinstance(event, TtsAudio):
+                first = first if first is not None else (monotonic_ns() - t0) / 1e6
+                audio += event.duration
+            elif isinstance(event, TtsFlushed):
+                break
+        assert first is not None
+        return first, (monotonic_ns() - t0) / 1e6, audio
+
+    async def run() -> list[Row]:
+        tts = HibariTts()
+        try:
+            t0 = monotonic_ns()
+            await tts.warm()
+            warm_ms = (monotonic_ns() - t0) / 1e6
+            n = min(args.repeat, 10)
+            async with await tts.connect(TtsConfig()) as session:
+                firsts_short = [(await speak(session, i, short))[0] for i in range(n)]
+                runs = [await speak(session, 100 + i, text) for i in range(n)]
+        finally:
+            await tts.aclose()
+        first = statistics.median(r[0] for r in runs)
+        total = statistics.median(r[1] for r in runs)
+        audio = statistics.median(r[2] for r in runs)
+        return [
+            Row("hibari load + first synthesis (warm)", warm_ms, "once"),
+            Row(f"hibari time to first audio, {len(short)}-char reply", statistics.median(firsts_short), f"{n} runs"),
+            Row(f"hibari time to first audio, two sentences ({len(text)} chars)", first, f"{n} runs"),
+            Row(
+                f"hibari whole two-sentence reply ({audio:.2f} s of audio)",
+                total,
+                f"real-time factor {total / 1000 / audio:.3f}, {audio * 1000 / total:.0f}x real time",
+            ),
+        ]
+
+    return asyncio.run(run())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="sections to run (default: all)")

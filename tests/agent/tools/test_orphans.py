@@ -37,6 +37,14 @@ async def _interrupted_at(clock: SimClock, eng: ToolEngine, calls: list[ToolCall
     return ex
 
 
+async def _finished_orphan(clock: SimClock, eng: ToolEngine, ctx: Context) -> None:
+    """A booking interrupted at 0.5 s (answered interrupted, appended) that has finished since."""
+    first = [call("t1.0", "book", slot="7pm")]
+    _turn(ctx, first)
+    (await _interrupted_at(clock, eng, first, 1, 0.5)).append_to(ctx)
+    await clock.sleep(3.0)
+
+
 def _turn(ctx: Context, calls: list[ToolCall], user: str = "hi") -> None:
     ctx.push_user(user)
     ctx.push_assistant(tool_calls=calls)
@@ -93,10 +101,7 @@ async def test_a_repeat_after_the_orphans_note_was_taken_is_already_reported() -
     probe = Probe(clock)
     ctx = Context()
     async with engine(_reg(probe), clock) as eng:
-        first = [call("t1.0", "book", slot="7pm")]
-        _turn(ctx, first)
-        (await _interrupted_at(clock, eng, first, 1, 0.5)).append_to(ctx)
-        await clock.sleep(3.0)
+        await _finished_orphan(clock, eng, ctx)
         ctx.push_user("hello?")
         for n in eng.take_late_notes():
             ctx.push(n.message())
@@ -121,10 +126,7 @@ async def test_a_repeat_after_a_delivered_execution_carried_the_note_is_already_
     probe = Probe(clock)
     ctx = Context()
     async with engine(_reg(probe), clock) as eng:
-        first = [call("t1.0", "book", slot="7pm")]
-        _turn(ctx, first)
-        (await _interrupted_at(clock, eng, first, 1, 0.5)).append_to(ctx)
-        await clock.sleep(3.0)
+        await _finished_orphan(clock, eng, ctx)
         other = [call("t2.0", "look")]
         _turn(ctx, other)
         carrier = await eng.execute(other, 2, CancelToken())
@@ -143,10 +145,7 @@ async def test_a_repeat_after_a_discarded_execution_carried_the_note_is_replayed
     probe = Probe(clock)
     ctx = Context()
     async with engine(_reg(probe), clock) as eng:
-        first = [call("t1.0", "book", slot="7pm")]
-        _turn(ctx, first)
-        (await _interrupted_at(clock, eng, first, 1, 0.5)).append_to(ctx)
-        await clock.sleep(3.0)
+        await _finished_orphan(clock, eng, ctx)
         carrier = await eng.execute([call("t2.0", "look")], 2, CancelToken())
         assert len(carrier.late_notes) == 1
         carrier.discard()  # never reached the model: the note goes back

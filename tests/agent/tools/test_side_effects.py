@@ -369,3 +369,21 @@ async def test_every_result_is_answered_or_noted_exactly_once_when_tools_finish_
 
 
 _ = RO
+
+
+async def test_json_results_exactly_at_the_limit_pass_for_both_kinds_and_a_json_side_effect_is_cut() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    reg = ToolRegistry()
+    value = {"k": "é" * 4}  # {"k": "éééé"}: 9 ASCII bytes + 8 = 17 bytes
+    limit = len(json.dumps(value, ensure_ascii=False).encode())
+    reg.register(spec("ro_at", RO), scripted(probe, "ro_at", result=value))
+    reg.register(spec("se_at", SE), scripted(probe, "se_at", result=value))
+    reg.register(spec("se_over", SE), scripted(probe, "se_over", result={"k": "é" * 5}))
+    async with engine(reg, clock, max_result_bytes=limit) as eng:
+        ex = await eng.execute([call("t1.0", "ro_at"), call("t1.1", "se_at"), call("t1.2", "se_over")], 1, CancelToken())
+        ex.mark_delivered()
+        assert [json.loads(m.content) for m in ex.results[:2]] == [value, value]
+        cut = ex.results[2].content
+        assert not ex.results[2].is_error and cut.endswith(TRUNCATION_MARKER)
+        assert cut == '{"k' + TRUNCATION_MARKER and len(cut.encode()) == limit

@@ -113,3 +113,20 @@ async def test_side_effect_executions_are_logged_at_info_with_the_key_digest() -
 
     assert IdempotencyKey("sess-1", 1, "t1.0").hex() in infos[0].getMessage()
     assert "book" in infos[0].getMessage() and SECRET not in infos[0].getMessage()
+
+
+async def test_a_confirmed_execution_is_logged_with_the_request_it_confirms() -> None:
+    from brisvox.agent.context import ToolCall
+
+    clock = SimClock()
+    probe = Probe(clock)
+    reg = ToolRegistry()
+    reg.register(spec("transfer_call", SE, confirm=True), scripted(probe, "transfer_call", 0.0))
+    with _captured() as cap:
+        async with engine(reg, clock) as eng:
+            (await eng.execute([call("t1.0", "transfer_call", number=SECRET)], 1, CancelToken())).mark_delivered()
+            eng.confirmations.note_user_turn()
+            confirm = ToolCall(id="t2.0", name="confirm_pending", arguments={"call_id": "t1.0"})
+            (await eng.execute([confirm], 2, CancelToken())).mark_delivered()
+    infos = [r.getMessage() for r in cap.records if r.levelno == logging.INFO]
+    assert len(infos) == 1 and "confirms=t1.0" in infos[0] and SECRET not in infos[0]

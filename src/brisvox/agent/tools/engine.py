@@ -61,7 +61,7 @@ from brisvox.agent.tools.registry import (
     ToolRegistry,
 )
 from brisvox.agent.tools.results import ErrorKind, Outcome, error_message, truncate_result
-from brisvox.agent.tools.stats import ToolStats, ToolStatsSnapshot
+from brisvox.agent.tools.stats import ToolStatsSnapshot, bump
 from brisvox.agent.tools.store import EntryState, IdempotencyKey, IdempotencyStore, IdempotencyUsage
 from brisvox.core.clock import Clock
 from brisvox.core.tasks import TaskScope
@@ -126,7 +126,7 @@ class ToolEngine:
         self._scope = TaskScope(f"tools[{session}]")
         self._mailbox = Mailbox(MAILBOX_CAPACITY)
         self._recent: deque[Record] = deque(maxlen=ORPHAN_CAPACITY)
-        self._stats = ToolStats()
+        self._stats = ToolStatsSnapshot()
         self.confirmations = Confirmations(ttl=cfg.confirm_ttl)
         self._newest: int | None = None
         self._invalid = 0
@@ -158,7 +158,7 @@ class ToolEngine:
         return self._store.usage()
 
     def stats(self) -> ToolStatsSnapshot:
-        return self._stats.snapshot()
+        return self._stats
 
     def late_notes_dropped(self) -> int:
         return self._mailbox.dropped
@@ -336,7 +336,7 @@ class ToolEngine:
                     registered = slot.registered
                     assert registered is not None and slot.call is not None
                     if cancel.is_cancelled:
-                        self._stats.not_started_cancelled += 1
+                        self._stats = bump(self._stats, "not_started_cancelled")
                         self._settle_error(
                             slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.NOT_STARTED, texts.NOT_STARTED
                         )
@@ -371,10 +371,10 @@ class ToolEngine:
                 if ended is not Ended.DONE:
                     scope.cancel()
         except asyncio.CancelledError:
-            self._stats.read_only_cancelled += 1
+            self._stats = bump(self._stats, "read_only_cancelled")
             raise
         if ended is Ended.CANCELLED:
-            self._stats.read_only_cancelled += 1
+            self._stats = bump(self._stats, "read_only_cancelled")
             self._settle_error(slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.INTERRUPTED, texts.INTERRUPTED_RO)
             return
         if ended is Ended.TIMEOUT:
@@ -439,7 +439,7 @@ class ToolEngine:
         entry = self._store.get(key)
         if entry is not None:
             if entry.state is EntryState.DONE:
-                self._stats.side_effect_replays += 1
+                self._stats = bump(self._stats, "side_effect_replays")
                 answer = ToolMessage(call_id=call.id, content=entry.content, is_error=entry.is_error)
                 self._settle(slot, epoch, start, answer, Outcome.RECORDED)
             elif entry.state is EntryState.IN_FLIGHT:
@@ -483,7 +483,7 @@ class ToolEngine:
         if not gated and self._answer_orphan(slot, spec.name, digest, epoch, start, run_id):
             return None
         if not gated and not spec.repeatable and self._is_repeat(spec.name, digest, epoch, run_id):
-            self._stats.side_effect_repeats += 1
+            self._stats = bump(self._stats, "side_effect_repeats")
             self._settle_error(slot, epoch, start, ErrorKind.ALREADY_DONE, Outcome.REPEAT_REFUSED, texts.ALREADY_DONE)
             return None
         if not self._store.begin(key):
@@ -534,22 +534,22 @@ class ToolEngine:
                 continue
             settled = rec.settled
             if settled is None:
-                self._stats.orphan_in_flight += 1
+                self._stats = bump(self._stats, "orphan_in_flight")
                 self._settle_error(
                     slot, epoch, start, ErrorKind.DUPLICATE_CALL, Outcome.ORPHAN_IN_FLIGHT, texts.ORPHAN_RUNNING
                 )
             elif rec.note_reported:
-                self._stats.orphan_reported += 1
+                self._stats = bump(self._stats, "orphan_reported")
                 self._settle_error(
                     slot, epoch, start, ErrorKind.ALREADY_REPORTED, Outcome.ORPHAN_REPORTED, texts.ALREADY_REPORTED
                 )
             elif settled.lost:
-                self._stats.orphan_lost += 1
+                self._stats = bump(self._stats, "orphan_lost")
                 rec.claimed_by = run_id
                 slot.claim = ReplayClaim(rec, slot.call_id, epoch, run_id)
                 self._settle_error(slot, epoch, start, ErrorKind.UNKNOWN_OUTCOME, Outcome.ORPHAN_LOST, texts.UNKNOWN)
             else:
-                self._stats.orphan_replays += 1
+                self._stats = bump(self._stats, "orphan_replays")
                 rec.claimed_by = run_id
                 slot.claim = ReplayClaim(rec, slot.call_id, epoch, run_id)
                 answer = ToolMessage(call_id=slot.call_id, content=settled.content, is_error=settled.is_error)
@@ -624,7 +624,7 @@ class ToolEngine:
     def _push_note(self, record: Record) -> None:
         if record.settled is None or record.consumed:
             return
-        self._stats.side_effect_late_results += 1
+        self._stats = bump(self._stats, "side_effect_late_results")
         if self._mailbox.push(record.note(), record):
             trace.debug(
                 "late_result session=%s epoch=%d call=%s tool=%s",
@@ -671,7 +671,7 @@ class ToolEngine:
             return
         record.orphan = True
         if ended is Ended.CANCELLED:
-            self._stats.side_effect_interrupted += 1
+            self._stats = bump(self._stats, "side_effect_interrupted")
             self._settle_error(
                 slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.INTERRUPTED_RUNNING, texts.INTERRUPTED_SE
             )

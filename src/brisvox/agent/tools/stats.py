@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-__all__ = ["ToolStats", "ToolStatsSnapshot"]
+__all__ = ["ToolStatsSnapshot", "bump"]
 
 
 @dataclass(frozen=True, slots=True)
 class ToolStatsSnapshot:
-    """A copy of the engine's counters at one instant."""
+    """The engine's counters at one instant (the engine replaces its copy on each change)."""
 
     read_only_cancelled: int = 0
     not_started_cancelled: int = 0
@@ -24,20 +24,6 @@ class ToolStatsSnapshot:
     orphan_reported: int = 0
 
 
-@dataclass(slots=True)
-class ToolStats:
-    """The live, mutable counters (owned by one engine)."""
-
-    read_only_cancelled: int = 0
-    not_started_cancelled: int = 0
-    side_effect_interrupted: int = 0
-    side_effect_late_results: int = 0
-    side_effect_replays: int = 0
-    side_effect_repeats: int = 0
-    orphan_replays: int = 0
-    orphan_in_flight: int = 0
-    orphan_lost: int = 0
-    orphan_reported: int = 0
-
-    def snapshot(self) -> ToolStatsSnapshot:
-        return ToolStatsSnapshot(**dataclasses.asdict(self))
+def bump(stats: ToolStatsSnapshot, counter: str) -> ToolStatsSnapshot:
+    """``stats`` with ``counter`` one higher (counters change rarely: on interruptions and replays)."""
+    return dataclasses.replace(stats, **{counter: getattr(stats, counter) + 1})
