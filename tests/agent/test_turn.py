@@ -427,6 +427,15 @@ def test_negative_or_nan_durations_are_a_config_error(make: Callable[[], object]
         make()
 
 
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_an_input_whose_time_is_not_finite_is_ignored_and_counted(bad: float) -> None:
+    m = paused(ADAPTIVE)
+    for inp in (VadStart(bad), VadStop(bad), SttFinal(bad, "Yes."), Tick(bad), Verdict(bad, 1, True), Hangup(bad)):
+        assert m.handle(inp) == []
+    assert m.stats.total_ignored == 6
+    assert m.state is S.USER_PAUSED and m.timer == STOP + 3.0
+
+
 def test_something_that_is_not_a_turn_input_is_invalid_input() -> None:
     with pytest.raises(InvalidInput, match="str"):
         TurnMachine().handle("VadStart")  # type: ignore[arg-type]

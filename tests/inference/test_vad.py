@@ -180,3 +180,14 @@ def test_events_alternate_and_each_stop_closes_the_start_before_it(
             # to the first silent window, which comes after the confirming speech.
             assert e.at >= start.at + params.min_speech - 1e-9
     assert not tracker.speaking
+
+
+async def test_a_frame_at_another_rate_is_refused_naming_both_rates() -> None:
+    from brisvox.core.errors import InvalidInput
+    from brisvox.core.frames import InputAudioFrame
+
+    det = energy_vad(16000)
+    with pytest.raises(InvalidInput, match="16000 Hz but the frame is 8000 Hz"):
+        await det.process_frame(InputAudioFrame(epoch=0, pcm=bytes(320), sample_rate=8000), 0.0)
+    frame = InputAudioFrame(epoch=0, pcm=tone(0.1, 3000), sample_rate=16000)
+    assert await det.process_frame(frame, 1.0) == [VadStartedFrame(at=1.0)]

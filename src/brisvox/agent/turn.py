@@ -304,6 +304,7 @@ class CancelTimer:
 TurnAction = StartUserTurn | EndUserTurn | Interrupt | RequestAnalysis | ArmTimer | CancelTimer
 
 _CANCEL = CancelTimer()
+_INF = math.inf
 _AWAITING = TurnState.AWAITING_RESPONSE
 _BOT_SPEAKING = TurnState.BOT_SPEAKING
 
@@ -497,12 +498,17 @@ class TurnMachine:
     # --- entry point -----------------------------------------------------------------
 
     def handle(self, inp: TurnInput) -> list[TurnAction]:
-        """Apply one input; return the actions to carry out, in order."""
+        """Apply one input; return the actions to carry out, in order.
+
+        Never raises for a turn input: an input out of step, or one whose time is NaN or
+        infinite, changes nothing and is counted in :attr:`stats`.
+        """
         out: list[TurnAction] = []
         handler = self._handlers.get(type(inp))
         if handler is None:
             raise InvalidInput(f"not a turn input: {type(inp).__name__}")
-        if not handler(inp, out):
+        # A time that is NaN or infinite has no legal transition anywhere.
+        if not (-_INF < inp.at < _INF and handler(inp, out)):
             self._stats._ignored[inp.kind] += 1
             _log.debug("turn machine ignored %s in %s", inp.kind.value, self._state.value)
             return out

@@ -14,7 +14,7 @@ def add_models_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     models = sub.add_parser("models", help="fetch or list the local model files")
     msub = models.add_subparsers(dest="models_command", metavar="ACTION")
     fetch = msub.add_parser("fetch", help="download, verify and cache the pinned model files")
-    fetch.add_argument("names", nargs="*", help="models to fetch (default: all)")
+    fetch.add_argument("names", nargs="*", help="models to fetch (default: all but the optional ones)")
     fetch.add_argument("--dir", type=Path, default=None, help="cache directory (default: $BRISVOX_MODEL_DIR)")
     msub.add_parser("list", help="show each model, its licence and where it is read from")
 

@@ -29,8 +29,8 @@ import numpy as np
 import numpy.typing as npt
 
 from brisvox.audio.pcm import PCM16_DTYPE, pcm16_to_array
-from brisvox.core.errors import ConfigError
-from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
+from brisvox.core.errors import ConfigError, InvalidInput
+from brisvox.core.frames import InputAudioFrame, VadStartedFrame, VadStoppedFrame
 from brisvox.inference.errors import PoolFull
 from brisvox.inference.pool import InferencePool, Lane
 
@@ -271,6 +271,14 @@ class VoiceActivityDetector:
                 log.debug("VAD windows dropped: the inference pool is full")
                 return []
         return self._track(windows, probs)
+
+    async def process_frame(self, frame: InputAudioFrame, at: float) -> list[VadEvent]:
+        """:meth:`process` for a caller audio frame; its rate must be the detector's."""
+        if frame.sample_rate != self._rate:
+            raise InvalidInput(
+                f"VAD runs at {self._rate} Hz but the frame is {frame.sample_rate} Hz (resample it first)"
+            )
+        return await self.process(frame.pcm, at)
 
     def process_sync(self, pcm: bytes, at: float) -> list[VadEvent]:
         """:meth:`process` scoring inline, for tests, benchmarks and offline use."""

@@ -35,12 +35,15 @@ from brisvox.providers.channel import DEFAULT_EVENT_CAPACITY, SessionBase
 from brisvox.providers.errors import ProviderError
 
 __all__ = [
+    "FlushInput",
+    "TextInput",
     "TtsAudio",
     "TtsCancelled",
     "TtsConfig",
     "TtsError",
     "TtsEvent",
     "TtsFlushed",
+    "TtsInput",
     "TtsProvider",
     "TtsSession",
     "TtsSessionBase",
@@ -114,6 +117,27 @@ class TtsError:
 
 
 TtsEvent = TtsAudio | TtsWords | TtsFlushed | TtsCancelled | TtsError
+
+
+@dataclass(frozen=True, slots=True)
+class TextInput:
+    """Queued input of a session: text for a context (for adapters that queue their input)."""
+
+    context_id: int
+    text: str
+
+    def __repr__(self) -> str:
+        return f"TextInput(context={self.context_id}, <{len(self.text)} chars>)"
+
+
+@dataclass(frozen=True, slots=True)
+class FlushInput:
+    """Queued input of a session: the end of a context's text."""
+
+    context_id: int
+
+
+TtsInput = TextInput | FlushInput
 
 
 class TtsSession(Protocol):

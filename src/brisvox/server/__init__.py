@@ -27,12 +27,11 @@ from brisvox.server.session import (
     ShuttingDown,
 )
 from brisvox.server.settings import Settings, SettingsError
-from brisvox.server.tools import AppTool, ToolSet
+from brisvox.server.tools import ToolSet
 
 __all__ = [
     "AgentDefinition",
     "AgentFileError",
-    "AppTool",
     "AtCapacity",
     "CallEndpoint",
     "FillerSettings",

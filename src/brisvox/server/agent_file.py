@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
+from brisvox.agent.tools.spec import ToolKind
 from brisvox.agent.turn import (
     DEFAULT_FALLBACK_SILENCE,
     DEFAULT_FINAL_GRACE,
@@ -369,6 +370,7 @@ def _strings(value: object) -> bool:
 
 
 def _check_tools(tools: list[str], confirm: list[str], report: _Report, available: Collection[str]) -> None:
+    kinds: Mapping[str, ToolKind] = getattr(available, "kinds", dict)()
     seen: set[str] = set()
     for i, name in enumerate(tools):
         path: KeyPath = ("agent", "tools", i)
@@ -383,6 +385,9 @@ def _check_tools(tools: list[str], confirm: list[str], report: _Report, availabl
     for i, name in enumerate(confirm):
         if name not in seen:
             report.at_key(("agent", "confirm_tools", i), f"tool {name!r} is not in agent.tools")
+        elif kinds.get(name) is ToolKind.READ_ONLY:
+            report.at_key(("agent", "confirm_tools", i),
+                          f"tool {name!r} is read-only; only side-effect tools wait for a confirmation")
 
 
 def _turn_policy(t: _Turn, report: _Report) -> TurnPolicy | None:

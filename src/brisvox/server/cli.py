@@ -1,10 +1,10 @@
 """The ``serve`` and ``check`` subcommands of the ``brisvox`` command line.
 
 ``brisvox serve [AGENT_FILE]`` starts the HTTP/WebSocket surface (settings from
-``BRISVOX_*``, docs/OPERATIONS.md).  The production engine is not wired in yet, so every
-call is refused (WebSocket close 1013, "this server runs no call engine yet") and the
-``listening on`` line says so; health, readiness, metrics, the drain and the exit codes
-work as documented.
+``BRISVOX_*``, docs/OPERATIONS.md).  The production engine is not wired in yet, so calls
+on the WebSocket endpoint run a documented placeholder, the transport's echo engine
+(each caller frame is played back), and the ``listening on`` line says so; admission,
+health, readiness, metrics, the drain and the exit codes work as documented.
 
 ``brisvox check AGENT_FILE`` validates an agent file offline against the tools this
 program provides (exit 0, or 1 with every problem on stderr); ``--env`` also checks that
@@ -26,7 +26,8 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
 
 __all__ = ["run_check", "run_serve"]
 
-NO_ENGINE = "calls refused: the call engine is not part of this build yet"
+PLACEHOLDER = ("calls run the echo placeholder (each caller frame is played back): "
+               "the call engine is not part of this build yet")
 
 
 def _summary(d: AgentDefinition) -> str:
@@ -38,7 +39,7 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.agent_file import AgentFileError, load_agent_file
 
     try:
-        definition = load_agent_file(args.agent_file, available_tools=tools.names(),
+        definition = load_agent_file(args.agent_file, available_tools=tools,
                                      environ=os.environ if args.env else None)
     except AgentFileError as exc:
         for problem in exc.problems:
@@ -49,18 +50,15 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
     return 0
 
 
-async def _no_engine(item: object, cancel: asyncio.Event) -> None:
-    from brisvox.core.errors import BrisvoxError
-
-    raise BrisvoxError("no call engine in this build")
-
-
 def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
+    from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.agent_file import AgentFileError, load_agent_file
     from brisvox.server.host import ServerParts, serve
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
     from brisvox.server.settings import Settings
+    from brisvox.server.ws_endpoint import TransportEndpoint, echo_runner
+    from brisvox.transport.websocket import ServerConfig
 
     try:
         settings = Settings.from_env()
@@ -70,17 +68,25 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     agent_path = args.agent_file or settings.agent_file
-    description = NO_ENGINE
+    description = PLACEHOLDER
     if agent_path is not None:
         try:
-            definition = load_agent_file(agent_path, available_tools=tools.names(), environ=os.environ)
+            definition = load_agent_file(agent_path, available_tools=tools, environ=os.environ)
         except AgentFileError as exc:
             for problem in exc.problems:
                 print(problem, file=sys.stderr)
             print("brisvox serve: the agent file is invalid; not starting", file=sys.stderr)
             return EXIT_STARTUP_FAILURE
-        description = f"{_summary(definition)}; {NO_ENGINE}"
+        description = f"{_summary(definition)}; {PLACEHOLDER}"
     else:
-        description = f"no agent file; {NO_ENGINE}"
-    parts = ServerParts(runner=_no_engine, description=description)
+        description = f"no agent file; {PLACEHOLDER}"
+    clock = SystemClock()
+    ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
+                             max_calls=settings.max_calls)
+    endpoint = TransportEndpoint(clock, ws_config)
+    parts = ServerParts(
+        runner=echo_runner(clock), call_endpoint=endpoint, description=description, on_drained=endpoint.close,
+        ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
+        ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
+    )
     return asyncio.run(serve(settings, parts))

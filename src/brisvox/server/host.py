@@ -52,6 +52,11 @@ class ServerParts:
     runner: SessionRunner[Any]
     call_endpoint: CallEndpoint | None = None
     description: str = ""
+    on_drained: Callable[[], None] | None = None
+    """Called once the sessions are gone, before the HTTP server stops (the endpoint's goodbye)."""
+    ws_ping_interval: float | None = None
+    ws_ping_timeout: float | None = None
+    ws_max_size: int = 16 * 1024 * 1024
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -99,6 +104,8 @@ async def serve(
     config = uvicorn.Config(
         app, log_level=settings.log_level, lifespan="off", ws="websockets-sansio",
         timeout_graceful_shutdown=int(HTTP_STOP_TIMEOUT), access_log=False,
+        ws_ping_interval=parts.ws_ping_interval, ws_ping_timeout=parts.ws_ping_timeout,
+        ws_max_size=parts.ws_max_size,
     )
     http = _Uvicorn(config)
     loop = asyncio.get_running_loop()
@@ -123,6 +130,8 @@ async def serve(
                 # uvicorn ended on its own (it should not): treat it as a stop request.
                 stops.request("the HTTP server stopped")
             report = await drain
+            if parts.on_drained is not None:
+                parts.on_drained()
             http.should_exit = True
             try:
                 await _bounded(clock, HTTP_STOP_TIMEOUT, http_task)

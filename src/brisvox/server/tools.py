@@ -5,9 +5,10 @@ An agent file lists the ones it uses (``agent.tools``); a listed name the set do
 have stops the start (see :mod:`brisvox.server.agent_file`).  Each call then gets a
 tool engine over the agent's tools only.
 
-A tool is an async function ``tool(arguments, ctx)``: ``arguments`` is the dict the
-model sent, already checked against ``parameters`` (a JSON Schema); ``ctx`` is the tool
-engine's call context (session, epoch, call, cancellation, and
+A tool is an async function ``tool(arguments, ctx)`` (the tool engine's
+:class:`~brisvox.agent.tools.Tool`): ``arguments`` is the dict the model sent, already
+checked against ``parameters`` (a JSON Schema); ``ctx`` is the
+:class:`~brisvox.agent.tools.ToolCallContext` (session, epoch, call, cancellation, and
 ``ctx.idempotency_key()``).  It returns text or a JSON value, and raises the tool
 engine's ``ToolError`` for a failure the model should read.  Two kinds:
 
@@ -31,60 +32,38 @@ engine's ``ToolError`` for a failure the model should read.  Two kinds:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
-from brisvox.agent.tools.spec import DEFAULT_FILLER_AFTER, DEFAULT_TOOL_TIMEOUT, ToolKind, ToolSpec
+from brisvox.agent.tools import (
+    CONFIRM_PENDING,
+    DEFAULT_FILLER_AFTER,
+    DEFAULT_TOOL_TIMEOUT,
+    Tool,
+    ToolKind,
+    ToolRegistry,
+    ToolSpec,
+)
 from brisvox.core.errors import ConfigError
 
-__all__ = ["AppTool", "ToolFunction", "ToolSet"]
+__all__ = ["ToolSet"]
 
-ToolFunction = Callable[[dict[str, Any], Any], Awaitable[Any]]
-"""``await tool(arguments, ctx)`` returns text or a JSON value."""
-
-_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_RESERVED = frozenset({"confirm_pending"})
 _EMPTY_OBJECT: Mapping[str, Any] = {"type": "object", "properties": {}}
 
 
-@dataclass(frozen=True, slots=True)
-class AppTool:
-    """One registered tool: its spec and the function behind it."""
-
-    spec: ToolSpec
-    function: ToolFunction
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-
 class ToolSet:
-    """Tools by name (see the module docs).  Names are unique; order is registration order."""
+    """Tools by name (see the module docs), checked by the tool engine's registry as they are added."""
 
-    __slots__ = ("_tools",)
+    __slots__ = ("_order", "_registry")
 
     def __init__(self) -> None:
-        self._tools: dict[str, AppTool] = {}
+        self._registry = ToolRegistry()
+        self._order: list[str] = []
 
-    def add(self, spec: ToolSpec, function: ToolFunction) -> AppTool:
-        """Register ``function`` under ``spec``; a bad or repeated name is a ConfigError."""
-        name = spec.name
-        if not _NAME.fullmatch(name) or not name.isascii():
-            raise ConfigError(f"tool name {name!r} must be 1 to 64 ASCII letters, digits, '_' or '-'")
-        if name in _RESERVED:
-            raise ConfigError(f"tool name {name!r} is reserved")
-        if name in self._tools:
-            raise ConfigError(f"tool {name!r} is already registered")
-        if spec.confirm and spec.kind is not ToolKind.SIDE_EFFECT:
-            raise ConfigError(f"tool {name!r}: confirm applies to side-effect tools only")
-        if not spec.timeout > 0:
-            raise ConfigError(f"tool {name!r}: timeout must be positive, got {spec.timeout!r}")
-        tool = AppTool(spec, function)
-        self._tools[name] = tool
-        return tool
+    def add(self, spec: ToolSpec, tool: Tool) -> None:
+        """Register ``tool`` under ``spec``; a bad spec is a RegistryError (a ConfigError) naming the tool."""
+        self._registry.register(spec, tool)
+        self._order.append(spec.name)
 
     def read_only(
         self,
@@ -94,15 +73,13 @@ class ToolSet:
         name: str | None = None,
         timeout: float = DEFAULT_TOOL_TIMEOUT,
         filler_after: float | None = DEFAULT_FILLER_AFTER,
-    ) -> Callable[[ToolFunction], ToolFunction]:
+    ) -> Callable[[Tool], Tool]:
         """Decorator: register a ReadOnly tool (named after the function unless ``name`` is given)."""
 
-        def register(function: ToolFunction) -> ToolFunction:
-            spec = ToolSpec(name=name or _function_name(function), description=description,
-                            parameters=dict(parameters), kind=ToolKind.READ_ONLY, timeout=timeout,
-                            filler_after=filler_after)
-            self.add(spec, function)
-            return function
+        def register(tool: Tool) -> Tool:
+            self.add(ToolSpec(name=name or _tool_name(tool), description=description, parameters=dict(parameters),
+                              kind=ToolKind.READ_ONLY, timeout=timeout, filler_after=filler_after), tool)
+            return tool
 
         return register
 
@@ -116,46 +93,56 @@ class ToolSet:
         filler_after: float | None = DEFAULT_FILLER_AFTER,
         confirm: bool = False,
         repeatable: bool = False,
-    ) -> Callable[[ToolFunction], ToolFunction]:
+    ) -> Callable[[Tool], Tool]:
         """Decorator: register a SideEffect tool."""
 
-        def register(function: ToolFunction) -> ToolFunction:
-            spec = ToolSpec(name=name or _function_name(function), description=description,
-                            parameters=dict(parameters), kind=ToolKind.SIDE_EFFECT, timeout=timeout,
-                            filler_after=filler_after, confirm=confirm, repeatable=repeatable)
-            self.add(spec, function)
-            return function
+        def register(tool: Tool) -> Tool:
+            self.add(ToolSpec(name=name or _tool_name(tool), description=description, parameters=dict(parameters),
+                              kind=ToolKind.SIDE_EFFECT, timeout=timeout, filler_after=filler_after,
+                              confirm=confirm, repeatable=repeatable), tool)
+            return tool
 
         return register
 
-    def get(self, name: str) -> AppTool | None:
-        return self._tools.get(name)
+    def spec(self, name: str) -> ToolSpec | None:
+        return self._registry.spec(name) if name != CONFIRM_PENDING else None
+
+    def tool(self, name: str) -> Tool | None:
+        entry = self._registry.get(name) if name != CONFIRM_PENDING else None
+        return entry.tool if entry is not None else None
 
     def names(self) -> list[str]:
-        return list(self._tools)
+        """Every tool's name, in registration order."""
+        return list(self._order)
 
-    def specs(self) -> list[ToolSpec]:
-        return [t.spec for t in self._tools.values()]
+    def kinds(self) -> dict[str, ToolKind]:
+        """Each tool's kind by name (the agent-file check uses it for ``confirm_tools``)."""
+        return {name: spec.kind for name in self._order if (spec := self._registry.spec(name)) is not None}
 
-    def select(self, names: list[str] | tuple[str, ...]) -> list[AppTool]:
-        """The tools an agent lists, in its order (every name must be registered)."""
-        missing = [n for n in names if n not in self._tools]
-        if missing:
-            raise ConfigError(f"tools not registered: {', '.join(missing)}")
-        return [self._tools[n] for n in names]
+    def registry(self, names: Collection[str], confirm: Collection[str] = ()) -> ToolRegistry:
+        """A registry of the named tools only (an agent's tools); ``confirm`` turns the
+        confirmation gate on for those (SideEffect tools only)."""
+        out = ToolRegistry()
+        for name in names:
+            entry = self._registry.get(name)
+            if entry is None or name == CONFIRM_PENDING:
+                raise ConfigError(f"tool {name!r} is not registered (registered: {', '.join(self._order)})")
+            spec = entry.spec.with_confirm(True) if name in confirm else entry.spec
+            out.register(spec, entry.tool)
+        return out
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        return name in self._order
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._tools)
+        return iter(self._order)
 
     def __len__(self) -> int:
-        return len(self._tools)
+        return len(self._order)
 
 
-def _function_name(function: ToolFunction) -> str:
-    name = getattr(function, "__name__", "")
+def _tool_name(tool: Tool) -> str:
+    name = getattr(tool, "__name__", "")
     if not isinstance(name, str) or not name:
         raise ConfigError("a tool needs a name: pass name=... for a callable without __name__")
     return name

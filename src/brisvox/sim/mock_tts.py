@@ -28,10 +28,13 @@ from brisvox.core.tasks import TaskScope
 from brisvox.providers.channel import Channel
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import (
+    FlushInput,
+    TextInput,
     TtsAudio,
     TtsConfig,
     TtsError,
     TtsFlushed,
+    TtsInput,
     TtsProvider,
     TtsSessionBase,
     TtsWords,
@@ -63,17 +66,6 @@ class MockTtsConfig:
             )
         if self.realtime_factor < 0:
             raise ConfigError(f"MockTtsConfig.realtime_factor must not be negative, got {self.realtime_factor}")
-
-
-@dataclass(frozen=True, slots=True)
-class _Text:
-    context_id: int
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Flush:
-    context_id: int
 
 
 class MockTts(TtsProvider):
@@ -110,7 +102,7 @@ class MockTtsSession(TtsSessionBase):
         self._rate = config.sample_rate
         self._timings = script.word_timings and config.word_timestamps
         self._delays = delays
-        self._input: Channel[_Text | _Flush] = Channel(_INPUT_CAPACITY, name=f"{name} text")
+        self._input: Channel[TtsInput] = Channel(_INPUT_CAPACITY, name=f"{name} text")
         self.texts: dict[int, str] = {}
         self.cancelled: list[int] = []
         self.audio_seconds = 0.0  # produced by the session, every context
@@ -123,12 +115,12 @@ class MockTtsSession(TtsSessionBase):
         if self.is_cancelled(context_id) or not text:
             return
         self.texts[context_id] = self.texts.get(context_id, "") + text
-        await self._input.put(_Text(context_id, text))
+        await self._input.put(TextInput(context_id, text))
 
     async def flush(self, context_id: int) -> None:
         self._check_open()
         if not self.is_cancelled(context_id):
-            await self._input.put(_Flush(context_id))
+            await self._input.put(FlushInput(context_id))
 
     def _on_cancel(self, context_id: int) -> None:
         self.cancelled.append(context_id)
@@ -144,7 +136,7 @@ class MockTtsSession(TtsSessionBase):
                 ctx = cmd.context_id
                 if self.is_cancelled(ctx):
                     continue
-                if isinstance(cmd, _Flush):
+                if isinstance(cmd, FlushInput):
                     self._offsets.pop(ctx, None)
                     await self._emit(TtsFlushed(context_id=ctx))
                 elif not await self._speak(ctx, cmd.text):

@@ -27,7 +27,17 @@ from brisvox.core.tasks import TaskScope
 from brisvox.inference import InferenceError, InferencePool, PoolConfig
 from brisvox.providers.channel import Channel
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsFlushed, TtsProvider, TtsSessionBase
+from brisvox.providers.tts import (
+    FlushInput,
+    TextInput,
+    TtsAudio,
+    TtsConfig,
+    TtsError,
+    TtsFlushed,
+    TtsInput,
+    TtsProvider,
+    TtsSessionBase,
+)
 
 __all__ = ["HIBARI_SAMPLE_RATE", "HibariConfig", "HibariTts", "HibariTtsSession"]
 
@@ -65,17 +75,6 @@ class _Engine:
 
     def synthesize(self, phonemes: str, speed: float) -> bytes:
         return float_to_pcm16(self._tts.from_ids(self._tts.ids(phonemes), speed, self._rng))
-
-
-@dataclass(frozen=True, slots=True)
-class _Text:
-    context_id: int
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Flush:
-    context_id: int
 
 
 class HibariTts(TtsProvider):
@@ -135,19 +134,19 @@ class HibariTtsSession(TtsSessionBase):
         self._pool = pool
         self._speed = speed
         self._chunk = 2 * max(1, round(config.chunk_seconds * HIBARI_SAMPLE_RATE))
-        self._input: Channel[_Text | _Flush] = Channel(_INPUT_CAPACITY, name="local-hibari text")
+        self._input: Channel[TtsInput] = Channel(_INPUT_CAPACITY, name="local-hibari text")
         self._scope = TaskScope("local-hibari session")
         self._scope.spawn(self._run(), name="synthesize")
 
     async def send_text(self, context_id: int, text: str) -> None:
         self._check_open()
         if text.strip() and not self.is_cancelled(context_id):
-            await self._input.put(_Text(context_id, text))
+            await self._input.put(TextInput(context_id, text))
 
     async def flush(self, context_id: int) -> None:
         self._check_open()
         if not self.is_cancelled(context_id):
-            await self._input.put(_Flush(context_id))
+            await self._input.put(FlushInput(context_id))
 
     def _on_cancel(self, context_id: int) -> None:
         self._input.remove_if(lambda cmd: cmd.context_id == context_id)
@@ -161,7 +160,7 @@ class HibariTtsSession(TtsSessionBase):
             async for cmd in self._input:
                 if self.is_cancelled(cmd.context_id):
                     continue
-                if isinstance(cmd, _Flush):
+                if isinstance(cmd, FlushInput):
                     await self._emit(TtsFlushed(context_id=cmd.context_id))
                 else:
                     await self._speak(cmd.context_id, cmd.text)

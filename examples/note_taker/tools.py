@@ -1,0 +1,77 @@
+"""The note-taker's tools: a ReadOnly ``get_time`` and a SideEffect ``save_note``.
+
+``save_note`` is keyed on the call's idempotency key (session, epoch, call id): a call
+the tool engine replays (after a barge-in, a lost result, a repeated request) finds the
+note it already saved and returns it, so a note is never written twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from brisvox.agent.tools import IdempotencyKey, ToolCallContext, ToolError
+from brisvox.server import ToolSet
+
+
+@dataclass
+class NoteBook:
+    """Where saved notes go (a database in a real application)."""
+
+    notes: dict[str, str] = field(default_factory=dict)
+    by_key: dict[IdempotencyKey, str] = field(default_factory=dict)
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def save(self, key: IdempotencyKey, text: str) -> tuple[str, bool]:
+        """Save ``text`` once per key; returns (note id, whether this call saved it)."""
+        if key in self.by_key:
+            return self.by_key[key], False
+        note_id = f"note-{next(self._ids)}"
+        self.notes[note_id] = text
+        self.by_key[key] = note_id
+        return note_id, True
+
+
+def build_tools(book: NoteBook, now: Any = None) -> ToolSet:
+    """The example's tools over ``book``; ``now`` (a function returning an aware UTC
+    datetime) replaces the wall clock in tests."""
+    clock = now or (lambda: datetime.now(UTC))
+    tools = ToolSet()
+
+    @tools.read_only(
+        description="The current local time in an IANA time zone such as Europe/Istanbul.",
+        parameters={
+            "type": "object",
+            "properties": {"zone": {"type": "string", "description": "IANA time zone name"}},
+            "required": ["zone"],
+            "additionalProperties": False,
+        },
+        timeout=1.0,
+        filler_after=None,
+    )
+    async def get_time(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, str]:
+        try:
+            zone = ZoneInfo(arguments["zone"])
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ToolError(f"unknown time zone {arguments['zone']!r}") from None
+        local = clock().astimezone(zone)
+        return {"zone": str(zone), "time": local.strftime("%H:%M"), "date": local.date().isoformat()}
+
+    @tools.side_effect(
+        description="Write down a note for the caller.",
+        parameters={
+            "type": "object",
+            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 2000}},
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+        timeout=3.0,
+    )
+    async def save_note(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+        note_id, saved = book.save(ctx.idempotency_key(), arguments["text"])
+        return {"note_id": note_id, "saved": saved}
+
+    return tools

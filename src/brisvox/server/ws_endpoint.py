@@ -1,0 +1,162 @@
+"""The WebSocket call endpoint: the generic WebSocket transport, mounted in the Starlette app.
+
+:class:`TransportEndpoint` is a :class:`~brisvox.server.app.CallEndpoint`.  For each
+admitted connection it accepts the upgrade and runs the transport's per-connection code
+(:func:`brisvox.transport.websocket.run_call`: ``start``, the call pair, reader, writer
+and monitor) over a :class:`StarletteWsPeer`.  When the call has started, its
+:class:`~brisvox.transport.link.CallLink` is handed to the session manager
+(``slot.spawn(link)``), so the session runner (the engine, or the placeholder
+:func:`echo_runner`) owns the call while this endpoint owns the socket.
+
+ASGI has no ping frames: the peer's ``ping()`` completes at once and liveness is left
+to uvicorn's own WebSocket pings (``ws_ping_interval``/``ws_ping_timeout``, set from
+the transport's ``ping_interval``/``ping_timeout`` by :mod:`brisvox.server.host`).
+``abort()`` drops the TCP connection through uvicorn's protocol object when it can
+reach it, so a write blocked on a client that reads nothing is still ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from brisvox.core.clock import Clock
+from brisvox.server.session import SessionCancel, SessionSlot
+from brisvox.transport.echo import echo_call
+from brisvox.transport.link import CallEnds, CallLink
+from brisvox.transport.websocket import PeerClosed, ServerConfig, ServerStats, run_call
+
+__all__ = ["StarletteWsPeer", "TransportEndpoint", "echo_runner"]
+
+log = logging.getLogger(__name__)
+
+_ABNORMAL = 1006
+
+
+class StarletteWsPeer:
+    """A Starlette WebSocket (already accepted) as the transport's WsPeer."""
+
+    __slots__ = ("_closed", "_ws")
+
+    def __init__(self, websocket: WebSocket) -> None:
+        self._ws = websocket
+        self._closed = False
+
+    @property
+    def remote(self) -> str:
+        client = self._ws.client
+        return f"{client.host}:{client.port}" if client is not None else "unknown"
+
+    async def recv(self) -> bytes | str:
+        if self._closed:
+            raise PeerClosed(by_peer=False)
+        try:
+            message = await self._ws.receive()
+        except (RuntimeError, OSError):
+            self._closed = True
+            raise PeerClosed(by_peer=False) from None
+        if message["type"] == "websocket.disconnect":
+            self._closed = True
+            code = message.get("code")
+            if code == _ABNORMAL:
+                raise PeerClosed(by_peer=False)
+            if code in (1002, 1007, 1009):  # closed by the WebSocket layer itself
+                raise PeerClosed(by_peer=False, code=code)
+            raise PeerClosed(by_peer=True)
+        data = message.get("bytes")
+        if data is not None:
+            return bytes(data)
+        text = message.get("text")
+        return text if text is not None else b""
+
+    async def send(self, data: bytes | str) -> None:
+        if self._closed:
+            raise PeerClosed(by_peer=False)
+        try:
+            if isinstance(data, bytes):
+                await self._ws.send_bytes(data)
+            else:
+                await self._ws.send_text(data)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            self._closed = True
+            raise PeerClosed(by_peer=False) from None
+
+    async def ping(self) -> Awaitable[object]:
+        if self._closed:
+            raise PeerClosed(by_peer=False)
+        done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+    async def close(self, code: int, reason: str) -> None:
+        if self._closed or self._ws.application_state == WebSocketState.DISCONNECTED:
+            return
+        self._closed = True
+        with contextlib.suppress(RuntimeError, OSError):
+            await self._ws.close(code=code, reason=reason)
+
+    def abort(self) -> None:
+        self._closed = True
+        protocol = getattr(getattr(self._ws, "_send", None), "__self__", None)
+        transport = getattr(protocol, "transport", None)
+        abort = getattr(transport, "abort", None)
+        if callable(abort):
+            abort()
+
+
+class TransportEndpoint:
+    """Runs admitted WebSocket calls through the transport (see the module docs)."""
+
+    def __init__(self, clock: Clock, config: ServerConfig | None = None) -> None:
+        self.clock = clock
+        self.config = config or ServerConfig()
+        self.stats = ServerStats()
+        self._shutdown = asyncio.Event()
+        self._live: set[CallEnds] = set()
+
+    @property
+    def live_calls(self) -> int:
+        return len(self._live)
+
+    async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
+        await websocket.accept()
+        peer = StarletteWsPeer(websocket)
+
+        async def deliver(link: CallLink) -> bool:
+            slot.spawn(link, name="call")
+            return True
+
+        await run_call(peer, clock=self.clock, config=self.config, deliver=deliver, shutdown=self._shutdown,
+                       stats=self.stats, register=self._register)
+
+    def _register(self, ends: CallEnds) -> Callable[[], None]:
+        self._live.add(ends)
+        return lambda: self._live.discard(ends)
+
+    def close(self) -> None:
+        """Say goodbye (``stop{shutdown}`` and close 1001) to every call still connected."""
+        self._shutdown.set()
+        for ends in list(self._live):
+            ends.out.wake()
+
+
+def echo_runner(clock: Clock) -> Callable[[CallLink, SessionCancel], Awaitable[None]]:
+    """The placeholder session runner: plays each caller frame back (the transport's echo engine)
+    until the call ends or the shutdown asks it to stop."""
+
+    async def run(link: CallLink, cancel: SessionCancel) -> None:
+        call = asyncio.ensure_future(echo_call(clock, link))
+        stop = asyncio.ensure_future(cancel.wait())
+        try:
+            await asyncio.wait([call, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (call, stop):
+                t.cancel()
+            await asyncio.gather(call, stop, return_exceptions=True)
+
+    return run

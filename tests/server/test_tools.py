@@ -1,0 +1,66 @@
+"""Python tools by name: the ToolSet and how agent files see it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from brisvox.agent.tools import RegistryError, ToolKind
+from brisvox.core.errors import ConfigError
+from brisvox.server.agent_file import AgentFileError, parse_agent_file
+from brisvox.server.tools import ToolSet
+
+
+def toolset() -> ToolSet:
+    tools = ToolSet()
+
+    @tools.read_only(description="look up")
+    async def lookup(arguments: dict[str, Any], ctx: Any) -> str:
+        return "found"
+
+    @tools.side_effect(description="book", name="book_table", timeout=2.0)
+    async def book(arguments: dict[str, Any], ctx: Any) -> str:
+        return "booked"
+
+    return tools
+
+
+def test_decorators_register_tools_by_name_with_their_kind() -> None:
+    tools = toolset()
+    assert tools.names() == ["lookup", "book_table"] and len(tools) == 2 and "lookup" in tools
+    assert tools.kinds() == {"lookup": ToolKind.READ_ONLY, "book_table": ToolKind.SIDE_EFFECT}
+    spec = tools.spec("book_table")
+    assert spec is not None and spec.timeout == 2.0 and spec.is_side_effect
+    assert tools.tool("nothing") is None
+
+
+def test_the_registry_rules_apply_when_a_tool_is_added() -> None:
+    tools = toolset()
+    with pytest.raises(RegistryError, match="already registered"):
+        tools.read_only(description="again", name="lookup")(tools.tool("lookup"))  # type: ignore[arg-type]
+    with pytest.raises(RegistryError, match="reserved"):
+        tools.side_effect(description="x", name="confirm_pending")(tools.tool("lookup"))  # type: ignore[arg-type]
+    with pytest.raises(RegistryError, match="must be 1 to 64"):
+        tools.read_only(description="x", name="has space")(tools.tool("lookup"))  # type: ignore[arg-type]
+
+
+def test_an_agent_registry_holds_only_its_tools_and_turns_the_gate_on_for_confirm_tools() -> None:
+    registry = toolset().registry(["book_table"], confirm=["book_table"])
+    assert registry.names() == ["book_table", "confirm_pending"]
+    spec = registry.spec("book_table")
+    assert spec is not None and spec.confirm
+    with pytest.raises(ConfigError, match="not registered"):
+        toolset().registry(["missing"])
+
+
+def test_a_read_only_tool_in_confirm_tools_is_an_agent_file_error_at_its_position() -> None:
+    text = '[agent]\nname = "a"\nprompt = "p"\ntools = ["lookup", "book_table"]\nconfirm_tools = ["lookup"]\n'
+    with pytest.raises(AgentFileError) as info:
+        parse_agent_file(text, source="a.toml", available_tools=toolset())
+    assert [str(p) for p in info.value.problems] == [
+        "a.toml:5:18: agent.confirm_tools[0]: tool 'lookup' is read-only; only side-effect tools wait for a "
+        "confirmation"
+    ]
+    ok = parse_agent_file(text.replace('["lookup"]', '["book_table"]'), source="a.toml", available_tools=toolset())
+    assert ok.confirm_tools == ("book_table",)

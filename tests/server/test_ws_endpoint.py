@@ -1,0 +1,64 @@
+"""The WebSocket transport mounted in the app: a real call through uvicorn and the placeholder runner."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import math
+import struct
+import urllib.request
+
+import pytest
+
+from brisvox.audio.wav import WavAudio
+from brisvox.core.clock import SystemClock
+from brisvox.server.host import ServerParts, serve
+from brisvox.server.lifecycle import StopRequests
+from brisvox.server.settings import Settings
+from brisvox.server.ws_endpoint import TransportEndpoint, echo_runner
+from brisvox.transport.websocket import ServerConfig
+from brisvox.transport.websocket.client import ClientOptions, run
+
+
+def tone(seconds: float, rate: int = 16000) -> bytes:
+    n = int(seconds * rate)
+    return b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / rate))) for i in range(n))
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return str(r.read().decode())
+
+
+@pytest.mark.realtime
+async def test_a_websocket_call_runs_through_the_session_manager_and_the_server_drains_after_it() -> None:
+    clock = SystemClock()
+    endpoint = TransportEndpoint(clock, ServerConfig(path="/ws"))
+    parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
+                        on_drained=endpoint.close)
+    stops = StopRequests()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    out = io.StringIO()
+    server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,
+                                         out=out, on_ready=ready.set_result))
+    try:
+        port = await asyncio.wait_for(ready, 20)
+        base = f"http://127.0.0.1:{port}"
+        audio = WavAudio(tone(0.6), 16000)
+        result = await run(ClientOptions(url=f"ws://127.0.0.1:{port}/ws", audio=audio, realtime=False,
+                                         linger=0.5), clock)
+        assert result.ok, result.failure
+        assert result.call_id is not None and len(result.recording) > len(audio.pcm) // 2
+        loop = asyncio.get_running_loop()
+        for _ in range(100):
+            metrics = await loop.run_in_executor(None, get, f"{base}/metrics")
+            if 'brisvox_calls_ended_total{outcome="ok"} 1.0' in metrics:
+                break
+            await clock.sleep(0.05)
+        assert 'brisvox_calls_ended_total{outcome="ok"} 1.0' in metrics
+        assert "brisvox_active_calls 0.0" in metrics
+    finally:
+        stops.request("test stop")
+        code = await asyncio.wait_for(server, 30)
+    assert code == 0
+    assert "stopped (drained, exit status 0)" in out.getvalue()
