@@ -324,3 +324,15 @@ async def test_engine_results_are_kind_error_messages_bounded_for_a_long_tool_na
 
 
 _ = RO
+
+
+async def test_arguments_that_are_not_an_object_are_invalid_arguments() -> None:
+    from brisvox.agent.context import ToolCall
+
+    clock = SimClock()
+    probe = Probe(clock)
+    async with engine(_registry(probe), clock) as eng:
+        bad = ToolCall(id="t1.0", name="a", arguments=[1, 2])  # type: ignore[arg-type]
+        ex = await eng.execute([bad], 1, CancelToken())
+        assert kind(ex.results[0]) == "invalid_arguments" and probe.count("start") == 0
+        ex.mark_delivered()

@@ -254,7 +254,12 @@ class ToolEngine:
                 )
                 continue
             slot.registered = registered
-            if not isinstance(call.arguments, dict) or not _fits(call.arguments, self.config.max_argument_bytes):
+            if not isinstance(call.arguments, dict):
+                self._malformed(
+                    slot, ErrorKind.INVALID_ARGUMENTS, Outcome.INVALID_ARGUMENTS, "the arguments must be a JSON object"
+                )
+                continue
+            if not _fits(call.arguments, self.config.max_argument_bytes):
                 self._malformed(
                     slot,
                     ErrorKind.ARGUMENTS_TOO_LARGE,
