@@ -6,6 +6,7 @@ import asyncio
 import io
 import math
 import struct
+import urllib.error
 import urllib.request
 
 import pytest
@@ -62,3 +63,45 @@ async def test_a_websocket_call_runs_through_the_session_manager_and_the_server_
         code = await asyncio.wait_for(server, 30)
     assert code == 0
     assert "stopped (drained, exit status 0)" in out.getvalue()
+
+
+@pytest.mark.realtime
+async def test_a_call_still_running_after_the_drain_timeout_is_cancelled_and_the_exit_status_is_3() -> None:
+    clock = SystemClock()
+    endpoint = TransportEndpoint(clock, ServerConfig(path="/ws"))
+    parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
+                        on_drained=endpoint.close)
+    stops = StopRequests()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    out = io.StringIO()
+    settings = Settings(port=0, max_calls=1, drain_timeout=0.3, cancel_timeout=3.0)
+    server = asyncio.ensure_future(serve(settings, parts, clock=clock, stops=stops, out=out,
+                                         on_ready=ready.set_result))
+    try:
+        port = await asyncio.wait_for(ready, 20)
+        base = f"http://127.0.0.1:{port}"
+        client = asyncio.ensure_future(run(ClientOptions(url=f"ws://127.0.0.1:{port}/ws",
+                                                         audio=WavAudio(tone(10.0), 16000), linger=0.2), clock))
+        loop = asyncio.get_running_loop()
+        for _ in range(200):
+            ready_body = await loop.run_in_executor(None, lambda: _status(f"{base}/readyz"))
+            if '"active":1' in ready_body:
+                break
+            await clock.sleep(0.05)
+        assert '"active":1' in ready_body and ready_body.startswith("503")  # full at max_calls=1
+        stops.request("test stop")
+        result = await asyncio.wait_for(client, 20)
+    finally:
+        stops.request("test stop")
+        code = await asyncio.wait_for(server, 30)
+    assert code == 3
+    assert "stopped (cancelled, exit status 3)" in out.getvalue()
+    assert result.call_id is not None and result.stop_reason is not None
+
+
+def _status(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return f"{r.status} {r.read().decode()}"
+    except urllib.error.HTTPError as exc:
+        return f"{exc.code} {exc.read().decode()}"

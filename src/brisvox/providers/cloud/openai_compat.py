@@ -30,7 +30,7 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.providers.cloud._http import HttpStreamer
-from brisvox.providers.cloud._llm import Results, SseLlm, conversation, stream_error, wire_id
+from brisvox.providers.cloud._llm import Results, SseLlm, conversation, json_event, stream_error, wire_id
 from brisvox.providers.cloud._sse import SseEvent
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
@@ -194,12 +194,7 @@ class OpenAiStreamDecoder:
         if data.strip() == "[DONE]":
             self.done = self._done()
             return []
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            raise ProviderError(self._provider, ProviderErrorKind.PROTOCOL, "a stream chunk is not JSON") from None
-        if not isinstance(chunk, dict):
-            raise ProviderError(self._provider, ProviderErrorKind.PROTOCOL, "a stream chunk is not an object")
+        chunk = json_event(self._provider, data)
         if "error" in chunk:
             return [LlmError(error=stream_error(self._provider, chunk))]
         out: list[LlmEvent] = []
