@@ -1,7 +1,8 @@
 """The ``serve`` and ``check`` subcommands of the ``brisvox`` command line.
 
 ``brisvox serve [AGENT_FILE]`` starts the HTTP/WebSocket surface (settings from
-``BRISVOX_*``, docs/OPERATIONS.md).  The production engine is not wired in yet, so calls
+``BRISVOX_*``, docs/OPERATIONS.md); with no agent file (argument or ``BRISVOX_AGENT_FILE``)
+it serves the demo agent (:mod:`brisvox.server.demo`) with its tools.  The production engine is not wired in yet, so calls
 on the WebSocket endpoint run a documented placeholder, the transport's echo engine
 (each caller frame is played back), and the ``listening on`` line says so; admission,
 health, readiness, metrics, the drain and the exit codes work as documented.
@@ -53,8 +54,19 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
     return 0
 
 
+def _copy(tools: ToolSet) -> ToolSet:
+    from brisvox.server.tools import ToolSet
+
+    out = ToolSet()
+    for name in tools.names():
+        spec, tool = tools.spec(name), tools.tool(name)
+        assert spec is not None and tool is not None
+        out.add(spec, tool)
+    return out
+
+
 def session_runner(
-    definition: AgentDefinition | None, tools: ToolSet, clock: Clock
+    definition: AgentDefinition, tools: ToolSet, clock: Clock
 ) -> tuple[SessionRunner[CallLink], str]:
     """The session runner of ``brisvox serve`` and how the start-up line describes it.
 
@@ -84,18 +96,21 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     agent_path = args.agent_file or settings.agent_file
-    definition: AgentDefinition | None = None
-    if agent_path is not None:
-        try:
-            definition = load_agent_file(agent_path, available_tools=tools, environ=os.environ)
-        except AgentFileError as exc:
-            for problem in exc.problems:
-                print(problem, file=sys.stderr)
-            print("brisvox serve: the agent file is invalid; not starting", file=sys.stderr)
-            return EXIT_STARTUP_FAILURE
+    if agent_path is None:
+        from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
+
+        agent_path = DEMO_AGENT_FILE
+        tools = demo_tools(into=_copy(tools))
+    try:
+        definition = load_agent_file(agent_path, available_tools=tools, environ=os.environ)
+    except AgentFileError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        print("brisvox serve: the agent file is invalid; not starting", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
     clock = SystemClock()
     runner, what = session_runner(definition, tools, clock)
-    description = f"{_summary(definition) if definition is not None else 'no agent file'}; {what}"
+    description = f"{_summary(definition)}; {what}"
     ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
                              max_calls=settings.max_calls)
     endpoint = TransportEndpoint(clock, ws_config)
