@@ -28,23 +28,14 @@ import sys
 import time
 from pathlib import Path
 
+from _procutil import cpu_seconds, read_port, write_port
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 FRAME = 640
 RATE = 16000
 
 
-def _write_port(path: str, port: int) -> None:
-    with open(path, "w") as f:
-        f.write(str(port))
-
-
-def _read_port(path: str) -> int:
-    try:
-        with open(path) as f:
-            return int(f.read() or 0)
-    except FileNotFoundError:
-        return 0
 
 
 def serve(port_file: str, use_uvloop: bool) -> None:
@@ -57,7 +48,7 @@ def serve(port_file: str, use_uvloop: bool) -> None:
         clock = SystemClock()
         async with TaskScope("bench") as scope, WebSocketServer(clock, ServerConfig(max_calls=10_000)) as server:
             scope.spawn(run_echo(clock, server, scope), name="echo")
-            _write_port(port_file, server.port)
+            write_port(port_file, server.port)
             await asyncio.Future()
 
     if use_uvloop:
@@ -67,11 +58,6 @@ def serve(port_file: str, use_uvloop: bool) -> None:
     else:
         asyncio.run(main())
 
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def caller(port: int, seconds: float, latencies: list[float], counts: list[int]) -> None:
@@ -121,7 +107,7 @@ def run_once(calls: int, seconds: float, use_uvloop: bool) -> tuple[float, float
     args = [sys.executable, __file__, "--serve", port_file] + ([] if use_uvloop else ["--no-uvloop"])
     proc = subprocess.Popen(args, env=env)
     try:
-        while not (port := _read_port(port_file)):
+        while not (port := read_port(port_file)):
             time.sleep(0.05)
         latencies: list[float] = []
         counts: list[int] = []
