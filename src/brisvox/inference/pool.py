@@ -7,8 +7,11 @@ thread runs the job and completes the future on the loop it came from.
 
 Two lanes: :attr:`Lane.VAD` (one short window per call every 32 ms) is always served
 before :attr:`Lane.NORMAL`, so a long job queued by one call never delays another
-call's voice activity by more than the job already running.  End-of-turn analyses
-(about 100 ms each) get a separate pool of their own, :func:`start_turn_executor`.
+call's voice activity by more than the job already running.  That bound is the longest
+job's length, so long jobs do not belong here: end-of-turn analyses (about 100 ms each)
+get a separate pool of their own, :func:`start_turn_executor`, and so should anything
+that holds a thread for more than a few milliseconds (a Whisper transcription takes most
+of a second: with one pool thread it would stall every call's VAD for that long).
 
 On a :class:`~brisvox.core.clock.VirtualTimeLoop` every future the pool completes is
 registered with :func:`~brisvox.core.clock.hold_time_for`, so virtual time stands still

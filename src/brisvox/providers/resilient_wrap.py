@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
@@ -90,24 +90,39 @@ async def _connect(
     return await with_retries()
 
 
-# --- LLM -------------------------------------------------------------------------------------
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    async def warm(self) -> None: ...
 
 
-class ResilientLlm(LlmProvider):
-    def __init__(self, inner: LlmProvider, clock: Clock, policy: ResiliencePolicy = DEFAULT_POLICY) -> None:
-        self._inner = inner
+class _Wrapped:
+    """What the three wrappers share: the inner provider, the clock, the policy, name and warm."""
+
+    def __init__(self, inner: _Named, clock: Clock, policy: ResiliencePolicy = DEFAULT_POLICY) -> None:
+        self._inner_any = inner
         self._clock = clock
         self._policy = policy
 
     @property
     def name(self) -> str:
-        return self._inner.name
+        return self._inner_any.name
 
     def __repr__(self) -> str:
-        return f"ResilientLlm({self._inner!r})"
+        return f"{type(self).__name__}({self._inner_any!r})"
 
     async def warm(self) -> None:
-        await self._inner.warm()
+        await self._inner_any.warm()
+
+
+# --- LLM -------------------------------------------------------------------------------------
+
+
+class ResilientLlm(_Wrapped, LlmProvider):
+    def __init__(self, inner: LlmProvider, clock: Clock, policy: ResiliencePolicy = DEFAULT_POLICY) -> None:
+        super().__init__(inner, clock, policy)
+        self._inner = inner
 
     def stream(self, request: LlmRequest) -> LlmStream:
         return GeneratorLlmStream(self.name, self._run(request))
@@ -162,21 +177,10 @@ class ResilientLlm(LlmProvider):
 # --- STT -------------------------------------------------------------------------------------
 
 
-class ResilientStt(SttProvider):
+class ResilientStt(_Wrapped, SttProvider):
     def __init__(self, inner: SttProvider, clock: Clock, policy: ResiliencePolicy = DEFAULT_POLICY) -> None:
+        super().__init__(inner, clock, policy)
         self._inner = inner
-        self._clock = clock
-        self._policy = policy
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    def __repr__(self) -> str:
-        return f"ResilientStt({self._inner!r})"
-
-    async def warm(self) -> None:
-        await self._inner.warm()
 
     async def connect(self, config: SttConfig) -> _ResilientSttSession:
         inner = await _connect(self.name, self._clock, self._policy, lambda: self._inner.connect(config))
@@ -274,21 +278,10 @@ def _shift(t: Transcript, offset: float) -> Transcript:
 # --- TTS -------------------------------------------------------------------------------------
 
 
-class ResilientTts(TtsProvider):
+class ResilientTts(_Wrapped, TtsProvider):
     def __init__(self, inner: TtsProvider, clock: Clock, policy: ResiliencePolicy = DEFAULT_POLICY) -> None:
+        super().__init__(inner, clock, policy)
         self._inner = inner
-        self._clock = clock
-        self._policy = policy
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    def __repr__(self) -> str:
-        return f"ResilientTts({self._inner!r})"
-
-    async def warm(self) -> None:
-        await self._inner.warm()
 
     async def connect(self, config: TtsConfig) -> _ResilientTtsSession:
         inner = await _connect(self.name, self._clock, self._policy, lambda: self._inner.connect(config))

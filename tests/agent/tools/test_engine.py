@@ -336,3 +336,21 @@ async def test_arguments_that_are_not_an_object_are_invalid_arguments() -> None:
         ex = await eng.execute([bad], 1, CancelToken())
         assert kind(ex.results[0]) == "invalid_arguments" and probe.count("start") == 0
         ex.mark_delivered()
+
+
+async def test_append_to_is_all_or_nothing_and_leaves_the_execution_pending_on_error() -> None:
+    import pytest
+
+    from brisvox.agent.context import ContextError
+
+    clock = SimClock()
+    probe = Probe(clock)
+    async with engine(_registry(probe), clock) as eng:
+        calls = [call("t1.0", "a"), call("t1.1", "b")]
+        ex = await eng.execute(calls, 1, CancelToken())
+        ctx = Context()
+        ctx.push_assistant(tool_calls=calls[:1])  # the second call is missing from the context
+        with pytest.raises(ContextError):
+            ex.append_to(ctx)
+        assert len(ctx) == 1 and not ex.is_delivered
+        ex.discard()

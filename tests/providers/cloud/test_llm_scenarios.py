@@ -20,7 +20,7 @@ from brisvox.providers.cloud.anthropic import AnthropicLlm, AnthropicOptions
 from brisvox.providers.cloud.gemini import GeminiLlm, GeminiOptions
 from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm, OpenAiCompatOptions
 from brisvox.providers.errors import ProviderErrorKind
-from brisvox.providers.llm import Done, FinishReason, LlmError, LlmProvider, LlmRequest
+from brisvox.providers.llm import Done, FinishReason, LlmError, LlmProvider, LlmRequest, TextDelta
 from brisvox.providers.resilient import ResiliencePolicy
 
 from ._llm_wire import Cut, Pause, Script, T, VendorFake, assistant_message, call, collect, interleave
@@ -389,3 +389,20 @@ async def test_warm_opens_the_connection_that_the_first_request_then_reuses(vend
     warm, first = fake.requests
     assert warm.method == "GET" and warm.path.endswith("/models")
     assert first.method == "POST" and first.peer == warm.peer
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_closing_the_stream_mid_response_releases_the_connection_at_once(vendor: str) -> None:
+    fake = VendorFake(vendor, [Script([T("Hello"), Pause(1.0), T(" there"), Pause(60.0), T("!")]),
+                               Script([T("Next.")])])
+    clock = SimClock()
+    async with fake:
+        llm = make(vendor, fake.server.base_url)
+        t0 = clock.now()
+        async with llm.stream(LlmRequest(messages=start().messages, tools=TOOLS)) as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    break  # a barge-in: the caller talks over the first words
+        assert clock.now() - t0 < 1.0
+        again = await run(llm, start())
+    assert again.text == "Next."

@@ -202,3 +202,61 @@ def test_unsupported_sample_rates_are_refused_by_name() -> None:
     tts = make("cartesia", "ws://127.0.0.1:9")
     with pytest.raises(ConfigError, match="sample_rate"):
         asyncio.run(tts.connect(TtsConfig(sample_rate=11_025)))
+
+
+async def test_an_elevenlabs_session_error_fails_the_context_and_the_session_reconnects() -> None:
+    import json as _json
+
+    from websockets.asyncio.server import ServerConnection
+
+    from ._fake_ws import Upgrade
+
+    connections = 0
+
+    async def handler(ws: ServerConnection, up: Upgrade) -> None:
+        nonlocal connections
+        connections += 1
+        async for raw in ws:
+            m = _json.loads(raw)
+            if connections == 1 and m.get("text", "").strip():
+                await ws.send(_json.dumps({"error": "internal", "message": "something broke"}))
+
+    async with FakeWsServer(handler) as server:
+        tts = make("elevenlabs", server.url)
+        async with await tts.connect(TtsConfig(sample_rate=RATE)) as session:
+            await session.send_text(1, "hello")
+            [err] = await until(session, TtsError)
+            for _ in range(200):
+                if session.reconnects:  # type: ignore[attr-defined]
+                    break
+                await asyncio.sleep(0.01)
+    assert isinstance(err, TtsError) and err.context_id == 1 and not err.fatal
+    assert err.error.kind is ProviderErrorKind.SERVER
+    assert connections == 2
+
+
+async def test_deepgram_reports_a_message_it_cannot_map_and_keeps_listening() -> None:
+    import json as _json
+
+    from websockets.asyncio.server import ServerConnection
+
+    from brisvox.providers.cloud.deepgram import DeepgramOptions, DeepgramStt
+    from brisvox.providers.stt import SttConfig, SttError, Transcript
+
+    from ._fake_ws import Upgrade
+
+    async def handler(ws: ServerConnection, up: Upgrade) -> None:
+        async for msg in ws:
+            if isinstance(msg, bytes):
+                await ws.send(_json.dumps({"type": "Results", "channel": {"alternatives": [{"transcript": "x"}]},
+                                           "start": "soon", "is_final": True}))
+                await ws.send(_json.dumps({"type": "Results", "channel": {"alternatives": [{"transcript": "ok"}]},
+                                           "start": 0.0, "duration": 0.5, "is_final": True}))
+
+    async with FakeWsServer(handler) as server:
+        stt = DeepgramStt(DeepgramOptions(api_key=Secret(KEY), base_url=server.url), SimClock())
+        async with await stt.connect(SttConfig()) as session:
+            await session.send_audio(b"\x00\x00" * 160)
+            bad, good = await anext(session), await anext(session)
+    assert isinstance(bad, SttError) and not bad.fatal and bad.error.kind is ProviderErrorKind.PROTOCOL
+    assert isinstance(good, Transcript) and good.text == "ok"

@@ -28,17 +28,19 @@ async def race(clock: Clock, fut: asyncio.Future[Any], deadline: float | None, c
         return Ended.DONE
     if cancel is not None and cancel.is_cancelled:
         return Ended.CANCELLED
-    async with TaskScope("race") as scope:
-        waiters: set[asyncio.Future[Any]] = {fut}
-        timer = cancelled = None
-        if deadline is not None:
-            timer = scope.spawn(clock.sleep_until(deadline), name="deadline")
-            waiters.add(timer)
-        if cancel is not None:
-            cancelled = scope.spawn(cancel.wait(), name="cancel")
-            waiters.add(cancelled)
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        scope.cancel()
+    cancelled = cancel.future() if cancel is not None else None
+    try:
+        async with TaskScope("race") as scope:
+            waiters: set[asyncio.Future[Any]] = {fut}
+            if deadline is not None:
+                waiters.add(scope.spawn(clock.sleep_until(deadline), name="deadline"))
+            if cancelled is not None:
+                waiters.add(cancelled)
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            scope.cancel()
+    finally:
+        if cancelled is not None and not cancelled.done():
+            cancelled.cancel()
     if fut.done():
         return Ended.DONE
     if cancel is not None and cancel.is_cancelled:

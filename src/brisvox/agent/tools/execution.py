@@ -17,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
-from brisvox.agent.context import Context, ToolCall, ToolMessage
+from brisvox.agent.context import Context, ContextError, ToolCall, ToolMessage
 from brisvox.agent.tools._records import LateNote, Record, ReplayClaim, Slot
 
 __all__ = ["Execution", "Speculation"]
@@ -82,10 +82,16 @@ class Execution:
         """Pushes the results, then the late notes, and marks the execution delivered."""
         if self._state is not _State.PENDING:
             raise RuntimeError(f"execution already {self._state.value}")
-        for message in self.results:
-            context.push(message)
-        for note in self.late_notes:
-            context.push(note.message())
+        before = context.messages
+        try:
+            for message in self.results:
+                context.push(message)
+            for note in self.late_notes:
+                context.push(note.message())
+        except ContextError:
+            # All or nothing: the execution stays pending (deliver or discard it after fixing the context).
+            context.set_messages(before)
+            raise
         self.mark_delivered()
 
     def mark_delivered(self) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "SseLlm",
     "StreamDecoder",
     "conversation",
+    "json_event",
     "parse_json_object",
     "stream_error",
     "vendor_data",
@@ -182,6 +183,17 @@ class SseLlm(LlmProvider):
             await events.aclose()
         for event in decoder.end_of_body():
             yield event
+
+
+def json_event(provider: str, data: str) -> dict[str, Any]:
+    """One event's JSON object; anything else is a ``protocol`` error."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise ProviderError(provider, ProviderErrorKind.PROTOCOL, "a stream event is not JSON") from None
+    if not isinstance(value, dict):
+        raise ProviderError(provider, ProviderErrorKind.PROTOCOL, "a stream event is not a JSON object")
+    return value
 
 
 def stream_error(provider: str, payload: Any) -> ProviderError:

@@ -209,7 +209,10 @@ class WsTtsSession(TtsSessionBase):
                 error = close_error(self.provider, exc)
             except ProviderError as exc:
                 error = exc
+            except (ValueError, TypeError, KeyError) as exc:
+                error = ProviderError(self.provider, ProviderErrorKind.PROTOCOL, f"unreadable message ({type(exc).__name__})")
             self._ws = None
+            await close_ws(ws, self._clock, self._policy)  # after a vendor error the socket is still open
             await self._fail_in_flight(error)
             if not error.retryable or not await self._reconnect():
                 await self._emit(TtsError(error=error, fatal=True))

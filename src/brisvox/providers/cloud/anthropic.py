@@ -32,7 +32,15 @@ from brisvox.agent import AssistantMessage, SystemMessage, UserMessage
 from brisvox.core.clock import Clock
 from brisvox.core.secret import Secret
 from brisvox.providers.cloud._http import HttpStreamer
-from brisvox.providers.cloud._llm import Results, SseLlm, conversation, stream_error, vendor_data, wire_id
+from brisvox.providers.cloud._llm import (
+    Results,
+    SseLlm,
+    conversation,
+    json_event,
+    stream_error,
+    vendor_data,
+    wire_id,
+)
 from brisvox.providers.cloud._sse import SseEvent
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
@@ -163,12 +171,7 @@ class AnthropicStreamDecoder:
         return ProviderError(self._provider, ProviderErrorKind.PROTOCOL, what)
 
     def feed(self, event: SseEvent) -> list[LlmEvent]:
-        try:
-            data = json.loads(event.data)
-        except ValueError:
-            raise self._protocol("an event is not JSON") from None
-        if not isinstance(data, dict):
-            raise self._protocol("an event is not an object")
+        data = json_event(self._provider, event.data)
         kind = data.get("type", event.event)
         if kind == "content_block_delta":
             return self._delta(data)

@@ -219,7 +219,11 @@ class DeepgramSession(SessionBase[SttEvent]):
                 return
             except ConnectionClosed as exc:
                 error = close_error("deepgram", exc)
+            except (ValueError, TypeError, KeyError) as exc:
+                # A message we could not map: end the session visibly instead of leaving the reader dead.
+                error = ProviderError("deepgram", ProviderErrorKind.PROTOCOL, f"unreadable message ({type(exc).__name__})")
             self._ws = None
+            await close_ws(ws, self._clock, policy)
             if not error.retryable:
                 await self._emit(SttError(error=error, fatal=True))
                 self._finish()

@@ -38,6 +38,7 @@ from brisvox.providers.cloud._llm import (
     Results,
     SseLlm,
     conversation,
+    json_event,
     parse_json_object,
     stream_error,
     vendor_data,
@@ -180,12 +181,7 @@ class GeminiStreamDecoder:
         self.done: Done | None = None
 
     def feed(self, event: SseEvent) -> list[LlmEvent]:
-        try:
-            chunk = json.loads(event.data)
-        except ValueError:
-            raise ProviderError(self._provider, ProviderErrorKind.PROTOCOL, "a stream chunk is not JSON") from None
-        if not isinstance(chunk, dict):
-            raise ProviderError(self._provider, ProviderErrorKind.PROTOCOL, "a stream chunk is not an object")
+        chunk = json_event(self._provider, event.data)
         if "error" in chunk:
             return [LlmError(error=stream_error(self._provider, chunk))]
         out: list[LlmEvent] = []

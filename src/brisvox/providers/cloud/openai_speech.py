@@ -128,7 +128,7 @@ class OpenAiSpeechSession(TtsSessionBase):
                 if seg.text is None:
                     await self._emit(TtsFlushed(context_id=seg.context_id))
                     continue
-                task = asyncio.get_running_loop().create_task(self._speak(seg.context_id, seg.text))
+                task = self._scope.spawn(self._speak(seg.context_id, seg.text), name=f"speak {seg.context_id}")
                 self._current = (seg.context_id, task)
                 try:
                     await task

@@ -1,0 +1,192 @@
+"""``run_call``: one call, end to end, over a TransportSession.
+
+    pump → listen → turn driver → LLM runner → speak → transport out
+
+The pump (this module) turns transport events into frames: caller audio into the head
+of the pipeline, position reports into its tail (upstream, for TransportOut).  Every
+helper task belongs to the call's TaskScope; every provider session is an async context
+manager closed with the call; ``cancel`` (an Event) or the caller's hang-up ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from brisvox.agent.context import Context
+from brisvox.agent.tools import ToolEngine, ToolRegistry
+from brisvox.agent.turn import TurnMachine
+from brisvox.core.clock import Clock
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded
+from brisvox.core.frames import Direction, PlaybackFrame
+from brisvox.core.pipeline import Pipeline, RunningPipeline
+from brisvox.core.tasks import TaskScope
+from brisvox.core.timeline import TimelineRecorder, TurnRecord
+from brisvox.engine.config import EngineConfig
+from brisvox.engine.driver import TurnAnalyzer, TurnDriver
+from brisvox.engine.listen import ListenStage
+from brisvox.engine.out import TransportOut
+from brisvox.engine.playout import PlayoutBook
+from brisvox.engine.runner import LlmRunner
+from brisvox.engine.speak import SpeakStage
+from brisvox.inference.mel import SAMPLE_RATE as END_OF_TURN_RATE
+from brisvox.inference.smart_turn import TurnAudio
+from brisvox.inference.vad import VoiceActivityDetector
+from brisvox.providers.llm import LlmProvider
+from brisvox.providers.stt import SttProvider, SttSession
+from brisvox.providers.tts import TtsProvider, TtsSession
+from brisvox.transport.events import CallerAudio, PlaybackPosition, Stopped, StopReason
+from brisvox.transport.session import TransportSession
+
+__all__ = ["CallReport", "Providers", "run_call"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Providers:
+    """The providers of one call; ``vad`` builds a detector for the caller's sample rate.
+
+    ``end_of_turn`` (Smart Turn) is optional: without it the turn machine's fallback
+    deadline ends an adaptive turn.  It reads 16 kHz audio, so it is used only on calls
+    whose input is 16 kHz.
+    """
+
+    stt: SttProvider
+    llm: LlmProvider
+    tts: TtsProvider
+    vad: Callable[[int], VoiceActivityDetector]
+    end_of_turn: TurnAnalyzer | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallReport:
+    stop_reason: StopReason | None
+    context: Context
+    turns: int
+    interrupts: int
+    fallbacks: int
+    stale_audio_dropped: int
+    timeline: tuple[TurnRecord, ...]
+
+
+async def run_call(
+    session: TransportSession,
+    config: EngineConfig,
+    providers: Providers,
+    clock: Clock,
+    cancel: asyncio.Event | None = None,
+    context: Context | None = None,
+    tools: ToolRegistry | None = None,
+) -> CallReport:
+    """Run one call until the caller hangs up, the transport ends or ``cancel`` is set."""
+    context = context if context is not None else Context()
+    rates = session.info.sample_rate()
+    in_rate = rates.input if rates else config.stt.sample_rate
+    out_rate = rates.output if rates else config.tts.sample_rate
+    stt_config = dataclasses.replace(config.stt, sample_rate=in_rate)
+    tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
+    book = PlayoutBook()
+    timeline = TimelineRecorder()
+    machine = TurnMachine(config.turn, config.interruption)
+    commands = session.commands()
+
+    def clear(epoch: int) -> None:
+        with contextlib.suppress(ChannelClosed):
+            commands.clear(epoch)
+
+    async with TaskScope("call") as scope:
+        stt: SttSession = await _connect("speech-to-text", providers.stt.connect(stt_config), config.timeouts.connect)
+        try:
+            tts: TtsSession = await _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect)
+        except BaseException:
+            await stt.aclose()
+            raise
+        engine = ToolEngine(tools, session.info.call_id, clock, config.tools) if tools is not None else None
+        async with stt, tts, contextlib.AsyncExitStack() as stack:
+            if engine is not None:
+                await stack.enter_async_context(engine)
+            analyzer = providers.end_of_turn if in_rate == END_OF_TURN_RATE else None
+            if providers.end_of_turn is not None and analyzer is None:
+                log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
+            turn_audio = TurnAudio() if analyzer is not None else None
+            listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio)
+            driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline)
+            runner = LlmRunner(
+                providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window
+            )
+            speak = SpeakStage(
+                tts,
+                book,
+                config.segmenter,
+                scope,
+                timeline,
+                reconnect=lambda: _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect),
+            )
+            out = TransportOut(commands, book, timeline)
+            pipeline = Pipeline("call").then(listen).then(driver).then(runner).then(speak).then(out)
+            running = pipeline.start(clock)
+            try:
+                await _pump(session, running, cancel)
+                with contextlib.suppress(Exception):
+                    await running.stop(config.timeouts.stop)
+            finally:
+                await running.aclose()
+                scope.cancel()
+                await speak.aclose()
+    reason = await session.close(config.timeouts.stop)
+    return CallReport(
+        stop_reason=reason,
+        context=context,
+        turns=runner.stats.turns,
+        interrupts=driver.interrupts,
+        fallbacks=runner.stats.fallbacks,
+        stale_audio_dropped=out.stale_audio_dropped,
+        timeline=tuple(timeline.records()),
+    )
+
+
+async def _connect(what: str, aw: Awaitable[T], timeout: float) -> T:
+    try:
+        async with asyncio.timeout(timeout):
+            return await aw
+    except TimeoutError:
+        raise DeadlineExceeded(f"connecting {what}", timeout) from None
+
+
+async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None) -> None:
+    """Transport events into the pipeline until the call ends or ``cancel`` is set."""
+    if cancel is None:
+        await _pump_events(session, running)
+        return
+    async with TaskScope("pump") as scope:
+        events = scope.spawn(_pump_events(session, running), name="events")
+        stop = scope.spawn(cancel.wait(), name="cancel-watch")
+        await asyncio.wait((events, stop), return_when=asyncio.FIRST_COMPLETED)
+        scope.cancel()
+
+
+async def _pump_events(session: TransportSession, running: RunningPipeline) -> None:
+    # One await per event, no task per event: this loop runs 50 times a second per call.
+    while running.running:
+        try:
+            event = await session.recv()
+        except ChannelClosed:
+            return
+        if isinstance(event, CallerAudio):
+            running.try_send(dataclasses.replace(event.frame, at=event.at))  # listen drops the oldest audio
+        elif isinstance(event, PlaybackPosition):
+            await running.send(
+                PlaybackFrame(
+                    epoch=event.epoch, utterance=event.utterance, samples=event.samples, sample_rate=event.sample_rate
+                ),
+                Direction.UPSTREAM,
+            )
+        elif isinstance(event, Stopped):
+            return

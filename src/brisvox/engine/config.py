@@ -1,0 +1,64 @@
+"""The configuration of one call: what the engine needs besides the providers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from brisvox.agent.interrupt import InterruptionPolicy
+from brisvox.agent.segmenter import SegmenterConfig
+from brisvox.agent.tools import EngineConfig as ToolEngineConfig
+from brisvox.agent.turn import Adaptive, TurnPolicy
+from brisvox.agent.window import WindowPolicy
+from brisvox.core.errors import ConfigError
+from brisvox.inference.vad import VadParams
+from brisvox.providers.stt import SttConfig
+from brisvox.providers.tts import TtsConfig
+
+__all__ = ["DEFAULT_FALLBACK_LINE", "EngineConfig", "LlmConfig", "Timeouts"]
+
+DEFAULT_FALLBACK_LINE = "Sorry, I'm having trouble answering right now. Could you say that again?"
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Every network wait of a call, in seconds of the injected clock."""
+
+    connect: float = 5.0
+    first_token: float = 8.0
+    idle: float = 15.0
+    stop: float = 5.0  # a graceful stop of the pipeline
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "first_token", "idle", "stop"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ConfigError(f"Timeouts.{name} must be > 0 seconds, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class LlmConfig:
+    system_prompt: str = "You are a helpful voice assistant. Answer briefly."
+    max_tool_rounds: int = 6
+    fallback_line: str = DEFAULT_FALLBACK_LINE
+    max_tokens: int | None = None
+    temperature: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_tool_rounds < 1:
+            raise ConfigError(f"LlmConfig.max_tool_rounds must be >= 1, got {self.max_tool_rounds}")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """One call's behaviour.  Providers are passed to ``run_call`` separately."""
+
+    turn: TurnPolicy = field(default_factory=Adaptive)
+    interruption: InterruptionPolicy = field(default_factory=InterruptionPolicy.disabled)
+    vad: VadParams = field(default_factory=VadParams)
+    stt: SttConfig = field(default_factory=SttConfig)
+    tts: TtsConfig = field(default_factory=TtsConfig)
+    llm: LlmConfig = field(default_factory=LlmConfig)
+    segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    tools: ToolEngineConfig = field(default_factory=ToolEngineConfig)
+    window: WindowPolicy | None = field(default_factory=WindowPolicy)

@@ -1,0 +1,185 @@
+"""Stage 2: the turn driver, the only authority over epochs.
+
+It feeds the pure :class:`~brisvox.agent.turn.TurnMachine` with VAD events, transcripts,
+bot-audio reports and its own timer, and carries out the machine's actions:
+
+* ``Interrupt``: the transport's output is cleared first, on the fast path (applied
+  inside the transport before the call returns), then the interrupt travels downstream;
+* ``StartUserTurn``: ``UserTurnStarted`` of the new epoch;
+* ``EndUserTurn``: the turn's transcript (``UserTextFrame``) then ``UserTurnEnded``;
+* ``ArmTimer`` / ``CancelTimer``: one timer task, which wakes the driver by putting a
+  ``TimerFrame`` into the driver's own inbox, so the machine is only ever touched from
+  the driver's task;
+* ``RequestAnalysis``: the end-of-turn model runs on its own executor over the caller's
+  last 8 s of audio (shared with the listen stage) and its verdict comes back the same
+  way, as a ``TurnVerdictFrame``.  Without a model (or when its executor refuses the
+  job) no verdict comes and the machine ends the turn at its fallback deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import ClassVar, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from brisvox.agent import turn as T
+from brisvox.core.frames import (
+    BotAudioEnded,
+    BotAudioStarted,
+    Direction,
+    Frame,
+    InterruptFrame,
+    StopFrame,
+    TimerFrame,
+    TranscriptFrame,
+    TurnVerdictFrame,
+    UserTextFrame,
+    UserTurnEnded,
+    UserTurnStarted,
+    VadStartedFrame,
+    VadStoppedFrame,
+)
+from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
+from brisvox.core.tasks import TaskScope
+from brisvox.core.timeline import TimelineRecorder, TurnEvent
+from brisvox.inference.errors import InferenceError
+from brisvox.inference.smart_turn import TurnAudio, TurnVerdict
+
+__all__ = ["TurnAnalyzer", "TurnDriver"]
+
+log = logging.getLogger(__name__)
+
+
+class TurnAnalyzer(Protocol):
+    """An end-of-turn model (``brisvox.inference.EndOfTurnAnalyzer`` is one)."""
+
+    async def analyze(self, audio: npt.NDArray[np.int16]) -> TurnVerdict: ...
+
+
+class TurnDriver(Processor):
+    epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
+
+    def __init__(
+        self,
+        machine: T.TurnMachine,
+        clear: Callable[[int], object],
+        scope: TaskScope,
+        analyzer: TurnAnalyzer | None = None,
+        turn_audio: TurnAudio | None = None,
+        timeline: TimelineRecorder | None = None,
+    ) -> None:
+        self.machine = machine
+        self._timeline = timeline or TimelineRecorder()
+        self._analyzer = analyzer
+        self._turn_audio = turn_audio
+        self.analyses_failed = 0
+        self._clear = clear
+        self._scope = scope
+        self._timer_token = 0
+        self._timer_task: object | None = None
+        self._turn_text: list[str] = []
+        self.interrupts = 0
+
+    @property
+    def name(self) -> str:
+        return "turn-driver"
+
+    async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
+        inp = self._input_for(frame, ctx)
+        if inp is None:
+            if isinstance(frame, StopFrame):
+                await self._act(self.machine.handle(T.Hangup(at=ctx.clock.now())), ctx)
+            if not isinstance(frame, TimerFrame | TurnVerdictFrame | BotAudioStarted | BotAudioEnded):
+                await ctx.push(frame, direction)
+            return
+        await self._act(self.machine.handle(inp), ctx)
+
+    def _input_for(self, frame: Frame, ctx: ProcessorContext) -> T.TurnInput | None:
+        if isinstance(frame, VadStartedFrame):
+            return T.VadStart(at=frame.at)
+        if isinstance(frame, VadStoppedFrame):
+            return T.VadStop(at=frame.at)
+        if isinstance(frame, TranscriptFrame):
+            if frame.is_final:
+                if frame.text.strip():
+                    self._turn_text.append(frame.text.strip())
+                return T.SttFinal(at=frame.at, text=frame.text)
+            return T.SttInterim(at=frame.at, text=frame.text)
+        if isinstance(frame, BotAudioStarted):
+            return T.BotAudioStarted(at=frame.at, epoch=frame.epoch)
+        if isinstance(frame, BotAudioEnded):
+            return T.BotAudioEnded(at=frame.at, epoch=frame.epoch)
+        if isinstance(frame, TurnVerdictFrame):
+            return T.Verdict(at=frame.at, analysis=frame.analysis, complete=frame.complete)
+        if isinstance(frame, TimerFrame):
+            if frame.token != self._timer_token:
+                return None  # a timer that was replaced after it fired
+            self._timer_task = None
+            return T.Tick(at=frame.at)
+        return None
+
+    async def _act(self, actions: list[T.TurnAction], ctx: ProcessorContext) -> None:
+        for action in actions:
+            if isinstance(action, T.Interrupt):
+                self.interrupts += 1
+                self._timeline.mark(action.epoch, TurnEvent.BARGE_IN, ctx.clock.now())
+                self._clear(action.epoch)  # fast path: the caller stops hearing the bot now
+                self._timeline.mark(action.epoch, TurnEvent.CLEAR_APPLIED, ctx.clock.now())
+                await ctx.push(InterruptFrame(new_epoch=action.epoch))
+            elif isinstance(action, T.StartUserTurn):
+                self._turn_text = []
+                self._timeline.mark(action.epoch, TurnEvent.USER_TURN_STARTED, action.at)
+                await ctx.push(UserTurnStarted(epoch=action.epoch, at=action.at))
+            elif isinstance(action, T.EndUserTurn):
+                text = " ".join(self._turn_text)
+                self._turn_text = []
+                self._timeline.mark(action.epoch, TurnEvent.USER_TURN_ENDED, ctx.clock.now())
+                await ctx.push(UserTextFrame(epoch=action.epoch, text=text))
+                await ctx.push(UserTurnEnded(epoch=action.epoch, at=action.at, reason=action.reason.frame_reason))
+            elif isinstance(action, T.ArmTimer):
+                self._arm(action.deadline, ctx)
+            elif isinstance(action, T.CancelTimer):
+                self._cancel_timer()
+            elif isinstance(action, T.RequestAnalysis):
+                self._analyze(action.id, ctx)
+
+    def _analyze(self, analysis: int, ctx: ProcessorContext) -> None:
+        analyzer, audio = self._analyzer, self._turn_audio
+        if analyzer is None or audio is None:
+            return
+        snapshot = audio.snapshot()
+
+        async def run() -> None:
+            try:
+                verdict = await analyzer.analyze(snapshot)
+            except InferenceError as exc:
+                self.analyses_failed += 1
+                log.debug("end-of-turn analysis %d failed: %s", analysis, exc)
+                return
+            ctx.inbox.try_put(
+                TurnVerdictFrame(at=ctx.clock.now(), analysis=analysis, complete=verdict.complete),
+                Direction.DOWNSTREAM,
+            )
+
+        self._scope.spawn(run(), name=f"end-of-turn-{analysis}")
+
+    def _arm(self, deadline: float, ctx: ProcessorContext) -> None:
+        self._cancel_timer()
+        self._timer_token += 1
+        token = self._timer_token
+
+        async def fire() -> None:
+            await ctx.clock.sleep_until(deadline)
+            ctx.inbox.try_put(TimerFrame(at=ctx.clock.now(), token=token), Direction.DOWNSTREAM)
+
+        self._timer_task = self._scope.spawn(fire(), name=f"turn-timer-{token}")
+
+    def _cancel_timer(self) -> None:
+        task = self._timer_task
+        if task is not None:
+            task.cancel()  # type: ignore[attr-defined]
+            self._timer_task = None
+        self._timer_token += 1

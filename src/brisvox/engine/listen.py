@@ -1,0 +1,92 @@
+"""Stage 1: the caller's audio in, VAD events and transcripts out.
+
+The user side of a call keeps every frame (it stays on epoch 0 and never drops): the VAD
+and the STT stream follow the caller, not the bot's turns.  Audio is consumed here; the
+VAD's start/stop frames and the STT's transcripts go downstream to the turn driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import ClassVar
+
+from brisvox.core.frames import Direction, Frame, InputAudioFrame, StopFrame, TranscriptFrame, VadStoppedFrame
+from brisvox.core.inbox import REALTIME_INPUT_POLICIES, OverflowPolicies
+from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
+from brisvox.core.tasks import TaskScope
+from brisvox.inference.smart_turn import TurnAudio
+from brisvox.inference.vad import VoiceActivityDetector
+from brisvox.providers.errors import ProviderError
+from brisvox.providers.stt import SttError, SttSession, Transcript
+
+__all__ = ["ListenStage"]
+
+log = logging.getLogger(__name__)
+
+
+class ListenStage(Processor):
+    epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
+    overflow: ClassVar[OverflowPolicies] = REALTIME_INPUT_POLICIES
+
+    def __init__(
+        self, vad: VoiceActivityDetector, stt: SttSession, scope: TaskScope, turn_audio: TurnAudio | None = None
+    ) -> None:
+        self._vad = vad
+        self._turn_audio = turn_audio  # shared with the turn driver for end-of-turn analyses
+        self._stt = stt
+        self._scope = scope
+        self._reader_started = False
+        self.stt_errors = 0
+
+    @property
+    def name(self) -> str:
+        return "listen"
+
+    async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
+        if not self._reader_started:
+            self._reader_started = True
+            self._scope.spawn(self._read_transcripts(ctx), name="stt-reader")
+        if isinstance(frame, InputAudioFrame):
+            at = frame.at or ctx.clock.now() - frame.duration
+            if self._turn_audio is not None:
+                self._turn_audio.append(frame.pcm)
+            for event in await self._vad.process(frame.pcm, at):
+                await ctx.push(event)
+                if isinstance(event, VadStoppedFrame):
+                    await self._stt_call(self._stt.finalize())
+            await self._stt_call(self._stt.send_audio(frame.pcm))
+            return
+        if isinstance(frame, StopFrame):
+            end = self._vad.finish(ctx.clock.now())
+            if end is not None:
+                await ctx.push(end)
+        await ctx.push(frame, direction)
+
+    async def _stt_call(self, aw: object) -> None:
+        try:
+            await aw  # type: ignore[misc]
+        except ProviderError as exc:
+            # The call goes on without transcripts; the turn machine falls back to silence.
+            self.stt_errors += 1
+            log.warning("speech-to-text failed: %s", exc)
+
+    async def _read_transcripts(self, ctx: ProcessorContext) -> None:
+        with contextlib.suppress(ProviderError):
+            async for event in self._stt:
+                if isinstance(event, Transcript):
+                    await ctx.push(
+                        TranscriptFrame(
+                            epoch=0,
+                            text=event.text,
+                            is_final=event.is_final,
+                            speech_final=event.speech_final,
+                            from_finalize=event.from_finalize,
+                            at=ctx.clock.now(),
+                        )
+                    )
+                elif isinstance(event, SttError):
+                    self.stt_errors += 1
+                    log.warning("speech-to-text error: %s", event.error)
+                    if event.fatal:
+                        return

@@ -1,0 +1,81 @@
+"""Stage 5: TransportOut, the tail.  It only translates: frames to transport commands.
+
+There is no pacer here: the transport session's pacer already releases one 20 ms frame
+per tick.  Before the first audio of an epoch newer than the last one cleared it sends
+``Clear(epoch)`` (the transport's ledger advances only through clears; on an idle
+transport it cuts nothing).  Position reports come back upstream from the pump as
+``PlaybackFrame``: the first one of an epoch becomes ``BotAudioStarted``, and once the
+response is done and has played out, ``BotAudioEnded`` goes upstream to the turn driver.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar
+
+from brisvox.core.frames import (
+    BotAudioEnded,
+    BotAudioStarted,
+    BotResponseDone,
+    Direction,
+    Frame,
+    OutputAudioFrame,
+    PlaybackFrame,
+)
+from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
+from brisvox.core.timeline import TimelineRecorder, TurnEvent
+from brisvox.engine.playout import PlayoutBook
+from brisvox.transport.events import SendAudio
+from brisvox.transport.session import CommandSender
+
+__all__ = ["TransportOut"]
+
+log = logging.getLogger(__name__)
+
+
+class TransportOut(Processor):
+    # It drops and counts stale audio itself, and must see position reports of every epoch.
+    epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
+
+    def __init__(self, commands: CommandSender, book: PlayoutBook, timeline: TimelineRecorder | None = None) -> None:
+        self._timeline = timeline or TimelineRecorder()
+        self._commands = commands
+        self._book = book
+        self._cleared = 0
+        self.stale_audio_dropped = 0
+        self.frames_sent = 0
+
+    @property
+    def name(self) -> str:
+        return "transport-out"
+
+    async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
+        if isinstance(frame, OutputAudioFrame):
+            if frame.epoch < ctx.epoch:
+                self.stale_audio_dropped += 1
+                return
+            if frame.epoch > self._cleared:
+                self._cleared = frame.epoch
+                self._commands.clear(frame.epoch)
+            self._book.audio_sent(frame.utterance, frame.sample_count, frame.sample_rate)
+            await self._commands.send(SendAudio(frame))
+            self._timeline.mark(frame.epoch, TurnEvent.FIRST_AUDIO_SENT, ctx.clock.now())
+            self.frames_sent += 1
+            return
+        if isinstance(frame, PlaybackFrame):
+            first = self._book.released(frame.utterance, frame.samples, frame.sample_rate)
+            now = ctx.clock.now()
+            if first is not None:
+                self._timeline.mark(first, TurnEvent.BOT_AUDIO_STARTED, now)
+                await ctx.push(BotAudioStarted(epoch=first, at=now), Direction.UPSTREAM)
+            epoch = self._book.epoch_of(frame.utterance)
+            if epoch is not None and self._book.take_ended(epoch):
+                await ctx.push(BotAudioEnded(epoch=epoch, at=now), Direction.UPSTREAM)
+            return
+        if isinstance(frame, BotResponseDone):
+            if frame.epoch >= ctx.epoch and self._book.take_ended(frame.epoch):
+                await ctx.push(BotAudioEnded(epoch=frame.epoch, at=ctx.clock.now()), Direction.UPSTREAM)
+            return
+        if direction is Direction.DOWNSTREAM and frame.frame_class.value != "system":
+            return  # text, timings and turn markers end here
+        await ctx.push(frame, direction)

@@ -1,0 +1,167 @@
+"""The PlayoutBook: the record of what the caller heard, keyed by (epoch, round).
+
+Writers, each from its own stage:
+
+* the LLM runner records where each round's assistant message sits in the context
+  (``record_round``);
+* the TTS stage opens one utterance per round (``open_utterance``), records the exact
+  text it sent (``push_sent``), the word timings the TTS reported (``push_words``) and
+  marks the response done (``response_done``) once every utterance was flushed;
+* TransportOut records the audio it handed to the transport (``audio_sent``) and the
+  positions the transport released to the caller (``released``).
+
+At the next turn the runner asks ``cuts(before_epoch)`` for every unsettled round of
+an older epoch and applies each cut to the context, newest message first, so the context
+holds what the caller heard and only that.  All state is plain Python touched from one
+event loop; nothing here awaits.  Bounded: settled rounds are forgotten, at most
+``max_rounds`` unsettled rounds are kept (the oldest is dropped and counted).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from brisvox.agent.played import PlayedText, Truncation
+from brisvox.core.frames import WordTiming
+
+__all__ = ["Cut", "PlayoutBook", "PlayoutStats"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Utterance:
+    epoch: int
+    round: int
+    played: PlayedText = field(default_factory=PlayedText)
+    sent_samples: int = 0
+    released_samples: int = 0
+    sample_rate: int = 0
+    msg_index: int | None = None
+
+    @property
+    def position(self) -> float:
+        return self.released_samples / self.sample_rate if self.sample_rate else 0.0
+
+    @property
+    def played_out(self) -> bool:
+        return self.released_samples >= self.sent_samples
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """One round's assistant message and what of it was heard."""
+
+    epoch: int
+    round: int
+    msg_index: int
+    truncation: Truncation
+
+
+@dataclass(slots=True)
+class PlayoutStats:
+    utterances: int = 0
+    rounds_dropped: int = 0
+    cuts: int = 0
+
+
+class PlayoutBook:
+    def __init__(self, max_rounds: int = 256) -> None:
+        self._utterances: OrderedDict[int, _Utterance] = OrderedDict()
+        self._by_round: dict[tuple[int, int], int] = {}
+        self._done: set[int] = set()
+        self._started: set[int] = set()
+        self._ended: set[int] = set()
+        self._next_id = 1
+        self._max_rounds = max_rounds
+        self.stats = PlayoutStats()
+
+    # --- the TTS stage -------------------------------------------------------------------
+
+    def open_utterance(self, epoch: int, round_: int) -> int:
+        key = (epoch, round_)
+        if key in self._by_round:
+            return self._by_round[key]
+        utt_id = self._next_id
+        self._next_id += 1
+        self._utterances[utt_id] = _Utterance(epoch, round_)
+        self._by_round[key] = utt_id
+        self.stats.utterances += 1
+        while len(self._utterances) > self._max_rounds:
+            old_id, old = self._utterances.popitem(last=False)
+            self._by_round.pop((old.epoch, old.round), None)
+            self.stats.rounds_dropped += 1
+            log.warning("playout book full: forgot utterance %d of epoch %d", old_id, old.epoch)
+        return utt_id
+
+    def push_sent(self, utterance: int, text: str) -> None:
+        if (u := self._utterances.get(utterance)) is not None:
+            u.played.push_sent(text)
+
+    def push_words(self, utterance: int, words: tuple[WordTiming, ...]) -> None:
+        if (u := self._utterances.get(utterance)) is not None:
+            for w in words:
+                u.played.push_word(w.word, w.start)
+
+    def response_done(self, epoch: int) -> None:
+        self._done.add(epoch)
+
+    # --- the runner ----------------------------------------------------------------------
+
+    def record_round(self, epoch: int, round_: int, msg_index: int) -> None:
+        utt_id = self._by_round.get((epoch, round_))
+        if utt_id is None:
+            utt_id = self.open_utterance(epoch, round_)
+        self._utterances[utt_id].msg_index = msg_index
+
+    # --- TransportOut --------------------------------------------------------------------
+
+    def audio_sent(self, utterance: int, samples: int, sample_rate: int) -> None:
+        if (u := self._utterances.get(utterance)) is not None:
+            u.sent_samples += samples
+            u.sample_rate = sample_rate
+
+    def released(self, utterance: int, samples: int, sample_rate: int) -> int | None:
+        """Record a position; returns the epoch when it is that epoch's first audio heard."""
+        u = self._utterances.get(utterance)
+        if u is None:
+            return None
+        u.released_samples = max(u.released_samples, samples)
+        u.sample_rate = u.sample_rate or sample_rate
+        if u.epoch not in self._started and samples > 0:
+            self._started.add(u.epoch)
+            return u.epoch
+        return None
+
+    def take_ended(self, epoch: int) -> bool:
+        """True once (and only once) when the epoch's response is done and has played out."""
+        if epoch in self._ended or epoch not in self._done:
+            return False
+        if all(u.played_out for u in self._utterances.values() if u.epoch == epoch):
+            self._ended.add(epoch)
+            return True
+        return False
+
+    # --- settling ------------------------------------------------------------------------
+
+    def cuts(self, before_epoch: int) -> list[Cut]:
+        """What was heard of every recorded round older than ``before_epoch``, newest message
+        first (apply them in this order so removals do not move the later indices); the
+        rounds are forgotten."""
+        out: list[Cut] = []
+        for utt_id in [i for i, u in self._utterances.items() if u.epoch < before_epoch]:
+            u = self._utterances.pop(utt_id)
+            self._by_round.pop((u.epoch, u.round), None)
+            if u.msg_index is None:
+                continue
+            fully = u.epoch in self._done and u.played_out and u.sent_samples > 0
+            out.append(Cut(u.epoch, u.round, u.msg_index, u.played.heard(u.position, fully_played=fully)))
+        self.stats.cuts += len(out)
+        out.sort(key=lambda c: c.msg_index, reverse=True)
+        return out
+
+    def epoch_of(self, utterance: int) -> int | None:
+        u = self._utterances.get(utterance)
+        return None if u is None else u.epoch

@@ -1,0 +1,301 @@
+"""Stage 3: the LLM runner.  It owns the conversation context.
+
+At each user turn's end it first settles the earlier turns (the context is cut to what
+the caller heard, from the PlayoutBook), then adds the caller's words and starts one
+*round task* for the new epoch.  The round task streams the model: text is spoken as it
+arrives, the assistant message is pushed once the response is done, and
+``BotResponseDone`` tells the later stages that nothing more will come for the epoch.
+
+A model that sends no first token within ``first_token`` seconds, goes silent for
+``idle`` seconds, or fails, is answered with the fixed fallback line (in the context too,
+as what the bot said).  A barge-in (a newer interrupt) cancels the round task and joins
+it before anything touches the context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from brisvox.agent import assemble as A
+from brisvox.agent.assemble import Assembled, ResponseAssembler
+from brisvox.agent.context import AssistantMessage, Context
+from brisvox.agent.played import apply_truncation
+from brisvox.agent.tools import CancelToken, ToolEngine
+from brisvox.agent.window import WindowPolicy, build_window
+from brisvox.core.errors import BrisvoxError
+from brisvox.core.frames import (
+    BotResponseDone,
+    Direction,
+    Frame,
+    InterruptFrame,
+    LlmResponseEnded,
+    LlmResponseStarted,
+    LlmTextFrame,
+    StopFrame,
+    UserTextFrame,
+    UserTurnEnded,
+)
+from brisvox.core.processor import Processor, ProcessorContext
+from brisvox.core.tasks import TaskScope
+from brisvox.core.timeline import TimelineRecorder
+from brisvox.engine.config import LlmConfig, Timeouts
+from brisvox.engine.playout import PlayoutBook
+from brisvox.providers.llm import (
+    Done,
+    LlmError,
+    LlmProvider,
+    LlmRequest,
+    ProviderDataDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+
+__all__ = ["LlmRunner", "RunnerStats"]
+
+log = logging.getLogger(__name__)
+
+
+class RunnerStats:
+    __slots__ = ("cut_messages", "fallbacks", "interrupted_tool_calls", "late_notes", "rounds", "turns")
+
+    def __init__(self) -> None:
+        self.interrupted_tool_calls = 0
+        self.late_notes = 0
+        self.turns = 0
+        self.rounds = 0
+        self.fallbacks = 0
+        self.cut_messages = 0
+
+
+class _NoAnswer(BrisvoxError):
+    pass
+
+
+class LlmRunner(Processor):
+    def __init__(
+        self,
+        llm: LlmProvider,
+        context: Context,
+        book: PlayoutBook,
+        config: LlmConfig,
+        timeouts: Timeouts,
+        scope: TaskScope,
+        timeline: TimelineRecorder | None = None,
+        tools: ToolEngine | None = None,
+        window: WindowPolicy | None = None,
+    ) -> None:
+        self.timeline = timeline or TimelineRecorder()
+        self.tools = tools
+        self.window = window
+        self.llm = llm
+        self.context = context
+        self.book = book
+        self.config = config
+        self.timeouts = timeouts
+        self._scope = scope
+        self._round_task: asyncio.Task[None] | None = None
+        self._user_text: dict[int, list[str]] = {}
+        self.stats = RunnerStats()
+        if config.system_prompt and not len(context):
+            context.push_system(config.system_prompt)
+
+    @property
+    def name(self) -> str:
+        return "llm-runner"
+
+    async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
+        if isinstance(frame, UserTextFrame):
+            if frame.text:
+                self._user_text.setdefault(frame.epoch, []).append(frame.text)
+            return
+        if isinstance(frame, UserTurnEnded):
+            await ctx.push(frame, direction)
+            await self._start_turn(frame.epoch, ctx)
+            return
+        if isinstance(frame, InterruptFrame):
+            await self._join_round()
+        elif isinstance(frame, StopFrame):
+            await self._join_round(cancel=False)
+            self._settle(before_epoch=ctx.epoch + 1)
+            self._append_late_notes()  # the record of the call ends with every known result
+        await ctx.push(frame, direction)
+
+    async def _join_round(self, cancel: bool = True) -> None:
+        task, self._round_task = self._round_task, None
+        if task is None:
+            return
+        if cancel:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    def _settle(self, before_epoch: int) -> None:
+        """Close calls a barge-in left open, then cut older turns to what the caller heard."""
+        self.stats.interrupted_tool_calls += len(self.context.interrupt_pending_tool_calls())
+        for cut in self.book.cuts(before_epoch):
+            try:
+                apply_truncation(self.context, cut.msg_index, cut.truncation)
+                self.stats.cut_messages += 1
+            except BrisvoxError as exc:  # a bookkeeping bug must not end the call
+                log.error("could not cut message %d to what was heard: %s", cut.msg_index, exc)
+
+    async def _start_turn(self, epoch: int, ctx: ProcessorContext) -> None:
+        await self._join_round()  # a round still running belongs to an older epoch
+        self._settle(before_epoch=epoch)
+        self._append_late_notes()
+        self.stats.turns += 1
+        text = " ".join(self._user_text.pop(epoch, []))
+        for stale in [e for e in self._user_text if e < epoch]:
+            del self._user_text[stale]
+        if not text:
+            # Nothing to answer: tell the later stages at once, so the turn machine is not
+            # left waiting for bot audio that never comes.
+            await ctx.push(BotResponseDone(epoch=epoch))
+            return
+        self.context.push_user(text)
+        self._round_task = self._scope.spawn(self._respond(epoch, ctx), name=f"turn-{epoch}")
+
+    def _append_late_notes(self) -> None:
+        """SideEffect results that finished after their turn, before the next user message."""
+        if self.tools is None or self.context.has_open_tool_calls():
+            return
+        for note in self.tools.take_late_notes():
+            self.context.push(note.message())
+            self.stats.late_notes += 1
+
+    async def _respond(self, epoch: int, ctx: ProcessorContext) -> None:
+        """The turn's round loop: stream, speak, run the calls, until an answer without calls."""
+        cancel = CancelToken()
+        try:
+            for round_ in range(self.config.max_tool_rounds + 1):
+                if round_ == self.config.max_tool_rounds:
+                    log.warning("turn %d used all %d tool rounds; speaking the fallback line", epoch, round_)
+                    await self._say(epoch, round_, self.config.fallback_line, ctx)
+                    return
+                calls = await self._round(epoch, round_, ctx)
+                if not calls:
+                    return
+                if self.tools is None:
+                    log.error("the model called a tool, but this call offers no tools; speaking the fallback line")
+                    self.context.interrupt_pending_tool_calls()
+                    await self._say(epoch, round_ + 1, self.config.fallback_line, ctx)
+                    return
+                execution = await self.tools.execute(calls, epoch, cancel)
+                execution.append_to(self.context)
+                if execution.budget_exhausted:
+                    await self._say(epoch, round_ + 1, self.config.fallback_line, ctx)
+                    return
+        except asyncio.CancelledError:
+            cancel.cancel("barge-in")
+            raise
+        except Exception:
+            # A bug in one turn must not end the call: the caller hears the fallback line.
+            log.exception("turn %d failed", epoch)
+            self.context.interrupt_pending_tool_calls()
+            await self._say(epoch, self.config.max_tool_rounds + 1, self.config.fallback_line, ctx)
+        finally:
+            if not cancel.is_cancelled:
+                await ctx.push(BotResponseDone(epoch=epoch))
+
+    async def _say(self, epoch: int, round_: int, text: str, ctx: ProcessorContext) -> None:
+        """A canned line: spoken as its own round and kept in the context as said."""
+        self.stats.fallbacks += 1
+        await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
+        await ctx.push(LlmTextFrame(epoch=epoch, text=text, round=round_))
+        self.context.push_assistant(text)
+        self.book.record_round(epoch, round_, len(self.context) - 1)
+        await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
+
+    def _request(self) -> LlmRequest:
+        messages = self.context.messages
+        if self.window is not None:
+            messages = build_window(self.context, self.window, self.context.estimator, None).context.messages
+        specs = tuple(self.tools.registry.specs()) if self.tools is not None else ()
+        return LlmRequest(
+            messages=messages, tools=specs, max_tokens=self.config.max_tokens, temperature=self.config.temperature
+        )
+
+    async def _round(self, epoch: int, round_: int, ctx: ProcessorContext) -> tuple[Assembled, ...]:
+        """One request: its text spoken as it streams, its message pushed before any call runs."""
+        self.stats.rounds += 1
+        await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
+        assembler = ResponseAssembler()
+        timed = self.timeline.llm_request(epoch, ctx.clock.now())
+        spoken: list[str] = []
+        failed = False
+        try:
+            await self._stream(self._request(), epoch, round_, ctx, assembler, spoken, timed)
+        except BrisvoxError as exc:
+            log.warning("the model gave no usable answer (%s); speaking the fallback line", exc)
+            self.stats.fallbacks += 1
+            failed = True
+            fallback = (" " if spoken else "") + self.config.fallback_line
+            await ctx.push(LlmTextFrame(epoch=epoch, text=fallback, round=round_))
+            spoken.append(fallback)
+        self.timeline.llm_done(epoch, timed, ctx.clock.now())
+        if failed:
+            assembler.cancel()
+            message: AssistantMessage | None = AssistantMessage(text="".join(spoken))
+            calls: tuple[Assembled, ...] = ()
+        else:
+            response = assembler.finish(epoch, self.context)
+            message, calls = response.assistant_message(), response.calls
+        if message is not None:
+            self.context.push(message)
+            self.book.record_round(epoch, round_, len(self.context) - 1)
+        await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
+        return calls
+
+    async def _stream(
+        self,
+        request: LlmRequest,
+        epoch: int,
+        round_: int,
+        ctx: ProcessorContext,
+        assembler: ResponseAssembler,
+        spoken: list[str],
+        timed: int | None,
+    ) -> None:
+        """Speak the model's text as it streams; everything goes to the assembler as well."""
+        stream = self.llm.stream(request)
+        first = True
+        try:
+            it = aiter(stream)
+            wait = self.timeouts.first_token
+            while True:
+                try:
+                    async with asyncio.timeout(wait):
+                        event = await anext(it)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    what = "first token" if first else "next token"
+                    raise _NoAnswer(f"no {what} within {wait:g} s") from None
+                wait = self.timeouts.idle
+                if first and isinstance(event, TextDelta | ToolCallDelta):
+                    first = False
+                    self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
+                if isinstance(event, TextDelta):
+                    assembler.push(A.TextDelta(event.text))
+                    spoken.append(event.text)
+                    await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=round_))
+                elif isinstance(event, ToolCallDelta):
+                    assembler.push(
+                        A.ToolCallDelta(
+                            index=event.index,
+                            id=event.id,
+                            name=event.name,
+                            arguments=event.arguments_fragment,
+                            provider_data=event.provider_data,
+                        )
+                    )
+                elif isinstance(event, ProviderDataDelta):
+                    assembler.push(A.ProviderDataDelta(event.data))
+                elif isinstance(event, LlmError):
+                    raise _NoAnswer(str(event.error))
+                elif isinstance(event, Done):
+                    break
+        finally:
+            await stream.aclose()

@@ -1,0 +1,199 @@
+"""Stage 4: text to speech.
+
+One utterance (one TTS context) per LLM round.  LLM text is cut into pieces by the
+segmenter and sent as soon as a piece is ready; the round's end flushes the context.  A
+reader task turns the TTS events into frames: audio of the utterance's epoch, word
+timings (kept through interrupts), and, once every utterance of a response is flushed,
+``BotResponseDone``.  A barge-in cancels the open contexts of older epochs on the
+provider's priority channel; their late audio is dropped by the epoch check of ``push``.
+
+A TTS session that fails for good (a fatal error, or its event stream ends) ends the
+utterances it held, so the turn machine hears that the bot went silent, and the stage
+reconnects (at most ``RECONNECT_ATTEMPTS`` tries with a doubling backoff on the clock);
+what was already said stays said, the next response speaks through the new session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from brisvox.agent.segmenter import Segmenter, SegmenterConfig
+from brisvox.core.frames import (
+    BotResponseDone,
+    Direction,
+    Frame,
+    InterruptFrame,
+    LlmResponseEnded,
+    LlmResponseStarted,
+    LlmTextFrame,
+    OutputAudioFrame,
+    TtsTextFrame,
+    WordTimingsFrame,
+)
+from brisvox.core.processor import Processor, ProcessorContext
+from brisvox.core.tasks import TaskScope
+from brisvox.core.timeline import TimelineRecorder, TurnEvent
+from brisvox.engine.playout import PlayoutBook
+from brisvox.providers.errors import ProviderError
+from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsFlushed, TtsSession, TtsWords
+
+__all__ = ["RECONNECT_ATTEMPTS", "SpeakStage"]
+
+log = logging.getLogger(__name__)
+
+RECONNECT_ATTEMPTS: Final = 3
+RECONNECT_BACKOFF: Final = 0.5  # seconds before the first retry; doubles after each
+
+
+class SpeakStage(Processor):
+    def __init__(
+        self,
+        tts: TtsSession,
+        book: PlayoutBook,
+        segmenter: SegmenterConfig,
+        scope: TaskScope,
+        timeline: TimelineRecorder | None = None,
+        reconnect: Callable[[], Awaitable[TtsSession]] | None = None,
+    ) -> None:
+        self._timeline = timeline or TimelineRecorder()
+        self._reconnect = reconnect
+        self.reconnects = 0
+        self._tts = tts
+        self._book = book
+        self._segmenter_config = segmenter
+        self._scope = scope
+        self._reader_started = False
+        self._owned: list[TtsSession] = []
+        self._current: int | None = None  # the open utterance
+        self._segmenter = Segmenter(segmenter)
+        self._open: dict[int, int] = {}  # utterance -> epoch, until flushed or cancelled
+        self._done_epochs: set[int] = set()  # BotResponseDone seen, waiting for flushes
+        self.tts_errors = 0
+
+    @property
+    def name(self) -> str:
+        return "speak"
+
+    async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
+        if not self._reader_started:
+            self._reader_started = True
+            self._scope.spawn(self._read(ctx), name="tts-reader")
+        if isinstance(frame, LlmResponseStarted):
+            self._current = self._book.open_utterance(frame.epoch, frame.round)
+            self._open[self._current] = frame.epoch
+            self._segmenter = Segmenter(self._segmenter_config)
+        elif isinstance(frame, LlmTextFrame):
+            if self._current is not None:
+                for piece in self._segmenter.push(frame.text):
+                    await self._send(self._current, frame.epoch, piece, ctx)
+            return
+        elif isinstance(frame, LlmResponseEnded):
+            utt, self._current = self._current, None
+            if utt is not None:
+                rest = self._segmenter.flush()
+                if rest:
+                    await self._send(utt, frame.epoch, rest, ctx)
+                await self._tts_call(self._tts.flush(utt))
+        elif isinstance(frame, BotResponseDone):
+            self._done_epochs.add(frame.epoch)
+            await self._maybe_done(frame.epoch, ctx)
+            return
+        elif isinstance(frame, InterruptFrame):
+            for utt, epoch in list(self._open.items()):
+                if epoch < frame.new_epoch:
+                    self._tts.cancel(utt)
+                    del self._open[utt]
+            self._current = None
+        await ctx.push(frame, direction)
+
+    async def _send(self, utt: int, epoch: int, text: str, ctx: ProcessorContext) -> None:
+        self._book.push_sent(utt, text)
+        self._timeline.mark(epoch, TurnEvent.FIRST_TTS_TEXT, ctx.clock.now())
+        await ctx.push(TtsTextFrame(epoch=epoch, text=text, utterance=utt))
+        await self._tts_call(self._tts.send_text(utt, text))
+
+    async def _tts_call(self, aw: object) -> None:
+        try:
+            await aw  # type: ignore[misc]
+        except ProviderError as exc:
+            self.tts_errors += 1
+            log.warning("text-to-speech failed: %s", exc)
+
+    async def _maybe_done(self, epoch: int, ctx: ProcessorContext) -> None:
+        if epoch in self._done_epochs and not any(e == epoch for e in self._open.values()):
+            self._done_epochs.discard(epoch)
+            self._book.response_done(epoch)
+            await ctx.push(BotResponseDone(epoch=epoch))
+
+    async def _read(self, ctx: ProcessorContext) -> None:
+        while True:
+            with contextlib.suppress(ProviderError):
+                await self._read_session(ctx)
+            # The session is gone: end what it held, then try to get a new one.
+            for utt, epoch in list(self._open.items()):
+                del self._open[utt]
+                await self._maybe_done(epoch, ctx)
+            self._current = None
+            if not await self._renew(ctx):
+                return
+
+    async def _renew(self, ctx: ProcessorContext) -> bool:
+        if self._reconnect is None:
+            return False
+        old = self._tts
+        with contextlib.suppress(ProviderError):
+            await old.aclose()
+        delay = RECONNECT_BACKOFF
+        for attempt in range(1, RECONNECT_ATTEMPTS + 1):
+            await ctx.clock.sleep(delay)
+            try:
+                self._tts = await self._reconnect()
+            except ProviderError as exc:
+                log.warning("text-to-speech reconnect %d/%d failed: %s", attempt, RECONNECT_ATTEMPTS, exc)
+                delay *= 2
+                continue
+            self.reconnects += 1
+            self._owned.append(self._tts)
+            log.info("text-to-speech reconnected (attempt %d)", attempt)
+            return True
+        log.error("text-to-speech is gone after %d reconnects; the call goes on without speech", RECONNECT_ATTEMPTS)
+        return False
+
+    async def aclose(self) -> None:
+        """Close the sessions this stage opened itself (the first one belongs to the call)."""
+        for session in self._owned:
+            with contextlib.suppress(ProviderError):
+                await session.aclose()
+
+    async def _read_session(self, ctx: ProcessorContext) -> None:
+        async for event in self._tts:
+            if isinstance(event, TtsAudio):
+                epoch = self._book.epoch_of(event.context_id)
+                if epoch is not None:
+                    self._timeline.mark(epoch, TurnEvent.FIRST_TTS_AUDIO, ctx.clock.now())
+                    await ctx.push(
+                        OutputAudioFrame(
+                            epoch=epoch, pcm=event.pcm, sample_rate=event.sample_rate, utterance=event.context_id
+                        )
+                    )
+            elif isinstance(event, TtsWords):
+                self._book.push_words(event.context_id, event.words)
+                epoch = self._book.epoch_of(event.context_id)
+                if epoch is not None:
+                    await ctx.push(WordTimingsFrame(epoch=epoch, utterance=event.context_id, words=event.words))
+            elif isinstance(event, TtsFlushed | TtsCancelled):
+                epoch = self._open.pop(event.context_id, None)
+                if epoch is not None:
+                    await self._maybe_done(epoch, ctx)
+            elif isinstance(event, TtsError):
+                self.tts_errors += 1
+                log.warning("text-to-speech error: %s", event.error)
+                if event.context_id is not None:
+                    epoch = self._open.pop(event.context_id, None)
+                    if epoch is not None:
+                        await self._maybe_done(epoch, ctx)
+                if event.fatal:
+                    return

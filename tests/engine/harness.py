@@ -1,0 +1,83 @@
+"""A simulated call: the production stages over the loopback transport and the mocks."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from brisvox.agent.tools import ToolRegistry
+from brisvox.agent.turn import FixedSilence
+from brisvox.core.clock import SimClock
+from brisvox.core.tasks import TaskScope
+from brisvox.engine import CallReport, EngineConfig, Providers, run_call
+from brisvox.engine.driver import TurnAnalyzer
+from brisvox.inference.energy import EnergyScorer
+from brisvox.inference.vad import VadParams, VoiceActivityDetector
+from brisvox.providers.llm import LlmProvider
+from brisvox.sim import CallerScenario, MockStt, MockTts, MockTtsConfig
+from brisvox.transport import Heard, LoopbackTransport, TransportSession
+from brisvox.transport.events import WireAudioOut, WireClear
+
+RATE = 16000
+
+
+@dataclass
+class SimResult:
+    report: CallReport
+    heard: list[Heard] = field(default_factory=list)
+
+    def audio_at(self) -> list[tuple[float, int]]:
+        """(time, epoch) of each audio frame the caller received."""
+        return [(h.at, h.item.frame.epoch) for h in self.heard if isinstance(h.item, WireAudioOut)]
+
+    def clears(self) -> list[tuple[float, int]]:
+        return [(h.at, h.item.epoch) for h in self.heard if isinstance(h.item, WireClear)]
+
+
+def energy_vad(rate: int) -> VoiceActivityDetector:
+    return VoiceActivityDetector(EnergyScorer(rate), VadParams.energy())
+
+
+async def simulate(
+    clock: SimClock,
+    scenario: CallerScenario,
+    llm: LlmProvider,
+    *,
+    config: EngineConfig | None = None,
+    tts: MockTtsConfig | None = None,
+    linger: float = 3.0,
+    end_of_turn: TurnAnalyzer | None = None,
+    tools: ToolRegistry | None = None,
+    interim_interval: float = 0.2,
+) -> SimResult:
+    """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
+    config = config or EngineConfig(turn=FixedSilence(silence=0.5))
+    providers = Providers(
+        stt=MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
+        llm=llm,
+        tts=MockTts(clock, tts or MockTtsConfig()),
+        vad=energy_vad,
+        end_of_turn=end_of_turn,
+    )
+    heard: list[Heard] = []
+    async with LoopbackTransport(clock) as transport, TaskScope("sim") as scope:
+        client = await transport.connect(metadata={"sample_rate": str(RATE)})
+        link = await transport.accept()
+        session = await TransportSession.open(clock, link)
+        call = scope.spawn(run_call(session, config, providers, clock, tools=tools), name="call")
+
+        async def listen() -> None:
+            while True:
+                heard.append(await client.recv())
+
+        listener = scope.spawn(listen(), name="listener")
+        start = clock.now()
+        for i, pcm in enumerate(scenario.frames(0.02)):
+            await clock.sleep_until(start + i * 0.02)
+            await client.send_audio(pcm, RATE)
+        await clock.sleep(linger)
+        await client.hangup()
+        report = await call
+        await asyncio.sleep(0)
+        listener.cancel()
+    return SimResult(report, heard)

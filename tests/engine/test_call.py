@@ -1,0 +1,182 @@
+from __future__ import annotations
+
+from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
+from brisvox.core.clock import SimClock
+from brisvox.core.tasks import live_tasks, wait_for_task_baseline
+from brisvox.sim import Say, ScenarioBuilder, ScriptedLlm
+from tests.engine.harness import simulate
+
+
+async def test_a_plain_exchange_answers_the_caller_and_records_the_turn() -> None:
+    clock = SimClock()
+    baseline = live_tasks()
+    scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("Sure, for what time?")]])
+    result = await simulate(clock, scenario, llm)
+    messages = result.report.context.messages
+    assert isinstance(messages[0], SystemMessage)
+    assert [type(m) for m in messages[1:]] == [UserMessage, AssistantMessage]
+    assert messages[1].text == "book a table for two"
+    assert messages[2].text == "Sure, for what time?"
+    audio = result.audio_at()
+    assert audio, "the caller heard nothing"
+    speech_end = scenario.utterances[0].end
+    assert audio[0][0] > speech_end
+    assert len(llm.requests) == 1
+    await wait_for_task_baseline(clock, baseline)
+
+
+LONG = (
+    "We have tables at six, seven and eight tonight, and on the terrace there is room for "
+    "larger groups too, so tell me which time suits you best and how many people are coming."
+)
+
+
+async def test_a_barge_in_clears_the_old_audio_and_the_context_keeps_only_the_heard_prefix() -> None:
+    clock = SimClock()
+    baseline = live_tasks()
+    scenario = (
+        ScenarioBuilder().pause(0.5).say("what tables do you have").pause(2.5).say("seven please").pause(2.5).build()
+    )
+    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Seven it is.")]])
+    result = await simulate(clock, scenario, llm)
+    barge = scenario.utterances[1].start
+    clears = [t for t, epoch in result.clears() if epoch >= 1]
+    assert clears, "no clear reached the caller"
+    cleared_at = clears[0]
+    assert barge < cleared_at < barge + 0.2
+    stale_after_clear = [t for t, epoch in result.audio_at() if epoch < 1 and t > cleared_at]
+    assert stale_after_clear == []
+    messages = result.report.context.messages
+    texts = [(type(m).__name__, m.text) for m in messages[1:]]  # type: ignore[union-attr]
+    assert [k for k, _ in texts] == ["UserMessage", "AssistantMessage", "UserMessage", "AssistantMessage"]
+    heard = texts[1][1]
+    assert heard and LONG.startswith(heard) and len(heard) < len(LONG)
+    assert texts[2][1] == "seven please"
+    assert texts[3][1] == "Seven it is."
+    assert result.report.interrupts == 1
+    # The second request saw only what the caller heard of the first answer.
+    second = llm.requests[1].messages
+    assert second[2].text == heard  # type: ignore[union-attr]
+    await wait_for_task_baseline(clock, baseline)
+
+
+async def test_a_model_that_never_answers_gets_the_fallback_line_at_the_first_token_deadline() -> None:
+    from brisvox.sim import Hang
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hello there").pause(1.0).build()
+    llm = ScriptedLlm(clock, [[Hang()]])
+    result = await simulate(clock, scenario, llm, linger=12.0)
+    assert result.report.fallbacks == 1
+    last = result.report.context.messages[-1]
+    assert isinstance(last, AssistantMessage) and "trouble" in last.text
+    audio = result.audio_at()
+    assert audio
+    turn_end = scenario.utterances[0].end + 0.5
+    assert turn_end + 7.95 <= audio[0][0] < turn_end + 8.5  # VAD windows blur the stop by ~10 ms
+
+
+class FixedVerdict:
+    """An end-of-turn model that always answers the same after a fixed compute time."""
+
+    def __init__(self, clock: SimClock, complete: bool, seconds: float = 0.1) -> None:
+        self.clock, self.complete, self.seconds = clock, complete, seconds
+        self.calls = 0
+        self.samples: list[int] = []
+
+    async def analyze(self, audio: object) -> object:
+        from brisvox.inference.smart_turn import TurnVerdict
+
+        self.calls += 1
+        self.samples.append(len(audio))  # type: ignore[arg-type]
+        await self.clock.sleep(self.seconds)
+        return TurnVerdict(probability=1.0 if self.complete else 0.0, complete=self.complete)
+
+
+async def test_an_end_of_turn_verdict_ends_an_adaptive_turn_before_the_fallback() -> None:
+    from brisvox.agent.turn import Adaptive
+    from brisvox.engine import EngineConfig
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("two people at eight").pause(4.0).build()
+    for complete, fast in ((True, True), (False, False)):
+        model = FixedVerdict(clock, complete)
+        llm = ScriptedLlm(clock, [[Say("Done.")]])
+        result = await simulate(clock, scenario, llm, config=EngineConfig(turn=Adaptive()), end_of_turn=model)
+        assert model.calls == 1
+        assert 0 < model.samples[0] <= 8 * 16000
+        first_audio = result.audio_at()[0][0]
+        stop = scenario.utterances[0].end
+        if fast:
+            assert first_audio < stop + 0.5  # the verdict, 0.1 s after the stop
+        else:
+            assert first_audio >= stop + 2.9  # the 3 s fallback
+
+
+async def test_the_timeline_orders_a_turns_steps_and_the_engine_adds_no_virtual_time() -> None:
+    from brisvox.core.timeline import TurnEvent as E
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hi").pause(2.0).build()
+    result = await simulate(clock, scenario, ScriptedLlm(clock, [[Say("Hello! How can I help?")]]))
+    record = next(r for r in result.report.timeline if r.at(E.USER_TURN_ENDED) is not None)
+    order = [E.USER_TURN_ENDED, E.LLM_REQUEST, E.LLM_FIRST_TOKEN, E.FIRST_TTS_TEXT, E.FIRST_TTS_AUDIO,
+             E.FIRST_AUDIO_SENT, E.BOT_AUDIO_STARTED]
+    times = [record.at(e) for e in order]
+    assert None not in times
+    assert times == sorted(times)  # type: ignore[type-var]
+    # With instant mocks every engine hop is free on virtual time: the budgets are met exactly.
+    assert record.between(E.USER_TURN_ENDED, E.LLM_REQUEST) == 0.0
+    assert record.between(E.FIRST_TTS_AUDIO, E.FIRST_AUDIO_SENT) == 0.0
+    assert record.llm_round_count() == 1
+
+
+async def test_a_tts_that_drops_mid_answer_is_reconnected_and_the_next_answer_is_spoken() -> None:
+    from brisvox.sim import MockTtsConfig
+
+    clock = SimClock()
+    baseline = live_tasks()
+    scenario = (
+        ScenarioBuilder().pause(0.5).say("tell me everything").pause(6.0).say("and now").pause(3.0).build()
+    )
+    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Short.")]])
+    result = await simulate(clock, scenario, llm, tts=MockTtsConfig(disconnect_after=1.0))
+    second_turn = scenario.utterances[1].end
+    later_audio = [t for t, epoch in result.audio_at() if t > second_turn]
+    assert later_audio, "nothing was spoken after the reconnect"
+    first_answer = result.report.context.messages[2]
+    assert isinstance(first_answer, AssistantMessage)
+    assert first_answer.text and LONG.startswith(first_answer.text) and len(first_answer.text) < len(LONG)
+    assert result.report.context.messages[-1].text == "Short."  # type: ignore[union-attr]
+    await wait_for_task_baseline(clock, baseline)
+
+
+async def test_a_backchannel_over_the_bot_does_not_interrupt_but_a_real_interruption_does() -> None:
+    from brisvox.agent.interrupt import InterruptionPolicy
+    from brisvox.agent.turn import FixedSilence
+    from brisvox.engine import EngineConfig
+
+    config = EngineConfig(turn=FixedSilence(silence=0.5), interruption=InterruptionPolicy.recommended())
+    # The STT delivers interims promptly (every 50 ms), as the policy's caller contract asks.
+    for words, seconds, interrupts in (("yeah", 0.25, 0), ("wait wait that is not what I asked", 2.0, 1)):
+        clock = SimClock()
+        scenario = (
+            ScenarioBuilder()
+            .pause(0.5)
+            .say("what tables do you have")
+            .pause(2.0)
+            .say(words, duration=seconds)
+            .pause(12.0)
+            .build()
+        )
+        llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Sorry, go ahead.")]])
+        result = await simulate(clock, scenario, llm, config=config, interim_interval=0.05)
+        assert result.report.interrupts == interrupts, words
+        answer = result.report.context.messages[2]
+        assert isinstance(answer, AssistantMessage)
+        if interrupts:
+            assert len(answer.text) < len(LONG)
+        else:
+            assert answer.text == LONG  # heard in full: not cut
+            assert len(llm.requests) == 1

@@ -1,0 +1,54 @@
+"""The demo agent: its file loads against its tools, and book_table waits for a confirmation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from brisvox.agent.context import ToolCall
+from brisvox.agent.tools import CancelToken, ToolCallContext, ToolKind
+from brisvox.server.agent_file import load_agent_file
+from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_demo_agent_file_loads_against_the_demo_tools_with_book_table_behind_the_gate() -> None:
+    tools = demo_tools()
+    agent = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
+    assert agent.tools == ("check_availability", "book_table") and agent.confirm_tools == ("book_table",)
+    assert tools.kinds() == {"check_availability": ToolKind.READ_ONLY, "book_table": ToolKind.SIDE_EFFECT}
+    registry = tools.registry(agent.tools, agent.confirm_tools)
+    spec = registry.spec("book_table")
+    assert spec is not None and spec.confirm and registry.has_confirm_tools()
+
+
+async def test_the_demo_tools_offer_alternatives_and_book() -> None:
+    tools = demo_tools()
+    check, book = tools.tool("check_availability"), tools.tool("book_table")
+    assert check is not None and book is not None
+    ctx = ToolCallContext("s", 1, ToolCall(id="c1", name="check_availability"), CancelToken())
+    full = await check({"date": "2026-12-24", "time": "20:00", "party_size": 2}, ctx)
+    assert full["free"] is False and full["alternatives"] == ["18:00", "19:00", "21:00"]
+    done = await book({"name": "Ada", "date": "2026-12-24", "time": "19:00", "party_size": 2}, ctx)
+    assert done == {"status": "confirmed", "reservation_id": "R001"}
+
+
+def test_serve_without_an_agent_file_names_the_demo_agent_on_its_start_up_line() -> None:
+    env = {**os.environ, "BRISVOX_PORT": "0", "PYTHONPATH": str(ROOT / "src")}
+    env.pop("BRISVOX_AGENT_FILE", None)
+    proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        proc.terminate()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "agent 'lokanta-deniz' (tools: check_availability, book_table" in line, line
+    assert proc.returncode == 0
