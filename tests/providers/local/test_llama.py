@@ -7,7 +7,16 @@ import pytest
 from brisvox.agent import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
 from brisvox.inference import model_path
 from brisvox.inference.models import QWEN_CODER_0_5B
-from brisvox.providers.llm import Done, FinishReason, LlmError, LlmEvent, LlmRequest, TextDelta, ToolCallDelta, ToolChoice
+from brisvox.providers.llm import (
+    Done,
+    FinishReason,
+    LlmError,
+    LlmEvent,
+    LlmRequest,
+    TextDelta,
+    ToolCallDelta,
+    ToolChoice,
+)
 from brisvox.providers.local.llama import LlamaLlm, to_chat_messages
 
 WEATHER = ToolSpec(
