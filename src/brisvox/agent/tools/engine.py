@@ -713,18 +713,28 @@ class ToolEngine:
             orphan.consumed = True
             orphan.claimed_by = None
             self._mailbox.remove_for(orphan)
+            settled = orphan.settled
+            if settled is None:  # pragma: no cover - only settled orphans are claimed
+                continue
+            # The answer is now this call's own record: a replay of its id answers the same.
+            key = IdempotencyKey(self.session, claim.epoch, claim.call_id)
+            if self._store.get(key) is None and self._store.begin(key):
+                if settled.lost:
+                    self._store.lose(key)
+                else:
+                    self._store.finish(key, settled.content, settled.is_error)
             # The model has now read the result under the new id: a later identical call of
             # this turn is a repeat of a delivered call.
-            if orphan.settled is not None and not orphan.settled.lost:
+            if not settled.lost:
                 self._recent.append(
                     Record(
-                        key=IdempotencyKey(self.session, claim.epoch, claim.call_id),
+                        key=key,
                         tool=orphan.tool,
                         digest=orphan.digest,
                         run_id=claim.run_id,
                         started_at=self.clock.now(),
                         replay=True,
-                        settled=orphan.settled,
+                        settled=settled,
                         delivered=True,
                     )
                 )
