@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
-from brisvox.agent.tools import ToolRegistry
+from brisvox.agent.tools import FillerPolicy, ToolCallContext, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.tasks import TaskScope
@@ -34,6 +35,31 @@ class SimResult:
         return [(h.at, h.item.epoch) for h in self.heard if isinstance(h.item, WireClear)]
 
 
+OBJ = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
+
+
+class Counter:
+    """A tool that records its calls (arguments and start times) and takes ``seconds``."""
+
+    def __init__(self, clock: SimClock, seconds: float = 0.0, answer: Any = None) -> None:
+        self.clock, self.seconds, self.answer = clock, seconds, answer
+        self.calls: list[dict[str, Any]] = []
+        self.started: list[float] = []
+
+    async def __call__(self, arguments: dict[str, Any], ctx: ToolCallContext) -> Any:
+        self.calls.append(arguments)
+        self.started.append(self.clock.now())
+        await self.clock.sleep(self.seconds)
+        return self.answer if self.answer is not None else {"ok": True, **arguments}
+
+
+def registry(**tools: tuple[ToolSpec, Counter]) -> ToolRegistry:
+    reg = ToolRegistry()
+    for spec, tool in tools.values():
+        reg.register(spec, tool)
+    return reg
+
+
 def energy_vad(rate: int) -> VoiceActivityDetector:
     return VoiceActivityDetector(EnergyScorer(rate), VadParams.energy())
 
@@ -49,6 +75,7 @@ async def simulate(
     end_of_turn: TurnAnalyzer | None = None,
     tools: ToolRegistry | None = None,
     interim_interval: float = 0.2,
+    filler: FillerPolicy | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
@@ -64,7 +91,7 @@ async def simulate(
         client = await transport.connect(metadata={"sample_rate": str(RATE)})
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
-        call = scope.spawn(run_call(session, config, providers, clock, tools=tools), name="call")
+        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler), name="call")
 
         async def listen() -> None:
             while True:

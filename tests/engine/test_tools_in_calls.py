@@ -3,34 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from brisvox.agent.context import AssistantMessage, ToolMessage
-from brisvox.agent.tools import ToolCallContext, ToolKind, ToolRegistry, ToolSpec
+from brisvox.agent.tools import ToolKind, ToolSpec
 from brisvox.core.clock import SimClock
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.sim import Call, Interleave, Say, ScenarioBuilder, ScriptedLlm
-from tests.engine.harness import simulate
-
-OBJ = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
-
-
-class Counter:
-    def __init__(self, clock: SimClock, seconds: float = 0.0, answer: Any = None) -> None:
-        self.clock, self.seconds, self.answer = clock, seconds, answer
-        self.calls: list[dict[str, Any]] = []
-
-    async def __call__(self, arguments: dict[str, Any], ctx: ToolCallContext) -> Any:
-        self.calls.append(arguments)
-        await self.clock.sleep(self.seconds)
-        return self.answer if self.answer is not None else {"ok": True, **arguments}
-
-
-def registry(**tools: tuple[ToolSpec, Counter]) -> ToolRegistry:
-    reg = ToolRegistry()
-    for spec, tool in tools.values():
-        reg.register(spec, tool)
-    return reg
+from tests.engine.harness import OBJ, Counter, registry, simulate
 
 
 async def test_three_parallel_lookups_run_and_their_results_follow_the_call_order() -> None:
