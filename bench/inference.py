@@ -233,6 +233,32 @@ async def _transcribe_once(session: object, pcm: bytes) -> tuple[float, str]:
     return elapsed, event.text
 
 
+async def _hibari_speech(texts: tuple[str, ...]) -> list[bytes]:
+    """Each text spoken by the local TTS, resampled to 16 kHz, with 0.1 s of silence either side."""
+    from brisvox.audio import resample, silence
+    from brisvox.providers.local import HibariTts
+    from brisvox.providers.tts import TtsAudio, TtsConfig, TtsFlushed
+
+    tts = HibariTts()
+    out: list[bytes] = []
+    try:
+        async with await tts.connect(TtsConfig()) as session:
+            for ctx, text in enumerate(texts):
+                await session.send_text(ctx, text)
+                await session.flush(ctx)
+                pcm = bytearray()
+                async for event in session:
+                    if isinstance(event, TtsAudio):
+                        pcm += event.pcm
+                    elif isinstance(event, TtsFlushed):
+                        break
+                pad = silence(0.1, 16000)
+                out.append(pad + resample(bytes(pcm), 24000, 16000) + pad)
+    finally:
+        await tts.aclose()
+    return out
+
+
 @section("stt")
 def bench_stt(args: argparse.Namespace) -> list[Row]:
     from brisvox.providers.local import WhisperConfig, WhisperStt
@@ -247,6 +273,7 @@ def bench_stt(args: argparse.Namespace) -> list[Row]:
     sentences = [espeak_pcm16(s) for s in BENCH_SENTENCES]
 
     async def run() -> list[Row]:
+        neural = await _hibari_speech(BENCH_SENTENCES)
         stt = WhisperStt(config)
         try:
             t0 = monotonic_ns()
@@ -255,15 +282,18 @@ def bench_stt(args: argparse.Namespace) -> list[Row]:
             async with await stt.connect(SttConfig()) as session:
                 samples = [(await _transcribe_once(session, three_s))[0] for _ in range(min(args.repeat, 7))]
                 texts = [(await _transcribe_once(session, pcm))[1] for pcm in sentences]
+                heard = [(await _transcribe_once(session, pcm))[1] for pcm in neural]
         finally:
             await stt.aclose()
         acc = statistics.mean(word_accuracy(ref, hyp) for ref, hyp in zip(BENCH_SENTENCES, texts, strict=True))
+        acc_neural = statistics.mean(word_accuracy(ref, hyp) for ref, hyp in zip(BENCH_SENTENCES, heard, strict=True))
         return [
             Row("whisper tiny.en load + first run (warm)", warm_ms, "once"),
             Row(
                 f"whisper tiny.en, finalize -> final of a {seconds:.1f} s utterance (int8, 2 threads)",
                 statistics.median(samples),
-                f"{len(samples)} runs; word accuracy {acc:.3f} on {len(texts)} espeak-ng sentences",
+                f"{len(samples)} runs; word accuracy {acc:.3f} on {len(texts)} espeak-ng sentences, "
+                f"{acc_neural:.3f} on the same sentences spoken by hibari",
             ),
         ]
 
