@@ -49,7 +49,7 @@ async def test_a_websocket_call_runs_through_the_session_manager_and_the_server_
     clock = SystemClock()
     endpoint = Probe(clock, ServerConfig(path="/ws"))
     parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
-                        on_drained=endpoint.close)
+                        on_stop_calls=endpoint.close)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     out = io.StringIO()
@@ -84,7 +84,7 @@ async def test_a_call_still_running_after_the_drain_timeout_is_cancelled_and_the
     clock = SystemClock()
     endpoint = TransportEndpoint(clock, ServerConfig(path="/ws"))
     parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
-                        on_drained=endpoint.close)
+                        on_stop_calls=endpoint.close)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     out = io.StringIO()
@@ -110,7 +110,8 @@ async def test_a_call_still_running_after_the_drain_timeout_is_cancelled_and_the
         code = await asyncio.wait_for(server, 30)
     assert code == 3
     assert "stopped (cancelled, exit status 3)" in out.getvalue()
-    assert result.call_id is not None and result.stop_reason is not None
+    assert result.call_id is not None
+    assert (result.stop_reason, result.close_code) == ("shutdown", 1001), result
 
 
 def _status(url: str) -> str:
