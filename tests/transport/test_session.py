@@ -489,3 +489,14 @@ async def test_no_task_is_left_after_stop_hang_up_disconnect_timeout_and_close()
     await session.wait_stopped()
     await session.close()
     await wait_for_task_baseline(clock, baseline, timeout=1.0)
+
+
+async def test_an_utterance_that_played_out_reports_its_last_position_without_a_next_utterance() -> None:
+    async with loopback_call() as (clock, client, session):
+        for i in range(7):  # 140 ms: not a multiple of the 100 ms report interval
+            await session.send(audio(i, utterance=3))
+        for _ in range(7):
+            await client.recv()
+        await clock.sleep(0.1)
+        positions = [e for e in drain_events(session) if isinstance(e, PlaybackPosition) and e.utterance == 3]
+        assert positions[-1].played == pytest.approx(0.14)
