@@ -146,3 +146,16 @@ async def test_a_slow_sink_makes_the_pacer_resync_with_an_underrun_instead_of_bu
     rel = [round(t - t0, 6) for t in out]
     assert rel == [0.0, 0.02, 0.04, 0.24, 0.26, 0.28]
     assert pacer.stats.underruns == 1
+
+
+def test_a_bad_pacer_setting_is_a_config_error_naming_the_setting() -> None:
+    from brisvox.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="resync_after"):
+        PaceGrid(resync_after=-1.0)
+
+    async def sink(frame: object) -> None:
+        return None
+
+    with pytest.raises(ConfigError, match="capacity"):
+        OutputPacer(SimClock(), sink, capacity=0)
