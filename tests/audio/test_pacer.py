@@ -159,3 +159,25 @@ def test_a_bad_pacer_setting_is_a_config_error_naming_the_setting() -> None:
 
     with pytest.raises(ConfigError, match="capacity"):
         OutputPacer(SimClock(), sink, capacity=0)
+
+
+async def test_a_woken_pusher_that_is_cancelled_hands_the_free_slot_to_the_next_pusher() -> None:
+    clock = SimClock()
+
+    async def sink(f: F) -> None:
+        return None
+
+    pacer: OutputPacer[F] = OutputPacer(clock, sink, capacity=1)
+    await pacer.push(F(0, 0))
+    first = asyncio.ensure_future(pacer.push(F(0, 1)))
+    second = asyncio.ensure_future(pacer.push(F(0, 2)))
+    await asyncio.wait({first, second}, timeout=0.01)  # both wait for room
+    await pacer._next()  # the loop takes a frame: the first pusher is woken ...
+    first.cancel()  # ... and leaves before it can queue
+    done, _ = await asyncio.wait({second}, timeout=1.0)
+    await asyncio.gather(first, return_exceptions=True)
+    if not done:
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+    assert done == {second}
+    assert [f.n for f, _ in pacer._queue] == [2]

@@ -134,6 +134,10 @@ class OutputPacer(Generic[F]):
             self._room_waiters.append(fut)
             try:
                 await fut
+            except BaseException:
+                if fut.done() and not fut.cancelled() and len(self._queue) < self._capacity:
+                    self._notify_room()  # woken but leaving: the room goes to the next pusher
+                raise
             finally:
                 if fut in self._room_waiters:
                     self._room_waiters.remove(fut)
