@@ -180,3 +180,14 @@ async def test_a_backchannel_over_the_bot_does_not_interrupt_but_a_real_interrup
         else:
             assert answer.text == LONG  # heard in full: not cut
             assert len(llm.requests) == 1
+
+
+async def test_a_new_turn_after_the_answer_played_out_is_not_a_barge_in() -> None:
+    # Regression: the transport never reported the last partial 100 ms of an utterance, so
+    # the bot never "ended" and every later turn counted as an interruption.
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hello").pause(5.0).say("and another thing").pause(3.0).build()
+    llm = ScriptedLlm(clock, [[Say("Shall I book a table for Friday?")], [Say("Sure.")]])
+    result = await simulate(clock, scenario, llm)
+    assert result.report.interrupts == 0
+    assert result.report.context.messages[2].text == "Shall I book a table for Friday?"  # type: ignore[union-attr]

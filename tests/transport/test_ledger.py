@@ -86,3 +86,20 @@ def test_reports_are_monotonic_and_the_last_one_equals_the_released_audio(ops: l
     deliver(led.due_reports())
     deliver(led.final_reports())
     assert last == released
+
+
+def test_an_idle_output_reports_the_unreported_tail_of_the_current_utterance() -> None:
+    led = Ledger(position_interval=0.1)
+    reports = []
+    for _ in range(7):  # 140 ms: one report at 100 ms, a 40 ms tail
+        led.release(0, 1, 320, 16000)
+        for report in led.due_reports():
+            led.reported(report)
+            reports.append(report.samples)
+    assert reports == [5 * 320]
+    led.report_current()
+    (tail,) = led.due_reports()
+    assert tail.samples == 7 * 320
+    led.reported(tail)
+    led.report_current()  # nothing new: nothing due
+    assert led.due_reports() == []

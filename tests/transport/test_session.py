@@ -503,3 +503,14 @@ async def test_playback_lead_from_the_adapter_reaches_the_engine_and_the_latest_
     assert [e for e in drain_events(session) if isinstance(e, PlaybackLead)] == [PlaybackLead(0.1)]
     ends.events.close()
     await session.close()
+
+
+async def test_an_utterance_that_played_out_reports_its_last_position_without_a_next_utterance() -> None:
+    async with loopback_call() as (clock, client, session):
+        for i in range(7):  # 140 ms: not a multiple of the 100 ms report interval
+            await session.send(audio(i, utterance=3))
+        for _ in range(7):
+            await client.recv()
+        await clock.sleep(0.1)
+        positions = [e for e in drain_events(session) if isinstance(e, PlaybackPosition) and e.utterance == 3]
+        assert positions[-1].played == pytest.approx(0.14)

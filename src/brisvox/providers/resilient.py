@@ -57,6 +57,7 @@ class ResiliencePolicy:
     idle_timeout: float = 15.0
     close_timeout: float = 2.0
     max_attempts: int = 3  # connects of one request or one reconnect cycle, the first included
+    max_reconnects: int = 10  # reconnects of one session in all; the next drop ends it (a flapping link)
     backoff_initial: float = 0.25
     backoff_multiplier: float = 2.0
     backoff_max: float = 4.0
@@ -65,6 +66,8 @@ class ResiliencePolicy:
         for name in ("connect_timeout", "first_token_timeout", "idle_timeout", "close_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"ResiliencePolicy.{name} must be positive, got {getattr(self, name)}")
+        if self.max_reconnects < 0:
+            raise ConfigError(f"ResiliencePolicy.max_reconnects must not be negative, got {self.max_reconnects}")
         if self.max_attempts < 1:
             raise ConfigError(f"ResiliencePolicy.max_attempts must be at least 1, got {self.max_attempts}")
         if self.backoff_initial < 0 or self.backoff_multiplier < 1 or self.backoff_max < 0:

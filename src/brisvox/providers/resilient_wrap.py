@@ -244,7 +244,7 @@ class _ResilientSttSession(SessionBase[SttEvent]):
             if failure is None:
                 self._finish()
                 return
-            if not failure.retryable:
+            if not failure.retryable or self.reconnects >= owner._policy.max_reconnects:
                 await self._emit(SttError(error=failure, fatal=True))
                 self._finish()
                 return
@@ -373,7 +373,7 @@ class _ResilientTtsSession(TtsSessionBase):
                     await self._emit(TtsError(error=lost, context_id=ctx, fatal=False))
                     self._lost.add(ctx)
             self._in_flight.clear()
-            if not failure.retryable:
+            if not failure.retryable or self.reconnects >= owner._policy.max_reconnects:
                 await self._emit(TtsError(error=failure, fatal=True))
                 self._finish()
                 self._ready.set()

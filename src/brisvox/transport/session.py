@@ -406,6 +406,8 @@ class TransportSession:
             if got.epoch != ledger.epoch:
                 continue
             ledger.release(got.epoch, got.utterance, got.sample_count, got.sample_rate)
+            if not len(self._pacer) and not len(self._sink):
+                ledger.report_current()  # nothing follows for now: report where playback stands
             await self._wire(WireAudioOut(got))
 
     async def _run_input(self) -> None:

@@ -256,6 +256,8 @@ class WsTtsSession(TtsSessionBase):
 
     async def _reconnect(self) -> bool:
         policy = self._policy
+        if self.reconnects >= policy.max_reconnects:
+            return False
         for attempt in range(2, policy.max_attempts + 1):
             await self._clock.sleep(policy.backoff(attempt))
             try:

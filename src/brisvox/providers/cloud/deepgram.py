@@ -238,6 +238,10 @@ class DeepgramSession(SessionBase[SttEvent]):
     async def _reconnect(self, error: ProviderError, policy: ResiliencePolicy) -> bool:
         self._offset += self._sent_bytes / self._bytes_per_second
         self._sent_bytes = 0
+        if self.reconnects >= policy.max_reconnects:
+            await self._emit(SttError(error=error, fatal=True))
+            self._finish()
+            return False
         await self._emit(SttError(error=error, fatal=False))
         last: ProviderError = error
         for attempt in range(2, policy.max_attempts + 1):
