@@ -356,6 +356,64 @@ def bench_tts(args: argparse.Namespace) -> list[Row]:
     return asyncio.run(run())
 
 
+@section("llm")
+def bench_llm(args: argparse.Namespace) -> list[Row]:
+    """The optional local LLM: time to first token and tokens per second (streamed text)."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        raise Skipped("the local-llm extra (llama-cpp-python) is not installed") from None
+    from brisvox.agent import AssistantMessage, Message, SystemMessage, UserMessage
+    from brisvox.inference import model_path
+    from brisvox.inference.models import QWEN_CODER_0_5B
+    from brisvox.providers.llm import Done, LlmRequest, TextDelta
+    from brisvox.providers.local.llama import LlamaLlm
+
+    if not model_path(QWEN_CODER_0_5B).is_file():
+        raise Skipped(f"the GGUF is not fetched (brisvox models fetch {QWEN_CODER_0_5B.name})")
+    questions = ("Tell me a fun fact about cats.", "And one about dogs?", "What about owls?", "And parrots?")
+
+    async def run() -> list[Row]:
+        llm = LlamaLlm()
+        ttfts: list[float] = []
+        rates: list[float] = []
+        try:
+            t0 = monotonic_ns()
+            await llm.warm()
+            warm_ms = (monotonic_ns() - t0) / 1e6
+            history: list[Message] = [SystemMessage(text="You are a phone assistant. Answer in one short sentence.")]
+            for question in questions[: max(2, min(args.repeat, len(questions)))]:
+                history.append(UserMessage(text=question))
+                t0 = monotonic_ns()
+                first = None
+                text = ""
+                done = None
+                async with llm.stream(LlmRequest(messages=tuple(history), max_tokens=32, temperature=0.0)) as stream:
+                    async for event in stream:
+                        if isinstance(event, TextDelta):
+                            first = first if first is not None else (monotonic_ns() - t0) / 1e6
+                            text += event.text
+                        elif isinstance(event, Done):
+                            done = event
+                total = (monotonic_ns() - t0) / 1e6
+                history.append(AssistantMessage(text=text or "ok"))
+                if first is not None and done is not None and done.usage is not None and total > first:
+                    ttfts.append(first)
+                    rates.append((done.usage.output_tokens - 1) / ((total - first) / 1000))
+        finally:
+            await llm.aclose()
+        return [
+            Row("qwen2.5-coder 0.5B Q4_K_M load + first token (warm)", warm_ms, "once"),
+            Row(
+                "qwen2.5-coder 0.5B time to first token, growing conversation (KV cache reused)",
+                statistics.median(ttfts),
+                f"{len(ttfts)} turns; {statistics.median(rates):.1f} tokens/s median after the first",
+            ),
+        ]
+
+    return asyncio.run(run())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", choices=sorted(SECTIONS), help="sections to run (default: all)")
