@@ -233,6 +233,32 @@ async def _transcribe_once(session: object, pcm: bytes) -> tuple[float, str]:
     return elapsed, event.text
 
 
+async def _hibari_speech(texts: tuple[str, ...]) -> list[bytes]:
+    """Each text spoken by the local TTS, resampled to 16 kHz, with 0.1 s of silence either side."""
+    from brisvox.audio import resample, silence
+    from brisvox.providers.local import HibariTts
+    from brisvox.providers.tts import TtsAudio, TtsConfig, TtsFlushed
+
+    tts = HibariTts()
+    out: list[bytes] = []
+    try:
+        async with await tts.connect(TtsConfig()) as session:
+            for ctx, text in enumerate(texts):
+                await session.send_text(ctx, text)
+                await session.flush(ctx)
+                pcm = bytearray()
+                async for event in session:
+                    if isinstance(event, TtsAudio):
+                        pcm += event.pcm
+                    elif isinstance(event, TtsFlushed):
+                        break
+                pad = silence(0.1, 16000)
+                out.append(pad + resample(bytes(pcm), 24000, 16000) + pad)
+    finally:
+        await tts.aclose()
+    return out
+
+
 @section("stt")
 def bench_stt(args: argparse.Namespace) -> list[Row]:
     from brisvox.providers.local import WhisperConfig, WhisperStt
@@ -247,6 +273,7 @@ def bench_stt(args: argparse.Namespace) -> list[Row]:
     sentences = [espeak_pcm16(s) for s in BENCH_SENTENCES]
 
     async def run() -> list[Row]:
+        neural = await _hibari_speech(BENCH_SENTENCES)
         stt = WhisperStt(config)
         try:
             t0 = monotonic_ns()
@@ -255,15 +282,18 @@ def bench_stt(args: argparse.Namespace) -> list[Row]:
             async with await stt.connect(SttConfig()) as session:
                 samples = [(await _transcribe_once(session, three_s))[0] for _ in range(min(args.repeat, 7))]
                 texts = [(await _transcribe_once(session, pcm))[1] for pcm in sentences]
+                heard = [(await _transcribe_once(session, pcm))[1] for pcm in neural]
         finally:
             await stt.aclose()
         acc = statistics.mean(word_accuracy(ref, hyp) for ref, hyp in zip(BENCH_SENTENCES, texts, strict=True))
+        acc_neural = statistics.mean(word_accuracy(ref, hyp) for ref, hyp in zip(BENCH_SENTENCES, heard, strict=True))
         return [
             Row("whisper tiny.en load + first run (warm)", warm_ms, "once"),
             Row(
                 f"whisper tiny.en, finalize -> final of a {seconds:.1f} s utterance (int8, 2 threads)",
                 statistics.median(samples),
-                f"{len(samples)} runs; word accuracy {acc:.3f} on {len(texts)} espeak-ng sentences",
+                f"{len(samples)} runs; word accuracy {acc:.3f} on {len(texts)} espeak-ng sentences, "
+                f"{acc_neural:.3f} on the same sentences spoken by hibari",
             ),
         ]
 
@@ -320,6 +350,64 @@ def bench_tts(args: argparse.Namespace) -> list[Row]:
                 f"hibari whole two-sentence reply ({audio:.2f} s of audio)",
                 total,
                 f"real-time factor {total / 1000 / audio:.3f}, {audio * 1000 / total:.0f}x real time",
+            ),
+        ]
+
+    return asyncio.run(run())
+
+
+@section("llm")
+def bench_llm(args: argparse.Namespace) -> list[Row]:
+    """The optional local LLM: time to first token and tokens per second (streamed text)."""
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        raise Skipped("the local-llm extra (llama-cpp-python) is not installed") from None
+    from brisvox.agent import AssistantMessage, Message, SystemMessage, UserMessage
+    from brisvox.inference import model_path
+    from brisvox.inference.models import QWEN_CODER_0_5B
+    from brisvox.providers.llm import Done, LlmRequest, TextDelta
+    from brisvox.providers.local.llama import LlamaLlm
+
+    if not model_path(QWEN_CODER_0_5B).is_file():
+        raise Skipped(f"the GGUF is not fetched (brisvox models fetch {QWEN_CODER_0_5B.name})")
+    questions = ("Tell me a fun fact about cats.", "And one about dogs?", "What about owls?", "And parrots?")
+
+    async def run() -> list[Row]:
+        llm = LlamaLlm()
+        ttfts: list[float] = []
+        rates: list[float] = []
+        try:
+            t0 = monotonic_ns()
+            await llm.warm()
+            warm_ms = (monotonic_ns() - t0) / 1e6
+            history: list[Message] = [SystemMessage(text="You are a phone assistant. Answer in one short sentence.")]
+            for question in questions[: max(2, min(args.repeat, len(questions)))]:
+                history.append(UserMessage(text=question))
+                t0 = monotonic_ns()
+                first = None
+                text = ""
+                done = None
+                async with llm.stream(LlmRequest(messages=tuple(history), max_tokens=32, temperature=0.0)) as stream:
+                    async for event in stream:
+                        if isinstance(event, TextDelta):
+                            first = first if first is not None else (monotonic_ns() - t0) / 1e6
+                            text += event.text
+                        elif isinstance(event, Done):
+                            done = event
+                total = (monotonic_ns() - t0) / 1e6
+                history.append(AssistantMessage(text=text or "ok"))
+                if first is not None and done is not None and done.usage is not None and total > first:
+                    ttfts.append(first)
+                    rates.append((done.usage.output_tokens - 1) / ((total - first) / 1000))
+        finally:
+            await llm.aclose()
+        return [
+            Row("qwen2.5-coder 0.5B Q4_K_M load + first token (warm)", warm_ms, "once"),
+            Row(
+                "qwen2.5-coder 0.5B time to first token, growing conversation (KV cache reused)",
+                statistics.median(ttfts),
+                f"{len(ttfts)} turns; {statistics.median(rates):.1f} tokens/s median after the first",
             ),
         ]
 

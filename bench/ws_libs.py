@@ -18,20 +18,11 @@ import statistics
 import subprocess
 import sys
 
+from _procutil import cpu_seconds, read_port, write_port
+
 FRAME = b"\x01\x02" * 320
 
 
-def _write_port(path: str, port: int) -> None:
-    with open(path, "w") as f:
-        f.write(str(port))
-
-
-def _read_port(path: str) -> int:
-    try:
-        with open(path) as f:
-            return int(f.read() or 0)
-    except FileNotFoundError:
-        return 0
 
 
 def server_main(lib: str, port_file: str) -> None:
@@ -44,7 +35,7 @@ def server_main(lib: str, port_file: str) -> None:
 
         async with serve(handler, "127.0.0.1", 0, compression=None) as server:
             port = next(iter(server.sockets)).getsockname()[1]
-            _write_port(port_file, port)
+            write_port(port_file, port)
             await asyncio.Future()
 
     async def run_picows() -> None:
@@ -60,16 +51,11 @@ def server_main(lib: str, port_file: str) -> None:
 
         server = await ws_create_server(lambda _r: Echo(), "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
-        _write_port(port_file, port)
+        write_port(port_file, port)
         await asyncio.Future()
 
     asyncio.run(run_websockets() if lib == "websockets" else run_picows())
 
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def load(port: int, calls: int, frames: int, window: int) -> None:
@@ -110,7 +96,7 @@ def measure(lib: str, calls: int, frames: int, window: int) -> float:
         os.unlink(port_file)
     proc = subprocess.Popen([sys.executable, __file__, "--serve", lib, port_file])
     try:
-        while not (port := _read_port(port_file)):
+        while not (port := read_port(port_file)):
             asyncio.run(asyncio.sleep(0.05))
         before = cpu_seconds(proc.pid)
         asyncio.run(load(port, calls, frames, window))

@@ -21,7 +21,8 @@ from brisvox.core.clock import VirtualTimeLoop
 
 
 def _run(coro: Any, realtime: bool) -> None:
-    loop: asyncio.AbstractEventLoop = asyncio.new_event_loop() if realtime else VirtualTimeLoop()
+    # One virtual day is far beyond any test; a test still running then spins on timers.
+    loop: asyncio.AbstractEventLoop = asyncio.new_event_loop() if realtime else VirtualTimeLoop(max_time=86_400.0)
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_checked(coro))

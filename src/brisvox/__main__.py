@@ -31,10 +31,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_server_parsers(sub)
     sub.add_parser("demo", help="run the local demonstration")
-    from brisvox.inference._cli import add_models_parser
-
-    add_models_parser(sub)
+    _add_models_parser(sub)
     return parser
+
+
+def _add_models_parser(sub: Any) -> None:
+    # Here rather than in brisvox.inference: importing that package loads numpy and onnxruntime.
+    models = sub.add_parser("models", help="fetch or list the local model files")
+    msub = models.add_subparsers(dest="models_command", metavar="ACTION")
+    fetch = msub.add_parser("fetch", help="download, verify and cache the pinned model files")
+    fetch.add_argument("names", nargs="*", help="models to fetch (default: all but the optional ones)")
+    fetch.add_argument("--dir", type=Path, default=None, help="cache directory (default: $BRISVOX_MODEL_DIR)")
+    msub.add_parser("list", help="show each model, its licence and where it is read from")
 
 
 def main(argv: list[str] | None = None, *, tools: ToolSet | None = None) -> int:

@@ -122,3 +122,22 @@ def test_a_deadlocked_virtual_loop_raises_instead_of_hanging() -> None:
             t.cancel()
         loop.run_until_complete(asyncio.sleep(0))
         loop.close()
+
+
+def test_a_loop_that_re_arms_timers_forever_stops_at_its_virtual_time_limit() -> None:
+    from brisvox.core.clock import VirtualTimeDeadlock, VirtualTimeLoop
+
+    async def keepalive_forever() -> None:
+        while True:  # noqa: ASYNC110 - the point is a loop of timers that never ends
+            await asyncio.sleep(4.0)
+
+    loop = VirtualTimeLoop(max_time=3600.0)
+    try:
+        with pytest.raises(VirtualTimeDeadlock, match="re-arming a timer"):
+            loop.run_until_complete(keepalive_forever())
+        assert 3600.0 < loop.time() <= 3604.0
+    finally:
+        for t in asyncio.all_tasks(loop):
+            t.cancel()
+        loop.run_until_complete(asyncio.sleep(0))
+        loop.close()

@@ -1,25 +1,51 @@
-"""A simulated call: the production stages over the loopback transport and the mocks."""
+"""A simulated call: the production stages over the loopback transport and the mocks.
+
+Every simulated call ends with a leak check: no task it started may outlive it.
+Scenarios that take latency run once per seed of :data:`SEEDS` (seed 0: instant mocks;
+others: jittered LLM and TTS latency drawn from that seed, so each run replays exactly).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import os
 from dataclasses import dataclass, field
+from typing import Any
 
-from brisvox.agent.tools import ToolRegistry
+from brisvox.agent.tools import FillerPolicy, ToolCallContext, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
-from brisvox.core.tasks import TaskScope
+from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
 from brisvox.engine.observe import CallObserver
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
-from brisvox.sim import CallerScenario, MockStt, MockTts, MockTtsConfig
+from brisvox.sim import INSTANT, CallerScenario, LatencyProfile, MockStt, MockTts, MockTtsConfig
 from brisvox.transport import Heard, LoopbackTransport, TransportSession
 from brisvox.transport.events import WireAudioOut, WireClear
 
 RATE = 16000
+
+SEEDS = tuple(range(int(os.environ.get("BRISVOX_SCENARIO_SEEDS", "20"))))
+"""The seeds each latency-taking scenario runs with (``BRISVOX_SCENARIO_SEEDS`` changes how many)."""
+
+
+def llm_latency(seed: int) -> LatencyProfile:
+    """The scripted model's latency for ``seed`` (0: instant)."""
+    if seed == 0:
+        return INSTANT
+    return LatencyProfile(first_event=0.25, per_event=0.02, jitter=0.6, seed=seed)
+
+
+def tts_config(seed: int, **options: Any) -> MockTtsConfig:
+    """The mock TTS for ``seed`` (0: instant), with ``options`` of :class:`MockTtsConfig`."""
+    config = MockTtsConfig(**options)
+    if seed == 0:
+        return config
+    return dataclasses.replace(config, latency=LatencyProfile(connect=0.05, first_event=0.08, jitter=0.6, seed=seed))
 
 
 @dataclass
@@ -33,6 +59,31 @@ class SimResult:
 
     def clears(self) -> list[tuple[float, int]]:
         return [(h.at, h.item.epoch) for h in self.heard if isinstance(h.item, WireClear)]
+
+
+OBJ = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
+
+
+class Counter:
+    """A tool that records its calls (arguments and start times) and takes ``seconds``."""
+
+    def __init__(self, clock: SimClock, seconds: float = 0.0, answer: Any = None) -> None:
+        self.clock, self.seconds, self.answer = clock, seconds, answer
+        self.calls: list[dict[str, Any]] = []
+        self.started: list[float] = []
+
+    async def __call__(self, arguments: dict[str, Any], ctx: ToolCallContext) -> Any:
+        self.calls.append(arguments)
+        self.started.append(self.clock.now())
+        await self.clock.sleep(self.seconds)
+        return self.answer if self.answer is not None else {"ok": True, **arguments}
+
+
+def registry(**tools: tuple[ToolSpec, Counter]) -> ToolRegistry:
+    reg = ToolRegistry()
+    for spec, tool in tools.values():
+        reg.register(spec, tool)
+    return reg
 
 
 def energy_vad(rate: int) -> VoiceActivityDetector:
@@ -50,6 +101,7 @@ async def simulate(
     end_of_turn: TurnAnalyzer | None = None,
     tools: ToolRegistry | None = None,
     interim_interval: float = 0.2,
+    filler: FillerPolicy | None = None,
     observer: CallObserver | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
@@ -62,11 +114,13 @@ async def simulate(
         end_of_turn=end_of_turn,
     )
     heard: list[Heard] = []
+    baseline = live_tasks()
     async with LoopbackTransport(clock) as transport, TaskScope("sim") as scope:
         client = await transport.connect(metadata={"sample_rate": str(RATE)})
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
-        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, observer=observer), name="call")
+        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer),
+                           name="call")
 
         async def listen() -> None:
             while True:
@@ -82,4 +136,5 @@ async def simulate(
         report = await call
         await asyncio.sleep(0)
         listener.cancel()
+    await wait_for_task_baseline(clock, baseline)  # the call left no task behind
     return SimResult(report, heard)

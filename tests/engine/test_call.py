@@ -1,18 +1,22 @@
 from __future__ import annotations
 
+import pytest
+
 from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
 from brisvox.core.clock import SimClock
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
+from brisvox.core.timeline import TurnEvent as E
 from brisvox.sim import Say, ScenarioBuilder, ScriptedLlm
-from tests.engine.harness import simulate
+from tests.engine.harness import SEEDS, llm_latency, simulate, tts_config
 
 
-async def test_a_plain_exchange_answers_the_caller_and_records_the_turn() -> None:
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_a_plain_exchange_answers_the_caller_and_records_the_turn(seed: int) -> None:
     clock = SimClock()
     baseline = live_tasks()
     scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(2.0).build()
-    llm = ScriptedLlm(clock, [[Say("Sure, for what time?")]])
-    result = await simulate(clock, scenario, llm)
+    llm = ScriptedLlm(clock, [[Say("Sure, for what time?")]], latency=llm_latency(seed))
+    result = await simulate(clock, scenario, llm, tts=tts_config(seed))
     messages = result.report.context.messages
     assert isinstance(messages[0], SystemMessage)
     assert [type(m) for m in messages[1:]] == [UserMessage, AssistantMessage]
@@ -32,14 +36,15 @@ LONG = (
 )
 
 
-async def test_a_barge_in_clears_the_old_audio_and_the_context_keeps_only_the_heard_prefix() -> None:
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_a_barge_in_clears_the_old_audio_and_the_context_keeps_only_the_heard_prefix(seed: int) -> None:
     clock = SimClock()
     baseline = live_tasks()
     scenario = (
         ScenarioBuilder().pause(0.5).say("what tables do you have").pause(2.5).say("seven please").pause(2.5).build()
     )
-    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Seven it is.")]])
-    result = await simulate(clock, scenario, llm)
+    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Seven it is.")]], latency=llm_latency(seed))
+    result = await simulate(clock, scenario, llm, tts=tts_config(seed))
     barge = scenario.utterances[1].start
     clears = [t for t, epoch in result.clears() if epoch >= 1]
     assert clears, "no clear reached the caller"
@@ -61,13 +66,14 @@ async def test_a_barge_in_clears_the_old_audio_and_the_context_keeps_only_the_he
     await wait_for_task_baseline(clock, baseline)
 
 
-async def test_a_model_that_never_answers_gets_the_fallback_line_at_the_first_token_deadline() -> None:
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_a_model_that_never_answers_gets_the_fallback_line_at_the_first_token_deadline(seed: int) -> None:
     from brisvox.sim import Hang
 
     clock = SimClock()
     scenario = ScenarioBuilder().pause(0.5).say("hello there").pause(1.0).build()
-    llm = ScriptedLlm(clock, [[Hang()]])
-    result = await simulate(clock, scenario, llm, linger=12.0)
+    llm = ScriptedLlm(clock, [[Hang()]], latency=llm_latency(seed))
+    result = await simulate(clock, scenario, llm, linger=12.0, tts=tts_config(seed))
     assert result.report.fallbacks == 1
     last = result.report.context.messages[-1]
     assert isinstance(last, AssistantMessage) and "trouble" in last.text
@@ -75,6 +81,8 @@ async def test_a_model_that_never_answers_gets_the_fallback_line_at_the_first_to
     assert audio
     turn_end = scenario.utterances[0].end + 0.5
     assert turn_end + 7.95 <= audio[0][0] < turn_end + 8.5  # VAD windows blur the stop by ~10 ms
+    request = result.report.timeline[0].at(E.LLM_REQUEST)
+    assert request is not None and audio[0][0] >= request + 8.0  # not before the first-token deadline
 
 
 class FixedVerdict:
@@ -115,7 +123,6 @@ async def test_an_end_of_turn_verdict_ends_an_adaptive_turn_before_the_fallback(
 
 
 async def test_the_timeline_orders_a_turns_steps_and_the_engine_adds_no_virtual_time() -> None:
-    from brisvox.core.timeline import TurnEvent as E
 
     clock = SimClock()
     scenario = ScenarioBuilder().pause(0.5).say("hi").pause(2.0).build()
@@ -132,16 +139,15 @@ async def test_the_timeline_orders_a_turns_steps_and_the_engine_adds_no_virtual_
     assert record.llm_round_count() == 1
 
 
-async def test_a_tts_that_drops_mid_answer_is_reconnected_and_the_next_answer_is_spoken() -> None:
-    from brisvox.sim import MockTtsConfig
-
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_a_tts_that_drops_mid_answer_is_reconnected_and_the_next_answer_is_spoken(seed: int) -> None:
     clock = SimClock()
     baseline = live_tasks()
     scenario = (
         ScenarioBuilder().pause(0.5).say("tell me everything").pause(6.0).say("and now").pause(3.0).build()
     )
-    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Short.")]])
-    result = await simulate(clock, scenario, llm, tts=MockTtsConfig(disconnect_after=1.0))
+    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Short.")]], latency=llm_latency(seed))
+    result = await simulate(clock, scenario, llm, tts=tts_config(seed, disconnect_after=1.0))
     second_turn = scenario.utterances[1].end
     later_audio = [t for t, epoch in result.audio_at() if t > second_turn]
     assert later_audio, "nothing was spoken after the reconnect"
@@ -180,3 +186,14 @@ async def test_a_backchannel_over_the_bot_does_not_interrupt_but_a_real_interrup
         else:
             assert answer.text == LONG  # heard in full: not cut
             assert len(llm.requests) == 1
+
+
+async def test_a_new_turn_after_the_answer_played_out_is_not_a_barge_in() -> None:
+    # Regression: the transport never reported the last partial 100 ms of an utterance, so
+    # the bot never "ended" and every later turn counted as an interruption.
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hello").pause(5.0).say("and another thing").pause(3.0).build()
+    llm = ScriptedLlm(clock, [[Say("Shall I book a table for Friday?")], [Say("Sure.")]])
+    result = await simulate(clock, scenario, llm)
+    assert result.report.interrupts == 0
+    assert result.report.context.messages[2].text == "Shall I book a table for Friday?"  # type: ignore[union-attr]

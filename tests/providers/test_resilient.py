@@ -100,3 +100,23 @@ async def test_a_rate_limit_waits_its_retry_after_within_the_backoff_cap() -> No
 
     await retry_before_effect(clock, ResiliencePolicy(backoff_max=4.0), limited)
     assert attempts[1] - attempts[0] == pytest.approx(3.0)
+
+
+async def test_a_background_task_that_fails_unexpectedly_is_reported_as_a_protocol_error() -> None:
+    from brisvox.providers.resilient import guarded
+
+    reported: list[ProviderError] = []
+
+    async def report(error: ProviderError) -> None:
+        reported.append(error)
+
+    async def broken() -> None:
+        raise RuntimeError("bug")
+
+    async def vendor() -> None:
+        raise ProviderError("v", ProviderErrorKind.SERVER, "down")
+
+    await guarded("x", broken(), report)
+    await guarded("x", vendor(), report)
+    assert [e.kind for e in reported] == [ProviderErrorKind.PROTOCOL, ProviderErrorKind.SERVER]
+    assert "RuntimeError" in str(reported[0])

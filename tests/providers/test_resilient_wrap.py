@@ -10,7 +10,7 @@ from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import Done, FinishReason, LlmError, LlmEvent, LlmRequest, TextDelta
 from brisvox.providers.resilient import ResiliencePolicy
 from brisvox.providers.resilient_wrap import ResilientLlm, ResilientStt, ResilientTts
-from brisvox.providers.stt import SttConfig, SttError
+from brisvox.providers.stt import SttConfig, SttError, SttEvent
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsFlushed
 from brisvox.sim import (
     Fail,
@@ -122,3 +122,47 @@ async def test_a_tts_session_that_drops_fails_the_context_in_flight_and_serves_t
     assert any(isinstance(e, TtsAudio) and e.context_id == 2 for e in rest)
     assert all(getattr(e, "context_id", 2) == 2 for e in rest)
     assert len(inner.sessions) == 2
+
+
+class _BrokenSession:
+    """An STT session whose iteration fails with a bug (not a provider error)."""
+
+    async def send_audio(self, pcm: bytes) -> None:
+        return None
+
+    async def finalize(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    def __aiter__(self) -> _BrokenSession:
+        return self
+
+    async def __anext__(self) -> SttEvent:
+        raise RuntimeError("bug in the inner session")
+
+    async def __aenter__(self) -> _BrokenSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+class _BrokenStt:
+    name = "broken"
+
+    async def connect(self, config: SttConfig) -> _BrokenSession:
+        return _BrokenSession()
+
+    async def warm(self) -> None:
+        return None
+
+
+async def test_an_inner_session_that_breaks_ends_the_wrapped_session_with_a_fatal_error() -> None:
+    clock = SimClock()
+    stt = ResilientStt(_BrokenStt(), clock)  # type: ignore[arg-type]
+    async with await stt.connect(SttConfig()) as session:
+        events = [e async for e in session]
+    assert isinstance(events[-1], SttError) and events[-1].fatal
+    assert events[-1].error.kind is ProviderErrorKind.PROTOCOL

@@ -250,3 +250,15 @@ def test_bad_limits_are_config_errors() -> None:
         SessionManager(fake_runner, max_sessions=0, clock=SimClock())
     with pytest.raises(ConfigError, match="drain_timeout"):
         ShutdownPolicy(drain_timeout=-1)
+
+
+async def test_on_cancel_runs_when_the_cancel_stage_begins_and_not_after_a_clean_drain() -> None:
+    calls: list[int] = []
+    m = manager()
+    admit(m).spawn(Fake(seconds=100))
+    report = await m.shutdown(ShutdownPolicy(drain_timeout=1), on_cancel=lambda: calls.append(m.active))
+    assert report.outcome is ShutdownOutcome.CANCELLED and calls == [1]
+    drained = manager()
+    admit(drained).spawn(Fake(seconds=0.5))
+    await drained.shutdown(ShutdownPolicy(drain_timeout=1), on_cancel=lambda: calls.append(-1))
+    assert calls == [1]

@@ -8,15 +8,18 @@ import math
 import struct
 import urllib.error
 import urllib.request
+from typing import Any
 
 import pytest
+from starlette.websockets import WebSocket
 
 from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import SystemClock
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
+from brisvox.server.session import SessionSlot
 from brisvox.server.settings import Settings
-from brisvox.server.ws_endpoint import TransportEndpoint, echo_runner
+from brisvox.server.ws_endpoint import TransportEndpoint, _server_transport, echo_runner
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
 
@@ -31,12 +34,22 @@ def get(url: str) -> str:
         return str(r.read().decode())
 
 
+class Probe(TransportEndpoint):
+    """Records the asyncio transport abort() would reach under the real uvicorn stack."""
+
+    transport: object = None
+
+    async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
+        self.transport = _server_transport(getattr(websocket, "_send", None))
+        await super().__call__(websocket, slot)
+
+
 @pytest.mark.realtime
 async def test_a_websocket_call_runs_through_the_session_manager_and_the_server_drains_after_it() -> None:
     clock = SystemClock()
-    endpoint = TransportEndpoint(clock, ServerConfig(path="/ws"))
+    endpoint = Probe(clock, ServerConfig(path="/ws"))
     parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
-                        on_drained=endpoint.close)
+                        on_stop_calls=endpoint.close)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     out = io.StringIO()
@@ -58,6 +71,7 @@ async def test_a_websocket_call_runs_through_the_session_manager_and_the_server_
             await clock.sleep(0.05)
         assert 'brisvox_calls_ended_total{outcome="ok"} 1.0' in metrics
         assert "brisvox_active_calls 0.0" in metrics
+        assert callable(getattr(endpoint.transport, "abort", None))  # abort() can reach uvicorn's socket
     finally:
         stops.request("test stop")
         code = await asyncio.wait_for(server, 30)
@@ -70,7 +84,7 @@ async def test_a_call_still_running_after_the_drain_timeout_is_cancelled_and_the
     clock = SystemClock()
     endpoint = TransportEndpoint(clock, ServerConfig(path="/ws"))
     parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
-                        on_drained=endpoint.close)
+                        on_stop_calls=endpoint.close)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     out = io.StringIO()
@@ -96,7 +110,8 @@ async def test_a_call_still_running_after_the_drain_timeout_is_cancelled_and_the
         code = await asyncio.wait_for(server, 30)
     assert code == 3
     assert "stopped (cancelled, exit status 3)" in out.getvalue()
-    assert result.call_id is not None and result.stop_reason is not None
+    assert result.call_id is not None
+    assert (result.stop_reason, result.close_code) == ("shutdown", 1001), result
 
 
 def _status(url: str) -> str:
@@ -105,3 +120,28 @@ def _status(url: str) -> str:
             return f"{r.status} {r.read().decode()}"
     except urllib.error.HTTPError as exc:
         return f"{exc.code} {exc.read().decode()}"
+
+
+def test_abort_reaches_the_transport_behind_wrapped_asgi_sends() -> None:
+    class Transport:
+        aborted = False
+
+        def abort(self) -> None:
+            self.aborted = True
+
+    class Protocol:
+        def __init__(self) -> None:
+            self.transport = Transport()
+
+        async def send(self, message: object) -> None:
+            return None
+
+    protocol = Protocol()
+    inner = protocol.send
+
+    async def sender(message: object) -> None:  # what a middleware does to send
+        await inner(message)
+
+    assert _server_transport(protocol.send) is protocol.transport
+    assert _server_transport(sender) is protocol.transport
+    assert _server_transport(lambda m: None) is None

@@ -179,10 +179,13 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     not suitable here (time would run ahead of them); such tests use the system clock.
     """
 
-    def __init__(self, start: float = 0.0, deadlock_after: float = 10.0) -> None:
+    def __init__(self, start: float = 0.0, deadlock_after: float = 10.0, max_time: float | None = None) -> None:
         super().__init__()
         self._virtual_now = start
         self.deadlock_after = deadlock_after
+        # A task that re-arms a timer forever would spin virtual time without ever
+        # blocking; past ``max_time`` the loop raises instead of running on.
+        self.max_time = max_time
         self.pending_external = 0
         self._selector = _FastForwardSelector(self._selector, self)  # type: ignore[has-type]
 
@@ -192,6 +195,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def advance(self, seconds: float) -> None:
         if seconds > 0:
             self._virtual_now += seconds
+            if self.max_time is not None and self._virtual_now > self.max_time:
+                raise VirtualTimeDeadlock(
+                    f"virtual time passed {self.max_time:g} s: some task keeps re-arming a timer "
+                    "and the awaited work never finishes"
+                )
 
     def run_in_executor(  # type: ignore[override]
         self, executor: Executor | None, func: Callable[..., T], *args: Any

@@ -31,6 +31,7 @@ class TurnEvent(enum.Enum):
     BOT_AUDIO_STARTED = "bot_audio_started"  # released to the caller
     BARGE_IN = "barge_in"  # the decision
     CLEAR_APPLIED = "clear_applied"
+    FILLER_STARTED = "filler_started"  # the turn's first filler round began
 
 
 @dataclass(frozen=True, slots=True)

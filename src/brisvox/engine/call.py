@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from brisvox.agent.context import Context
-from brisvox.agent.tools import ToolEngine, ToolRegistry
+from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
@@ -75,6 +75,8 @@ class CallReport:
     fallbacks: int
     stale_audio_dropped: int
     timeline: tuple[TurnRecord, ...]
+    fillers: int = 0  # filler rounds spoken
+    fillers_in_context: int = 0
 
 
 async def run_call(
@@ -85,11 +87,14 @@ async def run_call(
     cancel: asyncio.Event | None = None,
     context: Context | None = None,
     tools: ToolRegistry | None = None,
+    filler: FillerPolicy | None = None,
     observer: CallObserver | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
-    ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.observe`)."""
+    ``filler`` replaces the filler policy built from ``config.llm.filler`` (phrases, clips).
+    ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.observe`).
+    """
     context = context if context is not None else Context()
     rates = session.info.sample_rate()
     in_rate = rates.input if rates else config.stt.sample_rate
@@ -123,7 +128,8 @@ async def run_call(
             listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio)
             driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline)
             runner = LlmRunner(
-                providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window
+                providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window,
+                filler,
             )
             speak = SpeakStage(
                 tts,
@@ -156,6 +162,8 @@ async def run_call(
         fallbacks=runner.stats.fallbacks,
         stale_audio_dropped=out.stale_audio_dropped,
         timeline=tuple(timeline.records()),
+        fillers=runner.stats.fillers,
+        fillers_in_context=runner.stats.fillers_in_context,
     )
 
 

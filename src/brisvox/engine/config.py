@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from brisvox.agent.interrupt import InterruptionPolicy
 from brisvox.agent.segmenter import SegmenterConfig
 from brisvox.agent.tools import EngineConfig as ToolEngineConfig
+from brisvox.agent.tools import FillerConfig
 from brisvox.agent.turn import Adaptive, TurnPolicy
 from brisvox.agent.window import WindowPolicy
 from brisvox.core.errors import ConfigError
@@ -42,6 +43,7 @@ class LlmConfig:
     fallback_line: str = DEFAULT_FALLBACK_LINE
     max_tokens: int | None = None
     temperature: float | None = None
+    filler: FillerConfig = FillerConfig.DEFAULT  # what the runner builds its filler policy from
 
     def __post_init__(self) -> None:
         if self.max_tool_rounds < 1:

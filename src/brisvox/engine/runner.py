@@ -10,6 +10,16 @@ A model that sends no first token within ``first_token`` seconds, goes silent fo
 ``idle`` seconds, or fails, is answered with the fixed fallback line (in the context too,
 as what the bot said).  A barge-in (a newer interrupt) cancels the round task and joins
 it before anything touches the context.
+
+Fillers: a tool round races the filler timer of its :class:`FillerPolicy` (from
+``LlmConfig.filler``; by default one fixed 1.2 s delay).  When the tools are still
+running at the delay, the chosen phrase is spoken as a round of its own (its own
+``LlmResponseStarted`` and ordinal in the PlayoutBook) while the tools keep running.  It
+cannot enter the context while a call is open, so it is kept aside and placed as an
+assistant message right before the turn's next assistant message (the request for that
+message was built without it), or when the turn is settled (after the open calls were
+closed, before the next user message); from then on it is cut to what was heard like
+any round.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context
 from brisvox.agent.played import apply_truncation
-from brisvox.agent.tools import CancelToken, ToolEngine
+from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, ToolEngine
 from brisvox.agent.window import WindowPolicy, build_window
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
@@ -39,7 +49,7 @@ from brisvox.core.frames import (
 )
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
-from brisvox.core.timeline import TimelineRecorder
+from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.config import LlmConfig, Timeouts
 from brisvox.engine.playout import PlayoutBook
 from brisvox.providers.llm import (
@@ -58,9 +68,24 @@ log = logging.getLogger(__name__)
 
 
 class RunnerStats:
-    __slots__ = ("cut_messages", "fallbacks", "interrupted_tool_calls", "late_notes", "rounds", "turns")
+    __slots__ = (
+        "confirmations_cleared",
+        "cut_messages",
+        "fallbacks",
+        "filler_clips",
+        "fillers",
+        "fillers_in_context",
+        "interrupted_tool_calls",
+        "late_notes",
+        "rounds",
+        "turns",
+    )
 
     def __init__(self) -> None:
+        self.fillers = 0
+        self.filler_clips = 0
+        self.fillers_in_context = 0
+        self.confirmations_cleared = 0
         self.interrupted_tool_calls = 0
         self.late_notes = 0
         self.turns = 0
@@ -71,6 +96,37 @@ class RunnerStats:
 
 class _NoAnswer(BrisvoxError):
     pass
+
+
+class _Turn:
+    """One turn's round ordinals: every spoken round (model, filler, canned line) takes the next."""
+
+    __slots__ = ("epoch", "next_round")
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.next_round = 0
+
+    def take(self) -> int:
+        n = self.next_round
+        self.next_round += 1
+        return n
+
+
+class _Filler:
+    """A spoken filler waiting for its place in the context."""
+
+    __slots__ = ("epoch", "round", "text")
+
+    def __init__(self, epoch: int, round_: int, text: str) -> None:
+        self.epoch, self.round, self.text = epoch, round_, text
+
+
+class _FillerState:
+    __slots__ = ("speaking",)
+
+    def __init__(self) -> None:
+        self.speaking = False
 
 
 class LlmRunner(Processor):
@@ -85,7 +141,10 @@ class LlmRunner(Processor):
         timeline: TimelineRecorder | None = None,
         tools: ToolEngine | None = None,
         window: WindowPolicy | None = None,
+        filler: FillerPolicy | None = None,
     ) -> None:
+        self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
+        self._pending_filler: _Filler | None = None
         self.timeline = timeline or TimelineRecorder()
         self.tools = tools
         self.window = window
@@ -116,6 +175,9 @@ class LlmRunner(Processor):
             return
         if isinstance(frame, InterruptFrame):
             await self._join_round()
+            if self.tools is not None:
+                # The caller may not have heard what they would confirm.
+                self.stats.confirmations_cleared += self.tools.confirmations.clear()
         elif isinstance(frame, StopFrame):
             await self._join_round(cancel=False)
             self._settle(before_epoch=ctx.epoch + 1)
@@ -134,6 +196,7 @@ class LlmRunner(Processor):
     def _settle(self, before_epoch: int) -> None:
         """Close calls a barge-in left open, then cut older turns to what the caller heard."""
         self.stats.interrupted_tool_calls += len(self.context.interrupt_pending_tool_calls())
+        self._place_filler()
         for cut in self.book.cuts(before_epoch):
             try:
                 apply_truncation(self.context, cut.msg_index, cut.truncation)
@@ -155,6 +218,8 @@ class LlmRunner(Processor):
             await ctx.push(BotResponseDone(epoch=epoch))
             return
         self.context.push_user(text)
+        if self.tools is not None:
+            self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
         self._round_task = self._scope.spawn(self._respond(epoch, ctx), name=f"turn-{epoch}")
 
     def _append_late_notes(self) -> None:
@@ -165,27 +230,40 @@ class LlmRunner(Processor):
             self.context.push(note.message())
             self.stats.late_notes += 1
 
+    def _place_filler(self) -> None:
+        """The spoken filler into the context, once no call is open (see the module doc)."""
+        filler = self._pending_filler
+        if filler is None or self.context.has_open_tool_calls():
+            return
+        self._pending_filler = None
+        self.context.push_assistant(filler.text)
+        self.book.record_round(filler.epoch, filler.round, len(self.context) - 1)
+        self.stats.fillers_in_context += 1
+
     async def _respond(self, epoch: int, ctx: ProcessorContext) -> None:
         """The turn's round loop: stream, speak, run the calls, until an answer without calls."""
         cancel = CancelToken()
+        turn = _Turn(epoch)
         try:
             for round_ in range(self.config.max_tool_rounds + 1):
                 if round_ == self.config.max_tool_rounds:
                     log.warning("turn %d used all %d tool rounds; speaking the fallback line", epoch, round_)
-                    await self._say(epoch, round_, self.config.fallback_line, ctx)
+                    await self._say(turn, self.config.fallback_line, ctx)
                     return
-                calls = await self._round(epoch, round_, ctx)
+                calls = await self._round(turn, ctx)
                 if not calls:
                     return
                 if self.tools is None:
-                    log.error("the model called a tool, but this call offers no tools; speaking the fallback line")
+                    log.error(
+                        "the model called a tool, but this call offers no tools; speaking the fallback line"
+                    )
                     self.context.interrupt_pending_tool_calls()
-                    await self._say(epoch, round_ + 1, self.config.fallback_line, ctx)
+                    await self._say(turn, self.config.fallback_line, ctx)
                     return
-                execution = await self.tools.execute(calls, epoch, cancel)
+                execution = await self._run_tools(self.tools, turn, calls, cancel, ctx)
                 execution.append_to(self.context)
                 if execution.budget_exhausted:
-                    await self._say(epoch, round_ + 1, self.config.fallback_line, ctx)
+                    await self._say(turn, self.config.fallback_line, ctx)
                     return
         except asyncio.CancelledError:
             cancel.cancel("barge-in")
@@ -194,16 +272,73 @@ class LlmRunner(Processor):
             # A bug in one turn must not end the call: the caller hears the fallback line.
             log.exception("turn %d failed", epoch)
             self.context.interrupt_pending_tool_calls()
-            await self._say(epoch, self.config.max_tool_rounds + 1, self.config.fallback_line, ctx)
+            await self._say(turn, self.config.fallback_line, ctx)
         finally:
             if not cancel.is_cancelled:
                 await ctx.push(BotResponseDone(epoch=epoch))
 
-    async def _say(self, epoch: int, round_: int, text: str, ctx: ProcessorContext) -> None:
+    async def _run_tools(
+        self,
+        tools: ToolEngine,
+        turn: _Turn,
+        calls: tuple[Assembled, ...],
+        cancel: CancelToken,
+        ctx: ProcessorContext,
+    ) -> Execution:
+        """``ToolEngine.execute`` raced against the filler timer (the filler is its own round)."""
+        specs = [
+            spec for c in calls if c.name is not None and (spec := tools.registry.spec(c.name)) is not None
+        ]
+        plan = self.filler.plan(specs) if self.filler.enabled else None
+        if plan is None:
+            return await tools.execute(calls, turn.epoch, cancel)
+        state = _FillerState()
+        filler = self._scope.spawn(self._filler_after(plan.delay, plan.tool, turn, state, ctx), name="filler")
+        try:
+            execution = await tools.execute(calls, turn.epoch, cancel)
+        except BaseException:
+            filler.cancel()
+            raise
+        if not state.speaking:
+            filler.cancel()  # the tools answered before the delay: no filler
+        try:
+            # A filler being spoken finishes its round before the next request starts.
+            await asyncio.wait((filler,))
+        except asyncio.CancelledError:
+            filler.cancel()
+            execution.discard()  # a barge-in: these results never reach the model
+            raise
+        return execution
+
+    async def _filler_after(
+        self, delay: float, tool: str, turn: _Turn, state: _FillerState, ctx: ProcessorContext
+    ) -> None:
+        await ctx.clock.sleep(delay)
+        choice = self.filler.choose(tool)
+        if choice is None:
+            return
+        state.speaking = True
+        round_ = turn.take()
+        self.stats.fillers += 1
+        if choice.clip is not None:
+            self.stats.filler_clips += 1
+        self.timeline.mark(turn.epoch, TurnEvent.FILLER_STARTED, ctx.clock.now())
+        # Kept aside before it is spoken: a barge-in mid-phrase still cuts it to what was heard.
+        self._pending_filler = _Filler(turn.epoch, round_, choice.text)
+        try:
+            await ctx.push(LlmResponseStarted(epoch=turn.epoch, round=round_))
+            await ctx.push(LlmTextFrame(epoch=turn.epoch, text=choice.text, round=round_))
+            await ctx.push(LlmResponseEnded(epoch=turn.epoch, round=round_))
+        except BrisvoxError as exc:  # the pipeline is closing; the call ends anyway
+            log.debug("filler not spoken: %s", exc)
+
+    async def _say(self, turn: _Turn, text: str, ctx: ProcessorContext) -> None:
         """A canned line: spoken as its own round and kept in the context as said."""
+        epoch, round_ = turn.epoch, turn.take()
         self.stats.fallbacks += 1
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
         await ctx.push(LlmTextFrame(epoch=epoch, text=text, round=round_))
+        self._place_filler()
         self.context.push_assistant(text)
         self.book.record_round(epoch, round_, len(self.context) - 1)
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
@@ -214,11 +349,15 @@ class LlmRunner(Processor):
             messages = build_window(self.context, self.window, self.context.estimator, None).context.messages
         specs = tuple(self.tools.registry.specs()) if self.tools is not None else ()
         return LlmRequest(
-            messages=messages, tools=specs, max_tokens=self.config.max_tokens, temperature=self.config.temperature
+            messages=messages,
+            tools=specs,
+            max_tokens=self.config.max_tokens,
+            temperature=self.config.temperature,
         )
 
-    async def _round(self, epoch: int, round_: int, ctx: ProcessorContext) -> tuple[Assembled, ...]:
+    async def _round(self, turn: _Turn, ctx: ProcessorContext) -> tuple[Assembled, ...]:
         """One request: its text spoken as it streams, its message pushed before any call runs."""
+        epoch, round_ = turn.epoch, turn.take()
         self.stats.rounds += 1
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
         assembler = ResponseAssembler()
@@ -242,6 +381,7 @@ class LlmRunner(Processor):
         else:
             response = assembler.finish(epoch, self.context)
             message, calls = response.assistant_message(), response.calls
+        self._place_filler()  # after the request that answered it was built and sent
         if message is not None:
             self.context.push(message)
             self.book.record_round(epoch, round_, len(self.context) - 1)

@@ -1,22 +1,15 @@
-"""``brisvox models``: fetch the pinned model files into the cache, or list where they are."""
+"""``brisvox models``: fetch the pinned model files into the cache, or list where they are.
+
+The argument parser is defined in ``brisvox.__main__`` so that ``--help`` imports nothing heavy.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from brisvox.inference.errors import ModelError
 from brisvox.inference.models import fetch_models, model_dir, model_path, registered_models
-
-
-def add_models_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    models = sub.add_parser("models", help="fetch or list the local model files")
-    msub = models.add_subparsers(dest="models_command", metavar="ACTION")
-    fetch = msub.add_parser("fetch", help="download, verify and cache the pinned model files")
-    fetch.add_argument("names", nargs="*", help="models to fetch (default: all but the optional ones)")
-    fetch.add_argument("--dir", type=Path, default=None, help="cache directory (default: $BRISVOX_MODEL_DIR)")
-    msub.add_parser("list", help="show each model, its licence and where it is read from")
 
 
 def run_models_command(args: argparse.Namespace) -> int:

@@ -25,24 +25,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TypeVar
 
 from brisvox.core.clock import Clock, SimClock, SystemClock
-from brisvox.core.errors import ConfigError, DeadlineExceeded
+from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 
 __all__ = [
     "DEFAULT_POLICY",
     "ResiliencePolicy",
     "deadline",
+    "guarded",
     "not_processed",
     "retry_before_effect",
     "timeout_error",
 ]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +57,7 @@ class ResiliencePolicy:
     idle_timeout: float = 15.0
     close_timeout: float = 2.0
     max_attempts: int = 3  # connects of one request or one reconnect cycle, the first included
+    max_reconnects: int = 10  # reconnects of one session in all; the next drop ends it (a flapping link)
     backoff_initial: float = 0.25
     backoff_multiplier: float = 2.0
     backoff_max: float = 4.0
@@ -62,6 +66,8 @@ class ResiliencePolicy:
         for name in ("connect_timeout", "first_token_timeout", "idle_timeout", "close_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"ResiliencePolicy.{name} must be positive, got {getattr(self, name)}")
+        if self.max_reconnects < 0:
+            raise ConfigError(f"ResiliencePolicy.max_reconnects must not be negative, got {self.max_reconnects}")
         if self.max_attempts < 1:
             raise ConfigError(f"ResiliencePolicy.max_attempts must be at least 1, got {self.max_attempts}")
         if self.backoff_initial < 0 or self.backoff_multiplier < 1 or self.backoff_max < 0:
@@ -149,3 +155,28 @@ async def retry_before_effect(
             if exc.retry_after is not None:
                 pause = max(pause, min(exc.retry_after, policy.backoff_max))
             await clock.sleep(pause)
+
+
+async def guarded(
+    provider: str, body: Coroutine[object, object, None], report: Callable[[ProviderError], Awaitable[None]]
+) -> None:
+    """Run a session's background task so that its reader never waits on a dead task.
+
+    A ``ProviderError`` escaping the task, or any unexpected exception (reported as kind
+    ``protocol``), is handed to ``report``, which emits the session's fatal error event and
+    ends its stream.  Cancellation and a closed event channel (the session is gone) end quietly.
+    """
+    try:
+        await body
+    except ChannelClosed:
+        return
+    except ProviderError as exc:
+        await _report(report, exc)
+    except Exception as exc:
+        log.warning("%s: a background task failed (%s)", provider, type(exc).__name__)
+        await _report(report, ProviderError(provider, ProviderErrorKind.PROTOCOL, f"internal failure ({type(exc).__name__})"))
+
+
+async def _report(report: Callable[[ProviderError], Awaitable[None]], error: ProviderError) -> None:
+    with contextlib.suppress(ChannelClosed):
+        await report(error)

@@ -45,6 +45,7 @@ from brisvox.providers.resilient import (
     DEFAULT_POLICY,
     ResiliencePolicy,
     deadline,
+    guarded,
     not_processed,
     timeout_error,
 )
@@ -198,7 +199,11 @@ class _ResilientSttSession(SessionBase[SttEvent]):
         self._scope = TaskScope(f"resilient {owner.name} stt")
         self.reconnects = 0
         self.dropped_audio_bytes = 0
-        self._scope.spawn(self._pump(), name="pump")
+        self._scope.spawn(guarded(owner.name, self._pump(), self._fatal), name="pump")
+
+    async def _fatal(self, error: ProviderError) -> None:
+        await self._emit(SttError(error=error, fatal=True))
+        self._finish()
 
     async def send_audio(self, pcm: bytes) -> None:
         self._check_open()
@@ -239,7 +244,7 @@ class _ResilientSttSession(SessionBase[SttEvent]):
             if failure is None:
                 self._finish()
                 return
-            if not failure.retryable:
+            if not failure.retryable or self.reconnects >= owner._policy.max_reconnects:
                 await self._emit(SttError(error=failure, fatal=True))
                 self._finish()
                 return
@@ -300,7 +305,12 @@ class _ResilientTtsSession(TtsSessionBase):
         self._ready.set()
         self._scope = TaskScope(f"resilient {owner.name} tts")
         self.reconnects = 0
-        self._scope.spawn(self._pump(), name="pump")
+        self._scope.spawn(guarded(owner.name, self._pump(), self._fatal), name="pump")
+
+    async def _fatal(self, error: ProviderError) -> None:
+        await self._emit(TtsError(error=error, fatal=True))
+        self._finish()
+        self._ready.set()
 
     async def _current(self) -> TtsSession | None:
         await self._ready.wait()
@@ -363,7 +373,7 @@ class _ResilientTtsSession(TtsSessionBase):
                     await self._emit(TtsError(error=lost, context_id=ctx, fatal=False))
                     self._lost.add(ctx)
             self._in_flight.clear()
-            if not failure.retryable:
+            if not failure.retryable or self.reconnects >= owner._policy.max_reconnects:
                 await self._emit(TtsError(error=failure, fatal=True))
                 self._finish()
                 self._ready.set()

@@ -131,7 +131,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
                              max_calls=settings.max_calls)
     endpoint = EngineEndpoint(clock, ws_config)
     parts = ServerParts(
-        runner=runner, call_endpoint=endpoint, description=description, on_drained=endpoint.close,
+        runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
         ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))),

@@ -53,8 +53,9 @@ class ServerParts:
     runner: SessionRunner[Any]
     call_endpoint: CallEndpoint | None = None
     description: str = ""
-    on_drained: Callable[[], None] | None = None
-    """Called once the sessions are gone, before the HTTP server stops (the endpoint's goodbye)."""
+    on_stop_calls: Callable[[], None] | None = None
+    """The endpoint's goodbye to connected calls: called when the shutdown's cancel stage begins
+    and again once the sessions are gone, before the HTTP server stops (so it must be idempotent)."""
     ws_ping_interval: float | None = None
     ws_ping_timeout: float | None = None
     ws_max_size: int = 16 * 1024 * 1024
@@ -128,14 +129,14 @@ async def serve(
                   f"{parts.description})", file=out, flush=True)
             if on_ready is not None:
                 on_ready(port)
-            drain = scope.spawn(drain_on_stop(manager, stops, settings.shutdown_policy), name="drain")
+            drain = scope.spawn(drain_on_stop(manager, stops, settings.shutdown_policy, parts.on_stop_calls), name="drain")
             await asyncio.wait([http_task, drain], return_when=asyncio.FIRST_COMPLETED)
             if not drain.done():
                 # uvicorn ended on its own (it should not): treat it as a stop request.
                 stops.request("the HTTP server stopped")
             report = await drain
-            if parts.on_drained is not None:
-                parts.on_drained()
+            if parts.on_stop_calls is not None:
+                parts.on_stop_calls()
             http.should_exit = True
             try:
                 await _bounded(clock, HTTP_STOP_TIMEOUT, http_task)

@@ -77,12 +77,16 @@ def install_stop_signals(loop: asyncio.AbstractEventLoop, stops: StopRequests) -
 
 
 async def drain_on_stop(
-    manager: SessionManager[Any], stops: StopRequests, policy: ShutdownPolicy
+    manager: SessionManager[Any],
+    stops: StopRequests,
+    policy: ShutdownPolicy,
+    on_cancel: Callable[[], None] | None = None,
 ) -> ShutdownReport:
-    """Wait for the first stop request, then shut ``manager`` down under ``policy``."""
+    """Wait for the first stop request, then shut ``manager`` down under ``policy``
+    (``on_cancel``: see :meth:`SessionManager.shutdown`)."""
     await stops.first.wait()
     manager.begin_drain()
-    report = await manager.shutdown(policy, skip_drain=stops.second)
+    report = await manager.shutdown(policy, skip_drain=stops.second, on_cancel=on_cancel)
     log.info(
         "shutdown %s: drain %.2f s%s, cancel %.2f s, abort %.2f s; cancelled %d, aborted %d, leaked %d",
         report.outcome.value, report.drain_seconds, " (skipped)" if report.drain_skipped else "",

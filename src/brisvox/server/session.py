@@ -413,9 +413,16 @@ class SessionManager(Generic[T]):
 
     # --- shutdown -----------------------------------------------------------------------
 
-    async def shutdown(self, policy: ShutdownPolicy, *, skip_drain: asyncio.Event | None = None) -> ShutdownReport:
+    async def shutdown(
+        self,
+        policy: ShutdownPolicy,
+        *,
+        skip_drain: asyncio.Event | None = None,
+        on_cancel: Callable[[], None] | None = None,
+    ) -> ShutdownReport:
         """Drain, then cancel, then abort (see the module docs).  ``skip_drain`` set ends the
-        drain stage early (a second stop signal)."""
+        drain stage early (a second stop signal); ``on_cancel`` is called as the cancel stage
+        begins (a transport's goodbye to the calls left)."""
         clock = self._clock
         self.begin_drain()
         t0 = clock.now()
@@ -427,6 +434,8 @@ class SessionManager(Generic[T]):
         cancelled = tuple(self._live)
         log.info("%s: drain ended with %d session(s) left; cancelling them", self._name, len(cancelled))
         self._stopping = True
+        if on_cancel is not None:
+            on_cancel()
         self.cancel_all()
         done = await self._wait_idle(t1 + policy.cancel_timeout)
         t2 = clock.now()

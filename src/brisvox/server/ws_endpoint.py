@@ -102,11 +102,26 @@ class StarletteWsPeer:
 
     def abort(self) -> None:
         self._closed = True
-        protocol = getattr(getattr(self._ws, "_send", None), "__self__", None)
-        transport = getattr(protocol, "transport", None)
+        transport = _server_transport(getattr(self._ws, "_send", None))
         abort = getattr(transport, "abort", None)
         if callable(abort):
             abort()
+
+
+def _server_transport(send: object, depth: int = 4) -> object | None:
+    """The asyncio transport behind an ASGI ``send``: uvicorn's ``send`` is a method of its
+    protocol (which holds ``transport``); Starlette's middleware wraps it in closures."""
+    for _ in range(depth):
+        owner = getattr(send, "__self__", None)
+        if owner is not None and hasattr(owner, "transport"):
+            transport: object = owner.transport
+            return transport
+        cells = getattr(send, "__closure__", None) or ()
+        inner = [c.cell_contents for c in cells if callable(getattr(c, "cell_contents", None))]
+        if not inner:
+            return None
+        send = inner[0]
+    return None
 
 
 class TransportEndpoint:

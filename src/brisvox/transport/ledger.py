@@ -150,6 +150,14 @@ class Ledger:
         if key in self._due or c.samples - c.reported >= self.position_interval * c.rate:
             self._due[key] = self._snapshot(key, c)
 
+    def report_current(self) -> None:
+        """The output went idle: the current utterance's unreported tail is due now (without
+        it an utterance whose length is not a multiple of the interval never reports its end)."""
+        key = self._current
+        c = self._counters.get(key) if key is not None else None
+        if key is not None and c is not None and c.samples > c.reported:
+            self._due[key] = self._snapshot(key, c)
+
     def due_reports(self) -> list[PlaybackPosition]:
         return list(self._due.values())
 

@@ -90,6 +90,9 @@ class SessionConfig:
     sink_capacity: int = 4
     position_interval: float = 0.1
     frame_duration: float = FRAME_DURATION
+    # A frame later than its slot by more than this restarts the pacer's grid (an underrun);
+    # up to this much lateness (a busy loop, a jittery source) is caught up on the grid.
+    pacer_resync_after: float = 0.06
     wire_write_timeout: float = 10.0
     final_send_timeout: float = 1.0
     wire_closed_grace: float = 1.0
@@ -98,6 +101,8 @@ class SessionConfig:
         for name in ("events_capacity", "commands_capacity", "pacer_capacity", "sink_capacity"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SessionConfig.{name} must be at least 1, got {getattr(self, name)}")
+        if self.pacer_resync_after < 0:
+            raise ConfigError(f"SessionConfig.pacer_resync_after must be >= 0, got {self.pacer_resync_after}")
         for name in ("position_interval", "frame_duration", "wire_write_timeout", "final_send_timeout",
                      "wire_closed_grace"):
             if not getattr(self, name) > 0:
@@ -187,7 +192,8 @@ class TransportSession:
                                                                         name="engine commands")
         self._sink: Channel[OutputAudioFrame] = Channel(config.sink_capacity, name="pacer sink")
         self._pacer: OutputPacer[OutputAudioFrame] = OutputPacer(clock, self._sink.send,
-                                                                 capacity=config.pacer_capacity)
+                                                                 capacity=config.pacer_capacity,
+                                                                 resync_after=config.pacer_resync_after)
         self._reason: StopReason | None = None
         self._failure: BaseException | None = None
         self._wire_closed = False
@@ -400,6 +406,8 @@ class TransportSession:
             if got.epoch != ledger.epoch:
                 continue
             ledger.release(got.epoch, got.utterance, got.sample_count, got.sample_rate)
+            if not len(self._pacer) and not len(self._sink):
+                ledger.report_current()  # nothing follows for now: report where playback stands
             await self._wire(WireAudioOut(got))
 
     async def _run_input(self) -> None:

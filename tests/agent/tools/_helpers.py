@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from brisvox.agent.context import Context, ToolCall, ToolMessage
+from brisvox.agent.tools.cancel import CancelToken
 from brisvox.agent.tools.engine import EngineConfig, ToolEngine
+from brisvox.agent.tools.execution import Execution
 from brisvox.agent.tools.registry import ToolCallContext, ToolError, ToolRegistry
 from brisvox.agent.tools.spec import ToolKind, ToolSpec
 from brisvox.core.clock import SimClock
@@ -98,3 +100,11 @@ def kind(msg: ToolMessage) -> str | None:
 
 def push_calls(ctx: Context, calls: list[ToolCall], text: str = "") -> None:
     ctx.push_assistant(text, calls)
+
+
+async def deliver_round(eng: ToolEngine, ctx: Context, calls: list[ToolCall], epoch: int) -> Execution:
+    """Push the calls, execute them, append the execution: one tool round done right."""
+    ctx.push_assistant(tool_calls=calls)
+    ex = await eng.execute(calls, epoch, CancelToken())
+    ex.append_to(ctx)
+    return ex

@@ -12,7 +12,7 @@ from brisvox.agent.tools.confirm import Confirmations, PendingConfirmation, Refu
 from brisvox.agent.tools.registry import CONFIRM_PENDING, RegistryError, ToolRegistry
 from brisvox.core.clock import SimClock
 
-from ._helpers import RO, SE, Probe, body, call, engine, kind, scripted, spec
+from ._helpers import RO, SE, Probe, body, call, deliver_round, engine, kind, scripted, spec
 
 
 def _reg(probe: Probe) -> ToolRegistry:
@@ -26,13 +26,6 @@ def _confirm(cid: str, target: str) -> ToolCall:
     return ToolCall(id=cid, name=CONFIRM_PENDING, arguments={"call_id": target})
 
 
-async def _round(eng, ctx: Context, calls: list[ToolCall], epoch: int):  # type: ignore[no-untyped-def]
-    ctx.push_assistant(tool_calls=calls)
-    ex = await eng.execute(calls, epoch, CancelToken())
-    ex.append_to(ctx)
-    return ex
-
-
 async def test_a_gated_call_is_held_and_runs_with_its_original_arguments_after_a_later_yes() -> None:
     clock = SimClock()
     probe = Probe(clock)
@@ -40,7 +33,7 @@ async def test_a_gated_call_is_held_and_runs_with_its_original_arguments_after_a
     async with engine(_reg(probe), clock) as eng:
         ctx.push_user("transfer me to +90 555")
         eng.confirmations.note_user_turn()
-        ex = await _round(eng, ctx, [call("t1.0", "transfer_call", number="+90 555")], 1)
+        ex = await deliver_round(eng, ctx, [call("t1.0", "transfer_call", number="+90 555")], 1)
         res = ex.results[0]
         assert not res.is_error
         b = json.loads(res.content)
@@ -48,21 +41,21 @@ async def test_a_gated_call_is_held_and_runs_with_its_original_arguments_after_a
         assert "confirm_pending" in b["message"]
         assert probe.count("start") == 0 and len(eng.confirmations) == 1
         # the same user turn, another round: refused, still pending
-        ex = await _round(eng, ctx, [_confirm("t1.1", "t1.0")], 1)
+        ex = await deliver_round(eng, ctx, [_confirm("t1.1", "t1.0")], 1)
         assert kind(ex.results[0]) == "confirmation_refused"
         assert "not replied" in body(ex.results[0])["detail"]
         assert len(eng.confirmations) == 1
         ctx.push_assistant("Shall I transfer you to +90 555?")
         ctx.push_user("yes please")
         eng.confirmations.note_user_turn()
-        ex = await _round(eng, ctx, [_confirm("t2.0", "t1.0")], 2)
+        ex = await deliver_round(eng, ctx, [_confirm("t2.0", "t1.0")], 2)
         assert ex.results[0].content == "transferred" and not ex.results[0].is_error
         assert probe.count("start") == 1
         assert probe.contexts[0].call.arguments == {"number": "+90 555"}
         assert probe.contexts[0].call.id == "t2.0"
         ctx.validate()
         # once: a second confirmation finds nothing; a replay of the confirming call is recorded
-        ex = await _round(eng, ctx, [_confirm("t2.1", "t1.0")], 2)
+        ex = await deliver_round(eng, ctx, [_confirm("t2.1", "t1.0")], 2)
         assert kind(ex.results[0]) == "confirmation_refused"
         ex = await eng.execute([_confirm("t2.0", "t1.0")], 2, CancelToken())
         ex.mark_delivered()
@@ -112,8 +105,8 @@ async def test_a_confirmed_call_is_not_refused_as_a_repeat_and_a_gated_repeat_as
     probe = Probe(clock)
     ctx = Context()
     async with engine(_reg(probe), clock) as eng:
-        await _round(eng, ctx, [call("t1.0", "transfer_call", number="1")], 1)
-        ex = await _round(eng, ctx, [call("t1.1", "transfer_call", number="1")], 1)
+        await deliver_round(eng, ctx, [call("t1.0", "transfer_call", number="1")], 1)
+        ex = await deliver_round(eng, ctx, [call("t1.1", "transfer_call", number="1")], 1)
         assert json.loads(ex.results[0].content)["status"] == "confirmation_required"
         # the identical request replaced its predecessor
         assert [p.call.id for p in eng.confirmations.pending()] == ["t1.1"]

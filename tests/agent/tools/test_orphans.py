@@ -344,3 +344,19 @@ async def test_identical_calls_of_one_regenerated_response_do_not_share_one_orph
         assert json.loads(ex.results[0].content) == {"booking": "BK-1"}
         assert kind(ex.results[1]) is None  # the second is a call of its own
         assert probe.count("start") == 2
+
+
+async def test_a_replay_of_the_call_id_that_received_an_orphans_result_answers_the_same() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    async with engine(_reg(probe, delay=1.0), clock) as eng:
+        (await _interrupted_at(clock, eng, [call("t1.0", "book", slot="a")], 1, 0.5)).mark_delivered()
+        await clock.sleep(1.0)
+        regen = [call("t2.0", "book", slot="a")]
+        first = await eng.execute(regen, 2, CancelToken())
+        first.mark_delivered()
+        again = await eng.execute(regen, 2, CancelToken())
+        again.mark_delivered()
+        assert again.results == first.results
+        assert json.loads(again.results[0].content) == {"booking": "BK-1"}
+        assert probe.count("start") == 1

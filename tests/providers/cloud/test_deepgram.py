@@ -153,3 +153,19 @@ def test_the_api_key_never_shows_in_the_options_repr() -> None:
     options = DeepgramOptions(api_key=Secret(KEY))
     assert KEY not in repr(options)
     assert KEY not in repr(DeepgramStt(options, SimClock()))
+
+
+async def test_a_flapping_connection_ends_the_session_after_the_reconnect_budget() -> None:
+    connections = 0
+
+    async def handler(ws: ServerConnection, up: Upgrade) -> None:
+        nonlocal connections
+        connections += 1
+        ws.transport.abort()  # every connection drops at once
+
+    async with FakeWsServer(handler) as server:
+        stt = provider(server.url, policy=ResiliencePolicy(max_reconnects=2))
+        async with await stt.connect(SttConfig()) as session:
+            events = [e async for e in session]
+    assert [e.fatal for e in events if isinstance(e, SttError)] == [False, False, True]
+    assert connections == 3

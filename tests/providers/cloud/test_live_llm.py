@@ -115,3 +115,53 @@ async def test_live_parallel_weather_lookups(vendor: str) -> None:
     finally:
         await llm.aclose()
 
+
+
+VOICE_PROMPTS = (
+    "Hi, I'd like to book a table for two tonight.",
+    "What time do you open on Sundays?",
+    "Can you tell me a bit about your menu?",
+    "Is there parking near the restaurant?",
+    "Thanks, that's all for now.",
+)
+
+
+@pytest.mark.realtime
+async def test_live_ollama_voice_latency() -> None:
+    """Time to the first text token and to the end of the first sentence, p50 over five prompts."""
+    _live("OLLAMA_MODEL")
+    import re
+    import statistics
+
+    from brisvox.providers.llm import TextDelta
+
+    clock = SystemClock()
+    llm = _live_provider("ollama")
+    await llm.warm()
+    ttft: list[float] = []
+    sentence: list[float] = []
+    try:
+        for prompt in VOICE_PROMPTS:
+            ctx = Context()
+            ctx.push_system("You are a restaurant's phone agent. Answer in one or two short sentences.")
+            ctx.push_user(prompt)
+            t0 = clock.now()
+            first: float | None = None
+            end: float | None = None
+            text = ""
+            async with llm.stream(LlmRequest(messages=ctx.messages, max_tokens=120)) as stream:
+                async for event in stream:
+                    if isinstance(event, TextDelta) and event.text:
+                        first = clock.now() - t0 if first is None else first
+                        text += event.text
+                        if end is None and re.search(r"[.!?](\s|$)", text):
+                            end = clock.now() - t0
+            if first is not None:
+                ttft.append(first)
+            if end is not None:
+                sentence.append(end)
+    finally:
+        await llm.aclose()
+    assert ttft, "no spoken text at all"
+    print(f"LIVE ollama {os.environ['OLLAMA_MODEL']}: TTFT p50 {statistics.median(ttft) * 1000:.0f} ms, "
+          f"first sentence p50 {statistics.median(sentence) * 1000 if sentence else float('nan'):.0f} ms")

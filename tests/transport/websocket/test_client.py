@@ -1,18 +1,22 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import struct
 import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from websockets.asyncio.server import ServerConnection, serve
 
 from brisvox.audio.codec import AudioEncoding
 from brisvox.audio.g711 import ulaw_decode, ulaw_encode
 from brisvox.audio.wav import WavAudio, read_wav, write_wav
-from brisvox.core.clock import SystemClock
+from brisvox.core.clock import SimClock, SystemClock
 from brisvox.core.tasks import TaskScope
 from brisvox.transport.echo import EchoOptions, run_echo
 from brisvox.transport.websocket import ServerConfig, WebSocketServer
@@ -146,3 +150,78 @@ async def test_the_ws_client_command_records_the_echo_byte_exact(tmp_path: Path)
     assert heard.sample_rate == 8000
     assert heard.pcm == ulaw_decode(ulaw_encode(audio.pcm))
     assert elapsed >= 1.0  # 0.6 s of input in real time plus the 0.4 s linger
+
+
+@asynccontextmanager
+async def scripted(script: Callable[[ServerConnection], Awaitable[None]]) -> AsyncIterator[str]:
+    async def handler(ws: ServerConnection) -> None:
+        start = json.loads(await ws.recv())
+        await ws.send(json.dumps({"type": "started", "call_id": "s-1", "encoding": start["encoding"],
+                                  "sample_rate": start["sample_rate"]}))
+        await script(ws)
+
+    async with serve(handler, "127.0.0.1", 0, compression=None, ping_interval=None) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        yield f"ws://127.0.0.1:{port}/ws"
+
+
+async def test_a_connection_that_vanishes_mid_stream_fails_the_call_and_keeps_the_recording() -> None:
+    async def script(ws: ServerConnection) -> None:
+        for i in range(5):
+            await ws.send(bytes([i]) * 640)
+        await SimClock().sleep(0.2)
+        ws.transport.abort()
+
+    async with scripted(script) as url:
+        result = await run(ClientOptions(url=url, audio=tone(2.0)), SimClock())
+    assert not result.ok and "1006" in (result.failure or "")
+    assert bytes(result.recording) == b"".join(bytes([i]) * 640 for i in range(5))
+
+
+async def test_a_fatal_error_mid_stream_fails_the_call() -> None:
+    async def script(ws: ServerConnection) -> None:
+        await ws.send(json.dumps({"type": "error", "code": "too_many_faults", "message": "x", "fatal": True}))
+        await ws.send(json.dumps({"type": "stop", "reason": "error"}))
+        await ws.close(1008)
+
+    async with scripted(script) as url:
+        result = await run(ClientOptions(url=url, audio=tone(1.0)), SimClock())
+    assert not result.ok and "too_many_faults" in (result.failure or "")
+
+
+async def test_a_mark_is_echoed_once_the_audio_before_it_has_played() -> None:
+    clock = SimClock()
+    echoed: list[float] = []
+
+    async def script(ws: ServerConnection) -> None:
+        for i in range(10):  # 200 ms of audio at once
+            await ws.send(bytes([i]) * 640)
+        await ws.send(json.dumps({"type": "mark", "id": "end"}))
+        sent_at = clock.now()
+        async for m in ws:
+            if isinstance(m, str) and json.loads(m).get("type") == "mark":
+                echoed.append(clock.now() - sent_at)
+                await ws.close()
+
+    async with scripted(script) as url:
+        result = await run(ClientOptions(url=url, audio=tone(1.0)), clock)
+    assert result.marks_echoed == ["end"]
+    assert 0.18 <= echoed[0] <= 0.25
+
+
+async def test_a_clear_drops_the_audio_that_has_not_played_from_the_recording() -> None:
+    clock = SimClock()
+
+    async def script(ws: ServerConnection) -> None:
+        for i in range(50):  # one second of audio at once, then a mark and a clear 100 ms later
+            await ws.send(bytes([i]) * 640)
+        await ws.send(json.dumps({"type": "mark", "id": "cut"}))
+        await clock.sleep(0.1)
+        await ws.send(json.dumps({"type": "clear", "epoch": 1}))
+        await clock.sleep(0.5)
+        await ws.close()
+
+    async with scripted(script) as url:
+        result = await run(ClientOptions(url=url, audio=tone(2.0)), clock)
+    assert result.clears == 1 and result.marks_echoed == [] and result.marks_dropped == 1
+    assert abs(len(result.recording) - 0.1 * 16000 * 2) <= 640  # only the 100 ms that played

@@ -24,7 +24,7 @@ from brisvox.transport import (
     TransportError,
     TransportSession,
 )
-from brisvox.transport.events import WireAudioOut
+from brisvox.transport.events import PlaybackPosition, WireAudioOut
 from brisvox.transport.websocket import ServerConfig
 from tests.transport._helpers import drain_events
 from tests.transport.websocket._helpers import client, read_until_closed, start, texts, ws_server
@@ -142,7 +142,10 @@ async def test_a_mark_goes_out_behind_its_audio_and_its_echo_is_mark_played() ->
         assert await ws.recv() == frame(1)
         assert json.loads(await ws.recv()) == {"type": "mark", "id": "m-1"}
         await ws.send(json.dumps({"type": "mark", "id": "m-1"}))
-        assert await session.recv() == MarkPlayed("m-1")
+        event = await session.recv()
+        while isinstance(event, PlaybackPosition):  # the played-out frame's position comes first
+            event = await session.recv()
+        assert event == MarkPlayed("m-1")
         await session.close()
 
 
@@ -431,3 +434,48 @@ async def test_no_task_is_left_after_calls_refusals_fatal_closes_and_shutdown() 
             await start(ws)
     await wait_for_task_baseline(clock, baseline, timeout=2.0)
     await asyncio.sleep(0)
+
+
+async def test_a_stuck_client_does_not_hold_its_permit_past_an_engine_hang_up() -> None:
+    cfg = ServerConfig(write_timeout=5.0, close_grace=1.0, max_audio_bytes=1 << 20)
+    async with ws_server(cfg, echo=False) as (clock, server, _scope), client(server.url) as ws:
+        await start(ws)
+        link = await server.accept()
+        session = await TransportSession.open(clock, link)
+        ws.transport.pause_reading()
+        big = bytes(1 << 20)
+        for _ in range(8):  # megabytes the client never reads: the writer blocks
+            await session.send(SendAudio(OutputAudioFrame(epoch=0, pcm=big[:640], sample_rate=16000)))
+        # Stuff the socket directly so the writer is blocked before the hang-up.
+        for _ in range(6):
+            link.out.try_send(WireAudioOut(OutputAudioFrame(epoch=0, pcm=big, sample_rate=16000)))
+        await clock.sleep(0.5)
+        t0 = clock.now()
+        await session.close()
+        while server.active_calls:
+            await clock.sleep(0.1)
+        assert clock.now() - t0 < 3.5  # about close_grace, not several write timeouts
+        ws.transport.abort()
+
+
+async def test_any_client_frame_keeps_the_call_alive_without_pongs() -> None:
+    cfg = ServerConfig(ping_interval=1.0, ping_timeout=3.0)
+    async with ws_server(cfg, echo=False) as (clock, server, _scope), client(server.url) as ws:
+        await start(ws)
+        session = await TransportSession.open(clock, await server.accept())
+        ws.transport.pause_reading()  # no pongs
+        for i in range(20):
+            await ws.send(frame(i))
+            await clock.sleep(0.5)
+        assert server.stats.ping_timeouts == 0
+        ws.transport.resume_reading()
+        await session.close()
+
+
+async def test_an_abrupt_disconnect_before_start_frees_the_slot_and_reaches_no_engine() -> None:
+    async with ws_server(echo=False) as (clock, server, _scope):
+        async with client(server.url) as ws:
+            ws.transport.abort()
+        await clock.sleep(0.2)
+        assert server.active_calls == 0
+        assert server.stats.calls_started == 0 and len(server._accept) == 0

@@ -38,7 +38,7 @@ from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.cloud._ws import close_error, close_ws, open_ws
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.resilient import ResiliencePolicy, deadline
+from brisvox.providers.resilient import ResiliencePolicy, deadline, guarded
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsEvent, TtsFlushed, TtsSessionBase
 
 __all__ = ["ContextState", "WsTtsSession", "decode_audio"]
@@ -114,8 +114,12 @@ class WsTtsSession(TtsSessionBase):
 
     async def _start(self) -> None:
         self._ws = await open_ws(self.provider, self._url, self._headers, self._clock, self._policy)
-        self._scope.spawn(self._read(), name="reader")
-        self._scope.spawn(self._watch(), name="deadlines")
+        self._scope.spawn(guarded(self.provider, self._read(), self._fatal), name="reader")
+        self._scope.spawn(guarded(self.provider, self._watch(), self._fatal), name="deadlines")
+
+    async def _fatal(self, error: ProviderError) -> None:
+        await self._emit(TtsError(error=error, fatal=True))
+        self._finish()
 
     def _context(self, context_id: int) -> ContextState:
         ctx = self._contexts.get(context_id)
@@ -252,6 +256,8 @@ class WsTtsSession(TtsSessionBase):
 
     async def _reconnect(self) -> bool:
         policy = self._policy
+        if self.reconnects >= policy.max_reconnects:
+            return False
         for attempt in range(2, policy.max_attempts + 1):
             await self._clock.sleep(policy.backoff(attempt))
             try:

@@ -38,7 +38,7 @@ from brisvox.core.tasks import TaskScope
 from brisvox.providers.channel import SessionBase
 from brisvox.providers.cloud._ws import close_error, close_ws, open_ws
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy
+from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, guarded
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, Transcript
 
 __all__ = ["DeepgramOptions", "DeepgramSession", "DeepgramStt"]
@@ -164,8 +164,12 @@ class DeepgramSession(SessionBase[SttEvent]):
     async def _start(self) -> None:
         self._ws = await open_ws("deepgram", self._url, self._headers(), self._clock, self._options.policy)
         self._last_send = self._clock.now()
-        self._scope.spawn(self._run(), name="reader")
-        self._scope.spawn(self._keepalive(), name="keepalive")
+        self._scope.spawn(guarded("deepgram", self._run(), self._fatal), name="reader")
+        self._scope.spawn(guarded("deepgram", self._keepalive(), self._fatal), name="keepalive")
+
+    async def _fatal(self, error: ProviderError) -> None:
+        await self._emit(SttError(error=error, fatal=True))
+        self._finish()
 
     async def send_audio(self, pcm: bytes) -> None:
         self._check_open()
@@ -234,6 +238,10 @@ class DeepgramSession(SessionBase[SttEvent]):
     async def _reconnect(self, error: ProviderError, policy: ResiliencePolicy) -> bool:
         self._offset += self._sent_bytes / self._bytes_per_second
         self._sent_bytes = 0
+        if self.reconnects >= policy.max_reconnects:
+            await self._emit(SttError(error=error, fatal=True))
+            self._finish()
+            return False
         await self._emit(SttError(error=error, fatal=False))
         last: ProviderError = error
         for attempt in range(2, policy.max_attempts + 1):

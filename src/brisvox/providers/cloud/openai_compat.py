@@ -14,7 +14,9 @@ Stream: ``data: {chunk}`` lines, ``data: [DONE]`` at the end.  A chunk's
 ``index`` (``id`` and ``function.name`` on the first fragment, ``function.arguments``
 split anywhere); ``finish_reason`` closes the choice; a last chunk with empty ``choices``
 carries ``usage``.  Reasoning text (``reasoning``/``reasoning_content``) is not spoken
-and not kept.  An ``error`` object inside the stream (OpenRouter) ends it with an error.
+and not kept; OpenRouter's ``reasoning_details`` (which carry the signatures some models
+need back with their tool calls) are merged by ``index`` and become the response's provider
+data ``{"openai_compat": {"reasoning_details": [...]}}``, echoed on the assistant message.  An ``error`` object inside the stream (OpenRouter) ends it with an error.
 """
 
 from __future__ import annotations
@@ -30,7 +32,15 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.providers.cloud._http import HttpStreamer
-from brisvox.providers.cloud._llm import Results, SseLlm, conversation, json_event, stream_error, wire_id
+from brisvox.providers.cloud._llm import (
+    Results,
+    SseLlm,
+    conversation,
+    json_event,
+    stream_error,
+    vendor_data,
+    wire_id,
+)
 from brisvox.providers.cloud._sse import SseEvent
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
@@ -39,6 +49,7 @@ from brisvox.providers.llm import (
     LlmError,
     LlmEvent,
     LlmRequest,
+    ProviderDataDelta,
     TextDelta,
     ToolCallDelta,
     ToolChoiceMode,
@@ -122,6 +133,9 @@ def build_openai_body(request: LlmRequest, options: OpenAiCompatOptions) -> dict
             messages.append({"role": "user", "content": turn.text})
         elif isinstance(turn, AssistantMessage):
             msg: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+            mine = vendor_data(turn.provider_data, "openai_compat")
+            if mine is not None and isinstance(mine.get("reasoning_details"), list):
+                msg["reasoning_details"] = mine["reasoning_details"]
             if turn.tool_calls:
                 msg["tool_calls"] = [
                     {
@@ -180,20 +194,42 @@ _FINISH = {
 class OpenAiStreamDecoder:
     """Chat-completion chunks to deltas (pure; one instance per response)."""
 
-    __slots__ = ("_finish", "_provider", "_saw_call", "_usage", "done")
+    __slots__ = ("_details", "_finish", "_provider", "_saw_call", "_usage", "done")
 
     def __init__(self, provider: str = "openai") -> None:
         self._provider = provider
         self._finish: FinishReason | None = None
         self._usage: Usage | None = None
         self._saw_call = False
+        self._details: list[dict[str, Any]] = []  # OpenRouter's reasoning_details, merged by index
         self.done: Done | None = None
+
+    def _reasoning(self, items: Any) -> None:
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, dict):
+                continue
+            last = self._details[-1] if self._details else None
+            same = (
+                last is not None
+                and "index" in item
+                and last.get("index") == item.get("index")
+                and last.get("type") == item.get("type")
+            )
+            if not same:
+                self._details.append(dict(item))
+                continue
+            assert last is not None
+            for key, value in item.items():
+                if key in ("text", "summary") and isinstance(value, str):
+                    last[key] = str(last.get(key) or "") + value
+                elif value is not None:
+                    last[key] = value
 
     def feed(self, event: SseEvent) -> list[LlmEvent]:
         data = event.data
         if data.strip() == "[DONE]":
             self.done = self._done()
-            return []
+            return self._trailing()
         chunk = json_event(self._provider, data)
         if "error" in chunk:
             return [LlmError(error=stream_error(self._provider, chunk))]
@@ -213,6 +249,8 @@ class OpenAiStreamDecoder:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 out.append(TextDelta(text=content))
+            if "reasoning_details" in delta:
+                self._reasoning(delta["reasoning_details"])
             for frag in delta.get("tool_calls") or ():
                 fn = frag.get("function") or {}
                 index = frag.get("index")
@@ -238,11 +276,16 @@ class OpenAiStreamDecoder:
             finish = FinishReason.TOOL_CALLS if self._saw_call else FinishReason.STOP
         return Done(finish_reason=finish, usage=self._usage)
 
+    def _trailing(self) -> list[LlmEvent]:
+        if not self._details:
+            return []
+        return [ProviderDataDelta(data={"openai_compat": {"reasoning_details": self._details}})]
+
     def end_of_body(self) -> list[LlmEvent]:
         # Some servers end the body without [DONE]; a finish_reason proves the answer is whole.
         if self._finish is None:
             raise ProviderError(self._provider, ProviderErrorKind.CLOSED, "the stream ended before the response finished")
-        return [self._done()]
+        return [*self._trailing(), self._done()]
 
 
 class OpenAiCompatLlm(SseLlm):

@@ -28,7 +28,7 @@ from brisvox.core.tasks import TaskScope
 from brisvox.providers.channel import Channel
 from brisvox.providers.cloud._http import HttpStreamer, StreamState
 from brisvox.providers.errors import ProviderError
-from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, retry_before_effect
+from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, guarded, retry_before_effect
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsFlushed, TtsProvider, TtsSessionBase
 
 __all__ = ["OpenAiSpeechOptions", "OpenAiSpeechSession", "OpenAiSpeechTts"]
@@ -94,7 +94,11 @@ class OpenAiSpeechSession(TtsSessionBase):
         self._current: tuple[int, asyncio.Task[None]] | None = None
         self._failed: set[int] = set()  # contexts whose speech failed: the rest of them is skipped
         self.requests = 0
-        self._scope.spawn(self._run(), name="synthesize")
+        self._scope.spawn(guarded("openai-speech", self._run(), self._fatal), name="synthesize")
+
+    async def _fatal(self, error: ProviderError) -> None:
+        await self._emit(TtsError(error=error, fatal=True))
+        self._finish()
 
     async def send_text(self, context_id: int, text: str) -> None:
         self._check_open()
