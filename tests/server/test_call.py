@@ -57,7 +57,7 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
     )
     endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
     parts = ServerParts(runner=engine_runner(agent, tools, clock, providers), call_endpoint=endpoint,
-                        on_drained=endpoint.close, extra_routes=tuple(page_routes(providers.page_info(agent))))
+                        on_stop_calls=endpoint.close, extra_routes=tuple(page_routes(providers.page_info(agent))))
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     out = io.StringIO()
