@@ -128,7 +128,7 @@ def test_a_loop_that_re_arms_timers_forever_stops_at_its_virtual_time_limit() ->
     from brisvox.core.clock import VirtualTimeDeadlock, VirtualTimeLoop
 
     async def keepalive_forever() -> None:
-        while True:  # noqa: ASYNC110 - the timer that re-arms forever is what this test needs
+        while True:  # noqa: ASYNC110 - the point is a loop of timers that never ends
             await asyncio.sleep(4.0)
 
     loop = VirtualTimeLoop(max_time=3600.0)

@@ -264,3 +264,36 @@ def test_blocked_producers_all_complete_and_every_frame_arrives_once(sizes: list
     for b in range(len(sizes)):
         mine = [g for g in got if g // 100 == b]
         assert mine == sorted(mine)
+
+
+async def test_a_woken_sender_that_is_cancelled_passes_its_wakeup_to_the_next_blocked_sender() -> None:
+    inbox = Inbox(config=QueueConfig(data=1))
+    inbox.try_put(text("x"), DOWN)
+    first = asyncio.ensure_future(inbox.put(text("a"), DOWN))
+    second = asyncio.ensure_future(inbox.put(text("b"), DOWN))
+    await asyncio.wait({first, second}, timeout=0.01)  # both block on the full lane
+    assert not first.done() and not second.done()
+    assert inbox.get_nowait() is not None  # room for one: the first sender is woken ...
+    first.cancel()  # ... and leaves before it can put
+    done, _ = await asyncio.wait({second}, timeout=1.0)
+    await asyncio.gather(first, return_exceptions=True)
+    if not done:
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+    assert done == {second}
+    assert [f.text for f, _ in drain(inbox)] == ["b"]  # type: ignore[attr-defined]
+
+
+async def test_a_purge_wakes_as_many_live_senders_as_it_freed_slots_skipping_finished_waiters() -> None:
+    inbox = Inbox(config=QueueConfig(data=1))
+    inbox.try_put(text("old", epoch=0), DOWN)
+    gone = inbox.space_waiter(text("g"), DOWN)
+    gone.cancel()  # a waiter that already finished stays listed until its owner discards it
+    sender = asyncio.ensure_future(inbox.put(text("new", epoch=1), DOWN))
+    await asyncio.wait({sender}, timeout=0.01)
+    assert inbox.purge_stale(1) == 1
+    done, _ = await asyncio.wait({sender}, timeout=1.0)
+    if not done:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+    assert done == {sender}

@@ -86,3 +86,16 @@ async def test_the_leak_check_names_the_leaked_task_when_it_times_out() -> None:
         await wait_for_task_baseline(clock, baseline, timeout=2.0)
     assert clock.now() == pytest.approx(2.0, abs=0.02)
     await scope.aclose()
+
+
+async def test_two_concurrent_waits_on_a_scope_both_return_when_the_children_end() -> None:
+    clock = SimClock()
+    scope = TaskScope("s")
+    scope.spawn(clock.sleep(1.0), name="child")
+    waits = [asyncio.ensure_future(scope.wait()) for _ in range(2)]
+    done, pending = await asyncio.wait(waits, timeout=10.0)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    await scope.aclose()
+    assert len(done) == 2 and not pending

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
+from brisvox.transport.events import PlaybackPosition
 from brisvox.transport.ledger import Ledger
 
 
@@ -53,6 +57,35 @@ def test_a_report_counts_only_once_it_was_delivered() -> None:
     assert led.final_reports() == [report]  # not delivered yet: still in the final set
     led.reported(report)
     assert led.final_reports() == []
+
+
+@given(st.lists(st.one_of(st.tuples(st.just("r"), st.integers(0, 3), st.integers(1, 640)),
+                          st.tuples(st.just("c"), st.just(0), st.just(0)),
+                          st.tuples(st.just("d"), st.just(0), st.just(0))), max_size=80))
+def test_reports_are_monotonic_and_the_last_one_equals_the_released_audio(ops: list[tuple[str, int, int]]) -> None:
+    led = Ledger(position_interval=0.02)
+    released: dict[tuple[int, int], int] = {}
+    last: dict[tuple[int, int], int] = {}
+
+    def deliver(reports: list[PlaybackPosition]) -> None:
+        for r in reports:
+            key = (r.epoch, r.utterance)
+            assert r.samples >= last.get(key, 0)
+            last[key] = r.samples
+            led.reported(r)
+
+    for op, utt, n in ops:
+        if op == "r":
+            led.release(led.epoch, utt, n, 16000)
+            key = (led.epoch, utt)
+            released[key] = released.get(key, 0) + n
+        elif op == "c":
+            led.clear(led.epoch + 1)
+        else:
+            deliver(led.due_reports())
+    deliver(led.due_reports())
+    deliver(led.final_reports())
+    assert last == released
 
 
 def test_an_idle_output_reports_the_unreported_tail_of_the_current_utterance() -> None:

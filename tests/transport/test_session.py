@@ -16,6 +16,7 @@ from brisvox.transport import (
     Mark,
     MarkCleared,
     MarkPlayed,
+    PlaybackLead,
     PlaybackPosition,
     SessionConfig,
     Started,
@@ -33,6 +34,7 @@ from brisvox.transport.events import (
     WireDtmf,
     WireHangup,
     WireHangupOut,
+    WireLead,
     WireMark,
     WireMarkEcho,
     WireStarted,
@@ -489,6 +491,18 @@ async def test_no_task_is_left_after_stop_hang_up_disconnect_timeout_and_close()
     await session.wait_stopped()
     await session.close()
     await wait_for_task_baseline(clock, baseline, timeout=1.0)
+
+
+async def test_playback_lead_from_the_adapter_reaches_the_engine_and_the_latest_wins() -> None:
+    clock = SimClock()
+    link, ends = call_pair(CallInfo(call_id="raw"))
+    session = await TransportSession.open(clock, link)
+    for lead in (0.3, 0.2, 0.1):
+        await ends.events.send(WireLead(lead))
+    await clock.sleep(0.01)
+    assert [e for e in drain_events(session) if isinstance(e, PlaybackLead)] == [PlaybackLead(0.1)]
+    ends.events.close()
+    await session.close()
 
 
 async def test_an_utterance_that_played_out_reports_its_last_position_without_a_next_utterance() -> None:

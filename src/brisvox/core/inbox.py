@@ -201,6 +201,9 @@ class Inbox:
         fut = self.space_waiter(frame, direction)
         try:
             await fut
+        except BaseException:
+            self.release_space(fut, frame, direction)
+            raise
         finally:
             self._discard_space_waiter(fut, frame, direction)
 
@@ -208,6 +211,27 @@ class Inbox:
         waiters = self._space_waiters[_lane_of(frame, direction)]
         if fut in waiters:
             waiters.remove(fut)
+
+    def release_space(self, fut: asyncio.Future[None], frame: Frame, direction: Direction) -> None:
+        """A sender leaving without putting passes the wakeup ``fut`` received to the next waiter.
+
+        Without this, a woken sender that gives up (cancelled, or its frame went stale)
+        swallows the only wakeup and a second blocked sender waits beside a free slot.
+        """
+        if not fut.done() or fut.cancelled():
+            return  # it was never woken: nothing to pass on
+        lane_index = _lane_of(frame, direction)
+        if len(self._lanes[lane_index]) < self._capacity[lane_index]:
+            self._wake_space(lane_index, 1)
+
+    def _wake_space(self, lane_index: int, count: int) -> None:
+        """Resolve the next ``count`` live space waiters of a lane (done ones are skipped)."""
+        waiters = self._space_waiters[lane_index]
+        while count > 0 and waiters:
+            fut = waiters.pop(0)
+            if not fut.done():
+                fut.set_result(None)
+                count -= 1
 
     def interrupt_watcher(self) -> asyncio.Future[None]:
         """A future resolved when a newer interrupt is enqueued here (or the inbox closes)."""
@@ -285,11 +309,8 @@ class Inbox:
     def _take(self, lane_index: int, direction: Direction) -> tuple[Frame, Direction, int]:
         frame, source = self._lanes[lane_index].popleft()
         self.stats.received += 1
-        waiters = self._space_waiters[lane_index]
-        if waiters:
-            fut = waiters.pop(0)
-            if not fut.done():
-                fut.set_result(None)
+        if self._space_waiters[lane_index]:
+            self._wake_space(lane_index, 1)
         return frame, direction, source
 
     def purge_stale(self, epoch: int) -> int:
@@ -305,9 +326,7 @@ class Inbox:
                 lane.clear()
                 lane.extend(keep)
                 purged += removed
-                for fut in self._space_waiters[lane_index][:removed]:
-                    if not fut.done():
-                        fut.set_result(None)
+                self._wake_space(lane_index, removed)
         self.stats.purged += purged
         return purged
 

@@ -155,6 +155,9 @@ class ProcessorContext:
                     await space
                 else:
                     await asyncio.wait((space, watch), return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:
+                target.release_space(space, frame, direction)
+                raise
             finally:
                 space.cancel()
                 target._discard_space_waiter(space, frame, direction)
@@ -163,6 +166,7 @@ class ProcessorContext:
                     self.inbox.forget_watcher(watch)
             if LAYERS.push_watch and frame.is_stale(max(self.epoch, self.inbox.newest_interrupt)):
                 self.stats.abandoned_pushes += 1
+                target.release_space(space, frame, direction)
                 return False
             outcome = target.try_put(frame, direction, source)
             if outcome is not PutOutcome.FULL:

@@ -77,7 +77,9 @@ class TaskScope:
     async def wait(self) -> None:
         """Wait until every child has finished; re-raise the first failure."""
         if self._tasks:
-            self._idle = asyncio.Event()
+            # Concurrent waiters share one event: replacing it would strand the earlier ones.
+            if self._idle is None or self._idle.is_set():
+                self._idle = asyncio.Event()
             try:
                 await self._idle.wait()
             except asyncio.CancelledError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 
@@ -580,3 +581,15 @@ async def test_the_node_prompt_survives_the_long_call_window_after_an_append_tra
     window = build_window(ctx, WindowPolicy(max_tokens=1000, keep_recent_turns=4), ctx.estimator)
     assert window.context[0] == SystemMessage(text=flow.system_prompt())
     assert "Node B." in flow.system_prompt()
+
+
+async def test_a_rejected_custom_target_from_a_tool_result_is_not_logged_above_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flow, ctx, _ = _started()
+    made = push_calls(flow, ctx, 1, ("custom", {}))
+    with caplog.at_level(logging.DEBUG, logger="brisvox.agent.flows"):
+        applied = await flow.apply(ctx, flow.screen(made), HandExecution([ok(made[0].id, {"to": "atlantis"})]))
+    assert applied.rejected == ("atlantis",)
+    assert any(r.levelno == logging.WARNING and "unknown node" in r.getMessage() for r in caplog.records)
+    assert all("atlantis" not in r.getMessage() for r in caplog.records if r.levelno > logging.DEBUG)

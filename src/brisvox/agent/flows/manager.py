@@ -267,6 +267,12 @@ def _late_note_message(note: Any) -> Message | None:
     return None
 
 
+def _log_unknown_target(node: str, target: str) -> None:
+    """A custom transition's target can come from a tool result: its text is logged at debug only."""
+    log.warning("flow transition from %s to an unknown node rejected (%d chars)", node, len(target))
+    log.debug("rejected flow target %r", target)
+
+
 class FlowManager:
     """The state of one flow in one call (see the module docs for the runner protocol)."""
 
@@ -511,7 +517,7 @@ class FlowManager:
             if target is None:
                 continue
             if target not in self._flow.nodes:
-                log.warning("flow transition from %s to unknown node %r rejected", node, target)
+                _log_unknown_target(node, target)
                 rejected.append(target)
             elif winner is None:
                 winner = target
@@ -583,7 +589,7 @@ class FlowManager:
         target = self._evaluate(use, outcome)
         if target is None or target not in self._flow.nodes:
             if target is not None:
-                log.warning("flow transition from %s to unknown node %r rejected", node, target)
+                _log_unknown_target(node, target)
             return None
         self._pending = target
         self._seq += 1

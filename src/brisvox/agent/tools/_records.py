@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from brisvox.agent.context import SystemMessage, ToolCall, ToolMessage, late_note_text
 from brisvox.agent.tools.registry import RegisteredTool
 from brisvox.agent.tools.results import Outcome
 from brisvox.agent.tools.store import IdempotencyKey, fnv1a64
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "MAILBOX_CAPACITY",

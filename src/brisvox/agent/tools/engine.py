@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from brisvox.agent.assemble import DEFAULT_MAX_CALLS, InvalidCall
+from brisvox.agent.assemble import InvalidCall
 from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
 from brisvox.agent.tools._calls import Raised, guarded, lost_body, timed_out_running
+from brisvox.agent.tools._plan import plan_calls
 from brisvox.agent.tools._race import Ended, race
 from brisvox.agent.tools._records import (
     MAILBOX_CAPACITY,
@@ -88,25 +89,10 @@ class EngineConfig:
     confirm_ttl: float = DEFAULT_CONFIRM_TTL
 
 
-class _Malformed(Exception):
-    """Planning refusal (internal)."""
-
-
 def _render(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
-
-
-def _fits(arguments: Any, limit: int) -> bool:
-    """Whether the compact JSON form of ``arguments`` is at most ``limit`` UTF-8 bytes."""
-    try:
-        text = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError):
-        return False
-    if len(text) > limit:
-        return False
-    return text.isascii() or len(text.encode()) <= limit
 
 
 class ToolEngine:
@@ -229,66 +215,9 @@ class ToolEngine:
         return self._runs
 
     def _plan(self, calls: Sequence[ToolCall | InvalidCall], *, speculative: bool) -> list[Slot]:
-        slots = []
-        for index, call in enumerate(calls):
-            slot = Slot(index=index, call_id=call.id, tool=call.name or "unknown_tool")
-            slots.append(slot)
-            if index >= DEFAULT_MAX_CALLS:
-                self._malformed(
-                    slot,
-                    ErrorKind.TOO_MANY_CALLS,
-                    Outcome.TOO_MANY_CALLS,
-                    f"at most {DEFAULT_MAX_CALLS} tool calls per response; this one was not run",
-                )
-                continue
-            if isinstance(call, InvalidCall):
-                slot.answer = call.error_result()
-                slot.outcome = Outcome.MALFORMED
-                slot.malformed = True
-                continue
-            slot.call = call
-            registered = self.registry.get(call.name)
-            if registered is None:
-                self._malformed(
-                    slot, ErrorKind.UNKNOWN_TOOL, Outcome.UNKNOWN_TOOL, f"there is no tool named {call.name!r}"
-                )
-                continue
-            slot.registered = registered
-            if not isinstance(call.arguments, dict):
-                self._malformed(
-                    slot, ErrorKind.INVALID_ARGUMENTS, Outcome.INVALID_ARGUMENTS, "the arguments must be a JSON object"
-                )
-                continue
-            if not _fits(call.arguments, self.config.max_argument_bytes):
-                self._malformed(
-                    slot,
-                    ErrorKind.ARGUMENTS_TOO_LARGE,
-                    Outcome.ARGUMENTS_TOO_LARGE,
-                    f"the arguments exceed {self.config.max_argument_bytes} bytes; send shorter arguments",
-                )
-                continue
-            if not registered.schema.is_valid(call.arguments):
-                issues, more = registered.schema.issues(call.arguments)
-                slot.answer = error_message(
-                    call.id,
-                    ErrorKind.INVALID_ARGUMENTS,
-                    call.name,
-                    "the arguments do not match the tool's schema; fix them and call again",
-                    issues=issues,
-                    truncated=more,
-                )
-                slot.outcome = Outcome.INVALID_ARGUMENTS
-                slot.malformed = True
-                continue
-            if speculative and registered.spec.is_side_effect:
-                slot.held = True
-        return slots
-
-    @staticmethod
-    def _malformed(slot: Slot, kind: ErrorKind, outcome: Outcome, detail: str) -> None:
-        slot.answer = error_message(slot.call_id, kind, slot.tool, detail)
-        slot.outcome = outcome
-        slot.malformed = True
+        return plan_calls(
+            calls, self.registry, max_argument_bytes=self.config.max_argument_bytes, speculative=speculative
+        )
 
     def _admit(self, slots: list[Slot], epoch: int) -> bool:
         """Applies stale turns and the retry budget; returns whether the round is exhausted."""
