@@ -146,3 +146,38 @@ async def test_a_slow_sink_makes_the_pacer_resync_with_an_underrun_instead_of_bu
     rel = [round(t - t0, 6) for t in out]
     assert rel == [0.0, 0.02, 0.04, 0.24, 0.26, 0.28]
     assert pacer.stats.underruns == 1
+
+
+def test_a_bad_pacer_setting_is_a_config_error_naming_the_setting() -> None:
+    from brisvox.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="resync_after"):
+        PaceGrid(resync_after=-1.0)
+
+    async def sink(frame: object) -> None:
+        return None
+
+    with pytest.raises(ConfigError, match="capacity"):
+        OutputPacer(SimClock(), sink, capacity=0)
+
+
+async def test_a_woken_pusher_that_is_cancelled_hands_the_free_slot_to_the_next_pusher() -> None:
+    clock = SimClock()
+
+    async def sink(f: F) -> None:
+        return None
+
+    pacer: OutputPacer[F] = OutputPacer(clock, sink, capacity=1)
+    await pacer.push(F(0, 0))
+    first = asyncio.ensure_future(pacer.push(F(0, 1)))
+    second = asyncio.ensure_future(pacer.push(F(0, 2)))
+    await asyncio.wait({first, second}, timeout=0.01)  # both wait for room
+    await pacer._next()  # the loop takes a frame: the first pusher is woken ...
+    first.cancel()  # ... and leaves before it can queue
+    done, _ = await asyncio.wait({second}, timeout=1.0)
+    await asyncio.gather(first, return_exceptions=True)
+    if not done:
+        second.cancel()
+        await asyncio.gather(second, return_exceptions=True)
+    assert done == {second}
+    assert [f.n for f, _ in pacer._queue] == [2]

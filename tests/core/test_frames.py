@@ -71,3 +71,11 @@ def test_every_frame_class_declares_its_class() -> None:
         obj = getattr(F, name)
         if isinstance(obj, type) and issubclass(obj, F.Frame) and obj not in (F.Frame,):
             assert obj.frame_class in F.FrameClass
+
+
+def test_malformed_audio_raises_a_brisvox_error_that_is_still_a_value_error() -> None:
+    from brisvox.core.errors import InvalidAudio, InvalidInput
+
+    with pytest.raises(InvalidAudio, match="whole samples") as caught:
+        F.InputAudioFrame(epoch=0, pcm=b"\x00", sample_rate=16000)
+    assert isinstance(caught.value, InvalidInput) and isinstance(caught.value, ValueError)

@@ -164,3 +164,14 @@ def test_models_list_shows_each_model_its_licence_and_whether_it_is_cached(
     out = capsys.readouterr().out
     assert f"silero_vad\tMIT\tpresent\t{tmp_path / 'silero_vad.onnx'}" in out
     assert "smart_turn_v3_2\tBSD-2-Clause\t" in out
+
+
+def test_a_model_entry_without_sources_or_with_a_short_hash_is_a_config_error() -> None:
+    from brisvox.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs at least one source"):
+        dataclasses.replace(SILERO_VAD, sources=())
+    with pytest.raises(ConfigError, match="sha256"):
+        dataclasses.replace(SILERO_VAD, sha256="ab")
+    with pytest.raises(ConfigError, match="already registered"):
+        models.register_model(dataclasses.replace(SILERO_VAD, size=SILERO_VAD.size + 1))

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed
+from brisvox.core.errors import ChannelClosed, ConfigError
 
 __all__ = ["FRAME_DURATION", "OutputPacer", "PaceGrid", "PacedFrame", "PacerStats"]
 
@@ -65,7 +65,7 @@ class PaceGrid:
 
     def __init__(self, *, resync_after: float = FRAME_DURATION) -> None:
         if resync_after < 0:
-            raise ValueError(f"PaceGrid: resync_after must be >= 0, got {resync_after}")
+            raise ConfigError(f"PaceGrid: resync_after must be >= 0, got {resync_after}")
         self.resync_after = resync_after
         self.underruns = 0
         self._next_due: float | None = None
@@ -103,7 +103,7 @@ class OutputPacer(Generic[F]):
         resync_after: float = FRAME_DURATION,
     ) -> None:
         if capacity < 1:
-            raise ValueError(f"OutputPacer: capacity must be at least 1, got {capacity}")
+            raise ConfigError(f"OutputPacer: capacity must be at least 1, got {capacity}")
         self._clock = clock
         self._sink = sink
         self._capacity = capacity
@@ -134,6 +134,10 @@ class OutputPacer(Generic[F]):
             self._room_waiters.append(fut)
             try:
                 await fut
+            except BaseException:
+                if fut.done() and not fut.cancelled() and len(self._queue) < self._capacity:
+                    self._notify_room()  # woken but leaving: the room goes to the next pusher
+                raise
             finally:
                 if fut in self._room_waiters:
                     self._room_waiters.remove(fut)

@@ -12,6 +12,7 @@ __all__ = [
     "ChannelClosed",
     "ConfigError",
     "DeadlineExceeded",
+    "InvalidAudio",
     "InvalidInput",
     "PipelineError",
     "ProcessorFailed",
@@ -29,6 +30,10 @@ class ConfigError(BrisvoxError):
 
 class InvalidInput(BrisvoxError):
     """An input handed to a brisvox API is malformed; the message names what was wrong."""
+
+
+class InvalidAudio(InvalidInput, ValueError):
+    """Audio that is not whole PCM16 samples at a positive rate (also a ``ValueError``)."""
 
 
 class ChannelClosed(BrisvoxError):

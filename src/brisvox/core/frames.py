@@ -23,6 +23,8 @@ import enum
 from dataclasses import dataclass
 from typing import ClassVar
 
+from brisvox.core.errors import InvalidAudio
+
 __all__ = [
     "BotAudioEnded",
     "BotAudioStarted",
@@ -267,9 +269,9 @@ class EndCallFrame(ControlFrame):
 
 def _check_pcm(pcm: bytes, sample_rate: int, what: str) -> None:
     if len(pcm) % 2:
-        raise ValueError(f"{what}: PCM16 audio must hold whole samples, got {len(pcm)} bytes")
+        raise InvalidAudio(f"{what}: PCM16 audio must hold whole samples, got {len(pcm)} bytes")
     if sample_rate <= 0:
-        raise ValueError(f"{what}: sample_rate must be positive, got {sample_rate}")
+        raise InvalidAudio(f"{what}: sample_rate must be positive, got {sample_rate}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from brisvox.core.errors import ConfigError
 from brisvox.inference.errors import ModelError, ModelHashMismatch, ModelNotFound
 
 __all__ = [
@@ -78,9 +79,9 @@ class ModelFile:
 
     def __post_init__(self) -> None:
         if not self.sources:
-            raise ValueError(f"model {self.name!r} needs at least one source")
+            raise ConfigError(f"model {self.name!r} needs at least one source")
         if len(self.sha256) != 64:
-            raise ValueError(f"model {self.name!r}: sha256 must be 64 hex digits")
+            raise ConfigError(f"model {self.name!r}: sha256 must be 64 hex digits")
 
 
 _PIPECAT = "pipecat-ai==1.14.0"
@@ -92,7 +93,7 @@ def register_model(model: ModelFile) -> None:
     """Add a model to the fetch registry (a second registration under the same name must be equal)."""
     known = _REGISTRY.get(model.name)
     if known is not None and known != model:
-        raise ValueError(f"model {model.name!r} is already registered with other sources")
+        raise ConfigError(f"model {model.name!r} is already registered with other sources")
     _REGISTRY[model.name] = model
 
 

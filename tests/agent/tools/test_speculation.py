@@ -132,10 +132,13 @@ async def test_a_replay_of_a_committed_call_returns_the_recorded_result() -> Non
 async def test_a_speculation_can_be_committed_once() -> None:
     import pytest
 
+    from brisvox.core.errors import BrisvoxError
+
     clock = SimClock()
     probe = Probe(clock)
     async with engine(_reg(probe), clock) as eng:
         s = await eng.speculate([call("t1.0", "look")], 1, CancelToken())
         (await eng.commit(s, CancelToken())).mark_delivered()
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match="speculation already delivered") as caught:
             await eng.commit(s, CancelToken())
+        assert isinstance(caught.value, BrisvoxError)

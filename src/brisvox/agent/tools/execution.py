@@ -19,8 +19,9 @@ from typing import Protocol
 
 from brisvox.agent.context import Context, ContextError, ToolCall, ToolMessage
 from brisvox.agent.tools._records import LateNote, Record, ReplayClaim, Slot
+from brisvox.core.errors import BrisvoxError
 
-__all__ = ["Execution", "Speculation"]
+__all__ = ["AlreadySettled", "Execution", "Speculation"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +30,10 @@ class _Hooks(Protocol):
     def _delivered(self, execution: Execution) -> None: ...
 
     def _discarded(self, execution: Execution) -> None: ...
+
+
+class AlreadySettled(BrisvoxError, RuntimeError):
+    """An execution or speculation was used after it was delivered or discarded (also a ``RuntimeError``)."""
 
 
 class _State(enum.Enum):
@@ -81,7 +86,7 @@ class Execution:
     def append_to(self, context: Context) -> None:
         """Pushes the results, then the late notes, and marks the execution delivered."""
         if self._state is not _State.PENDING:
-            raise RuntimeError(f"execution already {self._state.value}")
+            raise AlreadySettled(f"execution already {self._state.value}; append_to accepts a pending execution once")
         before = context.messages
         try:
             for message in self.results:
@@ -148,7 +153,7 @@ class Speculation:
 
     def _take(self) -> list[Slot]:
         if self._state is not _State.PENDING:
-            raise RuntimeError(f"speculation already {self._state.value}")
+            raise AlreadySettled(f"speculation already {self._state.value}; commit accepts a pending speculation once")
         self._state = _State.DELIVERED
         return self._slots
 
