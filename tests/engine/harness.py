@@ -102,12 +102,14 @@ async def simulate(
     tools: ToolRegistry | None = None,
     interim_interval: float = 0.2,
     filler: FillerPolicy | None = None,
+    dtmf: tuple[tuple[float, str], ...] = (),
+    stt: MockStt | None = None,
     observer: CallObserver | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
     providers = Providers(
-        stt=MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
+        stt=stt or MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
         llm=llm,
         tts=MockTts(clock, tts or MockTtsConfig()),
         vad=energy_vad,
@@ -128,8 +130,11 @@ async def simulate(
 
         listener = scope.spawn(listen(), name="listener")
         start = clock.now()
+        keys = sorted(dtmf)  # (seconds from the start, digit)
         for i, pcm in enumerate(scenario.frames(0.02)):
             await clock.sleep_until(start + i * 0.02)
+            while keys and keys[0][0] <= i * 0.02:
+                await client.send_dtmf(keys.pop(0)[1])
             await client.send_audio(pcm, RATE)
         await clock.sleep(linger)
         await client.hangup()

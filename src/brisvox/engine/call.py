@@ -21,9 +21,10 @@ from typing import TypeVar
 from brisvox.agent.context import Context
 from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
+from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
-from brisvox.core.frames import Direction, PlaybackFrame
+from brisvox.core.frames import Direction, DtmfFrame, PlaybackFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
@@ -41,7 +42,7 @@ from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
 from brisvox.providers.tts import TtsProvider, TtsSession
-from brisvox.transport.events import CallerAudio, PlaybackPosition, Stopped, StopReason
+from brisvox.transport.events import CallerAudio, Dtmf, PlaybackPosition, Stopped, StopReason
 from brisvox.transport.session import TransportSession
 
 __all__ = ["CallReport", "Providers", "run_call"]
@@ -99,7 +100,8 @@ async def run_call(
     rates = session.info.sample_rate()
     in_rate = rates.input if rates else config.stt.sample_rate
     out_rate = rates.output if rates else config.tts.sample_rate
-    stt_config = dataclasses.replace(config.stt, sample_rate=in_rate)
+    stt_rate = config.stt_rate or in_rate
+    stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
     tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
     book = PlayoutBook()
     timeline = TimelineRecorder()
@@ -125,7 +127,8 @@ async def run_call(
             if providers.end_of_turn is not None and analyzer is None:
                 log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
             turn_audio = TurnAudio() if analyzer is not None else None
-            listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio)
+            resample = ResampleStream(in_rate, stt_rate) if stt_rate != in_rate else None
+            listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio, resample)
             driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline)
             runner = LlmRunner(
                 providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window,
@@ -203,5 +206,7 @@ async def _pump_events(session: TransportSession, running: RunningPipeline) -> N
                 ),
                 Direction.UPSTREAM,
             )
+        elif isinstance(event, Dtmf):
+            await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
         elif isinstance(event, Stopped):
             return
