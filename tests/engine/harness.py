@@ -19,6 +19,7 @@ from brisvox.core.clock import SimClock
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
+from brisvox.engine.observe import CallObserver
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
@@ -103,6 +104,7 @@ async def simulate(
     filler: FillerPolicy | None = None,
     dtmf: tuple[tuple[float, str], ...] = (),
     stt: MockStt | None = None,
+    observer: CallObserver | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
@@ -119,7 +121,8 @@ async def simulate(
         client = await transport.connect(metadata={"sample_rate": str(RATE)})
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
-        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler), name="call")
+        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer),
+                           name="call")
 
         async def listen() -> None:
             while True:

@@ -31,6 +31,7 @@ from brisvox.core.timeline import TimelineRecorder, TurnRecord
 from brisvox.engine.config import EngineConfig
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
 from brisvox.engine.listen import ListenStage
+from brisvox.engine.observe import CallObserver, ObserverTap
 from brisvox.engine.out import TransportOut
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
@@ -88,10 +89,12 @@ async def run_call(
     context: Context | None = None,
     tools: ToolRegistry | None = None,
     filler: FillerPolicy | None = None,
+    observer: CallObserver | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
     ``filler`` replaces the filler policy built from ``config.llm.filler`` (phrases, clips).
+    ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.observe`).
     """
     context = context if context is not None else Context()
     rates = session.info.sample_rate()
@@ -140,7 +143,10 @@ async def run_call(
                 reconnect=lambda: _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect),
             )
             out = TransportOut(commands, book, timeline)
-            pipeline = Pipeline("call").then(listen).then(driver).then(runner).then(speak).then(out)
+            taps = ObserverTap.pair(observer, context, timeline) if observer is not None else ()
+            pipeline = Pipeline("call").then(listen)
+            for stage in (*taps[:1], driver, runner, *taps[1:], speak, out):
+                pipeline.then(stage)
             running = pipeline.start(clock)
             try:
                 await _pump(session, running, cancel)
