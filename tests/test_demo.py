@@ -1,11 +1,17 @@
-from brisvox._demo import _call
-from brisvox.core.clock import run_virtual
+from __future__ import annotations
+
+import pytest
+
+from brisvox import _demo
 
 
-def test_the_demo_call_hears_nothing_of_the_interrupted_turn_after_the_interrupt() -> None:
-    lines = run_virtual(_call)
-    cut = next(i for i, line in enumerate(lines) if "InterruptFrame" in line)
-    assert cut > 0
-    assert all("epoch 0" in line for line in lines[:cut])
-    assert not any("epoch 0" in line for line in lines[cut:])
-    assert "StopFrame" in lines[-1]
+def test_the_demo_says_where_the_page_is_then_serves_the_demo_agent(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = []
+    monkeypatch.setenv("BRISVOX_PORT", "8799")
+    monkeypatch.delenv("BRISVOX_AGENT_FILE", raising=False)
+    monkeypatch.setattr("brisvox.server.cli.run_serve", lambda args, tools: seen.append(args.agent_file) or 0)
+    assert _demo.run_demo() == 0
+    assert seen == [None]
+    assert "open http://127.0.0.1:8799/" in capsys.readouterr().out

@@ -19,6 +19,7 @@ from brisvox.core.clock import SimClock
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
+from brisvox.engine.observe import CallObserver
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
@@ -101,11 +102,14 @@ async def simulate(
     tools: ToolRegistry | None = None,
     interim_interval: float = 0.2,
     filler: FillerPolicy | None = None,
+    dtmf: tuple[tuple[float, str], ...] = (),
+    stt: MockStt | None = None,
+    observer: CallObserver | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
     providers = Providers(
-        stt=MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
+        stt=stt or MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
         llm=llm,
         tts=MockTts(clock, tts or MockTtsConfig()),
         vad=energy_vad,
@@ -117,7 +121,8 @@ async def simulate(
         client = await transport.connect(metadata={"sample_rate": str(RATE)})
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
-        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler), name="call")
+        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer),
+                           name="call")
 
         async def listen() -> None:
             while True:
@@ -125,8 +130,11 @@ async def simulate(
 
         listener = scope.spawn(listen(), name="listener")
         start = clock.now()
+        keys = sorted(dtmf)  # (seconds from the start, digit)
         for i, pcm in enumerate(scenario.frames(0.02)):
             await clock.sleep_until(start + i * 0.02)
+            while keys and keys[0][0] <= i * 0.02:
+                await client.send_dtmf(keys.pop(0)[1])
             await client.send_audio(pcm, RATE)
         await clock.sleep(linger)
         await client.hangup()

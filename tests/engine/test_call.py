@@ -197,3 +197,42 @@ async def test_a_new_turn_after_the_answer_played_out_is_not_a_barge_in() -> Non
     result = await simulate(clock, scenario, llm)
     assert result.report.interrupts == 0
     assert result.report.context.messages[2].text == "Shall I book a table for Friday?"  # type: ignore[union-attr]
+
+
+async def test_a_key_the_caller_presses_is_a_user_turn_of_its_own_and_is_answered() -> None:
+    from brisvox.engine.driver import dtmf_text
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(4.0).build()
+    llm = ScriptedLlm(clock, [[Say("You chose two.")]])
+    result = await simulate(clock, scenario, llm, dtmf=((1.0, "2"),))
+    texts = [getattr(m, "text", None) for m in result.report.context.messages[1:]]
+    assert texts == [dtmf_text("2"), "You chose two."]
+    assert result.report.interrupts == 0
+
+
+async def test_keys_pressed_while_the_caller_speaks_join_that_turn() -> None:
+    from brisvox.engine.driver import dtmf_text
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("my pin is", duration=1.5).pause(3.0).build()
+    llm = ScriptedLlm(clock, [[Say("Thanks.")]])
+    result = await simulate(clock, scenario, llm, dtmf=((1.0, "7"),))
+    user = result.report.context.messages[1]
+    assert getattr(user, "text", None) == f"{dtmf_text('7')} my pin is"
+
+
+async def test_the_stt_is_fed_at_its_own_rate_when_it_differs_from_the_calls() -> None:
+    from brisvox.agent.turn import FixedSilence
+    from brisvox.engine import EngineConfig
+    from brisvox.sim import MockStt
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(2.0).build()
+    stt = MockStt.for_scenario(clock, scenario)
+    config = EngineConfig(turn=FixedSilence(silence=0.5), stt_rate=8000)
+    result = await simulate(clock, scenario, ScriptedLlm(clock, [[Say("Sure.")]]), config=config, stt=stt)
+    assert result.report.context.messages[1].text == "book a table for two"  # type: ignore[union-attr]
+    # Half the bytes at half the rate: the STT heard the call's duration, not twice it.
+    heard = stt.sessions[0].audio_seconds
+    assert abs(heard - scenario.duration) < 0.05

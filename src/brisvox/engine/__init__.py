@@ -2,6 +2,11 @@
 
 from brisvox.engine.call import CallReport, Providers, run_call
 from brisvox.engine.config import EngineConfig, LlmConfig, Timeouts
+from brisvox.engine.observe import CallEvent, CallEventKind, CallObserver
 from brisvox.engine.playout import PlayoutBook
 
-__all__ = ["CallReport", "EngineConfig", "LlmConfig", "PlayoutBook", "Providers", "Timeouts", "run_call"]
+__all__ = [
+    "CallEvent",
+    "CallEventKind",
+    "CallObserver",
+    "CallReport", "EngineConfig", "LlmConfig", "PlayoutBook", "Providers", "Timeouts", "run_call"]

@@ -21,15 +21,17 @@ from typing import TypeVar
 from brisvox.agent.context import Context
 from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
+from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
-from brisvox.core.frames import Direction, PlaybackFrame
+from brisvox.core.frames import Direction, DtmfFrame, PlaybackFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
 from brisvox.engine.config import EngineConfig
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
 from brisvox.engine.listen import ListenStage
+from brisvox.engine.observe import CallObserver, ObserverTap
 from brisvox.engine.out import TransportOut
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
@@ -40,7 +42,7 @@ from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
 from brisvox.providers.tts import TtsProvider, TtsSession
-from brisvox.transport.events import CallerAudio, PlaybackPosition, Stopped, StopReason
+from brisvox.transport.events import CallerAudio, Dtmf, PlaybackPosition, Stopped, StopReason
 from brisvox.transport.session import TransportSession
 
 __all__ = ["CallReport", "Providers", "run_call"]
@@ -87,16 +89,19 @@ async def run_call(
     context: Context | None = None,
     tools: ToolRegistry | None = None,
     filler: FillerPolicy | None = None,
+    observer: CallObserver | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
     ``filler`` replaces the filler policy built from ``config.llm.filler`` (phrases, clips).
+    ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.observe`).
     """
     context = context if context is not None else Context()
     rates = session.info.sample_rate()
     in_rate = rates.input if rates else config.stt.sample_rate
     out_rate = rates.output if rates else config.tts.sample_rate
-    stt_config = dataclasses.replace(config.stt, sample_rate=in_rate)
+    stt_rate = config.stt_rate or in_rate
+    stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
     tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
     book = PlayoutBook()
     timeline = TimelineRecorder()
@@ -122,7 +127,8 @@ async def run_call(
             if providers.end_of_turn is not None and analyzer is None:
                 log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
             turn_audio = TurnAudio() if analyzer is not None else None
-            listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio)
+            resample = ResampleStream(in_rate, stt_rate) if stt_rate != in_rate else None
+            listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio, resample)
             driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline)
             runner = LlmRunner(
                 providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window,
@@ -137,15 +143,19 @@ async def run_call(
                 reconnect=lambda: _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect),
             )
             out = TransportOut(commands, book, timeline)
-            pipeline = Pipeline("call").then(listen).then(driver).then(runner).then(speak).then(out)
+            taps = ObserverTap.pair(observer, context, timeline) if observer is not None else ()
+            pipeline = Pipeline("call").then(listen)
+            for stage in (*taps[:1], driver, runner, *taps[1:], speak, out):
+                pipeline.then(stage)
             running = pipeline.start(clock)
             try:
                 await _pump(session, running, cancel)
                 with contextlib.suppress(Exception):
                     await running.stop(config.timeouts.stop)
             finally:
-                await running.aclose()
+                # Helpers first: a reader still pushing into a closed inbox would fail the call.
                 scope.cancel()
+                await running.aclose()
                 await speak.aclose()
     reason = await session.close(config.timeouts.stop)
     return CallReport(
@@ -183,19 +193,24 @@ async def _pump(session: TransportSession, running: RunningPipeline, cancel: asy
 
 async def _pump_events(session: TransportSession, running: RunningPipeline) -> None:
     # One await per event, no task per event: this loop runs 50 times a second per call.
-    while running.running:
-        try:
+    # A ChannelClosed ends the pump: the transport or the pipeline (which may stop while
+    # an event is on its way in) is gone.
+    with contextlib.suppress(ChannelClosed):
+        while running.running:
             event = await session.recv()
-        except ChannelClosed:
-            return
-        if isinstance(event, CallerAudio):
-            running.try_send(dataclasses.replace(event.frame, at=event.at))  # listen drops the oldest audio
-        elif isinstance(event, PlaybackPosition):
-            await running.send(
-                PlaybackFrame(
-                    epoch=event.epoch, utterance=event.utterance, samples=event.samples, sample_rate=event.sample_rate
-                ),
-                Direction.UPSTREAM,
-            )
-        elif isinstance(event, Stopped):
-            return
+            if isinstance(event, CallerAudio):
+                running.try_send(dataclasses.replace(event.frame, at=event.at))  # listen drops the oldest audio
+            elif isinstance(event, PlaybackPosition):
+                await running.send(
+                    PlaybackFrame(
+                        epoch=event.epoch,
+                        utterance=event.utterance,
+                        samples=event.samples,
+                        sample_rate=event.sample_rate,
+                    ),
+                    Direction.UPSTREAM,
+                )
+            elif isinstance(event, Dtmf):
+                await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
+            elif isinstance(event, Stopped):
+                return

@@ -64,3 +64,10 @@ class EngineConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     tools: ToolEngineConfig = field(default_factory=ToolEngineConfig)
     window: WindowPolicy | None = field(default_factory=WindowPolicy)
+    # The rate the speech-to-text provider is fed; None: the call's input rate.  When it
+    # differs from the call's rate the listen stage resamples (the VAD keeps the call's rate).
+    stt_rate: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.stt_rate is not None and self.stt_rate <= 0:
+            raise ConfigError(f"EngineConfig.stt_rate must be a positive sample rate, got {self.stt_rate}")

@@ -7,6 +7,10 @@ bot-audio reports and its own timer, and carries out the machine's actions:
   inside the transport before the call returns), then the interrupt travels downstream;
 * ``StartUserTurn``: ``UserTurnStarted`` of the new epoch;
 * ``EndUserTurn``: the turn's transcript (``UserTextFrame``) then ``UserTurnEnded``;
+* typed text (a ``UserTextFrame`` arriving from upstream of the driver) and caller keys
+  (``DtmfFrame``, as :func:`dtmf_text`) go to the machine as ``UserText``: a turn of their
+  own that ends at once (a barge-in when the bot is answering), or, while the caller is
+  speaking, part of the turn in progress;
 * ``ArmTimer`` / ``CancelTimer``: one timer task, which wakes the driver by putting a
   ``TimerFrame`` into the driver's own inbox, so the machine is only ever touched from
   the driver's task;
@@ -30,6 +34,7 @@ from brisvox.core.frames import (
     BotAudioEnded,
     BotAudioStarted,
     Direction,
+    DtmfFrame,
     Frame,
     InterruptFrame,
     StopFrame,
@@ -48,9 +53,14 @@ from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.inference.errors import InferenceError
 from brisvox.inference.smart_turn import TurnAudio, TurnVerdict
 
-__all__ = ["TurnAnalyzer", "TurnDriver"]
+__all__ = ["TurnAnalyzer", "TurnDriver", "dtmf_text"]
 
 log = logging.getLogger(__name__)
+
+
+def dtmf_text(digit: str) -> str:
+    """How a key the caller pressed reads in the conversation."""
+    return f"[the caller pressed the key {digit}]"
 
 
 class TurnAnalyzer(Protocol):
@@ -81,6 +91,7 @@ class TurnDriver(Processor):
         self._timer_token = 0
         self._timer_task: object | None = None
         self._turn_text: list[str] = []
+        self._typed: list[str] = []  # typed text and keys waiting for their turn's text
         self.interrupts = 0
 
     @property
@@ -96,6 +107,9 @@ class TurnDriver(Processor):
                 await ctx.push(frame, direction)
             return
         await self._act(self.machine.handle(inp), ctx)
+        if self._typed:  # the caller is speaking: the text joins the turn in progress
+            self._turn_text.extend(self._typed)
+            self._typed.clear()
 
     def _input_for(self, frame: Frame, ctx: ProcessorContext) -> T.TurnInput | None:
         if isinstance(frame, VadStartedFrame):
@@ -112,6 +126,12 @@ class TurnDriver(Processor):
             return T.BotAudioStarted(at=frame.at, epoch=frame.epoch)
         if isinstance(frame, BotAudioEnded):
             return T.BotAudioEnded(at=frame.at, epoch=frame.epoch)
+        if isinstance(frame, UserTextFrame | DtmfFrame):
+            text = frame.text.strip() if isinstance(frame, UserTextFrame) else dtmf_text(frame.digit)
+            if not text:
+                return None
+            self._typed.append(text)
+            return T.UserText(at=ctx.clock.now(), text=text)
         if isinstance(frame, TurnVerdictFrame):
             return T.Verdict(at=frame.at, analysis=frame.analysis, complete=frame.complete)
         if isinstance(frame, TimerFrame):
@@ -130,10 +150,13 @@ class TurnDriver(Processor):
                 self._timeline.mark(action.epoch, TurnEvent.CLEAR_APPLIED, ctx.clock.now())
                 await ctx.push(InterruptFrame(new_epoch=action.epoch))
             elif isinstance(action, T.StartUserTurn):
-                self._turn_text = []
+                self._turn_text = list(self._typed)
+                self._typed.clear()
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_STARTED, action.at)
                 await ctx.push(UserTurnStarted(epoch=action.epoch, at=action.at))
             elif isinstance(action, T.EndUserTurn):
+                self._turn_text.extend(self._typed)
+                self._typed.clear()
                 text = " ".join(self._turn_text)
                 self._turn_text = []
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_ENDED, ctx.clock.now())

@@ -1,5 +1,8 @@
 """Stage 1: the caller's audio in, VAD events and transcripts out.
 
+Audio goes to the STT at the provider's rate (``EngineConfig.stt_rate``), resampled from
+the call's when they differ; the VAD and the end-of-turn audio keep the call's rate.
+
 The user side of a call keeps every frame (it stays on epoch 0 and never drops): the VAD
 and the STT stream follow the caller, not the bot's turns.  Audio is consumed here; the
 VAD's start/stop frames and the STT's transcripts go downstream to the turn driver.
@@ -11,6 +14,8 @@ import contextlib
 import logging
 from typing import ClassVar
 
+from brisvox.audio.resample import ResampleStream
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import Direction, Frame, InputAudioFrame, StopFrame, TranscriptFrame, VadStoppedFrame
 from brisvox.core.inbox import REALTIME_INPUT_POLICIES, OverflowPolicies
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
@@ -30,8 +35,14 @@ class ListenStage(Processor):
     overflow: ClassVar[OverflowPolicies] = REALTIME_INPUT_POLICIES
 
     def __init__(
-        self, vad: VoiceActivityDetector, stt: SttSession, scope: TaskScope, turn_audio: TurnAudio | None = None
+        self,
+        vad: VoiceActivityDetector,
+        stt: SttSession,
+        scope: TaskScope,
+        turn_audio: TurnAudio | None = None,
+        resample: ResampleStream | None = None,
     ) -> None:
+        self._resample = resample if resample is not None and not resample.passthrough else None
         self._vad = vad
         self._turn_audio = turn_audio  # shared with the turn driver for end-of-turn analyses
         self._stt = stt
@@ -55,7 +66,9 @@ class ListenStage(Processor):
                 await ctx.push(event)
                 if isinstance(event, VadStoppedFrame):
                     await self._stt_call(self._stt.finalize())
-            await self._stt_call(self._stt.send_audio(frame.pcm))
+            pcm = frame.pcm if self._resample is None else self._resample.process(frame.pcm)
+            if pcm:
+                await self._stt_call(self._stt.send_audio(pcm))
             return
         if isinstance(frame, StopFrame):
             end = self._vad.finish(ctx.clock.now())
@@ -72,7 +85,8 @@ class ListenStage(Processor):
             log.warning("speech-to-text failed: %s", exc)
 
     async def _read_transcripts(self, ctx: ProcessorContext) -> None:
-        with contextlib.suppress(ProviderError):
+        # A provider that fails ends the transcripts; a stopped pipeline ends the reader.
+        with contextlib.suppress(ProviderError, ChannelClosed):
             async for event in self._stt:
                 if isinstance(event, Transcript):
                     await ctx.push(

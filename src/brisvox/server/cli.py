@@ -2,10 +2,10 @@
 
 ``brisvox serve [AGENT_FILE]`` starts the HTTP/WebSocket surface (settings from
 ``BRISVOX_*``, docs/OPERATIONS.md); with no agent file (argument or ``BRISVOX_AGENT_FILE``)
-it serves the demo agent (:mod:`brisvox.server.demo`) with its tools.  The production engine is not wired in yet, so calls
-on the WebSocket endpoint run a documented placeholder, the transport's echo engine
-(each caller frame is played back), and the ``listening on`` line says so; admission,
-health, readiness, metrics, the drain and the exit codes work as documented.
+it serves the demo agent (:mod:`brisvox.server.demo`) with its tools.  Calls on the
+WebSocket endpoint run the production engine (:mod:`brisvox.server.call`) with the
+agent's providers (:mod:`brisvox.server.call_providers`); ``/`` serves the demo page
+(:mod:`brisvox.server.page`).
 
 ``brisvox check AGENT_FILE`` validates an agent file offline against the tools this
 program provides (exit 0, or 1 with every problem on stderr); ``--env`` also checks that
@@ -24,14 +24,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` stays fast)
     from brisvox.core.clock import Clock
     from brisvox.server.agent_file import AgentDefinition
+    from brisvox.server.call import EngineCall
+    from brisvox.server.call_providers import CallProviders
+    from brisvox.server.host import ServerParts
     from brisvox.server.session import SessionRunner
+    from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
-    from brisvox.transport.link import CallLink
 
 __all__ = ["run_check", "run_serve", "session_runner"]
 
-PLACEHOLDER = ("calls run the echo placeholder (each caller frame is played back): "
-               "the call engine is not part of this build yet")
 
 
 def _summary(d: AgentDefinition) -> str:
@@ -66,26 +67,36 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 
 def session_runner(
-    definition: AgentDefinition, tools: ToolSet, clock: Clock
-) -> tuple[SessionRunner[CallLink], str]:
-    """The session runner of ``brisvox serve`` and how the start-up line describes it.
+    definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders
+) -> tuple[SessionRunner[EngineCall], str]:
+    """The session runner of ``brisvox serve`` (the engine) and how the start-up line describes it."""
+    from brisvox.server.call import engine_runner
 
-    This is the seam for the production engine: it will return a runner that calls
-    ``brisvox.engine.run_call`` with the agent's definition and ``tools.registry(...)``.
-    Until then it returns the echo placeholder."""
-    from brisvox.server.ws_endpoint import echo_runner
+    return engine_runner(definition, tools, clock, providers), f"llm: {providers.llm_label}"
 
-    return echo_runner(clock), PLACEHOLDER
+
+async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders) -> int:
+    """``serve`` with the shared providers warmed in the background and closed at the end."""
+    from brisvox.core.tasks import TaskScope
+    from brisvox.server.host import serve
+
+    async with providers, TaskScope("serve") as scope:
+        scope.spawn(providers.warm(), name="warm")
+        code = await serve(settings, parts)
+        scope.cancel()
+        return code
 
 
 def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.agent_file import AgentFileError, load_agent_file
-    from brisvox.server.host import ServerParts, serve
+    from brisvox.server.call import EngineEndpoint
+    from brisvox.server.call_providers import build_call_providers
+    from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
+    from brisvox.server.page import page_routes
     from brisvox.server.settings import Settings
-    from brisvox.server.ws_endpoint import TransportEndpoint
     from brisvox.transport.websocket import ServerConfig
 
     try:
@@ -109,14 +120,20 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         print("brisvox serve: the agent file is invalid; not starting", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     clock = SystemClock()
-    runner, what = session_runner(definition, tools, clock)
+    try:
+        providers = build_call_providers(definition, clock, os.environ)
+    except ConfigError as exc:
+        print(f"brisvox serve: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
+    runner, what = session_runner(definition, tools, clock, providers)
     description = f"{_summary(definition)}; {what}"
     ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
                              max_calls=settings.max_calls)
-    endpoint = TransportEndpoint(clock, ws_config)
+    endpoint = EngineEndpoint(clock, ws_config)
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
         ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
+        extra_routes=tuple(page_routes(providers.page_info(definition))),
     )
-    return asyncio.run(serve(settings, parts))
+    return asyncio.run(_serve_with(settings, parts, providers))

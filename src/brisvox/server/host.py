@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import uvicorn
+from starlette.routing import BaseRoute
 
 from brisvox.core.clock import Clock, SystemClock
 from brisvox.core.errors import DeadlineExceeded
@@ -58,6 +59,8 @@ class ServerParts:
     ws_ping_interval: float | None = None
     ws_ping_timeout: float | None = None
     ws_max_size: int = 16 * 1024 * 1024
+    extra_routes: tuple[BaseRoute, ...] = ()
+    """More routes of the app (the demo page)."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -101,7 +104,8 @@ async def serve(
     manager: SessionManager[Any] = SessionManager(
         parts.runner, max_sessions=settings.max_calls, clock=clock, name="calls", on_end=on_end
     )
-    app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint)
+    app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
+                    extra_routes=parts.extra_routes)
     config = uvicorn.Config(
         app, log_level=settings.log_level, lifespan="off", ws="websockets-sansio",
         timeout_graceful_shutdown=int(HTTP_STOP_TIMEOUT), access_log=False,

@@ -68,6 +68,7 @@ class ClientResult:
     marks_dropped: int = 0
     clears: int = 0
     errors: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # the server's "event" messages (the engine's)
     stop_reason: str | None = None
     close_code: int | None = None
     failure: str | None = None
@@ -121,6 +122,8 @@ class _Call:
             self.marks_changed.set()
         elif kind == "stop":
             self.result.stop_reason = str(msg.get("reason"))
+        elif kind == "event":
+            self.result.events.append(msg)
         elif kind == "error":
             self.result.errors.append(msg)
             if msg.get("fatal"):
@@ -275,6 +278,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE", help="start metadata")
     p.add_argument("--linger-ms", type=int, default=1000, help="listen this long after the input (ms)")
     p.add_argument("--max-duration", type=float, default=600.0, help="fail the call after this many seconds")
+    p.add_argument("--events", default=None, metavar="PATH",
+                   help="write the server's event messages (transcripts, tool calls) to PATH as JSON lines")
     return p
 
 
@@ -325,6 +330,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"brisvox-ws-client: error: --output {args.output}: {exc}", file=sys.stderr)
         return 2
+    if args.events is not None:
+        try:
+            with open(args.events, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(event) + "\n" for event in result.events)
+        except OSError as exc:
+            print(f"brisvox-ws-client: error: --events {args.events}: {exc}", file=sys.stderr)
+            return 2
     heard = len(result.recording) / (2 * result.sample_rate)
     if result.failure is not None:
         print(f"brisvox-ws-client: call failed: {result.failure} (recorded {heard:.2f} s)", file=sys.stderr)

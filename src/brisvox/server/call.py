@@ -1,0 +1,170 @@
+"""Real calls in ``brisvox serve``: the WebSocket endpoint and the session runner that runs the engine.
+
+:class:`EngineEndpoint` is the server's :class:`~brisvox.server.ws_endpoint.TransportEndpoint`
+with one addition: the socket is shared with the call's event stream.  For each call it
+spawns the session with an :class:`EngineCall` (the transport's call link plus a way to
+send JSON text messages on the same socket; sends are serialized with the transport's
+own writes and bounded by the transport's ``write_timeout``).
+
+:func:`engine_runner` is the session runner.  Per call it opens a
+:class:`~brisvox.transport.session.TransportSession` on the link, sends a ``call_info``
+event (agent, LLM), and runs :func:`brisvox.engine.run_call` with the agent's settings,
+the shared providers, a fresh tool registry of the agent's tools and a
+:class:`~brisvox.engine.CallObserver` whose events are forwarded to the client as
+``{"type": "event", ...}`` messages (docs/WEBSOCKET_PROTOCOL.md).  The shutdown's
+cooperative stop is the engine's ``cancel``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.websockets import WebSocket
+
+from brisvox.core.clock import Clock
+from brisvox.core.errors import ChannelClosed
+from brisvox.core.tasks import TaskScope
+from brisvox.engine import CallObserver, EngineConfig, LlmConfig, run_call
+from brisvox.providers.stt import SttConfig
+from brisvox.providers.tts import TtsConfig
+from brisvox.server.agent_file import AgentDefinition
+from brisvox.server.call_providers import CallProviders
+from brisvox.server.session import SessionCancel, SessionSlot
+from brisvox.server.tools import ToolSet
+from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
+from brisvox.transport.link import CallLink
+from brisvox.transport.session import TransportSession
+from brisvox.transport.websocket import PeerClosed
+from brisvox.transport.websocket import run_call as run_ws_call
+
+__all__ = ["EngineCall", "EngineEndpoint", "engine_config", "engine_runner"]
+
+log = logging.getLogger(__name__)
+
+SendText = Callable[[str], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EngineCall:
+    """What the session runner gets for one call: the link, and the socket's text side."""
+
+    link: CallLink
+    send_text: SendText
+
+
+class _SharedPeer:
+    """A WsPeer whose sends are serialized, so the event stream can share the socket."""
+
+    __slots__ = ("_answered", "_lock", "_peer", "_timeout")
+
+    def __init__(self, peer: StarletteWsPeer, write_timeout: float) -> None:
+        self._peer = peer
+        self._lock = asyncio.Lock()
+        self._timeout = write_timeout
+        self._answered = asyncio.Event()  # the transport's first text message (``started``) went out
+
+    @property
+    def remote(self) -> str:
+        return self._peer.remote
+
+    async def recv(self) -> bytes | str:
+        return await self._peer.recv()
+
+    async def send(self, data: bytes | str) -> None:
+        async with self._lock:
+            await self._peer.send(data)
+            if isinstance(data, str):
+                self._answered.set()
+
+    async def send_event(self, text: str) -> None:
+        """One event message; raises PeerClosed when the socket is gone or stays blocked."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._answered.wait()  # never before ``started``
+                async with self._lock:
+                    await self._peer.send(text)
+        except TimeoutError:
+            raise PeerClosed(by_peer=False) from None
+
+    async def ping(self) -> Awaitable[object]:
+        return await self._peer.ping()
+
+    async def close(self, code: int, reason: str) -> None:
+        await self._peer.close(code, reason)
+
+    def abort(self) -> None:
+        self._peer.abort()
+
+
+class EngineEndpoint(TransportEndpoint):
+    """The transport endpoint whose calls carry an event side of the socket (see the module docs)."""
+
+    async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
+        await websocket.accept()
+        peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout)
+
+        async def deliver(link: CallLink) -> bool:
+            slot.spawn(EngineCall(link, peer.send_event), name="call")
+            return True
+
+        await run_ws_call(peer, clock=self.clock, config=self.config, deliver=deliver, shutdown=self._shutdown,
+                          stats=self.stats, register=self._register)
+
+
+def engine_config(definition: AgentDefinition) -> EngineConfig:
+    """The engine settings an agent file gives (the rest are the engine's defaults)."""
+    return EngineConfig(
+        turn=definition.turn,
+        interruption=definition.interruption,
+        llm=LlmConfig(system_prompt=definition.prompt.strip()),
+        stt=SttConfig(language=definition.language),
+        tts=TtsConfig(language=definition.language),
+    )
+
+
+async def _forward(observer: CallObserver, send: SendText) -> None:
+    """Observer events to the client until the observer closes or the socket goes."""
+    try:
+        while True:
+            event = await observer.get()
+            await send(event.to_json())
+    except (ChannelClosed, PeerClosed):
+        return
+
+
+def engine_runner(
+    definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders
+) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
+    """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
+    config = engine_config(definition)
+    info = json.dumps({"type": "event", "kind": "call_info", **providers.page_info(definition)})
+
+    async def run(call: EngineCall, cancel: SessionCancel) -> None:
+        session = await TransportSession.open(clock, call.link)
+        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+        observer = CallObserver()
+        async with TaskScope("engine-call") as scope:
+            with contextlib.suppress(PeerClosed):
+                await call.send_text(info)
+            forward = scope.spawn(_forward(observer, call.send_text), name="events")
+            try:
+                report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
+                                        observer=observer)
+            finally:
+                observer.close()
+            try:
+                async with asyncio.timeout(1.0):
+                    await forward
+            except TimeoutError:
+                forward.cancel()
+        log.info("call %s ended (%s): %d turns, %d interrupts, %d events dropped", session.info.call_id,
+                 report.stop_reason.value if report.stop_reason else "unknown", report.turns, report.interrupts,
+                 observer.dropped)
+
+    return run

@@ -1,0 +1,209 @@
+// The brisvox demo page: one call over the generic WebSocket protocol (docs/WEBSOCKET_PROTOCOL.md).
+"use strict";
+const RATE = 16000;
+const LEAD = 0.06; // seconds of playout lead that absorb network jitter
+const params = new URLSearchParams(location.search);
+const raw = params.get("raw") === "1"; // no echo cancellation, noise suppression or gain control
+const $ = (id) => document.getElementById(id);
+const logEl = $("log");
+let ws = null, ctx = null, stream = null, node = null;
+let playhead = 0, sources = [], markTimers = [], started = false;
+let userEl = null, userFinal = "";
+const bots = new Map(); // epoch -> {el, text, done}
+const tools = new Map(); // call id -> element
+
+fetch("/agent.json").then((r) => r.json()).then((a) => {
+  $("agent-name").textContent = a.agent;
+  $("agent").textContent = `LLM: ${a.llm} · VAD: ${a.vad} · STT: ${a.stt} · TTS: ${a.tts}`;
+}).catch(() => { $("agent").textContent = "agent info unavailable"; });
+
+$("talk").addEventListener("click", () => (ws ? hangUp() : call()));
+
+function status(text) { $("status").textContent = text; }
+function scroll() { window.scrollTo(0, document.body.scrollHeight); }
+function add(cls, text) {
+  const el = document.createElement("div");
+  el.className = cls;
+  el.textContent = text;
+  logEl.appendChild(el);
+  scroll();
+  return el;
+}
+
+async function call() {
+  $("talk").disabled = true;
+  try {
+    ctx = new AudioContext({ sampleRate: RATE });
+    await ctx.audioWorklet.addModule("/static/capture.js");
+    const constraints = raw
+      ? { echoCancellation: false, noiseSuppression: false, autoGainControl: false }
+      : { echoCancellation: true, noiseSuppression: true, autoGainControl: true };
+    stream = await navigator.mediaDevices.getUserMedia({ audio: { channelCount: 1, ...constraints } });
+  } catch (err) {
+    status(`microphone unavailable: ${err}`);
+    $("talk").disabled = false;
+    return;
+  }
+  const source = ctx.createMediaStreamSource(stream);
+  node = new AudioWorkletNode(ctx, "brisvox-capture");
+  source.connect(node);
+  node.connect(ctx.destination); // the worklet writes silence; the connection keeps it running
+  node.port.onmessage = (e) => {
+    $("meter").firstElementChild.style.width = `${Math.min(100, e.data.peak * 150)}%`;
+    if (started && ws && ws.readyState === WebSocket.OPEN) ws.send(e.data.pcm);
+  };
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  ws = new WebSocket(`${scheme}://${location.host}/ws`);
+  ws.binaryType = "arraybuffer";
+  ws.onopen = () => ws.send(JSON.stringify({ type: "start", encoding: "pcm16", sample_rate: RATE }));
+  ws.onmessage = (m) => (typeof m.data === "string" ? onMessage(JSON.parse(m.data)) : play(m.data));
+  ws.onclose = (e) => { status(`call ended (close ${e.code})`); teardown(); };
+  ws.onerror = () => status("connection error");
+  status("connecting…");
+}
+
+function hangUp() {
+  if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "stop" }));
+  else teardown();
+}
+
+function teardown() {
+  started = false;
+  clearPlayout();
+  if (stream) stream.getTracks().forEach((t) => t.stop());
+  if (ctx) ctx.close();
+  ws = ctx = stream = node = null;
+  $("talk").textContent = "Talk";
+  $("talk").classList.remove("live");
+  $("talk").disabled = false;
+}
+
+function play(buffer) {
+  if (!ctx) return;
+  const pcm = new Int16Array(buffer);
+  const samples = new Float32Array(pcm.length);
+  for (let i = 0; i < pcm.length; i++) samples[i] = pcm[i] / 32768;
+  const audio = ctx.createBuffer(1, samples.length, RATE);
+  audio.copyToChannel(samples, 0);
+  const src = ctx.createBufferSource();
+  src.buffer = audio;
+  src.connect(ctx.destination);
+  const at = Math.max(ctx.currentTime + LEAD, playhead);
+  src.start(at);
+  playhead = at + audio.duration;
+  sources.push(src);
+  src.onended = () => { sources = sources.filter((s) => s !== src); };
+}
+
+function clearPlayout() {
+  for (const s of sources) { try { s.stop(); } catch (_) { /* already stopped */ } }
+  sources = [];
+  markTimers.forEach(clearTimeout);
+  markTimers = [];
+  playhead = ctx ? ctx.currentTime : 0;
+}
+
+function onMessage(msg) {
+  switch (msg.type) {
+    case "started":
+      started = true;
+      status(`in call ${msg.call_id}: speak now`);
+      $("talk").textContent = "Hang up";
+      $("talk").classList.add("live");
+      $("talk").disabled = false;
+      break;
+    case "clear":
+      clearPlayout();
+      break;
+    case "mark": {
+      const delay = ctx ? Math.max(0, playhead - ctx.currentTime) : 0;
+      markTimers.push(setTimeout(() => {
+        if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "mark", id: msg.id }));
+      }, delay * 1000));
+      break;
+    }
+    case "stop":
+      status(`call over: ${msg.reason}`);
+      break;
+    case "error":
+      add("note", `server error ${msg.code}: ${msg.message}`);
+      break;
+    case "event":
+      onEvent(msg);
+      break;
+  }
+}
+
+function userBubble() {
+  if (!userEl) { userEl = add("msg user interim", ""); userFinal = ""; }
+  return userEl;
+}
+
+function bot(epoch) {
+  let b = bots.get(epoch);
+  if (!b) {
+    b = { el: add("msg bot", ""), text: "", done: false, span: document.createElement("span") };
+    b.el.appendChild(b.span);
+    bots.set(epoch, b);
+  }
+  return b;
+}
+
+function onEvent(ev) {
+  switch (ev.kind) {
+    case "call_info":
+      $("agent").textContent = `LLM: ${ev.llm} · VAD: ${ev.vad} · STT: ${ev.stt} · TTS: ${ev.tts}`;
+      add("note", `agent ${ev.agent}; tools: ${ev.tools.join(", ") || "none"}` +
+        (ev.confirm_tools.length ? ` (${ev.confirm_tools.join(", ")} asks for your yes first)` : ""));
+      break;
+    case "user_transcript": {
+      const el = userBubble();
+      if (ev.final) { userFinal = (userFinal + " " + ev.text).trim(); el.textContent = userFinal; }
+      else el.textContent = (userFinal + " " + ev.text).trim();
+      scroll();
+      break;
+    }
+    case "user_turn": {
+      const el = userBubble();
+      el.textContent = ev.text;
+      el.classList.remove("interim");
+      userEl = null;
+      break;
+    }
+    case "bot_text": {
+      const b = bot(ev.epoch);
+      b.text += ev.text;
+      b.span.textContent = b.text;
+      scroll();
+      break;
+    }
+    case "bot_done":
+      bot(ev.epoch).done = true;
+      break;
+    case "tool_call":
+      tools.set(ev.id, add("msg tool", `→ ${ev.name}(${ev.arguments})`));
+      break;
+    case "tool_result": {
+      const el = tools.get(ev.id) || add("msg tool", `→ ${ev.name}`);
+      el.textContent += `\n← ${ev.outcome}: ${ev.content}`;
+      el.style.whiteSpace = "pre-wrap";
+      break;
+    }
+    case "interrupted":
+      for (const [epoch, b] of bots) if (epoch < ev.epoch && !b.done) { b.el.classList.add("interrupted"); b.done = true; }
+      break;
+    case "latency": {
+      const b = bot(ev.epoch);
+      const span = document.createElement("span");
+      span.className = "latency";
+      const main = ev.speech_end_to_audio_ms ?? ev.turn_end_to_audio_ms;
+      const parts = [];
+      if (ev.turn_end_to_audio_ms !== undefined) parts.push(`turn end → audio ${Math.round(ev.turn_end_to_audio_ms)} ms`);
+      if (ev.turn_end_to_first_token_ms !== undefined) parts.push(`first token ${Math.round(ev.turn_end_to_first_token_ms)} ms`);
+      span.textContent = `latency ${main !== undefined ? Math.round(main) + " ms" : "?"} from end of speech to first audio` +
+        (parts.length ? ` (${parts.join(", ")})` : "");
+      b.el.appendChild(span);
+      break;
+    }
+  }
+}

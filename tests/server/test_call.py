@@ -1,0 +1,90 @@
+"""The engine endpoint in the real server stack (uvicorn, in-process) with mock providers.
+
+About wiring: the call endpoint hands the transport's call to the engine, the engine's
+events reach the client on the same socket after ``started``, the page's routes answer,
+and the server drains after the call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import urllib.request
+
+import pytest
+
+from brisvox.audio.wav import WavAudio
+from brisvox.core.clock import SystemClock
+from brisvox.engine import Providers
+from brisvox.inference.vad import energy_vad
+from brisvox.server.agent_file import load_agent_file
+from brisvox.server.call import EngineEndpoint, engine_config, engine_runner
+from brisvox.server.call_providers import CallProviders
+from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
+from brisvox.server.demo_llm import scripted_demo_llm
+from brisvox.server.host import ServerParts, serve
+from brisvox.server.lifecycle import StopRequests
+from brisvox.server.page import page_routes
+from brisvox.server.settings import Settings
+from brisvox.sim import MockStt, MockTts, ScenarioBuilder
+from brisvox.transport.websocket import ServerConfig
+from brisvox.transport.websocket.client import ClientOptions, run
+
+
+def get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.status, r.read().decode()
+
+
+def test_the_engine_config_takes_the_agent_files_prompt_turn_policy_and_interruption_policy() -> None:
+    agent = load_agent_file(DEMO_AGENT_FILE, available_tools=demo_tools())
+    config = engine_config(agent)
+    assert config.llm.system_prompt.startswith("You are the phone assistant of Lokanta Deniz")
+    assert config.turn == agent.turn and config.interruption == agent.interruption
+
+
+@pytest.mark.realtime
+async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_events_follow_started() -> None:
+    clock = SystemClock()
+    tools = demo_tools()
+    agent = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
+    scenario = ScenarioBuilder().pause(0.4).say("a table for four tomorrow at seven").pause(3.0).build()
+    providers = CallProviders(
+        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=scripted_demo_llm(clock),
+                            tts=MockTts(clock), vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+    endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
+    parts = ServerParts(runner=engine_runner(agent, tools, clock, providers), call_endpoint=endpoint,
+                        on_stop_calls=endpoint.close, extra_routes=tuple(page_routes(providers.page_info(agent))))
+    stops = StopRequests()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    out = io.StringIO()
+    server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,
+                                         out=out, on_ready=ready.set_result))
+    try:
+        port = await asyncio.wait_for(ready, 20)
+        base = f"http://127.0.0.1:{port}"
+        loop = asyncio.get_running_loop()
+        status, page = await loop.run_in_executor(None, get, f"{base}/")
+        assert status == 200 and 'id="talk"' in page
+        status, info = await loop.run_in_executor(None, get, f"{base}/agent.json")
+        assert json.loads(info)["llm"] == "scripted (test)"
+        status, script = await loop.run_in_executor(None, get, f"{base}/static/app.js")
+        assert status == 200 and "AudioWorkletNode" in script
+        audio = WavAudio(b"".join(scenario.frames(0.02)), scenario.sample_rate)
+        result = await run(ClientOptions(url=f"ws://127.0.0.1:{port}/ws", audio=audio, linger=3.0), clock)
+    finally:
+        stops.request("test stop")
+        code = await asyncio.wait_for(server, 30)
+    assert result.ok, result.failure
+    kinds = [e["kind"] for e in result.events]
+    assert kinds[0] == "call_info"
+    calls = [e for e in result.events if e["kind"] == "tool_call"]
+    assert calls and calls[0]["name"] == "check_availability"
+    assert json.loads(calls[0]["arguments"])["time"] == "19:00"
+    reply = "".join(e["text"] for e in result.events if e["kind"] == "bot_text")
+    assert "is free for 4" in reply
+    assert len(result.recording) > 0
+    assert code == 0
