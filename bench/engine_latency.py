@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import statistics
 import sys
 
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SystemClock
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TurnEvent as E
 from brisvox.core.timeline import TurnRecord
@@ -61,8 +63,9 @@ async def one_call(clock: SystemClock, transport: LoopbackTransport, n: int) -> 
         call = scope.spawn(run_call(session, config, providers, clock), name="call")
 
         async def drain() -> None:
-            while True:
-                await client.recv()
+            with contextlib.suppress(ChannelClosed):  # the call ended first: nothing more to hear
+                while True:
+                    await client.recv()
 
         reader = scope.spawn(drain(), name="reader")
         # Calls start 37 ms apart (mod 2 s), so turn ends do not all land in the same tick.

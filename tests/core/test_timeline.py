@@ -39,3 +39,14 @@ def test_only_the_newest_turns_are_kept() -> None:
         t.mark(epoch, TurnEvent.USER_TURN_STARTED, float(epoch))
     assert [r.epoch for r in t.records()] == [2, 3]
     assert t.stats.turns_forgotten == 2
+
+
+def test_a_late_mark_for_a_forgotten_turn_is_dropped_and_never_evicts_a_newer_turn() -> None:
+    t = TimelineRecorder(max_turns=2)
+    for epoch in (1, 2, 3):
+        t.mark(epoch, TurnEvent.USER_TURN_STARTED, float(epoch))
+    assert [r.epoch for r in t.records()] == [2, 3]
+    assert t.mark(1, TurnEvent.CLEAR_APPLIED, 9.0) is False
+    assert t.llm_request(1, 9.5) == 0  # a detached record: timed, but kept nowhere
+    assert [r.epoch for r in t.records()] == [2, 3]
+    assert t.get(1) is None and t.stats.late_marks == 2 and t.stats.turns_forgotten == 1

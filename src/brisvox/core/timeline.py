@@ -80,20 +80,33 @@ class TimelineStats:
     repeated: int = 0
     llm_rounds_dropped: int = 0
     turns_forgotten: int = 0
+    late_marks: int = 0  # marks for a turn that was already forgotten (dropped)
 
 
 class TimelineRecorder:
     def __init__(self, max_turns: int = 64) -> None:
         self._turns: OrderedDict[int, TurnRecord] = OrderedDict()
         self._max = max_turns
+        self._forgotten_up_to: int | None = None  # the newest epoch evicted so far
         self.stats = TimelineStats()
 
+    def forgotten(self, epoch: int) -> bool:
+        """Whether ``epoch`` is at or below a turn already evicted (its marks are dropped)."""
+        return epoch not in self._turns and self._forgotten_up_to is not None and epoch <= self._forgotten_up_to
+
     def turn(self, epoch: int) -> TurnRecord:
+        """The record of ``epoch`` (created when new).  A forgotten turn gets a detached record:
+        a late mark never resurrects it and never evicts a newer turn."""
         record = self._turns.get(epoch)
         if record is None:
-            record = self._turns[epoch] = TurnRecord(epoch)
+            record = TurnRecord(epoch)
+            if self.forgotten(epoch):
+                return record
+            self._turns[epoch] = record
             while len(self._turns) > self._max:
-                self._turns.popitem(last=False)
+                old, _ = self._turns.popitem(last=False)
+                if self._forgotten_up_to is None or old > self._forgotten_up_to:
+                    self._forgotten_up_to = old
                 self.stats.turns_forgotten += 1
         return record
 
@@ -104,7 +117,11 @@ class TimelineRecorder:
         return list(self._turns.values())
 
     def mark(self, epoch: int, event: TurnEvent, at: float) -> bool:
-        """Record ``event`` of turn ``epoch``; False (and counted) when it was already marked."""
+        """Record ``event`` of turn ``epoch``; False (and counted) when it was already marked
+        or the turn was already forgotten."""
+        if self.forgotten(epoch):
+            self.stats.late_marks += 1
+            return False
         marks = self.turn(epoch).marks
         if event in marks:
             self.stats.repeated += 1

@@ -153,8 +153,9 @@ async def run_call(
                 with contextlib.suppress(Exception):
                     await running.stop(config.timeouts.stop)
             finally:
-                await running.aclose()
+                # Helpers first: a reader still pushing into a closed inbox would fail the call.
                 scope.cancel()
+                await running.aclose()
                 await speak.aclose()
     reason = await session.close(config.timeouts.stop)
     return CallReport(
@@ -192,21 +193,24 @@ async def _pump(session: TransportSession, running: RunningPipeline, cancel: asy
 
 async def _pump_events(session: TransportSession, running: RunningPipeline) -> None:
     # One await per event, no task per event: this loop runs 50 times a second per call.
-    while running.running:
-        try:
+    # A ChannelClosed ends the pump: the transport or the pipeline (which may stop while
+    # an event is on its way in) is gone.
+    with contextlib.suppress(ChannelClosed):
+        while running.running:
             event = await session.recv()
-        except ChannelClosed:
-            return
-        if isinstance(event, CallerAudio):
-            running.try_send(dataclasses.replace(event.frame, at=event.at))  # listen drops the oldest audio
-        elif isinstance(event, PlaybackPosition):
-            await running.send(
-                PlaybackFrame(
-                    epoch=event.epoch, utterance=event.utterance, samples=event.samples, sample_rate=event.sample_rate
-                ),
-                Direction.UPSTREAM,
-            )
-        elif isinstance(event, Dtmf):
-            await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
-        elif isinstance(event, Stopped):
-            return
+            if isinstance(event, CallerAudio):
+                running.try_send(dataclasses.replace(event.frame, at=event.at))  # listen drops the oldest audio
+            elif isinstance(event, PlaybackPosition):
+                await running.send(
+                    PlaybackFrame(
+                        epoch=event.epoch,
+                        utterance=event.utterance,
+                        samples=event.samples,
+                        sample_rate=event.sample_rate,
+                    ),
+                    Direction.UPSTREAM,
+                )
+            elif isinstance(event, Dtmf):
+                await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
+            elif isinstance(event, Stopped):
+                return

@@ -15,6 +15,7 @@ import logging
 from typing import ClassVar
 
 from brisvox.audio.resample import ResampleStream
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import Direction, Frame, InputAudioFrame, StopFrame, TranscriptFrame, VadStoppedFrame
 from brisvox.core.inbox import REALTIME_INPUT_POLICIES, OverflowPolicies
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
@@ -84,7 +85,8 @@ class ListenStage(Processor):
             log.warning("speech-to-text failed: %s", exc)
 
     async def _read_transcripts(self, ctx: ProcessorContext) -> None:
-        with contextlib.suppress(ProviderError):
+        # A provider that fails ends the transcripts; a stopped pipeline ends the reader.
+        with contextlib.suppress(ProviderError, ChannelClosed):
             async for event in self._stt:
                 if isinstance(event, Transcript):
                     await ctx.push(

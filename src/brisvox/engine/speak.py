@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from brisvox.agent.segmenter import Segmenter, SegmenterConfig
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import (
     BotResponseDone,
     Direction,
@@ -129,6 +130,10 @@ class SpeakStage(Processor):
             await ctx.push(BotResponseDone(epoch=epoch))
 
     async def _read(self, ctx: ProcessorContext) -> None:
+        with contextlib.suppress(ChannelClosed):  # the pipeline behind us has stopped: so do we
+            await self._read_loop(ctx)
+
+    async def _read_loop(self, ctx: ProcessorContext) -> None:
         while True:
             with contextlib.suppress(ProviderError):
                 await self._read_session(ctx)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from brisvox.agent.assemble import DEFAULT_MAX_CALLS, InvalidCall
+from brisvox.agent.assemble import DEFAULT_MAX_CALLS, UNKNOWN_TOOL_NAME, InvalidCall
 from brisvox.agent.context import ToolCall
 from brisvox.agent.tools._records import Slot
 from brisvox.agent.tools.registry import ToolRegistry
@@ -49,7 +49,7 @@ def plan_calls(
     """One slot per call, in issue order; malformed calls answered, speculative SideEffects held."""
     slots = []
     for index, call in enumerate(calls):
-        slot = Slot(index=index, call_id=call.id, tool=call.name or "unknown_tool")
+        slot = Slot(index=index, call_id=call.id, tool=call.name or UNKNOWN_TOOL_NAME)
         slots.append(slot)
         if index >= DEFAULT_MAX_CALLS:
             malformed(
