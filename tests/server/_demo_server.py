@@ -34,6 +34,7 @@ class DemoServer:
         env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src")}
         for name in LLM_VARIABLES:
             env.pop(name, None)
+        env["BRISVOX_LLM_SCRIPTED"] = "1"  # the scripted host even where the local LLM is installed
         self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.out: list[str] = []

@@ -88,3 +88,17 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
     assert "is free for 4" in reply
     assert len(result.recording) > 0
     assert code == 0
+
+
+def test_the_demo_llm_is_a_configured_endpoint_first_and_the_scripted_host_last() -> None:
+    from brisvox.server.call_providers import choose_llm
+
+    agent = load_agent_file(DEMO_AGENT_FILE, available_tools=demo_tools())
+    clock = SystemClock()
+    _, label = choose_llm(agent, clock, {"BRISVOX_LLM_BASE_URL": "http://127.0.0.1:9/v1", "BRISVOX_LLM_MODEL": "m",
+                                         "OPENAI_API_KEY": "k"})
+    assert label == "OpenAI-compatible endpoint http://127.0.0.1:9/v1 (m)"
+    _, label = choose_llm(agent, clock, {"OPENAI_API_KEY": "k"})
+    assert label.startswith("OpenAI (")
+    _, label = choose_llm(agent, clock, {"BRISVOX_LLM_SCRIPTED": "1"})
+    assert label.startswith("the scripted restaurant host")

@@ -9,9 +9,10 @@
 * LLM: the agent file's choice.  ``scripted`` (what the demo agent leaves it at) is
   replaced by a configured model when the environment has one, in this order:
   ``BRISVOX_LLM_BASE_URL`` (any OpenAI-compatible server; ``BRISVOX_LLM_MODEL``,
-  optional ``BRISVOX_LLM_API_KEY``), ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``; with
-  none, the scripted restaurant host of :mod:`brisvox.server.demo_llm`.  The local LLM
-  extra has no adapter in this build.  :attr:`CallProviders.llm_label` says which one
+  optional ``BRISVOX_LLM_API_KEY``), ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, the local
+  LLM (llama.cpp, when the ``local-llm`` extra is installed and its GGUF fetched; skipped
+  with ``BRISVOX_LLM_SCRIPTED=1``); with none, the scripted restaurant host of
+  :mod:`brisvox.server.demo_llm`.  :attr:`CallProviders.llm_label` says which one
   runs (the start-up line, the page and each call's ``call_info`` event show it).
 """
 
@@ -130,6 +131,12 @@ def choose_llm(definition: AgentDefinition, clock: Clock, environ: Mapping[str, 
 
         g = GeminiOptions(model=model or "gemini-2.0-flash", api_key=choice.api_key)
         return GeminiLlm(g, clock), f"gemini ({g.model})"
+    if choice.provider == "local":
+        local = _local_llm()
+        if local is None:
+            raise ConfigError(f"{definition.source}: llm provider 'local' needs the local-llm extra and "
+                              "`brisvox models fetch qwen2_5_coder_0_5b_q4`")
+        return local
     if choice.provider != "scripted":
         raise ConfigError(f"{definition.source}: llm provider {choice.provider!r} is not available in this build")
     base_url = environ.get("BRISVOX_LLM_BASE_URL")
@@ -152,10 +159,28 @@ def choose_llm(definition: AgentDefinition, clock: Clock, environ: Mapping[str, 
         a = AnthropicOptions(model=environ.get("BRISVOX_LLM_MODEL", DEFAULT_ANTHROPIC_MODEL),
                              api_key=Secret(environ["ANTHROPIC_API_KEY"]))
         return AnthropicLlm(a, clock), f"Anthropic ({a.model}, key from ANTHROPIC_API_KEY)"
+    if environ.get("BRISVOX_LLM_SCRIPTED") != "1":
+        local = _local_llm()
+        if local is not None:
+            return local
     from brisvox.server.demo_llm import scripted_demo_llm
 
     return scripted_demo_llm(clock), ("the scripted restaurant host (no LLM configured: set BRISVOX_LLM_BASE_URL, "
                                       "OPENAI_API_KEY or ANTHROPIC_API_KEY for a real model)")
+
+
+def _local_llm() -> tuple[LlmProvider, str] | None:
+    """The embedded GGUF model through llama.cpp, when the extra is installed and the model fetched."""
+    try:
+        import llama_cpp  # noqa: F401
+
+        from brisvox.inference.models import QWEN_CODER_0_5B, model_path
+        from brisvox.providers.local.llama import LlamaLlm
+    except ImportError:
+        return None
+    if not model_path(QWEN_CODER_0_5B).exists():
+        return None
+    return LlamaLlm(), "the local LLM (Qwen2.5-Coder-0.5B through llama.cpp)"
 
 
 @dataclass(slots=True)
@@ -222,6 +247,9 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
     hibari = HibariTts()
     end_of_turn = None
     closers: list[Callable[[], Any]] = [stt.aclose, hibari.aclose]
+    llm_close = getattr(llm, "aclose", None)
+    if callable(llm_close):
+        closers.append(llm_close)
     if pool is not None:
         closers.append(pool.aclose)
     try:
