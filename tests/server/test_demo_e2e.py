@@ -10,86 +10,24 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 import pytest
 
 from brisvox.audio import read_wav, write_wav
-from brisvox.inference.models import SILERO_VAD, model_path
 from tests._speech import espeak_wav
+from tests.server._demo_server import DemoServer, need_models
 
 ROOT = Path(__file__).resolve().parents[2]
 REQUEST = "I would like a table for four people tomorrow at seven."
 # Said again after a pause: on a loaded machine the first turn can end before whisper's
 # final arrives (its words then join the next turn), and the test must not depend on that.
 AGAIN = "A table for four people tomorrow at seven please."
-LLM_VARIABLES = ("BRISVOX_LLM_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "BRISVOX_AGENT_FILE")
 
 pytestmark = [pytest.mark.realtime, pytest.mark.slow]
-
-
-def _need_models() -> None:
-    pytest.importorskip("faster_whisper", reason="the local extra is not installed")
-    pytest.importorskip("hibari", reason="the local extra is not installed")
-    if not model_path(SILERO_VAD).exists():
-        pytest.skip("models not fetched (brisvox models fetch)")
-
-
-class DemoServer:
-    """``brisvox serve`` (no agent file: the demo) on a free port of 127.0.0.1, its output collected."""
-
-    def __init__(self) -> None:
-        env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src")}
-        for name in LLM_VARIABLES:
-            env.pop(name, None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        self.out: list[str] = []
-        self.err: list[str] = []
-        self.warm = threading.Event()
-        self.started = threading.Event()
-        self._readers = [threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True),
-                         threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True)]
-        for reader in self._readers:
-            reader.start()
-
-    def _read(self, stream: IO[str] | None, into: list[str]) -> None:
-        assert stream is not None
-        for line in stream:
-            into.append(line)
-            if "listening on" in line:
-                self.started.set()
-            if "call providers warm" in line:
-                self.warm.set()
-
-    def url(self) -> str:
-        """The server's URL once it listens and its models are warm."""
-        assert self.started.wait(60) and self.warm.wait(90), self.log()
-        m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", "".join(self.out))
-        assert m is not None and "scripted restaurant host" in self.out[0], self.log()
-        return m.group(1)
-
-    def stop(self) -> int:
-        """SIGTERM, then the exit status (killed after 40 s)."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=40)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            for reader in self._readers:
-                reader.join(5)
-
-    def log(self) -> str:
-        return "".join(self.out) + "".join(line for line in self.err if "faster_whisper" not in line)
 
 
 def voiced_seconds(pcm: bytes, rate: int) -> float:
@@ -104,7 +42,7 @@ def voiced_seconds(pcm: bytes, rate: int) -> float:
 def test_a_spoken_request_to_the_demo_server_is_answered_with_a_tool_call_and_speech_then_sigterm_drains(
     tmp_path: Path,
 ) -> None:
-    _need_models()
+    need_models()
     request = espeak_wav(REQUEST, tmp_path, speed=150, trail=7.0)
     again = espeak_wav(AGAIN, tmp_path, speed=150, lead=0.0, trail=4.0)
     wav = tmp_path / "request.wav"

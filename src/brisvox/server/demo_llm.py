@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,10 +21,32 @@ from typing import Any
 from brisvox.agent.context import AssistantMessage, Message, ToolMessage, UserMessage
 from brisvox.agent.tools.registry import CONFIRM_PENDING
 from brisvox.core.clock import Clock
-from brisvox.providers.llm import LlmRequest
-from brisvox.sim.mock_llm import Call, Say, Script, ScriptedLlm
+from brisvox.providers.llm import (
+    Done,
+    FinishReason,
+    GeneratorLlmStream,
+    LlmEvent,
+    LlmProvider,
+    LlmRequest,
+    TextDelta,
+    ToolCallDelta,
+)
 
-__all__ = ["DemoSlots", "demo_script", "scripted_demo_llm"]
+__all__ = ["Call", "DemoHostLlm", "DemoSlots", "Say", "demo_script", "scripted_demo_llm"]
+
+
+@dataclass(frozen=True, slots=True)
+class Say:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    name: str
+    arguments: dict[str, Any]
+
+
+Script = list[Say | Call]
 
 _NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
             "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
@@ -140,10 +163,32 @@ def _after_tool(tool: str, body: dict[str, Any], slots: DemoSlots) -> Script:
     return [Say("Sorry, something went wrong with that. Could you say it again?")]
 
 
-def scripted_demo_llm(clock: Clock) -> ScriptedLlm:
-    """The scripted host as an LLM provider (``today`` from the clock's wall time)."""
+class DemoHostLlm(LlmProvider):
+    """The scripted host as an LLM provider: text streamed a word at a time, calls in one piece."""
 
-    def script(request: LlmRequest) -> Script:
-        return demo_script(request.messages, clock.wall())
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
 
-    return ScriptedLlm(clock, script, name="scripted-demo-host")
+    @property
+    def name(self) -> str:
+        return "scripted-demo-host"
+
+    def stream(self, request: LlmRequest) -> GeneratorLlmStream:
+        return GeneratorLlmStream(self.name, self._events(demo_script(request.messages, self._clock.wall())))
+
+    async def _events(self, script: Script) -> AsyncGenerator[LlmEvent, None]:
+        calls = 0
+        for step in script:
+            if isinstance(step, Say):
+                for piece in re.findall(r"\s*\S+\s*", step.text):
+                    yield TextDelta(text=piece)
+            else:
+                yield ToolCallDelta(index=calls, id=f"call_{calls}", name=step.name,
+                                    arguments_fragment=json.dumps(step.arguments, separators=(",", ":")))
+                calls += 1
+        yield Done(finish_reason=FinishReason.TOOL_CALLS if calls else FinishReason.STOP)
+
+
+def scripted_demo_llm(clock: Clock) -> DemoHostLlm:
+    """The scripted host (``today`` from the clock's wall time)."""
+    return DemoHostLlm(clock)

@@ -1,0 +1,77 @@
+"""``brisvox serve`` with the demo agent as a subprocess, for the slow end-to-end tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from brisvox.inference.models import SILERO_VAD, model_path
+
+ROOT = Path(__file__).resolve().parents[2]
+LLM_VARIABLES = ("BRISVOX_LLM_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "BRISVOX_AGENT_FILE")
+
+
+def need_models() -> None:
+    """Skip unless the local extra is installed and the models are fetched."""
+    pytest.importorskip("faster_whisper", reason="the local extra is not installed")
+    pytest.importorskip("hibari", reason="the local extra is not installed")
+    if not model_path(SILERO_VAD).exists():
+        pytest.skip("models not fetched (brisvox models fetch)")
+
+
+class DemoServer:
+    """``brisvox serve`` (no agent file: the demo) on a free port of 127.0.0.1, its output collected."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src")}
+        for name in LLM_VARIABLES:
+            env.pop(name, None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self.warm = threading.Event()
+        self.started = threading.Event()
+        self._readers = [threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True),
+                         threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True)]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, stream: IO[str] | None, into: list[str]) -> None:
+        assert stream is not None
+        for line in stream:
+            into.append(line)
+            if "listening on" in line:
+                self.started.set()
+            if "call providers warm" in line:
+                self.warm.set()
+
+    def url(self) -> str:
+        """The server's URL once it listens and its models are warm."""
+        assert self.started.wait(60) and self.warm.wait(90), self.log()
+        m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", "".join(self.out))
+        assert m is not None and "scripted restaurant host" in self.out[0], self.log()
+        return m.group(1)
+
+    def stop(self) -> int:
+        """SIGTERM, then the exit status (killed after 40 s)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=40)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            for reader in self._readers:
+                reader.join(5)
+
+    def log(self) -> str:
+        return "".join(self.out) + "".join(line for line in self.err if "faster_whisper" not in line)

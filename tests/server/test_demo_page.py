@@ -1,0 +1,77 @@
+"""The demo page in headless Chromium (slow, real time): a fake microphone speaks to the demo agent.
+
+Chromium (Debian ``chromium``) is driven by Playwright with no browser download; its
+fake microphone plays an espeak-ng request (1.5 s of leading silence: the file starts
+playing at getUserMedia, before the call is up).  The page must show the caller's
+transcript and the agent's reply; the screenshot goes to ``artifacts/demo_page.png``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from brisvox.audio import write_wav
+from tests._speech import espeak_wav
+from tests.server._demo_server import ROOT, DemoServer, need_models
+
+CHROMIUM = "/usr/bin/chromium"
+REQUEST = "I would like a table for four people tomorrow at seven."
+AGAIN = "A table for four people tomorrow at seven please."
+
+pytestmark = pytest.mark.slow
+
+
+def chromium_flags(wav: Path) -> list[str]:
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={wav}%noloop", "--autoplay-policy=no-user-gesture-required"]
+
+
+def test_the_demo_page_shows_the_callers_words_and_the_agents_reply(tmp_path: Path) -> None:
+    need_models()
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")
+    if shutil.which(CHROMIUM) is None:
+        pytest.skip("chromium is not installed (apt-get install chromium; `make test` does it)")
+    first = espeak_wav(REQUEST, tmp_path, speed=150, lead=1.5, trail=7.0)
+    again = espeak_wav(AGAIN, tmp_path, speed=150, lead=0.0, trail=6.0)
+    wav = tmp_path / "microphone.wav"
+    write_wav(wav, first.pcm + again.pcm, first.sample_rate)
+    artifacts = ROOT / "artifacts"
+    artifacts.mkdir(exist_ok=True)
+    server = DemoServer()
+    try:
+        url = server.url()
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch_persistent_context(
+                str(tmp_path / "profile"), executable_path=CHROMIUM, headless=True, args=chromium_flags(wav)
+            )
+            try:
+                page = browser.new_page()
+                page.goto(f"{url}/?raw=1")
+                page.wait_for_selector("#agent:has-text('scripted')", timeout=10_000)
+                page.click("#talk")
+                page.wait_for_selector("#status:has-text('in call')", timeout=15_000)
+                user = page.locator(".msg.user:not(.interim)").first
+                user.wait_for(timeout=45_000)
+                bot = page.locator(".msg.bot").first
+                bot.wait_for(timeout=30_000)
+                page.wait_for_selector(".msg.tool", timeout=30_000)
+                page.wait_for_selector(".latency", timeout=30_000)
+                page.screenshot(path=str(artifacts / "demo_page.png"), full_page=True)
+                user_texts = page.locator(".msg.user").all_inner_texts()
+                bot_texts = page.locator(".msg.bot").all_inner_texts()
+                tool_texts = page.locator(".msg.tool").all_inner_texts()
+                page.click("#talk")  # hang up
+                page.wait_for_selector("#status:has-text('call')", timeout=10_000)
+            finally:
+                browser.close()
+    finally:
+        code = server.stop()
+    assert any("table" in t.lower() for t in user_texts), user_texts
+    assert any(t.strip() for t in bot_texts), bot_texts
+    assert any("check_availability" in t for t in tool_texts), tool_texts
+    assert code == 0, server.log()
