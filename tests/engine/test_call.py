@@ -236,3 +236,21 @@ async def test_the_stt_is_fed_at_its_own_rate_when_it_differs_from_the_calls() -
     # Half the bytes at half the rate: the STT heard the call's duration, not twice it.
     heard = stt.sessions[0].audio_seconds
     assert abs(heard - scenario.duration) < 0.05
+
+
+async def test_a_final_that_arrives_after_its_turn_ended_empty_is_answered_as_a_turn_of_its_own() -> None:
+    from brisvox.agent.context import UserMessage as U
+    from brisvox.agent.turn import Adaptive
+    from brisvox.engine import EngineConfig
+    from brisvox.sim import MockStt
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(8.0).build()
+    # The final comes 4 s after the stop; the adaptive fallback ends the turn at 3 s.
+    stt = MockStt.for_scenario(clock, scenario, final_latency=4.0)
+    llm = ScriptedLlm(clock, [[Say("For what time?")]])
+    result = await simulate(clock, scenario, llm, config=EngineConfig(turn=Adaptive()), stt=stt)
+    users = [m.text for m in result.report.context.messages if isinstance(m, U)]
+    assert users == ["book a table for two"]
+    assert result.report.context.messages[-1].text == "For what time?"  # type: ignore[union-attr]
+    assert len(llm.requests) == 1

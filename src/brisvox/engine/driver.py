@@ -92,6 +92,10 @@ class TurnDriver(Processor):
         self._timer_task: object | None = None
         self._turn_text: list[str] = []
         self._typed: list[str] = []  # typed text and keys waiting for their turn's text
+        # The epoch of the last turn that ended before any words arrived (a fallback
+        # deadline can beat a slow STT final): its late final becomes a turn of its own.
+        self._ended_empty: int | None = None
+        self.late_finals_answered = 0
         self.interrupts = 0
 
     @property
@@ -99,6 +103,14 @@ class TurnDriver(Processor):
         return "turn-driver"
 
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
+        if self._is_late_final(frame):
+            assert isinstance(frame, TranscriptFrame)
+            self._ended_empty = None
+            self.late_finals_answered += 1
+            await self._act(self.machine.handle(T.SttFinal(at=frame.at, text=frame.text)), ctx)  # the owed stop
+            self._typed.append(frame.text.strip())
+            await self._act(self.machine.handle(T.UserText(at=frame.at, text=frame.text.strip())), ctx)
+            return
         inp = self._input_for(frame, ctx)
         if inp is None:
             if isinstance(frame, StopFrame):
@@ -110,6 +122,16 @@ class TurnDriver(Processor):
         if self._typed:  # the caller is speaking: the text joins the turn in progress
             self._turn_text.extend(self._typed)
             self._typed.clear()
+
+    def _is_late_final(self, frame: Frame) -> bool:
+        return (
+            isinstance(frame, TranscriptFrame)
+            and frame.is_final
+            and bool(frame.text.strip())
+            and self._ended_empty == self.machine.epoch
+            and self.machine.state in (T.TurnState.IDLE, T.TurnState.AWAITING_RESPONSE)
+            and self.machine.barge_in_candidate is None
+        )
 
     def _input_for(self, frame: Frame, ctx: ProcessorContext) -> T.TurnInput | None:
         if isinstance(frame, VadStartedFrame):
@@ -150,6 +172,7 @@ class TurnDriver(Processor):
                 self._timeline.mark(action.epoch, TurnEvent.CLEAR_APPLIED, ctx.clock.now())
                 await ctx.push(InterruptFrame(new_epoch=action.epoch))
             elif isinstance(action, T.StartUserTurn):
+                self._ended_empty = None
                 self._turn_text = list(self._typed)
                 self._typed.clear()
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_STARTED, action.at)
@@ -159,6 +182,7 @@ class TurnDriver(Processor):
                 self._typed.clear()
                 text = " ".join(self._turn_text)
                 self._turn_text = []
+                self._ended_empty = None if text else action.epoch
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_ENDED, ctx.clock.now())
                 await ctx.push(UserTextFrame(epoch=action.epoch, text=text))
                 await ctx.push(UserTurnEnded(epoch=action.epoch, at=action.at, reason=action.reason.frame_reason))
