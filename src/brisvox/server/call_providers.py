@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -171,13 +172,12 @@ def choose_llm(definition: AgentDefinition, clock: Clock, environ: Mapping[str, 
 
 def _local_llm() -> tuple[LlmProvider, str] | None:
     """The embedded GGUF model through llama.cpp, when the extra is installed and the model fetched."""
-    try:
-        import llama_cpp  # noqa: F401
-
-        from brisvox.inference.models import QWEN_CODER_0_5B, model_path
-        from brisvox.providers.local.llama import LlamaLlm
-    except ImportError:
+    # find_spec, not an import: the extra is optional, so type checking cannot assume it.
+    if importlib.util.find_spec("llama_cpp") is None:
         return None
+    from brisvox.inference.models import QWEN_CODER_0_5B, model_path
+    from brisvox.providers.local.llama import LlamaLlm
+
     if not model_path(QWEN_CODER_0_5B).exists():
         return None
     return LlamaLlm(), "the local LLM (Qwen2.5-Coder-0.5B through llama.cpp)"
