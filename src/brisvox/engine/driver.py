@@ -22,6 +22,7 @@ bot-audio reports and its own timer, and carries out the machine's actions:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import ClassVar, Protocol
@@ -89,7 +90,7 @@ class TurnDriver(Processor):
         self._clear = clear
         self._scope = scope
         self._timer_token = 0
-        self._timer_task: object | None = None
+        self._timer_task: asyncio.Task[None] | None = None
         self._turn_text: list[str] = []
         self._typed: list[str] = []  # typed text and keys waiting for their turn's text
         # The epoch of the last turn that ended before any words arrived (a fallback
@@ -227,6 +228,6 @@ class TurnDriver(Processor):
     def _cancel_timer(self) -> None:
         task = self._timer_task
         if task is not None:
-            task.cancel()  # type: ignore[attr-defined]
+            task.cancel()
             self._timer_task = None
         self._timer_token += 1

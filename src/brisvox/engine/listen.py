@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Awaitable
 from typing import ClassVar
 
 from brisvox.audio.resample import ResampleStream
@@ -76,9 +77,9 @@ class ListenStage(Processor):
                 await ctx.push(end)
         await ctx.push(frame, direction)
 
-    async def _stt_call(self, aw: object) -> None:
+    async def _stt_call(self, aw: Awaitable[None]) -> None:
         try:
-            await aw  # type: ignore[misc]
+            await aw
         except ProviderError as exc:
             # The call goes on without transcripts; the turn machine falls back to silence.
             self.stt_errors += 1

@@ -116,9 +116,9 @@ class SpeakStage(Processor):
         await ctx.push(TtsTextFrame(epoch=epoch, text=text, utterance=utt))
         await self._tts_call(self._tts.send_text(utt, text))
 
-    async def _tts_call(self, aw: object) -> None:
+    async def _tts_call(self, aw: Awaitable[None]) -> None:
         try:
-            await aw  # type: ignore[misc]
+            await aw
         except ProviderError as exc:
             self.tts_errors += 1
             log.warning("text-to-speech failed: %s", exc)
