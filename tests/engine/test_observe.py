@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from brisvox.agent.context import AssistantMessage
 from brisvox.agent.tools import ToolKind, ToolRegistry, ToolSpec
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ChannelClosed, ConfigError
@@ -56,7 +57,7 @@ async def test_a_call_with_a_tool_reports_the_transcript_the_tool_call_its_resul
     assert body["type"] == "event" and body["kind"] == "latency"
 
 
-async def test_a_barge_in_is_reported_with_the_new_epoch() -> None:
+async def test_a_barge_in_is_reported_with_the_new_epoch_and_the_heard_part_of_the_cut_reply() -> None:
     from brisvox.agent.interrupt import InterruptionPolicy
     from brisvox.agent.turn import FixedSilence
     from brisvox.engine import EngineConfig
@@ -68,9 +69,30 @@ async def test_a_barge_in_is_reported_with_the_new_epoch() -> None:
                 .say("stop please stop now").pause(3.0).build())
     observer = CallObserver()
     config = EngineConfig(turn=FixedSilence(silence=0.5), interruption=InterruptionPolicy.recommended())
-    await simulate(clock, scenario, llm, config=config, observer=observer)
-    interrupts = [e for e in drain(observer) if e.kind is CallEventKind.INTERRUPTED]
+    result = await simulate(clock, scenario, llm, config=config, observer=observer)
+    events = drain(observer)
+    interrupts = [e for e in events if e.kind is CallEventKind.INTERRUPTED]
     assert interrupts and interrupts[0].epoch == 1
+    # The cut reply is reported with the part the caller heard, which is what the context kept.
+    heard = [e for e in events if e.kind is CallEventKind.BOT_HEARD]
+    assert [e.epoch for e in heard] == [0]
+    text = str(heard[0].data["text"])
+    assert text and len(text) < len(long_reply) and long_reply.startswith(text)
+    streamed = "".join(str(e.data["text"]) for e in events
+                       if e.kind is CallEventKind.BOT_TEXT and e.epoch == 0 and e.data["round"] == heard[0].data["round"])
+    assert streamed.startswith(text)
+    assert text in [m.text for m in result.report.context.messages if isinstance(m, AssistantMessage)]
+    assert events.index(interrupts[0]) < events.index(heard[0])
+
+
+async def test_a_reply_heard_in_full_is_not_reported_as_cut() -> None:
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [[Say("Hello there.")]])
+    scenario = ScenarioBuilder().pause(0.5).say("hi").pause(4.0).build()
+    observer = CallObserver()
+    await simulate(clock, scenario, llm, observer=observer)
+    kinds = [e.kind for e in drain(observer)]
+    assert CallEventKind.BOT_DONE in kinds and CallEventKind.BOT_HEARD not in kinds
 
 
 def test_a_full_observer_drops_the_oldest_event_and_counts_it() -> None:

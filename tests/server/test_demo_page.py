@@ -2,8 +2,13 @@
 
 Chromium (Debian ``chromium``) is driven by Playwright with no browser download; its
 fake microphone plays an espeak-ng request (1.5 s of leading silence: the file starts
-playing at getUserMedia, before the call is up).  The page must show the caller's
-transcript and the agent's reply; the screenshot goes to ``artifacts/demo_page.png``.
+playing at getUserMedia, before the call is up), then talks over the agent a few times.
+The page must show the caller's transcript, the agent's reply and the tool call, and then
+a reply cut by a barge-in with the part the caller heard (``bot_heard``).  The screenshots
+go to ``artifacts/demo_page.png`` and ``artifacts/demo_page_barge_in.png``.
+
+The interruptions are repeated because the agent's reply time on a busy machine is not
+known in advance: whichever one lands while the agent speaks is a barge-in.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from tests.server._demo_server import ROOT, DemoServer, need_models
 CHROMIUM = "/usr/bin/chromium"
 REQUEST = "I would like a table for four people tomorrow at seven."
 AGAIN = "A table for four people tomorrow at seven please."
+OVER = "Wait, wait. My name is Anna Smith."
 
 pytestmark = pytest.mark.slow
 
@@ -31,15 +37,16 @@ def chromium_flags(wav: Path) -> list[str]:
             f"--use-file-for-fake-audio-capture={wav}%noloop", "--autoplay-policy=no-user-gesture-required"]
 
 
-def test_the_demo_page_shows_the_callers_words_and_the_agents_reply(tmp_path: Path) -> None:
+def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(tmp_path: Path) -> None:
     need_models()
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the test extra)")
     if shutil.which(CHROMIUM) is None:
         pytest.skip("chromium is not installed (apt-get install chromium; `make test` does it)")
     first = espeak_wav(REQUEST, tmp_path, speed=150, lead=1.5, trail=7.0)
-    again = espeak_wav(AGAIN, tmp_path, speed=150, lead=0.0, trail=6.0)
+    again = espeak_wav(AGAIN, tmp_path, speed=150, lead=0.0, trail=3.5)
+    over = espeak_wav(OVER, tmp_path, speed=170, lead=0.0, trail=2.5)
     wav = tmp_path / "microphone.wav"
-    write_wav(wav, first.pcm + again.pcm, first.sample_rate)
+    write_wav(wav, first.pcm + again.pcm + over.pcm * 5 + bytes(first.sample_rate * 2 * 8), first.sample_rate)
     artifacts = ROOT / "artifacts"
     artifacts.mkdir(exist_ok=True)
     server = DemoServer()
@@ -65,6 +72,12 @@ def test_the_demo_page_shows_the_callers_words_and_the_agents_reply(tmp_path: Pa
                 user_texts = page.locator(".msg.user").all_inner_texts()
                 bot_texts = page.locator(".msg.bot").all_inner_texts()
                 tool_texts = page.locator(".msg.tool").all_inner_texts()
+                # A reply the caller talked over: marked, with the unheard rest struck through.
+                cut = page.locator(".msg.bot.interrupted:has(s.unheard)").first
+                cut.wait_for(timeout=60_000)
+                page.screenshot(path=str(artifacts / "demo_page_barge_in.png"), full_page=True)
+                cut_text = cut.inner_text()
+                unheard = cut.locator("s.unheard").first.inner_text()
                 page.click("#talk")  # hang up
                 page.wait_for_selector("#status:has-text('call')", timeout=10_000)
             finally:
@@ -74,4 +87,5 @@ def test_the_demo_page_shows_the_callers_words_and_the_agents_reply(tmp_path: Pa
     assert any("table" in t.lower() for t in user_texts), user_texts
     assert any(t.strip() for t in bot_texts), bot_texts
     assert any("check_availability" in t for t in tool_texts), tool_texts
+    assert unheard.strip() and unheard.strip() in cut_text, (cut_text, unheard)
     assert code == 0, server.log()

@@ -5,7 +5,8 @@ the engine never waits on a watcher, and a watcher that falls behind loses the o
 events (``dropped`` counts them).  ``run_call(..., observer=...)`` feeds it through two
 pass-through :class:`ObserverTap` stages, one after the listen stage (the caller's
 transcripts, live) and one after the LLM runner (the bot's text as it streams, the tool
-calls and their results as they reach the context, barge-ins, and the latency of each
+calls and their results as they reach the context, barge-ins, what the caller heard of
+a reply that was cut short, and the latency of each
 turn once its first audio reached the caller).  Without an observer the pipeline is
 unchanged.
 
@@ -28,6 +29,7 @@ from brisvox.agent.context import AssistantMessage, Context, ToolMessage, UserMe
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
     BotAudioStarted,
+    BotHeardFrame,
     BotResponseDone,
     Direction,
     Frame,
@@ -57,6 +59,7 @@ class CallEventKind(enum.Enum):
     TOOL_CALL = "tool_call"
     TOOL_RESULT = "tool_result"
     INTERRUPTED = "interrupted"  # a barge-in: a new epoch began
+    BOT_HEARD = "bot_heard"  # a reply cut short: the part the caller heard (what the context keeps)
     LATENCY = "latency"  # the turn's first audio reached the caller
 
 
@@ -240,5 +243,7 @@ class ObserverTap(Processor):
             s.latency(frame.epoch, frame.at)
         elif isinstance(frame, InterruptFrame):
             s.emit(CallEventKind.INTERRUPTED, frame.new_epoch, now)
+        elif isinstance(frame, BotHeardFrame):
+            s.emit(CallEventKind.BOT_HEARD, frame.epoch, now, text=_cut(frame.text), round=frame.round)
         elif isinstance(frame, StopFrame):
             s.scan_context(s.epoch, now)

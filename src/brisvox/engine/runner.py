@@ -31,11 +31,12 @@ import logging
 from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context
-from brisvox.agent.played import apply_truncation
+from brisvox.agent.played import TruncationOutcome, apply_truncation
 from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, ToolEngine
 from brisvox.agent.window import WindowPolicy, build_window
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
+    BotHeardFrame,
     BotResponseDone,
     Direction,
     Frame,
@@ -180,7 +181,8 @@ class LlmRunner(Processor):
                 self.stats.confirmations_cleared += self.tools.confirmations.clear()
         elif isinstance(frame, StopFrame):
             await self._join_round(cancel=False)
-            self._settle(before_epoch=ctx.epoch + 1)
+            for heard in self._settle(before_epoch=ctx.epoch + 1):
+                await ctx.push(heard, direction)
             self._append_late_notes()  # the record of the call ends with every known result
         await ctx.push(frame, direction)
 
@@ -193,20 +195,36 @@ class LlmRunner(Processor):
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    def _settle(self, before_epoch: int) -> None:
-        """Close calls a barge-in left open, then cut older turns to what the caller heard."""
+    def _settle(self, before_epoch: int) -> list[BotHeardFrame]:
+        """Close calls a barge-in left open, then cut older turns to what the caller heard.
+
+        Returns one frame per round that was cut short, for the watchers downstream.
+        """
         self.stats.interrupted_tool_calls += len(self.context.interrupt_pending_tool_calls())
         self._place_filler()
+        heard: list[BotHeardFrame] = []
         for cut in self.book.cuts(before_epoch):
+            said = self._text_at(cut.msg_index)
             try:
-                apply_truncation(self.context, cut.msg_index, cut.truncation)
-                self.stats.cut_messages += 1
+                outcome = apply_truncation(self.context, cut.msg_index, cut.truncation)
             except BrisvoxError as exc:  # a bookkeeping bug must not end the call
                 log.error("could not cut message %d to what was heard: %s", cut.msg_index, exc)
+                continue
+            self.stats.cut_messages += 1
+            text = cut.truncation.text
+            # Trimming trailing blanks off a reply heard in full is not a cut worth showing.
+            if outcome is not TruncationOutcome.UNCHANGED and text.rstrip() != said.rstrip():
+                heard.append(BotHeardFrame(epoch=cut.epoch, round=cut.round, text=text))
+        return heard
+
+    def _text_at(self, index: int) -> str:
+        message = self.context[index] if -len(self.context) <= index < len(self.context) else None
+        return message.text if isinstance(message, AssistantMessage) else ""
 
     async def _start_turn(self, epoch: int, ctx: ProcessorContext) -> None:
         await self._join_round()  # a round still running belongs to an older epoch
-        self._settle(before_epoch=epoch)
+        for heard in self._settle(before_epoch=epoch):
+            await ctx.push(heard)
         self._append_late_notes()
         self.stats.turns += 1
         text = " ".join(self._user_text.pop(epoch, []))

@@ -142,11 +142,22 @@ function userBubble() {
 function bot(epoch) {
   let b = bots.get(epoch);
   if (!b) {
-    b = { el: add("msg bot", ""), text: "", done: false, span: document.createElement("span") };
-    b.el.appendChild(b.span);
+    b = { el: add("msg bot", ""), done: false, body: document.createElement("span"), rounds: new Map() };
+    b.el.appendChild(b.body);
     bots.set(epoch, b);
   }
   return b;
+}
+
+// One span per reply round, so that a cut round can show what the caller heard of it.
+function botRound(b, round) {
+  let r = b.rounds.get(round);
+  if (!r) {
+    r = { text: "", span: document.createElement("span") };
+    b.body.appendChild(r.span);
+    b.rounds.set(round, r);
+  }
+  return r;
 }
 
 function onEvent(ev) {
@@ -171,10 +182,24 @@ function onEvent(ev) {
       break;
     }
     case "bot_text": {
-      const b = bot(ev.epoch);
-      b.text += ev.text;
-      b.span.textContent = b.text;
+      const r = botRound(bot(ev.epoch), ev.round ?? 0);
+      r.text += ev.text;
+      r.span.textContent = r.text;
       scroll();
+      break;
+    }
+    case "bot_heard": {
+      const b = bot(ev.epoch);
+      const r = botRound(b, ev.round ?? 0);
+      const heard = r.text.startsWith(ev.text) ? ev.text : "";
+      r.span.textContent = heard;
+      const rest = document.createElement("s");
+      rest.className = "unheard";
+      rest.title = "not heard: the model does not keep it";
+      rest.textContent = r.text.slice(heard.length);
+      r.span.appendChild(rest);
+      b.el.classList.add("interrupted");
+      b.done = true;
       break;
     }
     case "bot_done":
