@@ -53,6 +53,9 @@ async def test_a_call_with_a_tool_reports_the_transcript_the_tool_call_its_resul
     assert bot == "Friday is free."
     latency = next(e for e in events if e.kind is CallEventKind.LATENCY)
     assert latency.data["speech_end_to_audio_ms"] >= latency.data["turn_end_to_audio_ms"] >= 0
+    assert latency.data["turn_end_reason"] in {"silence", "model", "final", "fallback"}
+    assert latency.data["speech_end_to_audio_ms"] == pytest.approx(
+        latency.data["speech_end_to_turn_end_ms"] + latency.data["turn_end_to_audio_ms"], abs=0.2)
     body = json.loads(latency.to_json())
     assert body["type"] == "event" and body["kind"] == "latency"
 
@@ -111,6 +114,15 @@ async def test_a_closed_observer_drains_then_refuses() -> None:
     assert (await observer.get()).epoch == 0
     with pytest.raises(ChannelClosed):
         await observer.get()
+
+
+def test_a_listener_sees_every_event_even_those_the_full_queue_drops() -> None:
+    seen: list[int] = []
+    observer = CallObserver(capacity=1, listener=lambda event: seen.append(event.epoch))
+    for epoch in range(3):
+        observer.emit(CallEvent(kind=CallEventKind.BOT_DONE, epoch=epoch, at=0.0))
+    assert seen == [0, 1, 2]
+    assert observer.dropped == 2
 
 
 def test_an_observer_needs_room_for_one_event() -> None:

@@ -16,15 +16,16 @@ import pytest
 
 from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import SystemClock
-from brisvox.engine import Providers
+from brisvox.engine import CallEvent, CallEventKind, Providers
 from brisvox.inference.vad import energy_vad
 from brisvox.server.agent_file import load_agent_file
-from brisvox.server.call import EngineEndpoint, engine_config, engine_runner
+from brisvox.server.call import EngineEndpoint, engine_config, engine_runner, metrics_listener
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 from brisvox.server.demo_llm import scripted_demo_llm
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
+from brisvox.server.metrics import ServerMetrics
 from brisvox.server.page import page_routes
 from brisvox.server.settings import Settings
 from brisvox.sim import MockStt, MockTts, ScenarioBuilder
@@ -56,8 +57,10 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
         llm_label="scripted (test)", vad_label="energy",
     )
     endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
-    parts = ServerParts(runner=engine_runner(agent, tools, clock, providers), call_endpoint=endpoint,
-                        on_stop_calls=endpoint.close, extra_routes=tuple(page_routes(providers.page_info(agent))))
+    metrics = ServerMetrics()
+    parts = ServerParts(runner=engine_runner(agent, tools, clock, providers, metrics), call_endpoint=endpoint,
+                        on_stop_calls=endpoint.close, extra_routes=tuple(page_routes(providers.page_info(agent))),
+                        metrics=metrics)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     out = io.StringIO()
@@ -75,6 +78,7 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
         assert status == 200 and "AudioWorkletNode" in script
         audio = WavAudio(b"".join(scenario.frames(0.02)), scenario.sample_rate)
         result = await run(ClientOptions(url=f"ws://127.0.0.1:{port}/ws", audio=audio, linger=3.0), clock)
+        _, exported = await loop.run_in_executor(None, get, f"{base}/metrics")
     finally:
         stops.request("test stop")
         code = await asyncio.wait_for(server, 30)
@@ -88,6 +92,26 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
     assert "is free for 4" in reply
     assert len(result.recording) > 0
     assert code == 0
+    turns = sum(1 for e in result.events if e["kind"] == "latency")
+    assert f"brisvox_turns_total {float(turns)}" in exported
+    assert 'brisvox_tool_calls_total{outcome="ok",tool="check_availability"} 1.0' in exported
+    assert f'brisvox_turn_latency_seconds_count{{stage="voice_to_voice"}} {float(turns)}' in exported
+
+
+def test_the_metrics_listener_counts_a_latency_event_as_a_turn_and_a_tool_result_by_name_and_outcome() -> None:
+    metrics = ServerMetrics()
+    listen = metrics_listener(metrics)
+    listen(CallEvent(kind=CallEventKind.LATENCY, epoch=1, at=2.0,
+                     data={"speech_end_to_audio_ms": 640.0, "turn_end_to_audio_ms": 90.0, "turn_end_reason": "model"}))
+    listen(CallEvent(kind=CallEventKind.TOOL_RESULT, epoch=1, at=2.0,
+                     data={"name": "book_table", "outcome": "confirmation_required"}))
+    listen(CallEvent(kind=CallEventKind.BOT_TEXT, epoch=1, at=2.0, data={"text": "hello"}))
+    text = metrics.render().decode()
+    assert "brisvox_turns_total 1.0" in text
+    assert 'brisvox_turn_latency_seconds_sum{stage="voice_to_voice"} 0.64' in text
+    assert 'brisvox_turn_latency_seconds_count{stage="turn_end_to_audio"} 1.0' in text
+    assert 'stage="llm_first_token"' not in text  # not measured, not observed
+    assert 'brisvox_tool_calls_total{outcome="confirmation_required",tool="book_table"} 1.0' in text
 
 
 def test_the_demo_llm_is_a_configured_endpoint_first_and_the_scripted_host_last() -> None:

@@ -21,7 +21,7 @@ import asyncio
 import enum
 import json
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -45,10 +45,13 @@ from brisvox.core.frames import (
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 
-__all__ = ["DEFAULT_OBSERVER_CAPACITY", "MAX_TEXT", "CallEvent", "CallEventKind", "CallObserver", "ObserverTap"]
+__all__ = [
+    "DEFAULT_OBSERVER_CAPACITY", "MAX_TEXT", "CallEvent", "CallEventKind", "CallObserver", "EventListener", "ObserverTap",
+]
 
 DEFAULT_OBSERVER_CAPACITY = 256
 MAX_TEXT = 500
+_KEPT_EPOCHS = 8  # turn marks older than this many epochs are dropped (bounded state)
 
 
 class CallEventKind(enum.Enum):
@@ -81,21 +84,32 @@ class CallEvent:
         return f"CallEvent(kind={self.kind.value}, epoch={self.epoch}, fields={sorted(self.data)})"
 
 
-class CallObserver:
-    """A bounded, drop-oldest queue of call events (see the module docs)."""
+EventListener = Callable[[CallEvent], None]
 
-    def __init__(self, capacity: int = DEFAULT_OBSERVER_CAPACITY) -> None:
+
+class CallObserver:
+    """A bounded, drop-oldest queue of call events (see the module docs).
+
+    ``listener`` (optional) sees every event as it is emitted, before the queue: it is
+    for counters that must not lose events to a slow reader (the server's metrics).  It
+    runs on the engine's path, so it must be quick and must not raise.
+    """
+
+    def __init__(self, capacity: int = DEFAULT_OBSERVER_CAPACITY, listener: EventListener | None = None) -> None:
         if capacity < 1:
             raise ConfigError(f"CallObserver capacity must be >= 1, got {capacity}")
         self._events: deque[CallEvent] = deque(maxlen=capacity)
         self._ready = asyncio.Event()
         self._closed = False
+        self._listener = listener
         self.dropped = 0
 
     def emit(self, event: CallEvent) -> None:
         """Queue ``event`` at once (never waits); the oldest event goes when full."""
         if self._closed:
             return
+        if self._listener is not None:
+            self._listener(event)
         if len(self._events) == self._events.maxlen:
             self.dropped += 1
         self._events.append(event)
@@ -139,6 +153,7 @@ class _CallState:
         self.seen = len(context)
         self.speech_ended: float | None = None
         self.turn_speech_end: dict[int, float] = {}
+        self.turn_end: dict[int, UserTurnEnded] = {}
         self.tool_names: dict[str, str] = {}
         self.reported: set[int] = set()
         self.epoch = 0
@@ -164,15 +179,27 @@ class _CallState:
                           content=_cut(message.content))
         self.seen = len(messages)
 
+    def forget_before(self, epoch: int) -> None:
+        """Drop the turn marks of epochs that never reached audio (cut before the bot spoke)."""
+        for marks in (self.turn_end, self.turn_speech_end):
+            for old in [e for e in marks if e < epoch]:
+                del marks[old]
+        self.reported = {e for e in self.reported if e >= epoch}
+
     def latency(self, epoch: int, at: float) -> None:
         if epoch in self.reported:
             return
         self.reported.add(epoch)
         record = self.timeline.get(epoch)
-        data: dict[str, float] = {}
+        data: dict[str, float | str] = {}
         speech_end = self.turn_speech_end.pop(epoch, None)
+        turn_end = self.turn_end.pop(epoch, None)
         if speech_end is not None:
             data["speech_end_to_audio_ms"] = round((at - speech_end) * 1000.0, 1)
+            if turn_end is not None:
+                data["speech_end_to_turn_end_ms"] = round((turn_end.at - speech_end) * 1000.0, 1)
+        if turn_end is not None:
+            data["turn_end_reason"] = turn_end.reason.value
         if record is not None:
             ended, token = record.at(TurnEvent.USER_TURN_ENDED), record.at(TurnEvent.LLM_FIRST_TOKEN)
             if ended is not None:
@@ -230,6 +257,8 @@ class ObserverTap(Processor):
         elif isinstance(frame, VadStoppedFrame):
             s.speech_ended = frame.at
         elif isinstance(frame, UserTurnEnded):
+            s.forget_before(frame.epoch - _KEPT_EPOCHS)
+            s.turn_end[frame.epoch] = frame
             if s.speech_ended is not None:
                 s.turn_speech_end[frame.epoch] = s.speech_ended
         elif isinstance(frame, LlmTextFrame):

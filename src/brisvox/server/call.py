@@ -13,6 +13,11 @@ the shared providers, a fresh tool registry of the agent's tools and a
 :class:`~brisvox.engine.CallObserver` whose events are forwarded to the client as
 ``{"type": "event", ...}`` messages (docs/WEBSOCKET_PROTOCOL.md).  The shutdown's
 cooperative stop is the engine's ``cancel``.
+
+The same events feed the server's ``/metrics`` (:func:`metrics_listener`): each
+``latency`` event is an answered turn with its timeline, each ``tool_result`` a settled
+tool call.  The listener sees every event as it is emitted, so a slow page that loses
+events to the observer's drop-oldest queue does not make the counters lie.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallObserver, EngineConfig, LlmConfig, run_call
+from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
+from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
 from brisvox.server.tools import ToolSet
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
@@ -43,7 +50,7 @@ from brisvox.transport.session import TransportSession
 from brisvox.transport.websocket import PeerClosed
 from brisvox.transport.websocket import run_call as run_ws_call
 
-__all__ = ["EngineCall", "EngineEndpoint", "engine_config", "engine_runner"]
+__all__ = ["LATENCY_STAGES", "EngineCall", "EngineEndpoint", "engine_config", "engine_runner", "metrics_listener"]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +135,31 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
     )
 
 
+LATENCY_STAGES = {
+    "speech_end_to_audio_ms": "voice_to_voice",
+    "speech_end_to_turn_end_ms": "turn_detection",
+    "turn_end_to_first_token_ms": "llm_first_token",
+    "turn_end_to_audio_ms": "turn_end_to_audio",
+}
+"""``latency`` event fields and the ``brisvox_turn_latency_seconds{stage}`` label each one feeds."""
+
+
+def metrics_listener(metrics: ServerMetrics) -> EventListener:
+    """An observer listener that counts turns, their latencies and tool outcomes into ``metrics``."""
+
+    def listen(event: CallEvent) -> None:
+        if event.kind is CallEventKind.LATENCY:
+            latencies: dict[str, float | None] = {}
+            for field_name, stage in LATENCY_STAGES.items():
+                value = event.data.get(field_name)
+                latencies[stage] = value / 1000.0 if isinstance(value, int | float) else None
+            metrics.record_turn(latencies)
+        elif event.kind is CallEventKind.TOOL_RESULT:
+            metrics.record_tool(str(event.data.get("name") or "unknown"), str(event.data.get("outcome", "ok")))
+
+    return listen
+
+
 async def _forward(observer: CallObserver, send: SendText) -> None:
     """Observer events to the client until the observer closes or the socket goes."""
     try:
@@ -139,16 +171,21 @@ async def _forward(observer: CallObserver, send: SendText) -> None:
 
 
 def engine_runner(
-    definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders
+    definition: AgentDefinition,
+    tools: ToolSet,
+    clock: Clock,
+    providers: CallProviders,
+    metrics: ServerMetrics | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
+    listener = metrics_listener(metrics) if metrics is not None else None
     info = json.dumps({"type": "event", "kind": "call_info", **providers.page_info(definition)})
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
         session = await TransportSession.open(clock, call.link)
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
-        observer = CallObserver()
+        observer = CallObserver(listener=listener)
         async with TaskScope("engine-call") as scope:
             with contextlib.suppress(PeerClosed):
                 await call.send_text(info)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.call import EngineCall
     from brisvox.server.call_providers import CallProviders
     from brisvox.server.host import ServerParts
+    from brisvox.server.metrics import ServerMetrics
     from brisvox.server.session import SessionRunner
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
@@ -67,12 +68,12 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 
 def session_runner(
-    definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders
+    definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics
 ) -> tuple[SessionRunner[EngineCall], str]:
     """The session runner of ``brisvox serve`` (the engine) and how the start-up line describes it."""
     from brisvox.server.call import engine_runner
 
-    return engine_runner(definition, tools, clock, providers), f"llm: {providers.llm_label}"
+    return engine_runner(definition, tools, clock, providers, metrics), f"llm: {providers.llm_label}"
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders) -> int:
@@ -95,6 +96,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
+    from brisvox.server.metrics import ServerMetrics
     from brisvox.server.page import page_routes
     from brisvox.server.settings import Settings
     from brisvox.transport.websocket import ServerConfig
@@ -125,7 +127,8 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    runner, what = session_runner(definition, tools, clock, providers)
+    metrics = ServerMetrics()
+    runner, what = session_runner(definition, tools, clock, providers, metrics)
     description = f"{_summary(definition)}; {what}"
     ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
                              max_calls=settings.max_calls)
@@ -134,6 +137,6 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
         ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
-        extra_routes=tuple(page_routes(providers.page_info(definition))),
+        extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics,
     )
     return asyncio.run(_serve_with(settings, parts, providers))

@@ -61,6 +61,8 @@ class ServerParts:
     ws_max_size: int = 16 * 1024 * 1024
     extra_routes: tuple[BaseRoute, ...] = ()
     """More routes of the app (the demo page)."""
+    metrics: ServerMetrics | None = None
+    """The metrics ``/metrics`` exports; the runner feeds the same object (a fresh one when None)."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -96,7 +98,7 @@ async def serve(
     except OSError as exc:
         print(f"brisvox serve: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    metrics = ServerMetrics()
+    metrics = parts.metrics if parts.metrics is not None else ServerMetrics()
 
     def on_end(ended: Any) -> None:
         metrics.record_call_ended(ended)

@@ -13,8 +13,8 @@ Metric names (all prefixed ``brisvox_``):
 * ``calls_ended_total{outcome}`` (``ok``, ``error``, ``crashed``, ``cancelled``, ``aborted``)
 * ``call_duration_seconds`` (histogram)
 * ``turns_total``
-* ``turn_latency_seconds{stage}`` (histogram; stages of the turn timeline such as
-  ``voice_to_voice``, ``stt``, ``llm_first_token``, ``tts_first_audio``)
+* ``turn_latency_seconds{stage}`` (histogram; ``voice_to_voice``, ``turn_detection``,
+  ``llm_first_token``, ``turn_end_to_audio``: see ``brisvox.server.call.LATENCY_STAGES``)
 * ``tool_calls_total{tool,outcome}``
 """
 
