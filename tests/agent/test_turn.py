@@ -15,6 +15,7 @@ from brisvox.agent.turn import (
     ArmTimer,
     BotAudioEnded,
     BotAudioStarted,
+    BotOpens,
     CancelTimer,
     EndReason,
     EndUserTurn,
@@ -93,6 +94,7 @@ def inputs_at(t: float, epoch: int) -> dict[InputKind, TurnInput]:
         InputKind.BOT_AUDIO_ENDED: BotAudioEnded(t, epoch),
         InputKind.USER_TEXT: UserText(t, "hi"),
         InputKind.HANGUP: Hangup(t),
+        InputKind.BOT_OPENS: BotOpens(t),
     }
 
 
@@ -167,9 +169,31 @@ def test_every_state_and_input_pair_has_the_specified_transition(
     assert m.stats.total_ignored - total_before == want_ignored
 
 
-def test_the_transition_table_covers_six_states_and_ten_inputs() -> None:
+def test_the_transition_table_covers_six_states_and_eleven_inputs() -> None:
     assert len(TurnState) == 6
-    assert len(InputKind) == 10
+    assert len(InputKind) == 11
+
+
+def test_a_bot_that_opens_the_call_owns_epoch_zero_and_the_callers_first_turn_is_epoch_one() -> None:
+    m = TurnMachine(FIXED)
+    assert run(m, BotOpens(0.0)) == []
+    assert m.state is S.AWAITING_RESPONSE and m.epoch == 0
+    run(m, BotAudioStarted(0.3, 0), BotAudioEnded(4.0, 0))
+    assert m.state is S.IDLE
+    assert run(m, VadStart(6.0)) == [StartUserTurn(1, 6.0)]
+
+
+def test_a_caller_who_talks_over_the_opening_line_barges_in_to_epoch_one() -> None:
+    m = TurnMachine(FIXED)
+    run(m, BotOpens(0.0), BotAudioStarted(0.3, 0))
+    assert run(m, VadStart(1.0)) == [Interrupt(1), StartUserTurn(1, 1.0)]
+
+
+def test_the_bot_can_open_only_a_call_where_nothing_happened_yet() -> None:
+    m = TurnMachine(FIXED)
+    run(m, VadStart(0.0))
+    assert run(m, BotOpens(0.1)) == []
+    assert m.state is S.USER_SPEAKING and m.stats.ignored(K.BOT_OPENS) == 1
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))

@@ -3,9 +3,12 @@ from __future__ import annotations
 import pytest
 
 from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
+from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
+from brisvox.core.errors import ConfigError
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent as E
+from brisvox.engine import EngineConfig, LlmConfig
 from brisvox.sim import Say, ScenarioBuilder, ScriptedLlm
 from tests.engine.harness import SEEDS, llm_latency, simulate, tts_config
 
@@ -254,3 +257,46 @@ async def test_a_final_that_arrives_after_its_turn_ended_empty_is_answered_as_a_
     assert users == ["book a table for two"]
     assert result.report.context.messages[-1].text == "For what time?"  # type: ignore[union-attr]
     assert len(llm.requests) == 1
+
+
+GREETING = "Hello, this is Lokanta Deniz. Would you like to book a table for tonight or for another day?"
+
+
+async def test_a_greeting_is_spoken_before_the_caller_talks_and_the_callers_first_turn_is_epoch_one() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(9.0).say("a table for two").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("For what time?")]])
+    config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(greeting=GREETING))
+    result = await simulate(clock, scenario, llm, config=config)
+    audio = result.audio_at()
+    assert audio and audio[0][1] == 0 and audio[0][0] < 1.0  # the bot spoke first, at once
+    assert {epoch for _, epoch in audio} == {0, 1}
+    messages = result.report.context.messages
+    assert [(type(m).__name__, m.text) for m in messages[1:]] == [  # type: ignore[union-attr]
+        ("AssistantMessage", GREETING), ("UserMessage", "a table for two"), ("AssistantMessage", "For what time?"),
+    ]
+    assert llm.requests[0].messages[1].text == GREETING  # the model knows what it said
+    assert result.report.interrupts == 0
+
+
+async def test_a_caller_who_talks_over_the_greeting_cuts_it_and_the_context_keeps_the_heard_part() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(1.5).say("hi I want a table").pause(2.5).build()
+    llm = ScriptedLlm(clock, [[Say("Sure, for how many?")]])
+    config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(greeting=GREETING))
+    result = await simulate(clock, scenario, llm, config=config)
+    assert result.report.interrupts == 1
+    cleared = [t for t, epoch in result.clears() if epoch == 1]
+    assert cleared
+    assert [t for t, epoch in result.audio_at() if epoch == 0 and t > cleared[0]] == []
+    messages = result.report.context.messages
+    greeting_heard = messages[1].text  # type: ignore[union-attr]
+    assert isinstance(messages[1], AssistantMessage)
+    assert greeting_heard and GREETING.startswith(greeting_heard) and len(greeting_heard) < len(GREETING)
+    assert isinstance(messages[2], UserMessage) and messages[2].text == "hi I want a table"
+    assert llm.requests[0].messages[1].text == greeting_heard
+
+
+def test_an_empty_greeting_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError, match="greeting"):
+        LlmConfig(greeting="  ")

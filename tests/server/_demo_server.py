@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -13,7 +14,7 @@ from typing import IO
 
 import pytest
 
-from brisvox.inference.models import SILERO_VAD, model_path
+from brisvox.inference.models import QWEN_CODER_0_5B, SILERO_VAD, model_path
 
 ROOT = Path(__file__).resolve().parents[2]
 LLM_VARIABLES = ("BRISVOX_LLM_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "BRISVOX_AGENT_FILE")
@@ -27,14 +28,31 @@ def need_models() -> None:
         pytest.skip("models not fetched (brisvox models fetch)")
 
 
-class DemoServer:
-    """``brisvox serve`` (no agent file: the demo) on a free port of 127.0.0.1, its output collected."""
+LLM_LABELS = {"scripted": "scripted restaurant host", "local": "the local LLM"}
+"""What the start-up line says for each LLM a test asks for."""
 
-    def __init__(self) -> None:
+
+def need_local_llm() -> None:
+    """Skip unless the local-llm extra is installed and its model fetched."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("the local-llm extra is not installed (llama-cpp-python)")
+    if not model_path(QWEN_CODER_0_5B).exists():
+        pytest.skip("the local LLM is not fetched (brisvox models fetch qwen2_5_coder_0_5b_q4)")
+
+
+class DemoServer:
+    """``brisvox serve`` (no agent file: the demo) on a free port of 127.0.0.1, its output collected.
+
+    ``llm``: ``scripted`` (the rules host, even where the local LLM is installed) or ``local``.
+    """
+
+    def __init__(self, llm: str = "scripted") -> None:
         env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src")}
-        for name in LLM_VARIABLES:
+        for name in (*LLM_VARIABLES, "BRISVOX_LLM_SCRIPTED"):
             env.pop(name, None)
-        env["BRISVOX_LLM_SCRIPTED"] = "1"  # the scripted host even where the local LLM is installed
+        self.llm = llm
+        if llm == "scripted":
+            env["BRISVOX_LLM_SCRIPTED"] = "1"
         self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.out: list[str] = []
@@ -59,7 +77,7 @@ class DemoServer:
         """The server's URL once it listens and its models are warm."""
         assert self.started.wait(60) and self.warm.wait(90), self.log()
         m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", "".join(self.out))
-        assert m is not None and "scripted restaurant host" in self.out[0], self.log()
+        assert m is not None and LLM_LABELS[self.llm] in self.out[0], self.log()
         return m.group(1)
 
     def stop(self) -> int:

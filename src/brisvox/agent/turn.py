@@ -43,6 +43,7 @@ __all__ = [
     "BargeInCandidate",
     "BotAudioEnded",
     "BotAudioStarted",
+    "BotOpens",
     "CancelTimer",
     "EndReason",
     "EndUserTurn",
@@ -95,6 +96,7 @@ class InputKind(enum.Enum):
     BOT_AUDIO_ENDED = "bot_audio_ended"
     USER_TEXT = "user_text"
     HANGUP = "hangup"
+    BOT_OPENS = "bot_opens"
 
 
 class EndReason(enum.Enum):
@@ -255,7 +257,22 @@ class Hangup:
     kind: ClassVar[InputKind] = InputKind.HANGUP
 
 
-TurnInput = VadStart | VadStop | SttInterim | SttFinal | Verdict | Tick | BotAudioStarted | BotAudioEnded | UserText | Hangup
+@dataclass(frozen=True, slots=True)
+class BotOpens:
+    """The bot speaks first (a greeting): epoch 0 is the bot's, the caller's first turn is epoch 1.
+
+    Legal only before anything else happened (``IDLE``, no turn yet); the machine then
+    awaits the bot's audio as after a turn, so the caller can barge in on the greeting.
+    """
+
+    at: float
+    kind: ClassVar[InputKind] = InputKind.BOT_OPENS
+
+
+TurnInput = (
+    VadStart | VadStop | SttInterim | SttFinal | Verdict | Tick | BotAudioStarted | BotAudioEnded | UserText | Hangup
+    | BotOpens
+)
 
 
 # --- actions ------------------------------------------------------------------------------
@@ -742,6 +759,13 @@ class TurnMachine:
         self._end_turn(inp.at, EndReason.TEXT, out)
         return True
 
+    def _on_bot_opens(self, inp: BotOpens, out: list[TurnAction]) -> bool:
+        if self._state is not TurnState.IDLE or self._started_once or self._candidate is not None:
+            return False
+        self._started_once = True  # the caller's first turn takes the next epoch
+        self._state = TurnState.AWAITING_RESPONSE
+        return True
+
     def _on_hangup(self, inp: Hangup, out: list[TurnAction]) -> bool:
         state = self._state
         if state is TurnState.CLOSED:
@@ -768,4 +792,5 @@ _DISPATCH: dict[type, _Handler] = {
     BotAudioEnded: TurnMachine._on_bot_ended,
     UserText: TurnMachine._on_user_text,
     Hangup: TurnMachine._on_hangup,
+    BotOpens: TurnMachine._on_bot_opens,
 }

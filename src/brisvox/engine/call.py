@@ -129,7 +129,8 @@ async def run_call(
             turn_audio = TurnAudio() if analyzer is not None else None
             resample = ResampleStream(in_rate, stt_rate) if stt_rate != in_rate else None
             listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio, resample)
-            driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline)
+            driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline,
+                                greets=config.llm.greeting is not None)
             runner = LlmRunner(
                 providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window,
                 filler,

@@ -44,10 +44,14 @@ class LlmConfig:
     max_tokens: int | None = None
     temperature: float | None = None
     filler: FillerConfig = FillerConfig.DEFAULT  # what the runner builds its filler policy from
+    # Spoken when the call starts, before the caller says anything (epoch 0); None: the bot waits.
+    greeting: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_tool_rounds < 1:
             raise ConfigError(f"LlmConfig.max_tool_rounds must be >= 1, got {self.max_tool_rounds}")
+        if self.greeting is not None and not self.greeting.strip():
+            raise ConfigError("LlmConfig.greeting must be None or some text, got an empty string")
 
 
 @dataclass(frozen=True, slots=True)

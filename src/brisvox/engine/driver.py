@@ -11,6 +11,10 @@ bot-audio reports and its own timer, and carries out the machine's actions:
   (``DtmfFrame``, as :func:`dtmf_text`) go to the machine as ``UserText``: a turn of their
   own that ends at once (a barge-in when the bot is answering), or, while the caller is
   speaking, part of the turn in progress;
+* with ``greets`` (the call opens with the bot's greeting), the pipeline's
+  ``StartFrame`` tells the machine the bot opens the call (:class:`~brisvox.agent.turn.BotOpens`):
+  epoch 0 is the greeting's, the caller's first turn is epoch 1, and a caller who talks
+  over the greeting barges in like on any reply;
 * ``ArmTimer`` / ``CancelTimer``: one timer task, which wakes the driver by putting a
   ``TimerFrame`` into the driver's own inbox, so the machine is only ever touched from
   the driver's task;
@@ -38,6 +42,7 @@ from brisvox.core.frames import (
     DtmfFrame,
     Frame,
     InterruptFrame,
+    StartFrame,
     StopFrame,
     TimerFrame,
     TranscriptFrame,
@@ -81,8 +86,10 @@ class TurnDriver(Processor):
         analyzer: TurnAnalyzer | None = None,
         turn_audio: TurnAudio | None = None,
         timeline: TimelineRecorder | None = None,
+        greets: bool = False,
     ) -> None:
         self.machine = machine
+        self._greets = greets
         self._timeline = timeline or TimelineRecorder()
         self._analyzer = analyzer
         self._turn_audio = turn_audio
@@ -116,6 +123,8 @@ class TurnDriver(Processor):
         if inp is None:
             if isinstance(frame, StopFrame):
                 await self._act(self.machine.handle(T.Hangup(at=ctx.clock.now())), ctx)
+            elif isinstance(frame, StartFrame) and self._greets:
+                await self._act(self.machine.handle(T.BotOpens(at=ctx.clock.now())), ctx)
             if not isinstance(frame, TimerFrame | TurnVerdictFrame | BotAudioStarted | BotAudioEnded):
                 await ctx.push(frame, direction)
             return

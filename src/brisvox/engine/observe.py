@@ -187,7 +187,8 @@ class _CallState:
         self.reported = {e for e in self.reported if e >= epoch}
 
     def latency(self, epoch: int, at: float) -> None:
-        if epoch in self.reported:
+        # Only a reply to a turn has a latency (a greeting opens the call unasked).
+        if epoch in self.reported or epoch not in self.turn_end:
             return
         self.reported.add(epoch)
         record = self.timeline.get(epoch)

@@ -20,6 +20,11 @@ assistant message right before the turn's next assistant message (the request fo
 message was built without it), or when the turn is settled (after the open calls were
 closed, before the next user message); from then on it is cut to what was heard like
 any round.
+
+Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round task that
+speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
+context as the assistant's first message and in the PlayoutBook like any reply, so a
+caller who cuts it short leaves only the part they heard.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from brisvox.core.frames import (
     LlmResponseEnded,
     LlmResponseStarted,
     LlmTextFrame,
+    StartFrame,
     StopFrame,
     UserTextFrame,
     UserTurnEnded,
@@ -76,6 +82,7 @@ class RunnerStats:
         "filler_clips",
         "fillers",
         "fillers_in_context",
+        "greetings",
         "interrupted_tool_calls",
         "late_notes",
         "rounds",
@@ -86,6 +93,7 @@ class RunnerStats:
         self.fillers = 0
         self.filler_clips = 0
         self.fillers_in_context = 0
+        self.greetings = 0  # greetings spoken to the end of their text (not cut by a barge-in)
         self.confirmations_cleared = 0
         self.interrupted_tool_calls = 0
         self.late_notes = 0
@@ -173,6 +181,10 @@ class LlmRunner(Processor):
         if isinstance(frame, UserTurnEnded):
             await ctx.push(frame, direction)
             await self._start_turn(frame.epoch, ctx)
+            return
+        if isinstance(frame, StartFrame) and self.config.greeting is not None:
+            await ctx.push(frame, direction)
+            self._round_task = self._scope.spawn(self._greet(self.config.greeting, ctx), name="greeting")
             return
         if isinstance(frame, InterruptFrame):
             await self._join_round()
@@ -350,10 +362,19 @@ class LlmRunner(Processor):
         except BrisvoxError as exc:  # the pipeline is closing; the call ends anyway
             log.debug("filler not spoken: %s", exc)
 
+    async def _greet(self, text: str, ctx: ProcessorContext) -> None:
+        """The call's first words, epoch 0 (see the module docs)."""
+        await self._speak_line(_Turn(0), text, ctx)
+        await ctx.push(BotResponseDone(epoch=0))  # not reached when a barge-in cancels it
+        self.stats.greetings += 1
+
     async def _say(self, turn: _Turn, text: str, ctx: ProcessorContext) -> None:
         """A canned line: spoken as its own round and kept in the context as said."""
-        epoch, round_ = turn.epoch, turn.take()
         self.stats.fallbacks += 1
+        await self._speak_line(turn, text, ctx)
+
+    async def _speak_line(self, turn: _Turn, text: str, ctx: ProcessorContext) -> None:
+        epoch, round_ = turn.epoch, turn.take()
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
         await ctx.push(LlmTextFrame(epoch=epoch, text=text, round=round_))
         self._place_filler()

@@ -129,7 +129,7 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
     return EngineConfig(
         turn=definition.turn,
         interruption=definition.interruption,
-        llm=LlmConfig(system_prompt=definition.prompt.strip()),
+        llm=LlmConfig(system_prompt=definition.prompt.strip(), greeting=definition.greeting),
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
     )
