@@ -75,7 +75,8 @@ class DemoServer:
 
     def url(self) -> str:
         """The server's URL once it listens and its models are warm."""
-        assert self.started.wait(60) and self.warm.wait(90), self.log()
+        warm_for = 300 if self.llm == "local" else 90  # llama.cpp loads and runs its model once
+        assert self.started.wait(60) and self.warm.wait(warm_for), self.log()
         m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", "".join(self.out))
         assert m is not None and LLM_LABELS[self.llm] in self.out[0], self.log()
         return m.group(1)
