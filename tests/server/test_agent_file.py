@@ -139,6 +139,56 @@ def test_a_secret_in_an_options_table_is_refused() -> None:
                               "name an environment variable with api_key_env"]
 
 
+CARTESIA = BASE + """
+[tts]
+provider = "cartesia"
+api_key_env = "CARTESIA_API_KEY"
+
+[tts.options]
+model = "sonic-2"
+"""
+
+
+def test_an_unknown_option_names_its_position_key_path_and_the_known_options() -> None:
+    assert problems(CARTESIA + "voce = \"abc\"\n") == [
+        "agent.toml:11:1: tts.options.voce: unknown option for tts provider 'cartesia' "
+        "(known: model, voice, base_url, api_version, max_buffer_delay_ms)"
+    ]
+
+
+def test_an_option_of_the_wrong_type_names_its_value_position_and_key_path() -> None:
+    text = BASE + '\n[stt]\nprovider = "deepgram"\napi_key_env = "DG"\noptions = { smart_format = "yes" }\n'
+    assert problems(text) == [
+        "agent.toml:8:28: stt.options.smart_format: expected a boolean for stt provider 'deepgram', "
+        "got 'yes' (a string)"
+    ]
+
+
+def test_a_boolean_is_not_an_integer_option_and_an_integer_is_a_number_option() -> None:
+    assert problems(CARTESIA + "max_buffer_delay_ms = true\n") == [
+        "agent.toml:11:23: tts.options.max_buffer_delay_ms: expected an integer for tts provider 'cartesia', "
+        "got True (a boolean)"
+    ]
+    text = BASE + '\n[tts]\nprovider = "elevenlabs"\napi_key_env = "EL"\noptions = { stability = 1 }\n'
+    options = parse_agent_file(text, source="agent.toml").tts.options
+    assert options["stability"] == 1.0 and isinstance(options["stability"], float)
+
+
+def test_the_local_providers_take_no_options() -> None:
+    text = BASE + '\n[stt]\nprovider = "local"\noptions = { model = "tiny" }\n'
+    assert problems(text) == ["agent.toml:7:13: stt.options.model: unknown option for stt provider 'local' "
+                              "(it takes none)"]
+
+
+def test_option_problems_are_reported_together_with_the_other_problems() -> None:
+    text = CARTESIA.replace('name = "front-desk"', 'name = "front-desk"\ntools = ["nope"]') + "voice = 3\n"
+    assert problems(text) == [
+        "agent.toml:3:10: agent.tools[0]: tool 'nope' is not provided by this server (this server provides "
+        "no tools; register Python tools with brisvox.run_with_tools)",
+        "agent.toml:12:9: tts.options.voice: expected a string for tts provider 'cartesia', got 3 (an integer)",
+    ]
+
+
 def test_cross_field_problems_are_reported_together_in_file_order() -> None:
     text = BASE + """\
 tools = ["get_time", "get_time"]

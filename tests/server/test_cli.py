@@ -41,6 +41,16 @@ def test_check_exits_1_with_every_problem(tmp_path: Path, capsys: pytest.Capture
     assert err[2] == f"{f}: 2 problem(s)"
 
 
+def test_check_exits_1_for_an_unknown_provider_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "agent.toml"
+    f.write_text('[agent]\nname = "a"\nprompt = "p"\n[tts]\nprovider = "cartesia"\napi_key_env = "K"\n'
+                 '[tts.options]\nvoce = "x"\n')
+    assert main(["check", str(f)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{f}:8:1: tts.options.voce: unknown option for tts provider 'cartesia' (known: model,")
+    assert err[1] == f"{f}: 1 problem(s)"
+
+
 def test_check_with_env_requires_the_key_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     f = tmp_path / "agent.toml"

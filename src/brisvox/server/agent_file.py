@@ -11,7 +11,8 @@
 3. Cross-field checks, all reported together: keys that only apply to another policy,
    ``confirm_tools`` outside ``tools``, duplicated tools, a provider unknown for its
    stage or not speaking the agent's language, a provider that needs a key without
-   ``api_key_env`` (or one that takes none with it).
+   ``api_key_env`` (or one that takes none with it), an option the STT or TTS provider
+   does not take or a value of the wrong type (the tables are ``ProviderEntry.options``).
 4. Tools: each listed tool must be one the server provides (``available_tools``); a
    missing one is reported at its position in the list.
 5. Secrets: with ``environ`` given, each ``api_key_env`` must name a set variable; its
@@ -47,7 +48,15 @@ from brisvox.agent.turn import (
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.server._toml_positions import KeyPath, Positions, index_positions
-from brisvox.server.providers import DEFAULT_PROVIDERS, KeyUse, Stage, lookup, names
+from brisvox.server.providers import (
+    DEFAULT_PROVIDERS,
+    KeyUse,
+    OptionType,
+    ProviderEntry,
+    Stage,
+    lookup,
+    names,
+)
 
 __all__ = [
     "DEFAULT_FILLER_DELAY",
@@ -472,12 +481,7 @@ def _provider(
         report.at_value((*base, "provider"),
                         f"{stage.value} provider {entry.name!r} does not speak {language!r} "
                         f"(it speaks {', '.join(entry.languages)})")
-    for key, value in section.options.items():
-        if key.lower() in _SECRET_KEYS:
-            report.at_key((*base, "options", key), "secrets never go in the file: name an environment "
-                                                  "variable with api_key_env")
-        elif isinstance(value, dict):
-            report.at_value((*base, "options", key), "option values are strings, numbers, booleans or arrays")
+    options = _options(entry, section.options, report)
     env = section.api_key_env
     secret: Secret | None = None
     if env is not None and not _ENV_NAME.fullmatch(env):
@@ -493,4 +497,49 @@ def _provider(
             secret = Secret(environ[env])
         else:
             report.at_value((*base, "api_key_env"), f"environment variable {env} is not set")
-    return ProviderChoice(stage, entry.name, MappingProxyType(dict(section.options)), env, secret)
+    return ProviderChoice(stage, entry.name, MappingProxyType(options), env, secret)
+
+
+def _options(entry: ProviderEntry, given: Mapping[str, Any], report: _Report) -> dict[str, Any]:
+    """The options table checked against the entry's (an int given for a float becomes a float)."""
+    base: KeyPath = (entry.stage.value, "options")
+    known = entry.options
+    out: dict[str, Any] = {}
+    for key, value in given.items():
+        path: KeyPath = (*base, key)
+        if key.lower() in _SECRET_KEYS:
+            report.at_key(path, "secrets never go in the file: name an environment variable with api_key_env")
+            continue
+        if known is None:
+            if isinstance(value, dict):
+                report.at_value(path, "option values are strings, numbers, booleans or arrays")
+            out[key] = value
+            continue
+        expected = known.get(key)
+        if expected is None:
+            listed = f"known: {', '.join(known)}" if known else "it takes none"
+            report.at_key(path, f"unknown option for {entry.stage.value} provider {entry.name!r} ({listed})")
+        elif not _is_option_type(value, expected):
+            report.at_value(path, f"expected {_TYPE_NAMES[expected]} for {entry.stage.value} provider "
+                                  f"{entry.name!r}, got {_shown(value)}")
+        else:
+            out[key] = float(value) if expected is float else value
+    return out
+
+
+_TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", float: "a number", bool: "a boolean"}
+
+
+def _is_option_type(value: object, expected: OptionType) -> bool:
+    if isinstance(value, bool):  # bool is an int in Python, not in TOML
+        return expected is bool
+    if expected is float:
+        return isinstance(value, int | float)
+    return isinstance(value, expected)
+
+
+def _shown(value: object) -> str:
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+             dict: "a table"}
+    kind = next((name for t, name in kinds.items() if isinstance(value, t)), type(value).__name__)
+    return kind if isinstance(value, list | dict) else f"{value!r} ({kind})"

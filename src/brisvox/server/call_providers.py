@@ -3,9 +3,13 @@
 * VAD: Silero (``brisvox models fetch``) on a small inference pool; the energy detector
   when the model is missing (logged).
 * End of turn: Smart Turn when its model is present, else the turn machine's deadline.
-* STT / TTS: the agent file's ``local`` providers (faster-whisper, hibari).  Hibari
-  speaks at 24 kHz; :class:`ResamplingTts` converts its audio to the call's rate, so a
-  16 kHz browser or phone call hears it.
+* STT / TTS: the agent file's choice, built from its ``options`` table and key.  STT:
+  ``local`` (faster-whisper) or ``deepgram``.  TTS: ``local`` (hibari), ``cartesia``,
+  ``elevenlabs`` or ``openai`` (OpenAI speech).  A cloud adapter is imported only when
+  chosen (a missing transport library is a ConfigError naming the extra), and the local
+  models only for a ``local`` stage.  Cartesia speaks every call rate itself; hibari and
+  OpenAI speech speak 24 kHz only and ElevenLabs all but 48 kHz, so :class:`ResamplingTts`
+  converts their audio to the call's rate where they cannot produce it.
 * LLM: the agent file's choice.  ``scripted`` (what the demo agent leaves it at) is
   replaced by a configured model when the environment has one, in this order:
   ``BRISVOX_LLM_BASE_URL`` (any OpenAI-compatible server; ``BRISVOX_LLM_MODEL``,
@@ -22,7 +26,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
@@ -35,8 +39,10 @@ from brisvox.engine import Providers
 from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.inference.vad import VoiceActivityDetector, energy_vad, silero_vad
 from brisvox.providers.llm import LlmProvider
+from brisvox.providers.stt import SttProvider
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsFlushed, TtsProvider, TtsSession
-from brisvox.server.agent_file import AgentDefinition
+from brisvox.server.agent_file import AgentDefinition, ProviderChoice
+from brisvox.server.providers import lookup
 
 __all__ = ["CallProviders", "ResamplingTts", "build_call_providers", "choose_llm"]
 
@@ -93,11 +99,15 @@ class _ResamplingSession:
 
 
 class ResamplingTts:
-    """A TTS provider that synthesizes at ``native_rate`` and delivers the call's rate."""
+    """A TTS provider that synthesizes at ``native_rate`` and delivers the call's rate.
 
-    def __init__(self, inner: TtsProvider, native_rate: int) -> None:
+    A call whose rate is ``native_rate`` or one of ``direct`` (rates the inner provider
+    speaks itself) gets the inner session unchanged."""
+
+    def __init__(self, inner: TtsProvider, native_rate: int, *, direct: Collection[int] = ()) -> None:
         self._inner = inner
         self._native = native_rate
+        self._direct = frozenset(direct)
 
     @property
     def name(self) -> str:
@@ -107,6 +117,8 @@ class ResamplingTts:
         await self._inner.warm()
 
     async def connect(self, config: TtsConfig) -> TtsSession:
+        if config.sample_rate in self._direct:
+            return await self._inner.connect(config)
         session = await self._inner.connect(dataclasses.replace(config, sample_rate=self._native))
         return session if config.sample_rate == self._native else _ResamplingSession(session, config.sample_rate)
 
@@ -205,7 +217,7 @@ class CallProviders:
     def page_info(self, definition: AgentDefinition) -> dict[str, Any]:
         """What the demo page shows about the agent before a call."""
         return {"agent": definition.name, "greeting": definition.greeting, "llm": self.llm_label,
-                "vad": self.vad_label, "stt": "local-whisper", "tts": "local-hibari",
+                "vad": self.vad_label, "stt": self.providers.stt.name, "tts": self.providers.tts.name,
                 "tools": list(definition.tools), "confirm_tools": list(definition.confirm_tools)}
 
     async def aclose(self) -> None:
@@ -234,22 +246,83 @@ def _vad_factory() -> tuple[Callable[[int], VoiceActivityDetector], str, Inferen
     return (lambda rate: silero_vad(model, pool, sample_rate=rate)), "silero", pool
 
 
-def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> CallProviders:
-    """The providers of ``definition`` (raises ConfigError for a stage this build cannot run)."""
-    from brisvox.providers.local import HIBARI_SAMPLE_RATE, HibariTts, WhisperStt
+def _stt(definition: AgentDefinition, clock: Clock) -> SttProvider:
+    """The agent's STT (cloud adapters are imported only when chosen)."""
+    choice = definition.stt
+    if choice.provider == "local":
+        from brisvox.providers.local import WhisperStt
 
-    if definition.stt.provider != "local" or definition.tts.provider != "local":
-        raise ConfigError(f"{definition.source}: brisvox serve runs the local STT and TTS only in this build "
-                          f"(got stt {definition.stt.provider!r}, tts {definition.tts.provider!r})")
+        return WhisperStt()
+    if choice.provider == "deepgram":
+        key = _key(definition, choice)
+        with _extra(choice):
+            from brisvox.providers.cloud.deepgram import DeepgramOptions, DeepgramStt
+        return DeepgramStt(DeepgramOptions(api_key=key, **choice.options), clock)
+    raise ConfigError(f"{definition.source}: stt provider {choice.provider!r} is not available in this build")
+
+
+def _tts(definition: AgentDefinition, clock: Clock) -> TtsProvider:
+    """The agent's TTS, wrapped in ResamplingTts when it cannot speak at every call rate."""
+    choice = definition.tts
+    if choice.provider == "local":
+        from brisvox.providers.local import HIBARI_SAMPLE_RATE, HibariTts
+
+        return ResamplingTts(HibariTts(), HIBARI_SAMPLE_RATE)
+    if choice.provider == "cartesia":
+        key = _key(definition, choice)
+        with _extra(choice):
+            from brisvox.providers.cloud.cartesia import CartesiaOptions, CartesiaTts
+        return CartesiaTts(CartesiaOptions(api_key=key, **choice.options), clock)  # 8 to 48 kHz: every call rate
+    if choice.provider == "elevenlabs":
+        key = _key(definition, choice)
+        with _extra(choice):
+            from brisvox.providers.cloud import elevenlabs as el
+        tts = el.ElevenLabsTts(el.ElevenLabsOptions(api_key=key, **choice.options), clock)
+        return ResamplingTts(tts, 24_000, direct=el.SAMPLE_RATES)  # no 48 kHz: that call gets 24 kHz resampled
+    if choice.provider == "openai":
+        key = _key(definition, choice)
+        with _extra(choice):
+            from brisvox.providers.cloud import openai_speech as osp
+        return ResamplingTts(osp.OpenAiSpeechTts(osp.OpenAiSpeechOptions(api_key=key, **choice.options), clock),
+                             osp.SAMPLE_RATE)
+    raise ConfigError(f"{definition.source}: tts provider {choice.provider!r} is not available in this build")
+
+
+def _key(definition: AgentDefinition, choice: ProviderChoice) -> Secret:
+    if choice.api_key is None:
+        raise ConfigError(f"{definition.source}: {choice.stage.value} provider {choice.provider!r} needs its key "
+                          f"in the environment variable {choice.api_key_env or '(api_key_env is not set)'}")
+    return choice.api_key
+
+
+@contextlib.contextmanager
+def _extra(choice: ProviderChoice) -> Iterator[None]:
+    """Turns a missing transport library into a ConfigError naming the extra that installs it."""
+    try:
+        yield
+    except ImportError as exc:
+        entry = lookup(choice.stage, choice.provider)
+        extra = entry.extra if entry is not None else "cloud"
+        raise ConfigError(f"{choice.stage.value} provider {choice.provider!r} needs the {extra!r} extra "
+                          f"(pip install 'brisvox[{extra}]'): {exc}") from None
+
+
+def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> CallProviders:
+    """The providers of ``definition`` (raises ConfigError for a stage this build cannot run).
+
+    Only what the agent uses is built: the local models load only for ``local`` stages, and
+    building a cloud adapter opens no connection (each call connects its own session).
+    """
+    stt = _stt(definition, clock)
+    tts = _tts(definition, clock)
     llm, label = choose_llm(definition, clock, environ)
     vad, vad_label, pool = _vad_factory()
-    stt = WhisperStt()
-    hibari = HibariTts()
     end_of_turn = None
-    closers: list[Callable[[], Any]] = [stt.aclose, hibari.aclose]
-    llm_close = getattr(llm, "aclose", None)
-    if callable(llm_close):
-        closers.append(llm_close)
+    closers: list[Callable[[], Any]] = []
+    for provider in (stt, tts, llm):
+        close = getattr(provider, "aclose", None)
+        if callable(close):
+            closers.append(close)
     if pool is not None:
         closers.append(pool.aclose)
     try:
@@ -261,7 +334,6 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
         closers.append(turn_pool.aclose)
     except (BrisvoxError, ImportError, OSError) as exc:
         log.warning("Smart Turn unavailable (%s); turns end on the silence deadline", exc)
-    providers = Providers(stt=stt, llm=llm, tts=ResamplingTts(hibari, HIBARI_SAMPLE_RATE), vad=vad,
-                          end_of_turn=end_of_turn)
-    log.info("call providers: vad %s, stt local-whisper, tts local-hibari, llm %s", vad_label, label)
+    providers = Providers(stt=stt, llm=llm, tts=tts, vad=vad, end_of_turn=end_of_turn)
+    log.info("call providers: vad %s, stt %s, tts %s, llm %s", vad_label, stt.name, tts.name, label)
     return CallProviders(providers=providers, llm_label=label, vad_label=vad_label, closers=closers)

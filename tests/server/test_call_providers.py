@@ -1,0 +1,142 @@
+"""The providers ``brisvox serve`` builds from an agent file: which adapter each stage gets.
+
+Construction only: building a cloud adapter opens no connection, so no network is needed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from brisvox.core.clock import SystemClock
+from brisvox.core.errors import ConfigError
+from brisvox.providers.cloud.cartesia import CartesiaTts
+from brisvox.providers.cloud.deepgram import DeepgramStt
+from brisvox.providers.tts import TtsConfig, TtsProvider, TtsSession
+from brisvox.server.agent_file import AgentDefinition, parse_agent_file
+from brisvox.server.call_providers import CallProviders, ResamplingTts, build_call_providers
+from brisvox.sim import MockTts
+
+BASE = """\
+[agent]
+name = "front-desk"
+prompt = "You answer the phone."
+"""
+
+CLOUD = BASE + """
+[stt]
+provider = "deepgram"
+api_key_env = "DG_KEY"
+options = { model = "nova-2", endpointing_ms = 250 }
+
+[tts]
+provider = "cartesia"
+api_key_env = "CARTESIA_KEY"
+
+[tts.options]
+model = "sonic-turbo"
+voice = "a-voice-id"
+"""
+
+KEYS = {"DG_KEY": "dg-secret", "CARTESIA_KEY": "ca-secret", "EL_KEY": "el-secret", "OA_KEY": "oa-secret"}
+NO_LLM = {"BRISVOX_LLM_SCRIPTED": "1"}
+
+
+def agent(text: str) -> AgentDefinition:
+    return parse_agent_file(text, source=Path("agent.toml"), environ=KEYS)
+
+
+@pytest.fixture
+def built() -> Iterator[list[CallProviders]]:
+    out: list[CallProviders] = []
+    yield out
+    import asyncio
+
+    for providers in out:
+        asyncio.run(providers.aclose())
+
+
+def build(text: str, built: list[CallProviders]) -> CallProviders:
+    providers = build_call_providers(agent(text), SystemClock(), NO_LLM)
+    built.append(providers)
+    return providers
+
+
+def tts_section(provider: str, key_env: str, options: str = "") -> str:
+    return BASE + f'\n[tts]\nprovider = "{provider}"\napi_key_env = "{key_env}"\n{options}'
+
+
+def test_an_agent_with_deepgram_and_cartesia_gets_those_adapters_with_its_options(built: list[CallProviders]) -> None:
+    p = build(CLOUD, built)
+    stt, tts = p.providers.stt, p.providers.tts
+    assert isinstance(stt, DeepgramStt) and isinstance(tts, CartesiaTts)
+    assert "nova-2" in repr(stt) and "sonic-turbo" in repr(tts)
+    assert "dg-secret" not in repr(stt) and "ca-secret" not in repr(tts)
+
+
+def test_the_page_reports_the_stt_and_tts_the_agent_runs(built: list[CallProviders]) -> None:
+    info = build(CLOUD, built).page_info(agent(CLOUD))
+    assert (info["stt"], info["tts"]) == ("deepgram", "cartesia")
+
+
+def test_a_cloud_agent_is_built_without_the_local_models(built: list[CallProviders],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "brisvox.providers.local", None)  # importing it now fails
+    p = build(CLOUD, built)
+    assert isinstance(p.providers.stt, DeepgramStt)
+
+
+def test_elevenlabs_and_openai_speech_are_built_from_their_options(built: list[CallProviders]) -> None:
+    el = build(tts_section("elevenlabs", "EL_KEY", "options = { voice = \"v1\", stability = 1 }\n"), built)
+    oa = build(tts_section("openai", "OA_KEY", "options = { voice = \"nova\", instructions = \"calm\" }\n"), built)
+    assert (el.providers.tts.name, oa.providers.tts.name) == ("elevenlabs", "openai-speech")
+    assert isinstance(oa.providers.tts, ResamplingTts)
+
+
+def test_local_stt_and_tts_stay_the_default(built: list[CallProviders]) -> None:
+    p = build(BASE, built)
+    assert (p.providers.stt.name, p.providers.tts.name) == ("local-whisper", "local-hibari")
+    assert (p.page_info(agent(BASE))["stt"], p.page_info(agent(BASE))["tts"]) == ("local-whisper", "local-hibari")
+
+
+def test_a_missing_transport_library_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "brisvox.providers.cloud.cartesia", None)
+    with pytest.raises(ConfigError, match=r"tts provider 'cartesia' needs the 'cartesia' extra"):
+        build_call_providers(agent(CLOUD), SystemClock(), NO_LLM)
+
+
+def test_a_cloud_provider_checked_without_its_key_is_refused() -> None:
+    definition = parse_agent_file(CLOUD, source=Path("agent.toml"))  # no environment: no key read
+    with pytest.raises(ConfigError, match=r"stt provider 'deepgram' needs its key in the environment variable DG_KEY"):
+        build_call_providers(definition, SystemClock(), NO_LLM)
+
+
+class _Recording:
+    """A TTS provider that records the rate each session was asked for."""
+
+    def __init__(self) -> None:
+        self.inner = MockTts(SystemClock())
+        self.rates: list[int] = []
+
+    @property
+    def name(self) -> str:
+        return "recording"
+
+    async def warm(self) -> None:
+        return None
+
+    async def connect(self, config: TtsConfig) -> TtsSession:
+        self.rates.append(config.sample_rate)
+        return await self.inner.connect(config)
+
+
+async def test_a_resampling_tts_passes_a_rate_its_provider_speaks_straight_through() -> None:
+    inner = _Recording()
+    tts: TtsProvider = ResamplingTts(inner, 24_000, direct=(8_000, 16_000))
+    for rate in (16_000, 48_000):
+        session = await tts.connect(TtsConfig(sample_rate=rate))
+        await session.aclose()
+    assert inner.rates == [16_000, 24_000]
