@@ -11,12 +11,13 @@ import asyncio
 import io
 import json
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import SystemClock
-from brisvox.engine import CallEvent, CallEventKind, Providers
+from brisvox.engine import CallEvent, CallEventKind, Providers, Speculation
 from brisvox.inference.vad import energy_vad
 from brisvox.server.agent_file import load_agent_file
 from brisvox.server.call import EngineEndpoint, engine_config, engine_runner, metrics_listener
@@ -43,6 +44,16 @@ def test_the_engine_config_takes_the_agent_files_prompt_turn_policy_and_interrup
     config = engine_config(agent)
     assert config.llm.system_prompt.startswith("You are the phone assistant of Lokanta Deniz")
     assert config.turn == agent.turn and config.interruption == agent.interruption
+    assert config.speculation is Speculation.OFF and config.llm.greeting == agent.greeting
+
+
+def test_an_agent_file_that_enables_speculation_gets_speculative_starts(tmp_path: Path) -> None:
+    text = DEMO_AGENT_FILE.read_text()
+    assert "[speculation]" not in text
+    path = tmp_path / "agent.toml"
+    path.write_text(text + "\n[speculation]\nenabled = true\n")
+    agent = load_agent_file(path, available_tools=demo_tools())
+    assert engine_config(agent).speculation is Speculation.AT_PAUSE
 
 
 @pytest.mark.realtime

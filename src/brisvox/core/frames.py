@@ -60,6 +60,7 @@ __all__ = [
     "UserTextFrame",
     "UserTurnEnded",
     "UserTurnStarted",
+    "UserTurnTentative",
     "VadStartedFrame",
     "VadStoppedFrame",
     "WordTiming",
@@ -231,6 +232,14 @@ class UserTurnStarted(ControlFrame):
 class UserTurnEnded(ControlFrame):
     at: float
     reason: TurnEndReason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class UserTurnTentative(ControlFrame):
+    """The caller paused with these words: the turn may end here (a speculative start may begin)."""
+
+    at: float
+    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -78,6 +78,8 @@ class CallReport:
     timeline: tuple[TurnRecord, ...]
     fillers: int = 0  # filler rounds spoken
     fillers_in_context: int = 0
+    speculations: int = 0  # speculative starts (EngineConfig.speculation)
+    speculations_committed: int = 0  # of those, taken as the turn's first round
 
 
 async def run_call(
@@ -133,7 +135,7 @@ async def run_call(
                                 greets=config.llm.greeting is not None)
             runner = LlmRunner(
                 providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window,
-                filler,
+                filler, config.speculation,
             )
             speak = SpeakStage(
                 tts,
@@ -169,6 +171,8 @@ async def run_call(
         timeline=tuple(timeline.records()),
         fillers=runner.stats.fillers,
         fillers_in_context=runner.stats.fillers_in_context,
+        speculations=runner.stats.speculations,
+        speculations_committed=runner.stats.speculations_committed,
     )
 
 

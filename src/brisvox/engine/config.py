@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 from brisvox.agent.interrupt import InterruptionPolicy
@@ -15,9 +16,19 @@ from brisvox.inference.vad import VadParams
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig
 
-__all__ = ["DEFAULT_FALLBACK_LINE", "EngineConfig", "LlmConfig", "Timeouts"]
+__all__ = ["DEFAULT_FALLBACK_LINE", "EngineConfig", "LlmConfig", "Speculation", "Timeouts"]
 
 DEFAULT_FALLBACK_LINE = "Sorry, I'm having trouble answering right now. Could you say that again?"
+
+
+class Speculation(enum.Enum):
+    """When the model may start before the turn is final."""
+
+    OFF = "off"  # the request waits for the end of the turn (the default)
+    # At each pause with words the model starts on them; its text is held back, its
+    # read-only tools run, its side-effect tools are held.  A turn that ends with the same
+    # words commits it (spoken, held calls run once); other words drop it (nothing held runs).
+    AT_PAUSE = "at_pause"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,7 @@ class EngineConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     tools: ToolEngineConfig = field(default_factory=ToolEngineConfig)
     window: WindowPolicy | None = field(default_factory=WindowPolicy)
+    speculation: Speculation = Speculation.OFF
     # The rate the speech-to-text provider is fed; None: the call's input rate.  When it
     # differs from the call's rate the listen stage resamples (the VAD keeps the call's rate).
     stt_rate: int | None = None

@@ -11,6 +11,9 @@ bot-audio reports and its own timer, and carries out the machine's actions:
   (``DtmfFrame``, as :func:`dtmf_text`) go to the machine as ``UserText``: a turn of their
   own that ends at once (a barge-in when the bot is answering), or, while the caller is
   speaking, part of the turn in progress;
+* a pause with words (the machine is ``USER_PAUSED`` and the turn has a final's text):
+  ``UserTurnTentative`` with the words so far, once per distinct text; the runner may
+  start the model speculatively on it (``EngineConfig.speculation``);
 * with ``greets`` (the call opens with the bot's greeting), the pipeline's
   ``StartFrame`` tells the machine the bot opens the call (:class:`~brisvox.agent.turn.BotOpens`):
   epoch 0 is the greeting's, the caller's first turn is epoch 1, and a caller who talks
@@ -50,6 +53,7 @@ from brisvox.core.frames import (
     UserTextFrame,
     UserTurnEnded,
     UserTurnStarted,
+    UserTurnTentative,
     VadStartedFrame,
     VadStoppedFrame,
 )
@@ -104,6 +108,7 @@ class TurnDriver(Processor):
         # deadline can beat a slow STT final): its late final becomes a turn of its own.
         self._ended_empty: int | None = None
         self.late_finals_answered = 0
+        self._tentative: tuple[int, str] | None = None  # the last UserTurnTentative sent
         self.interrupts = 0
 
     @property
@@ -132,6 +137,15 @@ class TurnDriver(Processor):
         if self._typed:  # the caller is speaking: the text joins the turn in progress
             self._turn_text.extend(self._typed)
             self._typed.clear()
+        if isinstance(inp, T.SttFinal | T.VadStop) and self.machine.state is T.TurnState.USER_PAUSED:
+            await self._tentative_end(inp.at, ctx)
+
+    async def _tentative_end(self, at: float, ctx: ProcessorContext) -> None:
+        text = " ".join(self._turn_text)
+        mark = (self.machine.epoch, text)
+        if text and mark != self._tentative:
+            self._tentative = mark
+            await ctx.push(UserTurnTentative(epoch=self.machine.epoch, at=at, text=text))
 
     def _is_late_final(self, frame: Frame) -> bool:
         return (

@@ -25,6 +25,13 @@ Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round tas
 speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
 context as the assistant's first message and in the PlayoutBook like any reply, so a
 caller who cuts it short leaves only the part they heard.
+
+Speculation (opt-in, :mod:`brisvox.engine.speculate`): at a ``UserTurnTentative`` the
+runner may start the model on the caller's words so far, holding its text and its
+side-effect calls.  The turn's first round then takes that answer when the turn ends
+with the same words over the same context (its text is spoken, its held calls run once
+through ``ToolEngine.commit``, its read-only results are reused); otherwise the run is
+dropped and the round asks the model afresh.  A barge-in or the end of the call drops it.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context
 from brisvox.agent.played import TruncationOutcome, apply_truncation
-from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, ToolEngine
+from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, Speculation, ToolEngine
 from brisvox.agent.window import WindowPolicy, build_window
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
@@ -53,12 +60,15 @@ from brisvox.core.frames import (
     StopFrame,
     UserTextFrame,
     UserTurnEnded,
+    UserTurnTentative,
 )
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.config import LlmConfig, Timeouts
+from brisvox.engine.config import Speculation as SpeculationMode
 from brisvox.engine.playout import PlayoutBook
+from brisvox.engine.speculate import HeldAnswer, SpeculativeStart
 from brisvox.providers.llm import (
     Done,
     LlmError,
@@ -86,6 +96,8 @@ class RunnerStats:
         "interrupted_tool_calls",
         "late_notes",
         "rounds",
+        "speculations",
+        "speculations_committed",
         "turns",
     )
 
@@ -101,6 +113,8 @@ class RunnerStats:
         self.rounds = 0
         self.fallbacks = 0
         self.cut_messages = 0
+        self.speculations = 0  # speculative starts (committed or dropped)
+        self.speculations_committed = 0
 
 
 class _NoAnswer(BrisvoxError):
@@ -151,7 +165,10 @@ class LlmRunner(Processor):
         tools: ToolEngine | None = None,
         window: WindowPolicy | None = None,
         filler: FillerPolicy | None = None,
+        speculation: SpeculationMode = SpeculationMode.OFF,
     ) -> None:
+        self.speculation = speculation
+        self._speculative: SpeculativeStart | None = None
         self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
         self._pending_filler: _Filler | None = None
         self.timeline = timeline or TimelineRecorder()
@@ -182,10 +199,16 @@ class LlmRunner(Processor):
             await ctx.push(frame, direction)
             await self._start_turn(frame.epoch, ctx)
             return
+        if isinstance(frame, UserTurnTentative):
+            await self._maybe_speculate(frame, ctx)
+            await ctx.push(frame, direction)
+            return
         if isinstance(frame, StartFrame) and self.config.greeting is not None:
             await ctx.push(frame, direction)
             self._round_task = self._scope.spawn(self._greet(self.config.greeting, ctx), name="greeting")
             return
+        if isinstance(frame, InterruptFrame | StopFrame):
+            await self._drop_speculation()
         if isinstance(frame, InterruptFrame):
             await self._join_round()
             if self.tools is not None:
@@ -247,10 +270,54 @@ class LlmRunner(Processor):
             # left waiting for bot audio that never comes.
             await ctx.push(BotResponseDone(epoch=epoch))
             return
+        head = self._speculative
+        self._speculative = None
+        if head is not None and not head.fits(epoch, text, self.context.messages):
+            await head.drop()
+            head = None
         self.context.push_user(text)
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
-        self._round_task = self._scope.spawn(self._respond(epoch, ctx), name=f"turn-{epoch}")
+        self._round_task = self._scope.spawn(self._respond(epoch, ctx, head), name=f"turn-{epoch}")
+
+    async def _maybe_speculate(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
+        if self.speculation is SpeculationMode.OFF:
+            return
+        if self._round_task is not None and not self._round_task.done():
+            return  # the bot is still answering the last turn: nothing to start yet
+        current = self._speculative
+        if current is not None:
+            if current.answers(frame.epoch, frame.text):
+                return
+            await self._drop_speculation()
+        cancel = CancelToken()
+        base = self.context.messages
+        task = self._scope.spawn(self._speculate(frame.epoch, frame.text, cancel, ctx), name=f"speculation-{frame.epoch}")
+        self._speculative = SpeculativeStart(frame.epoch, frame.text, base, task, cancel)
+        self.stats.speculations += 1
+
+    async def _drop_speculation(self) -> None:
+        run, self._speculative = self._speculative, None
+        if run is not None:
+            await run.drop()
+
+    async def _speculate(self, epoch: int, text: str, cancel: CancelToken, ctx: ProcessorContext) -> HeldAnswer | None:
+        """The model on a copy of the context plus ``text``; nothing is spoken, side effects are held."""
+        context = Context(self.context.messages, estimator=self.context.estimator)
+        context.push_user(text)
+        assembler = ResponseAssembler()
+        chunks: list[str] = []
+        try:
+            await self._stream(self._request(context), epoch, None, ctx, assembler, chunks, None)
+        except BrisvoxError as exc:
+            log.info("a speculative start got no usable answer (%s); the turn will ask again", exc)
+            assembler.cancel()
+            return None
+        response = assembler.finish(epoch, context)
+        speculation: Speculation | None = None
+        if response.calls and self.tools is not None:
+            speculation = await self.tools.speculate(response.calls, epoch, cancel)
+        return HeldAnswer(chunks, response.assistant_message(), response.calls, speculation)
 
     def _append_late_notes(self) -> None:
         """SideEffect results that finished after their turn, before the next user message."""
@@ -270,8 +337,11 @@ class LlmRunner(Processor):
         self.book.record_round(filler.epoch, filler.round, len(self.context) - 1)
         self.stats.fillers_in_context += 1
 
-    async def _respond(self, epoch: int, ctx: ProcessorContext) -> None:
-        """The turn's round loop: stream, speak, run the calls, until an answer without calls."""
+    async def _respond(self, epoch: int, ctx: ProcessorContext, head: SpeculativeStart | None = None) -> None:
+        """The turn's round loop: stream, speak, run the calls, until an answer without calls.
+
+        ``head``: a speculative run of this turn whose answer is the first round.
+        """
         cancel = CancelToken()
         turn = _Turn(epoch)
         try:
@@ -280,7 +350,12 @@ class LlmRunner(Processor):
                     log.warning("turn %d used all %d tool rounds; speaking the fallback line", epoch, round_)
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
-                calls = await self._round(turn, ctx)
+                held = await head.take() if head is not None else None
+                head = None
+                if held is not None:
+                    calls = await self._commit_round(turn, held, ctx)
+                else:
+                    calls = await self._round(turn, ctx)
                 if not calls:
                     return
                 if self.tools is None:
@@ -290,7 +365,10 @@ class LlmRunner(Processor):
                     self.context.interrupt_pending_tool_calls()
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
-                execution = await self._run_tools(self.tools, turn, calls, cancel, ctx)
+                if held is not None and held.speculation is not None:
+                    execution = await self.tools.commit(held.speculation, cancel)  # reads reused, held calls run
+                else:
+                    execution = await self._run_tools(self.tools, turn, calls, cancel, ctx)
                 execution.append_to(self.context)
                 if execution.budget_exhausted:
                     await self._say(turn, self.config.fallback_line, ctx)
@@ -382,10 +460,29 @@ class LlmRunner(Processor):
         self.book.record_round(epoch, round_, len(self.context) - 1)
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
 
-    def _request(self) -> LlmRequest:
-        messages = self.context.messages
+    async def _commit_round(self, turn: _Turn, held: HeldAnswer, ctx: ProcessorContext) -> tuple[Assembled, ...]:
+        """A speculative answer taken as the turn's first round: spoken now, its message pushed."""
+        epoch, round_ = turn.epoch, turn.take()
+        self.stats.rounds += 1
+        self.stats.speculations_committed += 1
+        now = ctx.clock.now()
+        timed = self.timeline.llm_request(epoch, now)  # the answer is there at once
+        self.timeline.llm_first_token(epoch, timed, now)
+        self.timeline.llm_done(epoch, timed, now)
+        await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
+        for chunk in held.chunks:
+            await ctx.push(LlmTextFrame(epoch=epoch, text=chunk, round=round_))
+        if held.message is not None:
+            self.context.push(held.message)
+            self.book.record_round(epoch, round_, len(self.context) - 1)
+        await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
+        return held.calls
+
+    def _request(self, context: Context | None = None) -> LlmRequest:
+        context = context if context is not None else self.context
+        messages = context.messages
         if self.window is not None:
-            messages = build_window(self.context, self.window, self.context.estimator, None).context.messages
+            messages = build_window(context, self.window, context.estimator, None).context.messages
         specs = tuple(self.tools.registry.specs()) if self.tools is not None else ()
         return LlmRequest(
             messages=messages,
@@ -431,13 +528,16 @@ class LlmRunner(Processor):
         self,
         request: LlmRequest,
         epoch: int,
-        round_: int,
+        round_: int | None,
         ctx: ProcessorContext,
         assembler: ResponseAssembler,
         spoken: list[str],
         timed: int | None,
     ) -> None:
-        """Speak the model's text as it streams; everything goes to the assembler as well."""
+        """Speak the model's text as it streams; everything goes to the assembler as well.
+
+        ``round_`` None: a speculative run; the text is only collected in ``spoken``.
+        """
         stream = self.llm.stream(request)
         first = True
         try:
@@ -455,11 +555,13 @@ class LlmRunner(Processor):
                 wait = self.timeouts.idle
                 if first and isinstance(event, TextDelta | ToolCallDelta):
                     first = False
-                    self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
+                    if round_ is not None:
+                        self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
                 if isinstance(event, TextDelta):
                     assembler.push(A.TextDelta(event.text))
                     spoken.append(event.text)
-                    await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=round_))
+                    if round_ is not None:
+                        await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=round_))
                 elif isinstance(event, ToolCallDelta):
                     assembler.push(
                         A.ToolCallDelta(

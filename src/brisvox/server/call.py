@@ -35,7 +35,7 @@ from starlette.websockets import WebSocket
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
-from brisvox.engine import CallObserver, EngineConfig, LlmConfig, run_call
+from brisvox.engine import CallObserver, EngineConfig, LlmConfig, Speculation, run_call
 from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig
@@ -132,6 +132,7 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         llm=LlmConfig(system_prompt=definition.prompt.strip(), greeting=definition.greeting),
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
+        speculation=Speculation.AT_PAUSE if definition.speculation else Speculation.OFF,
     )
 
 
