@@ -11,8 +11,8 @@
 3. Cross-field checks, all reported together: keys that only apply to another policy,
    ``confirm_tools`` outside ``tools``, duplicated tools, a provider unknown for its
    stage or not speaking the agent's language, a provider that needs a key without
-   ``api_key_env`` (or one that takes none with it), an option the STT or TTS provider
-   does not take or a value of the wrong type (the tables are ``ProviderEntry.options``).
+   ``api_key_env`` (or one that takes none with it), an option the provider does not take,
+   a value of the wrong type or out of range (``ProviderEntry.options`` and ``bounds``).
 4. Tools: each listed tool must be one the server provides (``available_tools``); a
    missing one is reported at its position in the list.
 5. Secrets: with ``environ`` given, each ``api_key_env`` must name a set variable; its
@@ -50,6 +50,7 @@ from brisvox.core.secret import Secret
 from brisvox.server._toml_positions import KeyPath, Positions, index_positions
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
+    Bounds,
     KeyUse,
     OptionType,
     ProviderEntry,
@@ -522,9 +523,23 @@ def _options(entry: ProviderEntry, given: Mapping[str, Any], report: _Report) ->
         elif not _is_option_type(value, expected):
             report.at_value(path, f"expected {_TYPE_NAMES[expected]} for {entry.stage.value} provider "
                                   f"{entry.name!r}, got {_shown(value)}")
+        elif (problem := _out_of_bounds(value, entry.bounds.get(key))) is not None:
+            report.at_value(path, f"{problem} for {entry.stage.value} provider {entry.name!r}, got {_shown(value)}")
         else:
             out[key] = float(value) if expected is float else value
     return out
+
+
+def _out_of_bounds(value: object, bounds: Bounds | None) -> str | None:
+    """What is wrong with a numeric ``value`` outside ``bounds`` (None: it is within them)."""
+    if bounds is None or not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    low, high = bounds
+    if (low is not None and value < low) or (high is not None and value > high) or math.isnan(value):
+        if low is not None and high is not None:
+            return f"expected a value from {low:g} to {high:g}"
+        return f"expected at least {low:g}" if low is not None else f"expected at most {high:g}"
+    return None
 
 
 _TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", float: "a number", bool: "a boolean"}

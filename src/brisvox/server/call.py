@@ -125,11 +125,14 @@ class EngineEndpoint(TransportEndpoint):
 
 
 def engine_config(definition: AgentDefinition) -> EngineConfig:
-    """The engine settings an agent file gives (the rest are the engine's defaults)."""
+    """The engine settings an agent file gives (the rest are the engine's defaults); the LLM's
+    ``temperature`` and ``max_tokens`` options go with every request."""
+    llm_options = definition.llm.options
     return EngineConfig(
         turn=definition.turn,
         interruption=definition.interruption,
-        llm=LlmConfig(system_prompt=definition.prompt.strip(), greeting=definition.greeting),
+        llm=LlmConfig(system_prompt=definition.prompt.strip(), greeting=definition.greeting,
+                      max_tokens=llm_options.get("max_tokens"), temperature=llm_options.get("temperature")),
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
         speculation=Speculation.AT_PAUSE if definition.speculation else Speculation.OFF,

@@ -10,7 +10,9 @@
   models only for a ``local`` stage.  Cartesia speaks every call rate itself; hibari and
   OpenAI speech speak 24 kHz only and ElevenLabs all but 48 kHz, so :class:`ResamplingTts`
   converts their audio to the call's rate where they cannot produce it.
-* LLM: the agent file's choice.  ``scripted`` (what the demo agent leaves it at) is
+* LLM: the agent file's choice, its adapter built from its ``options`` (``model``,
+  ``base_url`` ...; ``temperature`` and ``max_tokens`` go with each request through
+  ``engine_config``, not to the adapter).  ``scripted`` (what the demo agent leaves it at) is
   replaced by a configured model when the environment has one, in this order:
   ``BRISVOX_LLM_BASE_URL`` (any OpenAI-compatible server; ``BRISVOX_LLM_MODEL``,
   optional ``BRISVOX_LLM_API_KEY``), ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, the local
@@ -42,7 +44,7 @@ from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsFlushed, TtsProvider, TtsSession
 from brisvox.server.agent_file import AgentDefinition, ProviderChoice
-from brisvox.server.providers import lookup
+from brisvox.server.providers import LLM_REQUEST_OPTIONS, lookup
 
 __all__ = ["CallProviders", "ResamplingTts", "build_call_providers", "choose_llm"]
 
@@ -127,22 +129,27 @@ def choose_llm(definition: AgentDefinition, clock: Clock, environ: Mapping[str, 
     """The agent's LLM and a label for it (see the module docs for the order)."""
     # The cloud adapters (and httpx) are imported only when one is chosen.
     choice = definition.llm
-    options = dict(choice.options)
-    model = str(options.get("model", ""))
+    # temperature and max_tokens go with each request (engine_config); the rest is the adapter's.
+    options = {k: v for k, v in choice.options.items() if k not in LLM_REQUEST_OPTIONS}
+    model = str(options.pop("model", ""))
     if choice.provider in ("openai", "openrouter", "ollama", "vllm"):
-        from brisvox.providers.cloud import openai_compat as oa
+        with _extra(choice):
+            from brisvox.providers.cloud import openai_compat as oa
 
-        opts = oa.OpenAiCompatOptions.preset(choice.provider, model=model or DEFAULT_OPENAI_MODEL, api_key=choice.api_key)
+        opts = oa.OpenAiCompatOptions.preset(choice.provider, model=model or DEFAULT_OPENAI_MODEL,
+                                             api_key=choice.api_key, **options)
         return oa.OpenAiCompatLlm(opts, clock), f"{choice.provider} ({opts.model})"
-    if choice.provider == "anthropic" and choice.api_key is not None:
-        from brisvox.providers.cloud.anthropic import AnthropicLlm, AnthropicOptions
-
-        a = AnthropicOptions(model=model or DEFAULT_ANTHROPIC_MODEL, api_key=choice.api_key)
+    if choice.provider == "anthropic":
+        llm_key = _key(definition, choice)
+        with _extra(choice):
+            from brisvox.providers.cloud.anthropic import AnthropicLlm, AnthropicOptions
+        a = AnthropicOptions(model=model or DEFAULT_ANTHROPIC_MODEL, api_key=llm_key, **options)
         return AnthropicLlm(a, clock), f"anthropic ({a.model})"
-    if choice.provider == "gemini" and choice.api_key is not None:
-        from brisvox.providers.cloud.gemini import GeminiLlm, GeminiOptions
-
-        g = GeminiOptions(model=model or "gemini-2.0-flash", api_key=choice.api_key)
+    if choice.provider == "gemini":
+        llm_key = _key(definition, choice)
+        with _extra(choice):
+            from brisvox.providers.cloud.gemini import GeminiLlm, GeminiOptions
+        g = GeminiOptions(model=model or "gemini-2.0-flash", api_key=llm_key, **options)
         return GeminiLlm(g, clock), f"gemini ({g.model})"
     if choice.provider == "local":
         local = _local_llm()
@@ -280,10 +287,12 @@ def _tts(definition: AgentDefinition, clock: Clock) -> TtsProvider:
         tts = el.ElevenLabsTts(el.ElevenLabsOptions(api_key=key, **choice.options), clock)
         return ResamplingTts(tts, 24_000, direct=el.SAMPLE_RATES)  # no 48 kHz: that call gets 24 kHz resampled
     if choice.provider == "openai":
-        key = _key(definition, choice)
+        # The key is optional (an OpenAI-compatible speech server may take none); a named one must be set.
+        speech_key = _key(definition, choice) if choice.api_key_env is not None else None
         with _extra(choice):
             from brisvox.providers.cloud import openai_speech as osp
-        return ResamplingTts(osp.OpenAiSpeechTts(osp.OpenAiSpeechOptions(api_key=key, **choice.options), clock),
+        speech = osp.OpenAiSpeechOptions(api_key=speech_key, **choice.options)
+        return ResamplingTts(osp.OpenAiSpeechTts(speech, clock),
                              osp.SAMPLE_RATE)
     raise ConfigError(f"{definition.source}: tts provider {choice.provider!r} is not available in this build")
 
