@@ -76,6 +76,45 @@ temperature = 0.2
     assert "sk-ant-1" not in repr(d)
 
 
+LLM = BASE + """
+[llm]
+provider = "openai"
+api_key_env = "OPENAI_API_KEY"
+
+[llm.options]
+"""
+
+
+def test_an_unknown_llm_option_is_reported_at_its_key_with_the_options_the_provider_takes() -> None:
+    assert problems(LLM + "model = \"gpt-4o\"\ntop_k = 40\n") == [
+        "agent.toml:11:1: llm.options.top_k: unknown option for llm provider 'openai' (known: model, temperature, "
+        "max_tokens, base_url, reasoning_effort, parallel_tool_calls)"
+    ]
+
+
+def test_an_llm_temperature_out_of_range_or_of_the_wrong_type_is_reported_at_its_value() -> None:
+    assert problems(LLM + "temperature = 2.5\nmax_tokens = 0\n") == [
+        "agent.toml:10:15: llm.options.temperature: expected a value from 0 to 2 for llm provider 'openai', "
+        "got 2.5 (a number)",
+        "agent.toml:11:14: llm.options.max_tokens: expected at least 1 for llm provider 'openai', got 0 (an integer)",
+    ]
+    assert problems(LLM + "temperature = \"warm\"\n") == [
+        "agent.toml:10:15: llm.options.temperature: expected a number for llm provider 'openai', got 'warm' (a string)"
+    ]
+
+
+def test_the_scripted_llm_takes_no_options() -> None:
+    text = BASE + "\n[llm]\nprovider = \"scripted\"\noptions = { temperature = 0.5 }\n"
+    assert problems(text) == [
+        "agent.toml:7:13: llm.options.temperature: unknown option for llm provider 'scripted' (it takes none)"
+    ]
+
+
+def test_openai_speech_needs_no_key_since_a_compatible_server_may_take_none() -> None:
+    d = parse_agent_file(BASE + "\n[tts]\nprovider = \"openai\"\n", source="agent.toml", environ={})
+    assert d.tts.provider == "openai" and d.tts.api_key is None
+
+
 def test_a_toml_syntax_error_names_its_line_and_column() -> None:
     assert problems(BASE + "language = \n") == ["agent.toml:4:12: TOML syntax: Invalid value"]
 

@@ -19,7 +19,7 @@ from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import SystemClock
 from brisvox.engine import CallEvent, CallEventKind, Providers, Speculation
 from brisvox.inference.vad import energy_vad
-from brisvox.server.agent_file import load_agent_file
+from brisvox.server.agent_file import load_agent_file, parse_agent_file
 from brisvox.server.call import EngineEndpoint, engine_config, engine_runner, metrics_listener
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
@@ -45,6 +45,15 @@ def test_the_engine_config_takes_the_agent_files_prompt_turn_policy_and_interrup
     assert config.llm.system_prompt.startswith("You are the phone assistant of Lokanta Deniz")
     assert config.turn == agent.turn and config.interruption == agent.interruption
     assert config.speculation is Speculation.OFF and config.llm.greeting == agent.greeting
+
+
+def test_the_llms_temperature_and_max_tokens_options_reach_the_engines_llm_settings() -> None:
+    text = ("[agent]\nname = \"a\"\nprompt = \"p\"\n\n[llm]\nprovider = \"ollama\"\n"
+            "options = { model = \"qwen3\", temperature = 0, max_tokens = 120 }\n")
+    config = engine_config(parse_agent_file(text))
+    assert (config.llm.temperature, config.llm.max_tokens) == (0.0, 120)
+    demo = engine_config(load_agent_file(DEMO_AGENT_FILE, available_tools=demo_tools()))
+    assert (demo.llm.temperature, demo.llm.max_tokens) == (None, None)  # unset: the provider's own
 
 
 def test_an_agent_file_that_enables_speculation_gets_speculative_starts(tmp_path: Path) -> None:

@@ -15,9 +15,10 @@ from brisvox.core.clock import SystemClock
 from brisvox.core.errors import ConfigError
 from brisvox.providers.cloud.cartesia import CartesiaTts
 from brisvox.providers.cloud.deepgram import DeepgramStt
+from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm
 from brisvox.providers.tts import TtsConfig, TtsProvider, TtsSession
 from brisvox.server.agent_file import AgentDefinition, parse_agent_file
-from brisvox.server.call_providers import CallProviders, ResamplingTts, build_call_providers
+from brisvox.server.call_providers import CallProviders, ResamplingTts, build_call_providers, choose_llm
 from brisvox.sim import MockTts
 
 BASE = """\
@@ -94,6 +95,42 @@ def test_elevenlabs_and_openai_speech_are_built_from_their_options(built: list[C
     oa = build(tts_section("openai", "OA_KEY", "options = { voice = \"nova\", instructions = \"calm\" }\n"), built)
     assert (el.providers.tts.name, oa.providers.tts.name) == ("elevenlabs", "openai-speech")
     assert isinstance(oa.providers.tts, ResamplingTts)
+
+
+def test_openai_speech_without_a_key_is_built_for_a_compatible_server(built: list[CallProviders]) -> None:
+    text = BASE + '\n[tts]\nprovider = "openai"\noptions = { base_url = "http://127.0.0.1:9/v1" }\n'
+    assert build(text, built).providers.tts.name == "openai-speech"
+
+
+def test_the_llms_base_url_and_model_reach_the_openai_compatible_adapter_but_not_its_request_options() -> None:
+    text = BASE + """
+[llm]
+provider = "vllm"
+
+[llm.options]
+model = "qwen3-8b"
+base_url = "http://10.0.0.5:8000/v1"
+temperature = 0.4
+max_tokens = 200
+"""
+    llm, label = choose_llm(agent(text), SystemClock(), {})
+    assert isinstance(llm, OpenAiCompatLlm) and label == "vllm (qwen3-8b)"
+    assert repr(llm) == "OpenAiCompatLlm(preset='vllm', model='qwen3-8b', base_url='http://10.0.0.5:8000/v1')"
+
+
+def test_an_anthropic_llm_takes_its_adapter_options_and_its_key() -> None:
+    text = BASE + """
+[llm]
+provider = "anthropic"
+api_key_env = "AN_KEY"
+options = { model = "claude-x", base_url = "http://127.0.0.1:9", thinking_budget = 2048 }
+"""
+    definition = parse_agent_file(text, source=Path("agent.toml"), environ={"AN_KEY": "an-secret"})
+    llm, label = choose_llm(definition, SystemClock(), {})
+    assert label == "anthropic (claude-x)" and "an-secret" not in repr(llm)
+    without_key = parse_agent_file(text, source=Path("agent.toml"))
+    with pytest.raises(ConfigError, match=r"llm provider 'anthropic' needs its key in the environment variable AN_KEY"):
+        choose_llm(without_key, SystemClock(), {})
 
 
 def test_local_stt_and_tts_stay_the_default(built: list[CallProviders]) -> None:

@@ -5,16 +5,24 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from brisvox.engine import LlmConfig
 from brisvox.providers.cloud import (
+    AnthropicOptions,
     CartesiaOptions,
     DeepgramOptions,
     ElevenLabsOptions,
+    GeminiOptions,
+    OpenAiCompatOptions,
     OpenAiSpeechOptions,
 )
-from brisvox.server.providers import CATALOG, Stage, lookup
+from brisvox.server.providers import CATALOG, LLM_REQUEST_OPTIONS, Stage, lookup
 
-ADAPTERS = {(Stage.STT, "deepgram"): DeepgramOptions, (Stage.TTS, "cartesia"): CartesiaOptions,
-            (Stage.TTS, "elevenlabs"): ElevenLabsOptions, (Stage.TTS, "openai"): OpenAiSpeechOptions}
+ADAPTERS: dict[tuple[Stage, str], type] = {
+    (Stage.STT, "deepgram"): DeepgramOptions, (Stage.TTS, "cartesia"): CartesiaOptions,
+    (Stage.TTS, "elevenlabs"): ElevenLabsOptions, (Stage.TTS, "openai"): OpenAiSpeechOptions,
+    (Stage.LLM, "anthropic"): AnthropicOptions, (Stage.LLM, "gemini"): GeminiOptions,
+    **{(Stage.LLM, name): OpenAiCompatOptions for name in ("openai", "openrouter", "ollama", "vllm")},
+}
 
 
 def test_every_catalog_option_is_a_field_of_its_adapters_options_with_that_type() -> None:
@@ -24,11 +32,24 @@ def test_every_catalog_option_is_a_field_of_its_adapters_options_with_that_type(
         hints = typing.get_type_hints(cls)
         fields = {f.name for f in dataclasses.fields(cls)}
         for option, kind in entry.options.items():
+            if stage is Stage.LLM and option in LLM_REQUEST_OPTIONS:
+                continue
             assert option in fields, (name, option)
             assert hints[option] is kind or kind in typing.get_args(hints[option]), (name, option)
 
 
-def test_every_stt_and_tts_provider_lists_its_options() -> None:
+def test_an_llms_request_options_are_fields_of_the_engines_llm_config_with_that_type() -> None:
+    hints = typing.get_type_hints(LlmConfig)
     for entry in CATALOG:
-        if entry.stage is not Stage.LLM:
-            assert entry.options is not None, entry.name
+        if entry.stage is Stage.LLM and entry.options is not None:
+            for option in LLM_REQUEST_OPTIONS:
+                if option in entry.options:
+                    assert entry.options[option] in typing.get_args(hints[option]), (entry.name, option)
+
+
+def test_every_provider_lists_its_options_and_every_model_llm_takes_temperature_and_max_tokens() -> None:
+    for entry in CATALOG:
+        assert entry.options is not None, entry.name
+        if entry.stage is Stage.LLM and entry.name != "scripted":
+            assert {"temperature", "max_tokens"} <= set(entry.options), entry.name
+            assert entry.bounds["temperature"] == (0.0, 2.0) and entry.bounds["max_tokens"] == (1, None)
