@@ -35,9 +35,23 @@ typecheck:
 pytest:
 	$(PY) -m pytest
 
+# The local LLM (llama-cpp-python) builds from source once, about 8 minutes on 2 cores; the
+# native build crashed on an AVX-512 CPU, so it is built for AVX2.  If the build or the fetch
+# fails the demo still starts, with the scripted host (the page says which LLM runs).
+# BRISVOX_DEMO_LLM=scripted skips it.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX512=OFF
+
 demo: venv apt
 	$(PIP) install -q -e '.[local]'
 	$(PY) -m brisvox models fetch
+	@if [ "$$BRISVOX_DEMO_LLM" != "scripted" ] && ! $(PY) -c 'import llama_cpp' 2>/dev/null; then \
+	  echo "building the local LLM (llama.cpp; once, about 8 minutes)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q -e '.[local,local-llm]' \
+	    || echo "the local LLM did not build; the demo runs the scripted host"; \
+	fi
+	@if [ "$$BRISVOX_DEMO_LLM" != "scripted" ] && $(PY) -c 'import llama_cpp' 2>/dev/null; then \
+	  $(PY) -m brisvox models fetch qwen2_5_coder_0_5b_q4 || echo "the local LLM's model was not fetched"; \
+	fi
 	$(PY) -m brisvox demo
 
 bench: venv

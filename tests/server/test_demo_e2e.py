@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from brisvox.audio import read_wav, write_wav
+from brisvox.engine.config import DEFAULT_FALLBACK_LINE
 from tests._speech import espeak_wav
 from tests.server._demo_server import DemoServer, need_local_llm, need_models
 
@@ -118,8 +119,12 @@ def test_the_demo_server_with_the_local_llm_answers_a_spoken_request_with_speech
     call = call_demo(tmp_path, "local", linger_ms=20000, max_duration=90)
     assert call.events[0]["llm"].startswith("the local LLM")
     assert_greeted_heard_and_drained(call)
+    # The 0.5B model on two shared cores is slow (seconds to the first token) and often gets
+    # tool arguments wrong; what must hold is that it answered for real: a tool call it made,
+    # or words of its own (not only the engine's fallback line).
     answer = "".join(e["text"] for e in call.of("bot_text") if e["epoch"] > 0)
-    assert answer.strip(), call.events  # the model said something after the greeting
-    for tool_call in call.of("tool_call"):  # a small model may or may not call a tool; a call must be valid
+    own_words = answer.replace(DEFAULT_FALLBACK_LINE, "").strip()
+    assert call.of("tool_call") or own_words, call.events
+    for tool_call in call.of("tool_call"):
         assert tool_call["name"] in {"check_availability", "book_table"}
         json.loads(tool_call["arguments"])

@@ -455,9 +455,7 @@ class LlmRunner(Processor):
         epoch, round_ = turn.epoch, turn.take()
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
         await ctx.push(LlmTextFrame(epoch=epoch, text=text, round=round_))
-        self._place_filler()
-        self.context.push_assistant(text)
-        self.book.record_round(epoch, round_, len(self.context) - 1)
+        self._keep_round(epoch, round_, AssistantMessage(text=text))
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
 
     async def _commit_round(self, turn: _Turn, held: HeldAnswer, ctx: ProcessorContext) -> tuple[Assembled, ...]:
@@ -472,11 +470,16 @@ class LlmRunner(Processor):
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
         for chunk in held.chunks:
             await ctx.push(LlmTextFrame(epoch=epoch, text=chunk, round=round_))
-        if held.message is not None:
-            self.context.push(held.message)
-            self.book.record_round(epoch, round_, len(self.context) - 1)
+        self._keep_round(epoch, round_, held.message)
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
         return held.calls
+
+    def _keep_round(self, epoch: int, round_: int, message: AssistantMessage | None) -> None:
+        """A spoken round's message into the context, after any filler waiting for its place."""
+        self._place_filler()
+        if message is not None:
+            self.context.push(message)
+            self.book.record_round(epoch, round_, len(self.context) - 1)
 
     def _request(self, context: Context | None = None) -> LlmRequest:
         context = context if context is not None else self.context
@@ -517,10 +520,7 @@ class LlmRunner(Processor):
         else:
             response = assembler.finish(epoch, self.context)
             message, calls = response.assistant_message(), response.calls
-        self._place_filler()  # after the request that answered it was built and sent
-        if message is not None:
-            self.context.push(message)
-            self.book.record_round(epoch, round_, len(self.context) - 1)
+        self._keep_round(epoch, round_, message)  # the filler goes after the request that answered it
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
         return calls
 

@@ -15,7 +15,6 @@ never runs.  A dropped run never touched the context, so there is no call to clo
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 
 from brisvox.agent.assemble import Assembled
@@ -23,8 +22,6 @@ from brisvox.agent.context import AssistantMessage, Message
 from brisvox.agent.tools import CancelToken, Speculation
 
 __all__ = ["HeldAnswer", "SpeculativeStart"]
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
