@@ -181,9 +181,12 @@ class LoopbackTransport:
         async def reader() -> None:
             nonlocal gen
             try:
-                while not ends.ended.is_set():
+                while True:
                     got = await ends.out.recv_or_wake()  # the core wakes it when the call ends
                     if got is WAKE:
+                        # The wake can overtake the last items (the hang-up): deliver those first.
+                        if ends.ended.is_set() and not ends.out:
+                            return
                         continue
                     if isinstance(got, WireClear):
                         gen += 1

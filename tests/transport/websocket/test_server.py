@@ -430,6 +430,8 @@ async def test_no_task_is_left_after_calls_refusals_fatal_closes_and_shutdown() 
         async with client(server.url) as ws:
             await start(ws)
             ws.transport.abort()
+        await clock.sleep(0.5)  # the server notices the abort on its own schedule; then the slot is free
+        assert server.active_calls == 0
         async with client(server.url) as ws:
             await start(ws)
     await wait_for_task_baseline(clock, baseline, timeout=2.0)
