@@ -2,14 +2,22 @@
 
 Each call is a simulated caller over the loopback transport with mock providers of fixed
 latency (STT final 50 ms after a stop, LLM first token 200 ms, TTS first audio 80 ms),
-on the real clock, the calls staggered by 37 ms (mod 2 s).  The caller asks a question, the bot answers, the caller barges in.
-From each call's own timeline (brisvox.core.timeline) the script takes four engine
-intervals and prints p50 and p95 over all calls:
+on the real clock, the calls staggered by 37 ms (mod 2 s).  The caller asks a question, the
+bot answers, the caller barges in: two turns and one barge-in per call.  From each call's own
+timeline (brisvox.core.timeline) the script takes four engine intervals and prints p50 and
+p95 over all calls:
 
 * turn end -> LLM request   (budget 3 ms at p95)
 * first TTS audio -> audio handed to the transport   (budget 2 ms)
 * barge-in decision -> Clear applied   (budget 1 ms)
 * first LLM token -> first text sent to TTS
+
+It also prints whether the run is valid.  Each caller frame is due at its scenario time;
+how late the callers actually sent them is the load's own symptom: once the process has no
+CPU to spare, frames leave in bursts, timers fire late and the calls change shape (turns
+split, barge-ins repeat), so the intervals measure a different conversation.  A run whose
+callers were more than one frame (20 ms) late at p95, or whose calls did not all have two
+turns and one barge-in, is marked OVERLOADED.
 
     python bench/engine_latency.py [--calls 1 50 100]
 """
@@ -22,6 +30,8 @@ import contextlib
 import logging
 import statistics
 import sys
+import time
+from dataclasses import dataclass
 
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SystemClock
@@ -45,7 +55,17 @@ INTERVALS = {
 }
 
 
-async def one_call(clock: SystemClock, transport: LoopbackTransport, n: int) -> tuple[TurnRecord, ...]:
+FRAME = 0.02
+EXPECTED_TURNS, EXPECTED_BARGE_INS = 2, 1
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    timeline: tuple[TurnRecord, ...]
+    lateness: list[float]  # seconds each caller frame left after it was due
+
+
+async def one_call(clock: SystemClock, transport: LoopbackTransport, n: int) -> CallResult:
     scenario = (
         ScenarioBuilder().pause(0.3).say("what tables do you have tonight").pause(1.6).say("seven").pause(1.5).build()
     )
@@ -70,26 +90,43 @@ async def one_call(clock: SystemClock, transport: LoopbackTransport, n: int) -> 
         reader = scope.spawn(drain(), name="reader")
         # Calls start 37 ms apart (mod 2 s), so turn ends do not all land in the same tick.
         start = clock.now() + (n * 0.037) % 2.0
-        for i, pcm in enumerate(scenario.frames(0.02)):
-            await clock.sleep_until(start + i * 0.02)
+        lateness = []
+        for i, pcm in enumerate(scenario.frames(FRAME)):
+            due = start + i * FRAME
+            await clock.sleep_until(due)
+            lateness.append(clock.now() - due)
             await client.send_audio(pcm, RATE)
         await client.hangup()
         report = await call
         reader.cancel()
-    return report.timeline
+    return CallResult(report.timeline, lateness)
 
 
-async def run(calls: int) -> dict[str, list[float]]:
+@dataclass(slots=True)
+class RunResult:
+    intervals: dict[str, list[float]]  # milliseconds
+    lateness: list[float]  # milliseconds, every frame of every caller
+    misshapen: int  # calls without exactly the scenario's turns and barge-ins
+    cpu_per_call_second: float  # process CPU seconds per call per second of caller audio
+
+
+async def run(calls: int) -> RunResult:
     clock = SystemClock()
+    cpu = time.process_time()
     async with LoopbackTransport(clock) as transport:
-        records = await asyncio.gather(*(one_call(clock, transport, i) for i in range(calls)))
-    out: dict[str, list[float]] = {name: [] for name in INTERVALS}
-    for timeline in records:
-        for record in timeline:
+        results = await asyncio.gather(*(one_call(clock, transport, i) for i in range(calls)))
+    audio_seconds = sum(len(r.lateness) for r in results) * FRAME
+    out = RunResult({name: [] for name in INTERVALS}, [], 0, (time.process_time() - cpu) / audio_seconds)
+    for result in results:
+        out.lateness.extend(late * 1000 for late in result.lateness)
+        turns = sum(1 for r in result.timeline if r.at(E.USER_TURN_ENDED) is not None)
+        barge_ins = sum(1 for r in result.timeline if r.at(E.BARGE_IN) is not None)
+        out.misshapen += (turns, barge_ins) != (EXPECTED_TURNS, EXPECTED_BARGE_INS)
+        for record in result.timeline:
             for name, (a, b, _) in INTERVALS.items():
                 d = record.between(a, b)
                 if d is not None:
-                    out[name].append(d * 1000)
+                    out.intervals[name].append(d * 1000)
     return out
 
 
@@ -113,9 +150,17 @@ def main() -> int:
     print(f"loop={args.loop}; milliseconds, p50 / p95 over every turn of every call")
     for calls in args.calls:
         result = asyncio.run(run(calls))
-        print(f"\n{calls} concurrent call(s):")
+        late95 = pct(result.lateness, 0.95)
+        valid = late95 <= FRAME * 1000 and result.misshapen == 0
+        print(f"\n{calls} concurrent call(s): {'valid' if valid else 'OVERLOADED'}")
+        print(
+            f"  caller frames late              p50 {statistics.median(result.lateness):7.3f}  p95 {late95:7.3f}"
+            f"  max {max(result.lateness):7.1f}"
+        )
+        print(f"  calls not shaped 2 turns + 1 barge-in: {result.misshapen} of {calls}")
+        print(f"  CPU per call-second of audio: {result.cpu_per_call_second * 1000:.1f} ms (callers and mocks included)")
         for name, (_, _, budget) in INTERVALS.items():
-            values = result[name]
+            values = result.intervals[name]
             verdict = "" if budget is None else ("  ok" if pct(values, 0.95) <= budget else f"  OVER {budget} ms")
             print(
                 f"  {name:32s} p50 {statistics.median(values) if values else float('nan'):7.3f}"
