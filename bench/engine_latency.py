@@ -2,7 +2,8 @@
 
 Each call is a simulated caller over the loopback transport with mock providers of fixed
 latency (STT final 50 ms after a stop, LLM first token 200 ms, TTS first audio 80 ms),
-on the real clock, the calls staggered by 37 ms (mod 2 s).  The caller asks a question, the
+on the real clock, the calls staggered by 37 ms (mod 2 s); one feeder task sends every
+caller's frames as they fall due (it ticks every 5 ms).  The caller asks a question, the
 bot answers, the caller barges in: two turns and one barge-in per call.  From each call's own
 timeline (brisvox.core.timeline) the script takes four engine intervals and prints p50 and
 p95 over all calls:
@@ -12,7 +13,8 @@ p95 over all calls:
 * barge-in decision -> Clear applied   (budget 1 ms)
 * first LLM token -> first text sent to TTS
 
-It also prints whether the run is valid.  Each caller frame is due at its scenario time;
+It also prints whether the run is valid.  Each caller frame is due at its scenario time (up
+to one feeder tick late on an idle loop);
 how late the callers actually sent them is the load's own symptom: once the process has no
 CPU to spare, frames leave in bursts, timers fire late and the calls change shape (turns
 split, barge-ins repeat), so the intervals measure a different conversation.  A run whose
@@ -31,7 +33,7 @@ import logging
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SystemClock
@@ -43,7 +45,7 @@ from brisvox.engine import EngineConfig, Providers, run_call
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.sim import LatencyProfile, MockStt, MockTts, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
-from brisvox.transport import LoopbackTransport, TransportSession
+from brisvox.transport import LoopbackClient, LoopbackConfig, LoopbackTransport, TransportSession
 
 RATE = 16000
 ANSWER = "We have tables at six, seven and eight tonight, and the terrace is open for larger groups too."
@@ -56,7 +58,59 @@ INTERVALS = {
 
 
 FRAME = 0.02
+TICK = 0.005  # the feeder's tick: a frame leaves at most this late on an idle loop
 EXPECTED_TURNS, EXPECTED_BARGE_INS = 2, 1
+SCENARIO = (
+    ScenarioBuilder().pause(0.3).say("what tables do you have tonight").pause(1.6).say("seven").pause(1.5).build()
+)
+
+
+@dataclass(slots=True)
+class Caller:
+    client: LoopbackClient
+    start: float
+    frames: list[bytes]
+    lateness: list[float] = field(default_factory=list)  # seconds each frame left after it was due
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class Feeder:
+    """Sends every caller's frames as they fall due, from one task ticking every TICK.
+
+    One task for all callers, as a media server's receive loop takes many sockets per
+    wake-up: a task and a timer per caller and frame would make the simulated callers cost
+    about as much CPU as the engines they measure.
+    """
+
+    def __init__(self, clock: SystemClock) -> None:
+        self._clock = clock
+        self._callers: list[Caller] = []
+        self._added = asyncio.Event()
+
+    def add(self, caller: Caller) -> None:
+        self._callers.append(caller)
+        self._added.set()
+
+    async def run(self) -> None:
+        clock = self._clock
+        while True:
+            if not self._callers:
+                self._added.clear()
+                await self._added.wait()
+            now = clock.now()
+            for caller in self._callers:
+                with contextlib.suppress(ChannelClosed):  # the caller's ear: drained here, no task per call
+                    while caller.client.try_recv() is not None:
+                        pass
+                sent = len(caller.lateness)
+                while sent < len(caller.frames) and (due := caller.start + sent * FRAME) <= now:
+                    caller.lateness.append(now - due)
+                    await caller.client.send_audio(caller.frames[sent], RATE)
+                    sent += 1
+                if sent == len(caller.frames):
+                    caller.done.set()
+            self._callers = [c for c in self._callers if not c.done.is_set()]
+            await clock.sleep(TICK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +119,9 @@ class CallResult:
     lateness: list[float]  # seconds each caller frame left after it was due
 
 
-async def one_call(clock: SystemClock, transport: LoopbackTransport, n: int) -> CallResult:
-    scenario = (
-        ScenarioBuilder().pause(0.3).say("what tables do you have tonight").pause(1.6).say("seven").pause(1.5).build()
-    )
+async def one_call(clock: SystemClock, transport: LoopbackTransport, feeder: Feeder, n: int) -> CallResult:
     providers = Providers(
-        stt=MockStt.for_scenario(clock, scenario),
+        stt=MockStt.for_scenario(clock, SCENARIO),
         llm=ScriptedLlm(clock, [[Say(ANSWER)], [Say("Seven it is.")]], latency=LatencyProfile(first_event=0.2)),
         tts=MockTts(clock, MockTtsConfig(latency=LatencyProfile(first_event=0.08))),
         vad=lambda rate: VoiceActivityDetector(EnergyScorer(rate), VadParams.energy()),
@@ -87,19 +138,15 @@ async def one_call(clock: SystemClock, transport: LoopbackTransport, n: int) -> 
                 while True:
                     await client.recv()
 
-        reader = scope.spawn(drain(), name="reader")
         # Calls start 37 ms apart (mod 2 s), so turn ends do not all land in the same tick.
-        start = clock.now() + (n * 0.037) % 2.0
-        lateness = []
-        for i, pcm in enumerate(scenario.frames(FRAME)):
-            due = start + i * FRAME
-            await clock.sleep_until(due)
-            lateness.append(clock.now() - due)
-            await client.send_audio(pcm, RATE)
+        caller = Caller(client, clock.now() + (n * 0.037) % 2.0, list(SCENARIO.frames(FRAME)))
+        feeder.add(caller)
+        await caller.done.wait()
+        reader = scope.spawn(drain(), name="reader")  # the feeder no longer drains this caller
         await client.hangup()
         report = await call
         reader.cancel()
-    return CallResult(report.timeline, lateness)
+    return CallResult(report.timeline, caller.lateness)
 
 
 @dataclass(slots=True)
@@ -113,8 +160,12 @@ class RunResult:
 async def run(calls: int) -> RunResult:
     clock = SystemClock()
     cpu = time.process_time()
-    async with LoopbackTransport(clock) as transport:
-        results = await asyncio.gather(*(one_call(clock, transport, i) for i in range(calls)))
+    feeder = Feeder(clock)
+    # No modelled wire delay: the engine's intervals end where the transport takes the audio.
+    async with LoopbackTransport(clock, LoopbackConfig(latency=0.0)) as transport, TaskScope("feeder") as scope:
+        scope.spawn(feeder.run(), name="feeder")
+        results = await asyncio.gather(*(one_call(clock, transport, feeder, i) for i in range(calls)))
+        scope.cancel()
     audio_seconds = sum(len(r.lateness) for r in results) * FRAME
     out = RunResult({name: [] for name in INTERVALS}, [], 0, (time.process_time() - cpu) / audio_seconds)
     for result in results:

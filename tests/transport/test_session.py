@@ -57,6 +57,28 @@ async def test_caller_audio_and_dtmf_arrive_in_order_retagged_with_the_current_e
         assert d.digit == "5" and d.at == clock.now()
 
 
+async def test_routed_caller_audio_reaches_the_sink_in_order_and_every_other_event_still_comes_by_recv() -> None:
+    async with loopback_call() as (clock, client, session):
+        assert isinstance(await session.recv(), Started)
+        await client.send_audio(tagged_pcm(1))
+        await asyncio.sleep(0)  # queued as an event before the sink is in place
+        got: list[tuple[int, int, float]] = []
+        session.route_caller_audio(lambda f: got.append((f.seq, f.epoch, f.at)))
+        assert got == [(0, 0, clock.now())]  # the queued frame first
+        t_clear = clock.now()
+        await session.send(Clear(2))
+        await clock.sleep(0.02)
+        await client.send_dtmf("7")
+        await client.send_audio(tagged_pcm(2))
+        dtmf = await session.recv()
+        assert isinstance(dtmf, Dtmf) and dtmf.digit == "7"
+        assert got == [(0, 0, t_clear), (1, 2, clock.now())]  # re-tagged, stamped on arrival
+        session.route_caller_audio(None)
+        await client.send_audio(tagged_pcm(3))
+        back = await session.recv()
+        assert isinstance(back, CallerAudio) and back.frame.seq == 2 and len(got) == 2
+
+
 async def test_output_is_paced_on_the_20_ms_grid_and_takes_its_real_duration() -> None:
     async with loopback_call() as (clock, client, session):
         t0 = clock.now()

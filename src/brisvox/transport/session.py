@@ -14,7 +14,7 @@
   marks, then takes the next frame from the sink, skips stale ones and writes it
   (bounded by ``wire_write_timeout``).
 * **input** forwards WireEvents: caller audio re-tagged with the current epoch
-  (drop-oldest), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
+  (drop-oldest; or straight to the sink given to ``route_caller_audio``), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
   session as ``PEER_HANGUP``, a closed event side as ``PEER_DISCONNECTED``.
 * **supervisor** waits for the first task to end (when the output found the wire closed
   it gives the input ``wire_closed_grace`` to deliver what the adapter queued before it
@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -202,6 +202,7 @@ class TransportSession:
         self._workers: list[asyncio.Task[None]] = []
         self._supervisor: asyncio.Task[None] | None = None
         self._scope = TaskScope(f"transport[{link.info.call_id}]")
+        self._audio_sink: Callable[[InputAudioFrame], object] | None = None
         self.stale_audio_dropped = 0
 
     # --- public API ------------------------------------------------------------------------
@@ -226,6 +227,22 @@ class TransportSession:
 
     def try_recv(self) -> TransportEvent | None:
         return self._events.try_recv()
+
+    def route_caller_audio(self, sink: Callable[[InputAudioFrame], object] | None) -> None:
+        """Hand each caller audio frame to ``sink`` in the session's input task, instead of
+        queueing it as a :class:`CallerAudio` event (None: queue them again).
+
+        The frame is already re-tagged and carries its arrival time in ``at``.  ``sink`` must
+        not block or raise: it runs 50 times a second per call, and this saves the audio a
+        hop through the events channel and a wake-up of the task reading it.  Every other
+        event still comes through :meth:`recv`.  Audio already queued as events goes to the
+        new sink first, so the sink sees the caller's frames in order.
+        """
+        self._audio_sink = sink
+        if sink is not None:
+            for ev in self._events.purge(lambda e: isinstance(e, CallerAudio)):
+                assert isinstance(ev, CallerAudio)
+                sink(ev.frame)
 
     async def send(self, cmd: TransportCommand) -> None:
         await CommandSender(self).send(cmd)
@@ -419,8 +436,13 @@ class TransportSession:
                 self._set_reason(StopReason.PEER_DISCONNECTED)
                 return
             if isinstance(ev, WireAudio):
-                frame = InputAudioFrame(epoch=ledger.epoch, pcm=ev.pcm, sample_rate=ev.sample_rate, seq=ev.seq)
-                events.try_send(CallerAudio(frame, ev.at))
+                frame = InputAudioFrame(epoch=ledger.epoch, pcm=ev.pcm, sample_rate=ev.sample_rate, seq=ev.seq,
+                                        at=ev.at)
+                sink = self._audio_sink
+                if sink is None:
+                    events.try_send(CallerAudio(frame, ev.at))
+                else:
+                    sink(frame)
             elif isinstance(ev, WireDtmf):
                 await events.send(Dtmf(ev.digit, ev.at))
             elif isinstance(ev, WireMarkEcho):
