@@ -17,7 +17,7 @@ from brisvox.agent.tools import FillerPolicy, ToolCallContext, ToolRegistry, Too
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
-from brisvox.engine import CallReport, EngineConfig, Providers, run_call
+from brisvox.engine import CallReport, EngineConfig, FillerClipStore, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
 from brisvox.engine.observe import CallObserver
 from brisvox.inference.energy import EnergyScorer
@@ -52,6 +52,7 @@ def tts_config(seed: int, **options: Any) -> MockTtsConfig:
 class SimResult:
     report: CallReport
     heard: list[Heard] = field(default_factory=list)
+    tts: MockTts | None = None  # the provider, for what it was asked to say
 
     def audio_at(self) -> list[tuple[float, int]]:
         """(time, epoch) of each audio frame the caller received."""
@@ -105,13 +106,14 @@ async def simulate(
     dtmf: tuple[tuple[float, str], ...] = (),
     stt: MockStt | None = None,
     observer: CallObserver | None = None,
+    clips: FillerClipStore | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
     providers = Providers(
         stt=stt or MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
         llm=llm,
-        tts=MockTts(clock, tts or MockTtsConfig()),
+        tts=(speaker := MockTts(clock, tts or MockTtsConfig())),
         vad=energy_vad,
         end_of_turn=end_of_turn,
     )
@@ -121,7 +123,8 @@ async def simulate(
         client = await transport.connect(metadata={"sample_rate": str(RATE)})
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
-        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer),
+        call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer,
+                                    clips=clips),
                            name="call")
 
         async def listen() -> None:
@@ -142,4 +145,4 @@ async def simulate(
         await asyncio.sleep(0)
         listener.cancel()
     await wait_for_task_baseline(clock, baseline)  # the call left no task behind
-    return SimResult(report, heard)
+    return SimResult(report, heard, speaker)

@@ -3,8 +3,9 @@ import brisvox.engine
 
 def test_the_engine_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.engine.__all__) == [
-        "CallEvent", "CallEventKind", "CallObserver", "CallReport", "EngineConfig", "LlmConfig", "PlayoutBook",
-        "Providers", "Speculation", "Timeouts", "run_call",
+        "CallEvent", "CallEventKind", "CallObserver", "CallReport", "EngineConfig", "FillerClip",
+        "FillerClipStore", "LlmConfig", "PlayoutBook", "Providers", "Speculation", "Timeouts", "render_clips",
+        "run_call",
     ]
     for name in brisvox.engine.__all__:
         assert getattr(brisvox.engine, name) is not None

@@ -245,6 +245,7 @@ class UserTurnTentative(ControlFrame):
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class LlmResponseStarted(ControlFrame):
     round: int
+    clip: str | None = None  # the key of a pre-rendered clip that may speak this round (a filler)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

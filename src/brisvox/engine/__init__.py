@@ -1,6 +1,7 @@
 """brisvox.engine: the production pipeline of one call."""
 
 from brisvox.engine.call import CallReport, Providers, run_call
+from brisvox.engine.clips import FillerClip, FillerClipStore, render_clips
 from brisvox.engine.config import EngineConfig, LlmConfig, Speculation, Timeouts
 from brisvox.engine.observe import CallEvent, CallEventKind, CallObserver
 from brisvox.engine.playout import PlayoutBook
@@ -9,4 +10,15 @@ __all__ = [
     "CallEvent",
     "CallEventKind",
     "CallObserver",
-    "CallReport", "EngineConfig", "LlmConfig", "PlayoutBook", "Providers", "Speculation", "Timeouts", "run_call"]
+    "CallReport",
+    "EngineConfig",
+    "FillerClip",
+    "FillerClipStore",
+    "LlmConfig",
+    "PlayoutBook",
+    "Providers",
+    "Speculation",
+    "Timeouts",
+    "render_clips",
+    "run_call",
+]

@@ -28,6 +28,7 @@ from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackF
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
+from brisvox.engine.clips import FillerClipStore
 from brisvox.engine.config import EngineConfig
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
 from brisvox.engine.listen import ListenStage
@@ -80,6 +81,9 @@ class CallReport:
     fillers_in_context: int = 0
     speculations: int = 0  # speculative starts (EngineConfig.speculation)
     speculations_committed: int = 0  # of those, taken as the turn's first round
+    clips_played: int = 0  # filler rounds spoken by a pre-rendered clip
+    clips_dropped: int = 0  # cued clips a barge-in (or the wait limit) kept from playing
+    clip_fallbacks: int = 0  # cued clips spoken by the provider (none at the call's rate)
 
 
 async def run_call(
@@ -92,11 +96,14 @@ async def run_call(
     tools: ToolRegistry | None = None,
     filler: FillerPolicy | None = None,
     observer: CallObserver | None = None,
+    clips: FillerClipStore | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
     ``filler`` replaces the filler policy built from ``config.llm.filler`` (phrases, clips).
     ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.observe`).
+    ``clips`` (optional) are pre-rendered filler clips (:mod:`brisvox.engine.clips`): the
+    filler policy takes them as its clip cache, and the speak stage plays them.
     """
     context = context if context is not None else Context()
     rates = session.info.sample_rate()
@@ -108,6 +115,8 @@ async def run_call(
     book = PlayoutBook()
     timeline = TimelineRecorder()
     machine = TurnMachine(config.turn, config.interruption)
+    if clips is not None:
+        filler = (filler if filler is not None else FillerPolicy.from_config(config.llm.filler)).with_clips(clips)
     commands = session.commands()
 
     def clear(epoch: int) -> None:
@@ -144,6 +153,8 @@ async def run_call(
                 scope,
                 timeline,
                 reconnect=lambda: _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect),
+                clips=clips,
+                clip_rate=out_rate,
             )
             out = TransportOut(commands, book, timeline)
             taps = ObserverTap.pair(observer, context, timeline) if observer is not None else ()
@@ -175,6 +186,9 @@ async def run_call(
         fillers_in_context=runner.stats.fillers_in_context,
         speculations=runner.stats.speculations,
         speculations_committed=runner.stats.speculations_committed,
+        clips_played=speak.clips_played,
+        clips_dropped=speak.clips_dropped,
+        clip_fallbacks=speak.clip_fallbacks,
     )
 
 

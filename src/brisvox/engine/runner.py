@@ -434,7 +434,7 @@ class LlmRunner(Processor):
         # Kept aside before it is spoken: a barge-in mid-phrase still cuts it to what was heard.
         self._pending_filler = _Filler(turn.epoch, round_, choice.text)
         try:
-            await ctx.push(LlmResponseStarted(epoch=turn.epoch, round=round_))
+            await ctx.push(LlmResponseStarted(epoch=turn.epoch, round=round_, clip=choice.clip))
             await ctx.push(LlmTextFrame(epoch=turn.epoch, text=choice.text, round=round_))
             await ctx.push(LlmResponseEnded(epoch=turn.epoch, round=round_))
         except BrisvoxError as exc:  # the pipeline is closing; the call ends anyway

@@ -11,10 +11,22 @@ A TTS session that fails for good (a fatal error, or its event stream ends) ends
 utterances it held, so the turn machine hears that the bot went silent, and the stage
 reconnects (at most ``RECONNECT_ATTEMPTS`` tries with a doubling backoff on the clock);
 what was already said stays said, the next response speaks through the new session.
+
+Filler clips (:mod:`brisvox.engine.clips`): a round whose ``LlmResponseStarted`` names a
+clip the store holds at the call's output rate is spoken by the clip, not the provider
+(its text is recorded as sent and never reaches the provider; a clip it cannot play
+falls back to the provider, counted in ``clip_fallbacks``).  At the round's end a clip
+task plays it once every earlier utterance is done, so it follows the audio before it:
+its word timings, then its audio, then the end of its utterance.  A provider context
+opened while a clip waits to play waits for it (at most ``CLIP_WAIT_LIMIT``; a barge-in
+ends the wait), because the provider's audio would otherwise overtake the clip.  A
+barge-in drops a clip that has not played (``clips_dropped``) and never sends its
+utterance id to the provider; a clip cut mid-way is cut to its heard words like speech.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -37,16 +49,18 @@ from brisvox.core.frames import (
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
+from brisvox.engine.clips import FillerClip, FillerClipStore
 from brisvox.engine.playout import PlayoutBook
 from brisvox.providers.errors import ProviderError
 from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsFlushed, TtsSession, TtsWords
 
-__all__ = ["RECONNECT_ATTEMPTS", "SpeakStage"]
+__all__ = ["CLIP_WAIT_LIMIT", "RECONNECT_ATTEMPTS", "SpeakStage"]
 
 log = logging.getLogger(__name__)
 
 RECONNECT_ATTEMPTS: Final = 3
 RECONNECT_BACKOFF: Final = 0.5  # seconds before the first retry; doubles after each
+CLIP_WAIT_LIMIT: Final = 30.0  # seconds a clip waits for the audio before it, and a context for a clip
 
 
 class SpeakStage(Processor):
@@ -58,7 +72,10 @@ class SpeakStage(Processor):
         scope: TaskScope,
         timeline: TimelineRecorder | None = None,
         reconnect: Callable[[], Awaitable[TtsSession]] | None = None,
+        clips: FillerClipStore | None = None,
+        clip_rate: int = 0,
     ) -> None:
+        """``clips`` (optional) are played at ``clip_rate``, the call's output rate."""
         self._timeline = timeline or TimelineRecorder()
         self._reconnect = reconnect
         self.reconnects = 0
@@ -72,7 +89,16 @@ class SpeakStage(Processor):
         self._segmenter = Segmenter(segmenter)
         self._open: dict[int, int] = {}  # utterance -> epoch, until flushed or cancelled
         self._done_epochs: set[int] = set()  # BotResponseDone seen, waiting for flushes
+        self._clips, self._clip_rate = clips, clip_rate
+        self._clip_of: dict[int, FillerClip] = {}  # clip utterances, until their clip task ends
+        self._clip_playing: int | None = None
+        self._clip_task: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()  # set whenever an utterance leaves _open
         self.tts_errors = 0
+        self.clips_played = 0
+        self.clips_dropped = 0
+        self.clip_fallbacks = 0
+        self.clip_waits = 0
 
     @property
     def name(self) -> str:
@@ -83,9 +109,16 @@ class SpeakStage(Processor):
             self._reader_started = True
             self._scope.spawn(self._read(ctx), name="tts-reader")
         if isinstance(frame, LlmResponseStarted):
+            await self._wait_for_clip(ctx)
             self._current = self._book.open_utterance(frame.epoch, frame.round)
             self._open[self._current] = frame.epoch
             self._segmenter = Segmenter(self._segmenter_config)
+            if frame.clip is not None:
+                clip = self._clips.get(frame.clip, self._clip_rate) if self._clips is not None else None
+                if clip is None:
+                    self.clip_fallbacks += 1
+                else:
+                    self._clip_of[self._current] = clip
         elif isinstance(frame, LlmTextFrame):
             if self._current is not None:
                 for piece in self._segmenter.push(frame.text):
@@ -97,7 +130,12 @@ class SpeakStage(Processor):
                 rest = self._segmenter.flush()
                 if rest:
                     await self._send(utt, frame.epoch, rest, ctx)
-                await self._tts_call(self._tts.flush(utt))
+                clip = self._clip_of.get(utt)
+                if clip is None:
+                    await self._tts_call(self._tts.flush(utt))
+                else:
+                    self._clip_task = self._scope.spawn(self._play_clip(utt, frame.epoch, clip, ctx),
+                                                        name=f"filler-clip-{utt}")
         elif isinstance(frame, BotResponseDone):
             self._done_epochs.add(frame.epoch)
             await self._maybe_done(frame.epoch, ctx)
@@ -105,8 +143,11 @@ class SpeakStage(Processor):
         elif isinstance(frame, InterruptFrame):
             for utt, epoch in list(self._open.items()):
                 if epoch < frame.new_epoch:
-                    self._tts.cancel(utt)
-                    del self._open[utt]
+                    if utt not in self._clip_of:
+                        self._tts.cancel(utt)
+                    elif utt != self._clip_playing:
+                        self.clips_dropped += 1  # never played (the provider never heard of it)
+                    self._close(utt)
             self._current = None
         await ctx.push(frame, direction)
 
@@ -114,7 +155,59 @@ class SpeakStage(Processor):
         self._book.push_sent(utt, text)
         self._timeline.mark(epoch, TurnEvent.FIRST_TTS_TEXT, ctx.clock.now())
         await ctx.push(TtsTextFrame(epoch=epoch, text=text, utterance=utt))
-        await self._tts_call(self._tts.send_text(utt, text))
+        if utt not in self._clip_of:
+            await self._tts_call(self._tts.send_text(utt, text))
+
+    def _close(self, utt: int) -> int | None:
+        """Take ``utt`` out of the open utterances; its epoch, or None when it was not open."""
+        epoch = self._open.pop(utt, None)
+        if epoch is not None:
+            self._closed.set()
+        return epoch
+
+    async def _wait_for_clip(self, ctx: ProcessorContext) -> None:
+        """Hold a new context while a clip waits to play (see the module docs)."""
+        task = self._clip_task
+        if task is None or task.done():
+            return
+        self.clip_waits += 1
+        barge_in = ctx.inbox.interrupt_watcher()
+        try:
+            async with asyncio.timeout_at(ctx.clock.now() + CLIP_WAIT_LIMIT):
+                await asyncio.wait((task, barge_in), return_when=asyncio.FIRST_COMPLETED)
+        except TimeoutError:
+            log.warning("a filler clip held the next reply for %.0f s; the reply goes ahead", CLIP_WAIT_LIMIT)
+        finally:
+            barge_in.cancel()
+            ctx.inbox.forget_watcher(barge_in)
+
+    async def _play_clip(self, utt: int, epoch: int, clip: FillerClip, ctx: ProcessorContext) -> None:
+        try:
+            try:
+                async with asyncio.timeout_at(ctx.clock.now() + CLIP_WAIT_LIMIT):
+                    while utt in self._open and any(u < utt for u in self._open):  # earlier audio first
+                        self._closed.clear()
+                        await self._closed.wait()
+            except TimeoutError:
+                log.warning("a filler clip waited %.0f s for the audio before it; dropped", CLIP_WAIT_LIMIT)
+                self.clips_dropped += 1
+                if self._close(utt) is not None:
+                    await self._maybe_done(epoch, ctx)
+                return
+            if utt not in self._open:
+                return  # a barge-in dropped it (counted there)
+            self._clip_playing = utt
+            self._book.push_words(utt, clip.words)
+            self._timeline.mark(epoch, TurnEvent.FIRST_TTS_AUDIO, ctx.clock.now())
+            await ctx.push(WordTimingsFrame(epoch=epoch, utterance=utt, words=clip.words))
+            await ctx.push(OutputAudioFrame(epoch=epoch, pcm=clip.pcm, sample_rate=clip.sample_rate, utterance=utt))
+            self.clips_played += 1
+            if self._close(utt) is not None:
+                await self._maybe_done(epoch, ctx)
+        finally:
+            self._clip_of.pop(utt, None)
+            if self._clip_playing == utt:
+                self._clip_playing = None
 
     async def _tts_call(self, aw: Awaitable[None]) -> None:
         try:
@@ -139,8 +232,9 @@ class SpeakStage(Processor):
                 await self._read_session(ctx)
             # The session is gone: end what it held, then try to get a new one.
             for utt, epoch in list(self._open.items()):
-                del self._open[utt]
-                await self._maybe_done(epoch, ctx)
+                if utt not in self._clip_of:  # a clip does not need the provider
+                    self._close(utt)
+                    await self._maybe_done(epoch, ctx)
             self._current = None
             if not await self._renew(ctx):
                 return
@@ -190,14 +284,14 @@ class SpeakStage(Processor):
                 if epoch is not None:
                     await ctx.push(WordTimingsFrame(epoch=epoch, utterance=event.context_id, words=event.words))
             elif isinstance(event, TtsFlushed | TtsCancelled):
-                epoch = self._open.pop(event.context_id, None)
+                epoch = self._close(event.context_id)
                 if epoch is not None:
                     await self._maybe_done(epoch, ctx)
             elif isinstance(event, TtsError):
                 self.tts_errors += 1
                 log.warning("text-to-speech error: %s", event.error)
                 if event.context_id is not None:
-                    epoch = self._open.pop(event.context_id, None)
+                    epoch = self._close(event.context_id)
                     if epoch is not None:
                         await self._maybe_done(epoch, ctx)
                 if event.fatal:

@@ -1,0 +1,132 @@
+"""Pre-rendered filler clips: a phrase's audio played without asking the TTS provider.
+
+A :class:`FillerClip` is PCM16 mono at one rate with its word timings; a
+:class:`FillerClipStore` maps clip keys to clips and is read-only once built.  The store is
+also the filler policy's clip cache (:class:`~brisvox.agent.tools.FillerClips`), so a
+phrase's key reaches the runner's choice only when the store holds it.  The speak stage
+plays a cued clip (``LlmResponseStarted.clip``) as the round's utterance when the clip is
+at the call's output rate; otherwise the phrase goes to the provider as text.
+
+:func:`render_clips` makes a store once per process from a TTS provider, so every call's
+fillers play without a provider round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from brisvox.core.clock import Clock
+from brisvox.core.errors import ConfigError, DeadlineExceeded
+from brisvox.core.frames import WordTiming
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsFlushed, TtsProvider, TtsWords
+
+__all__ = ["FillerClip", "FillerClipStore", "render_clips"]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class FillerClip:
+    pcm: bytes
+    sample_rate: int
+    words: tuple[WordTiming, ...]
+
+    def __post_init__(self) -> None:
+        if self.sample_rate <= 0:
+            raise ConfigError(f"FillerClip.sample_rate must be positive, got {self.sample_rate}")
+        if not self.pcm or len(self.pcm) % 2:
+            raise ConfigError(f"FillerClip.pcm must hold whole PCM16 samples, got {len(self.pcm)} bytes")
+        late = [w for w in self.words if w.end > self.duration + 1e-6 or w.start > w.end]
+        if late:
+            raise ConfigError(
+                f"FillerClip: {len(late)} word timing(s) fall outside the clip's {self.duration:.3f} s"
+            )
+
+    @property
+    def duration(self) -> float:
+        return len(self.pcm) / (2 * self.sample_rate)
+
+    @classmethod
+    def with_spread_words(cls, text: str, pcm: bytes, sample_rate: int) -> FillerClip:
+        """A clip rendered without timings: its words spread over the audio by their length."""
+        duration = len(pcm) / (2 * sample_rate) if sample_rate > 0 else 0.0
+        words = text.split()
+        total = sum(len(w) for w in words) or 1
+        timings, at = [], 0.0
+        for w in words:
+            end = at + duration * len(w) / total
+            timings.append(WordTiming(w, at, end))
+            at = end
+        return cls(pcm, sample_rate, tuple(timings))
+
+    def __repr__(self) -> str:
+        return f"FillerClip({self.duration:.3f} s at {self.sample_rate} Hz, {len(self.words)} words)"
+
+
+class FillerClipStore:
+    """Clips by key, built once; also the filler policy's clip cache."""
+
+    __slots__ = ("_clips",)
+
+    def __init__(self, clips: Mapping[str, FillerClip]) -> None:
+        self._clips = dict(clips)
+
+    def has_clip(self, key: str) -> bool:
+        return key in self._clips
+
+    def get(self, key: str, sample_rate: int) -> FillerClip | None:
+        """The clip of ``key`` at ``sample_rate``; None when there is none or it is at another rate."""
+        clip = self._clips.get(key)
+        return clip if clip is not None and clip.sample_rate == sample_rate else None
+
+    def __len__(self) -> int:
+        return len(self._clips)
+
+
+async def render_clips(
+    provider: TtsProvider, config: TtsConfig, phrases: Mapping[str, str], clock: Clock, timeout: float = 10.0
+) -> FillerClipStore:
+    """Speak each phrase (by clip key) once through ``provider`` at ``config.sample_rate``.
+
+    Raises DeadlineExceeded when the whole rendering takes longer than ``timeout`` seconds,
+    and ProviderError naming the key whose phrase the provider refused.
+    """
+    try:
+        async with asyncio.timeout_at(clock.now() + timeout):
+            return FillerClipStore(await _render(provider, config, phrases))
+    except TimeoutError:
+        raise DeadlineExceeded(f"rendering {len(phrases)} filler clip(s)", timeout) from None
+
+
+async def _render(provider: TtsProvider, config: TtsConfig, phrases: Mapping[str, str]) -> dict[str, FillerClip]:
+    clips: dict[str, FillerClip] = {}
+    async with await provider.connect(config) as session:
+        events = aiter(session)
+        for context_id, (key, text) in enumerate(phrases.items(), start=1):
+            await session.send_text(context_id, text)
+            await session.flush(context_id)
+            pcm, words = bytearray(), list[WordTiming]()
+            while True:
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    raise ProviderError(
+                        "tts", ProviderErrorKind.CLOSED, f"the session ended while rendering filler clip {key!r}"
+                    ) from None
+                if isinstance(event, TtsError) and event.context_id in (None, context_id):
+                    err = event.error
+                    raise ProviderError(err.provider, err.kind, f"rendering filler clip {key!r} failed") from err
+                if event.context_id != context_id:
+                    continue
+                if isinstance(event, TtsAudio):
+                    pcm += event.pcm
+                elif isinstance(event, TtsWords):
+                    words.extend(event.words)
+                elif isinstance(event, TtsFlushed):
+                    break
+            if words:
+                clips[key] = FillerClip(bytes(pcm), config.sample_rate, tuple(words))
+            else:
+                clips[key] = FillerClip.with_spread_words(text, bytes(pcm), config.sample_rate)
+    return clips

@@ -1,0 +1,76 @@
+"""The speak stage on its own, over a provider that streams its contexts independently."""
+
+from __future__ import annotations
+
+import struct
+
+from brisvox.agent.segmenter import SegmenterConfig
+from brisvox.core.clock import SimClock
+from brisvox.core.frames import LlmResponseEnded, LlmResponseStarted, LlmTextFrame, OutputAudioFrame
+from brisvox.core.pipeline import Links, Pipeline
+from brisvox.core.tasks import TaskScope
+from brisvox.engine import FillerClip, FillerClipStore, PlayoutBook
+from brisvox.engine.speak import SpeakStage
+from brisvox.providers.tts import TtsAudio, TtsFlushed, TtsSessionBase
+from tests.core.helpers import Collect
+
+RATE = 16000
+TONE = struct.pack("<h", 7) * 320  # 20 ms
+
+
+class ParallelTts(TtsSessionBase):
+    """Speaks a context the moment it is flushed, whatever else is open, except the held ones."""
+
+    def __init__(self) -> None:
+        super().__init__(name="parallel tts")
+        self.texts: dict[int, str] = {}
+        self.held: set[int] = set()
+
+    async def send_text(self, context_id: int, text: str) -> None:
+        self.texts[context_id] = self.texts.get(context_id, "") + text
+
+    async def flush(self, context_id: int) -> None:
+        if not self.texts:
+            return
+        if len(self.texts) == 1:  # the first context: the test releases it
+            self.held.add(context_id)
+            await self._emit(TtsAudio(context_id=context_id, pcm=TONE, sample_rate=RATE))
+            return
+        await self.speak(context_id)
+
+    async def speak(self, context_id: int) -> None:
+        await self._emit(TtsAudio(context_id=context_id, pcm=TONE, sample_rate=RATE))
+        await self._emit(TtsFlushed(context_id=context_id))
+
+
+async def rounds(running: object, *texts: tuple[str, str | None]) -> None:
+    for i, (text, clip) in enumerate(texts):
+        await running.send(LlmResponseStarted(epoch=0, round=i, clip=clip))  # type: ignore[attr-defined]
+        await running.send(LlmTextFrame(epoch=0, text=text, round=i))  # type: ignore[attr-defined]
+        await running.send(LlmResponseEnded(epoch=0, round=i))  # type: ignore[attr-defined]
+
+
+async def test_a_reply_waits_for_a_clip_that_waits_for_the_words_before_it() -> None:
+    clock = SimClock()
+    tts = ParallelTts()
+    clip = FillerClip.with_spread_words("One moment.", struct.pack("<h", 1234) * 8000, RATE)
+    sink = Collect()
+    async with TaskScope("speak test") as scope:
+        stage = SpeakStage(tts, PlayoutBook(), SegmenterConfig(), scope, clips=FillerClipStore({"c": clip}),
+                           clip_rate=RATE)
+        async with Pipeline("p").then(stage).start(clock, Links(downstream=sink)) as running:
+            await rounds(running, ("Let me look.", None), ("One moment.", "c"), ("It is sunny.", None))
+            await clock.sleep(1.0)
+            # The clip waits for the first words' end; the reply is held behind the clip, so
+            # this provider, which would speak it at once, has not been given it yet.
+            assert list(tts.texts.values()) == ["Let me look."]
+            assert stage.clip_waits == 1
+            first = next(iter(tts.held))
+            await tts.speak(first)  # the rest of the first words, then its end
+            await clock.sleep(1.0)
+            audio = [f.utterance for f in sink.of(OutputAudioFrame)]  # type: ignore[attr-defined]
+            clip_utt = audio[2]
+            assert audio == [first, first, clip_utt, audio[-1]] and first < clip_utt < audio[-1]
+            assert list(tts.texts.values()) == ["Let me look.", "It is sunny."]  # never the phrase
+            assert stage.clips_played == 1
+        scope.cancel()
