@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from brisvox.agent.tools import FillerConfig
 from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import SystemClock
 from brisvox.engine import CallEvent, CallEventKind, Providers, Speculation
@@ -54,6 +55,17 @@ def test_the_llms_temperature_and_max_tokens_options_reach_the_engines_llm_setti
     assert (config.llm.temperature, config.llm.max_tokens) == (0.0, 120)
     demo = engine_config(load_agent_file(DEMO_AGENT_FILE, available_tools=demo_tools()))
     assert (demo.llm.temperature, demo.llm.max_tokens) == (None, None)  # unset: the provider's own
+
+
+@pytest.mark.parametrize(("section", "expected"), [
+    ("", FillerConfig.DEFAULT),
+    ("[filler]\nenabled = false\n", FillerConfig.OFF),
+    ("[filler]\ndelay = 2.5\n", FillerConfig(delay=2.5)),
+    ("[filler]\nper_tool = true\n", FillerConfig.PER_TOOL),
+], ids=["default", "off", "delay", "per tool"])
+def test_the_agent_files_filler_section_decides_the_engines_filler_policy(section: str, expected: FillerConfig) -> None:
+    text = "[agent]\nname = \"a\"\nprompt = \"p\"\n\n" + section
+    assert engine_config(parse_agent_file(text)).llm.filler == expected
 
 
 def test_an_agent_file_that_enables_speculation_gets_speculative_starts(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
+from brisvox.agent.tools import FillerConfig
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
@@ -126,13 +127,17 @@ class EngineEndpoint(TransportEndpoint):
 
 def engine_config(definition: AgentDefinition) -> EngineConfig:
     """The engine settings an agent file gives (the rest are the engine's defaults); the LLM's
-    ``temperature`` and ``max_tokens`` options go with every request."""
+    ``temperature`` and ``max_tokens`` options go with every request, ``[filler]`` decides the
+    filler policy."""
     llm_options = definition.llm.options
+    fl = definition.filler
+    filler = FillerConfig(enabled=fl.enabled, delay=None if fl.per_tool else fl.delay, per_tool=fl.per_tool)
     return EngineConfig(
         turn=definition.turn,
         interruption=definition.interruption,
         llm=LlmConfig(system_prompt=definition.prompt.strip(), greeting=definition.greeting,
-                      max_tokens=llm_options.get("max_tokens"), temperature=llm_options.get("temperature")),
+                      max_tokens=llm_options.get("max_tokens"), temperature=llm_options.get("temperature"),
+                      filler=filler),
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
         speculation=Speculation.AT_PAUSE if definition.speculation else Speculation.OFF,
