@@ -6,7 +6,13 @@ import struct
 
 from brisvox.agent.segmenter import SegmenterConfig
 from brisvox.core.clock import SimClock
-from brisvox.core.frames import LlmResponseEnded, LlmResponseStarted, LlmTextFrame, OutputAudioFrame
+from brisvox.core.frames import (
+    InterruptFrame,
+    LlmResponseEnded,
+    LlmResponseStarted,
+    LlmTextFrame,
+    OutputAudioFrame,
+)
 from brisvox.core.pipeline import Links, Pipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import FillerClip, FillerClipStore, PlayoutBook
@@ -73,4 +79,24 @@ async def test_a_reply_waits_for_a_clip_that_waits_for_the_words_before_it() -> 
             assert audio == [first, first, clip_utt, audio[-1]] and first < clip_utt < audio[-1]
             assert list(tts.texts.values()) == ["Let me look.", "It is sunny."]  # never the phrase
             assert stage.clips_played == 1
+        scope.cancel()
+
+
+async def test_a_barge_in_ends_the_wait_behind_a_clip_and_drops_the_clip_unplayed() -> None:
+    clock = SimClock()
+    tts = ParallelTts()
+    clip = FillerClip.with_spread_words("One moment.", struct.pack("<h", 1234) * 8000, RATE)
+    sink = Collect()
+    async with TaskScope("speak test") as scope:
+        stage = SpeakStage(tts, PlayoutBook(), SegmenterConfig(), scope, clips=FillerClipStore({"c": clip}),
+                           clip_rate=RATE)
+        async with Pipeline("p").then(stage).start(clock, Links(downstream=sink)) as running:
+            await rounds(running, ("Let me look.", None), ("One moment.", "c"), ("It is sunny.", None))
+            await clock.sleep(1.0)
+            assert stage.clip_waits == 1
+            await running.send(InterruptFrame(new_epoch=1))
+            await clock.sleep(1.0)  # not the 30 s wait limit: the barge-in ended the wait
+            assert (stage.clips_dropped, stage.clips_played) == (1, 0)
+            assert not [f for f in sink.of(OutputAudioFrame) if f.pcm[:2] == struct.pack("<h", 1234)]  # type: ignore[attr-defined]
+            assert sink.of(InterruptFrame)
         scope.cancel()

@@ -168,8 +168,8 @@ class SpeakStage(Processor):
     async def _wait_for_clip(self, ctx: ProcessorContext) -> None:
         """Hold a new context while a clip waits to play (see the module docs)."""
         task = self._clip_task
-        if task is None or task.done():
-            return
+        if task is None or task.done() or ctx.inbox.newest_interrupt > ctx.epoch:
+            return  # nothing to wait for, or a barge-in is already queued behind this frame
         self.clip_waits += 1
         barge_in = ctx.inbox.interrupt_watcher()
         try:
