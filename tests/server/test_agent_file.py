@@ -305,3 +305,10 @@ def test_load_agent_file_names_the_file_and_an_unreadable_file_is_an_error(tmp_p
                               "greeting, tools, confirm_tools)"
     with pytest.raises(AgentFileError, match="cannot read the file"):
         load_agent_file(tmp_path / "missing.toml")
+
+
+def test_filler_phrases_must_say_something_and_mean_nothing_with_fillers_off() -> None:
+    text = BASE + "\n[filler]\nenabled = false\nphrases = [\"One moment.\", \"  \"]\n"
+    found = problems(text)
+    assert any("filler.phrases[1]: a filler phrase must say something" in p for p in found), found
+    assert any("filler.phrases: has no effect with enabled = false" in p for p in found), found

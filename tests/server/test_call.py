@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from brisvox.agent.tools import FillerConfig
+from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig
 from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import SystemClock
 from brisvox.engine import CallEvent, CallEventKind, Providers, Speculation
 from brisvox.inference.vad import energy_vad
 from brisvox.server.agent_file import load_agent_file, parse_agent_file
-from brisvox.server.call import EngineEndpoint, engine_config, engine_runner, metrics_listener
+from brisvox.server.call import EngineEndpoint, engine_config, engine_runner, filler_policy, metrics_listener
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 from brisvox.server.demo_llm import scripted_demo_llm
@@ -66,6 +66,18 @@ def test_the_llms_temperature_and_max_tokens_options_reach_the_engines_llm_setti
 def test_the_agent_files_filler_section_decides_the_engines_filler_policy(section: str, expected: FillerConfig) -> None:
     text = "[agent]\nname = \"a\"\nprompt = \"p\"\n\n" + section
     assert engine_config(parse_agent_file(text)).llm.filler == expected
+
+
+def test_the_agent_files_filler_phrases_are_what_its_fillers_say_in_turn() -> None:
+    text = ("[agent]\nname = \"a\"\nprompt = \"p\"\n\n[filler]\n"
+            "phrases = [\"Bir saniye lütfen.\", \" Hemen bakıyorum. \"]\n")
+    definition = parse_agent_file(text)
+    policy = filler_policy(definition, engine_config(definition))
+    said = [choice.text for choice in (policy.choose("t") for _ in range(3)) if choice is not None]
+    assert said == ["Bir saniye lütfen.", "Hemen bakıyorum.", "Bir saniye lütfen."]
+    default = parse_agent_file("[agent]\nname = \"a\"\nprompt = \"p\"\n")
+    first = filler_policy(default, engine_config(default)).choose("t")
+    assert first is not None and first.text == DEFAULT_FILLER_TEXT
 
 
 def test_an_agent_file_that_enables_speculation_gets_speculative_starts(tmp_path: Path) -> None:

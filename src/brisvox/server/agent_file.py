@@ -32,11 +32,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
+from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT
 from brisvox.agent.tools.spec import ToolKind
 from brisvox.agent.turn import (
     DEFAULT_FALLBACK_SILENCE,
@@ -162,6 +163,7 @@ class _Filler(_Section):
     enabled: bool = True
     delay: float | None = Field(default=None, ge=0)
     per_tool: bool = False
+    phrases: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1)
 
 
 class _Provider(_Section):
@@ -189,11 +191,13 @@ _SECTIONS = tuple(_File.model_fields)
 
 @dataclass(frozen=True, slots=True)
 class FillerSettings:
-    """``enabled``; ``delay``: seconds into a tool round (fixed policy); ``per_tool``: each tool's own delay."""
+    """``enabled``; ``delay``: seconds into a tool round (fixed policy); ``per_tool``: each tool's own
+    delay; ``phrases``: what a filler says, in turn."""
 
     enabled: bool = True
     delay: float = DEFAULT_FILLER_DELAY
     per_tool: bool = False
+    phrases: tuple[str, ...] = (DEFAULT_FILLER_TEXT,)  # spoken in turn, one per slow tool round
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,11 +459,15 @@ def _filler(fl: _Filler, report: _Report) -> FillerSettings:
     if fl.per_tool and fl.delay is not None:
         report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
     if not fl.enabled:
-        for key in ("delay",):
+        for key in ("delay", "phrases"):
             if getattr(fl, key) is not None:
                 report.at_key(("filler", key), "has no effect with enabled = false")
+    for i, phrase in enumerate(fl.phrases or ()):
+        if not phrase.strip():
+            report.at_key(("filler", "phrases", i), "a filler phrase must say something")
+    phrases = tuple(p.strip() for p in fl.phrases) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
     return FillerSettings(enabled=fl.enabled, delay=fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY,
-                          per_tool=fl.per_tool)
+                          per_tool=fl.per_tool, phrases=phrases)
 
 
 def _provider(

@@ -32,7 +32,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
-from brisvox.agent.tools import FillerConfig
+from brisvox.agent.tools import FillerConfig, FillerPolicy
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
@@ -144,6 +144,12 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
     )
 
 
+def filler_policy(definition: AgentDefinition, config: EngineConfig) -> FillerPolicy:
+    """The agent file's filler phrases on the engine's filler timing; each call takes a clone,
+    so every call rotates its phrases from the first."""
+    return FillerPolicy.from_config(config.llm.filler).with_phrases(definition.filler.phrases)
+
+
 LATENCY_STAGES = {
     "speech_end_to_audio_ms": "voice_to_voice",
     "speech_end_to_turn_end_ms": "turn_detection",
@@ -188,6 +194,7 @@ def engine_runner(
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
+    fillers = filler_policy(definition, config)
     listener = metrics_listener(metrics) if metrics is not None else None
     info = json.dumps({"type": "event", "kind": "call_info", **providers.page_info(definition)})
 
@@ -201,7 +208,7 @@ def engine_runner(
             forward = scope.spawn(_forward(observer, call.send_text), name="events")
             try:
                 report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
-                                        observer=observer)
+                                        filler=fillers.clone(), observer=observer)
             finally:
                 observer.close()
             try:
