@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import struct
 
 import pytest
@@ -11,7 +12,8 @@ from brisvox.agent.tools import FillerPhrase, FillerPolicy, ToolSpec
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError, DeadlineExceeded
 from brisvox.core.frames import WordTiming
-from brisvox.engine import FillerClip, FillerClipStore, render_clips
+from brisvox.core.tasks import TaskScope
+from brisvox.engine import ClipCache, FillerClip, FillerClipStore, render_clips
 from brisvox.providers.errors import ProviderError
 from brisvox.providers.tts import TtsConfig
 from brisvox.sim import Call, LatencyProfile, MockTts, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
@@ -178,3 +180,37 @@ async def test_rendering_names_the_clip_the_provider_failed_and_gives_up_at_its_
     with pytest.raises(DeadlineExceeded, match="1 filler clip"):
         await render_clips(slow, TtsConfig(sample_rate=RATE), {"check": PHRASE}, clock, timeout=5.0)
     assert clock.now() - start == pytest.approx(5.0)
+
+
+async def test_the_clip_cache_renders_once_per_rate_and_does_not_retry_a_failure() -> None:
+    clock = SimClock()
+    cache = ClipCache(MockTts(clock), TtsConfig(), {"check": PHRASE}, clock)
+    async with TaskScope("calls") as scope:
+        first = cache.start(RATE, scope)
+        assert first is not None and cache.store(RATE) is None  # the first call speaks text
+        assert cache.start(RATE, scope) is None  # already rendering
+        await first
+        store = cache.store(RATE)
+        assert store is not None and store.get("check", RATE) is not None
+        assert cache.start(RATE, scope) is None and cache.store(8000) is None
+        broken = ClipCache(MockTts(clock, MockTtsConfig(disconnect_after=0.1)), TtsConfig(), {"check": PHRASE}, clock)
+        failed = broken.start(RATE, scope)
+        assert failed is not None
+        await failed
+        assert broken.store(RATE) is None and broken.start(RATE, scope) is None  # not retried
+
+
+async def test_a_rendering_cancelled_with_its_call_starts_again_with_the_next() -> None:
+    clock = SimClock()
+    slow = MockTts(clock, MockTtsConfig(latency=LatencyProfile(first_event=2.0)))
+    cache = ClipCache(slow, TtsConfig(), {"check": PHRASE}, clock)
+    async with TaskScope("calls") as scope:
+        task = cache.start(RATE, scope)
+        assert task is not None
+        await clock.sleep(0.5)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        again = cache.start(RATE, scope)
+        assert again is not None
+        await again
+        assert cache.store(RATE) is not None

@@ -10,18 +10,27 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig
+from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, StaticClips
 from brisvox.audio.wav import WavAudio
-from brisvox.core.clock import SystemClock
+from brisvox.core.clock import SimClock, SystemClock
 from brisvox.engine import CallEvent, CallEventKind, Providers, Speculation
 from brisvox.inference.vad import energy_vad
 from brisvox.server.agent_file import load_agent_file, parse_agent_file
-from brisvox.server.call import EngineEndpoint, engine_config, engine_runner, filler_policy, metrics_listener
+from brisvox.server.call import (
+    EngineCall,
+    EngineEndpoint,
+    engine_config,
+    engine_runner,
+    filler_clips,
+    filler_policy,
+    metrics_listener,
+)
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 from brisvox.server.demo_llm import scripted_demo_llm
@@ -30,7 +39,9 @@ from brisvox.server.lifecycle import StopRequests
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.page import page_routes
 from brisvox.server.settings import Settings
-from brisvox.sim import MockStt, MockTts, ScenarioBuilder
+from brisvox.server.tools import ToolSet
+from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.transport import LoopbackTransport
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
 
@@ -78,6 +89,18 @@ def test_the_agent_files_filler_phrases_are_what_its_fillers_say_in_turn() -> No
     default = parse_agent_file("[agent]\nname = \"a\"\nprompt = \"p\"\n")
     first = filler_policy(default, engine_config(default)).choose("t")
     assert first is not None and first.text == DEFAULT_FILLER_TEXT
+
+
+def test_prerendered_fillers_name_their_clips_and_get_a_clip_cache_only_when_asked_and_enabled() -> None:
+    base = "[agent]\nname = \"a\"\nprompt = \"p\"\n\n[filler]\nphrases = [\"One.\", \"Two.\"]\n"
+    clock = SystemClock()
+    for extra, cached in (("prerender = true\n", True), ("", False)):
+        definition = parse_agent_file(base + extra)
+        config = engine_config(definition)
+        cache = filler_clips(definition, config, MockTts(clock), clock)
+        assert (cache is not None) is cached
+        choice = filler_policy(definition, config).with_clips(StaticClips(["filler-0", "filler-1"])).choose("t")
+        assert choice is not None and choice.clip == ("filler-0" if cached else None)
 
 
 def test_an_agent_file_that_enables_speculation_gets_speculative_starts(tmp_path: Path) -> None:
@@ -170,3 +193,42 @@ def test_the_demo_llm_is_a_configured_endpoint_first_and_the_scripted_host_last(
     assert label.startswith("OpenAI (")
     _, label = choose_llm(agent, clock, {"BRISVOX_LLM_SCRIPTED": "1"})
     assert label.startswith("the scripted restaurant host")
+
+
+async def test_prerendered_fillers_render_in_the_first_call_and_play_as_clips_in_the_next(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = SimClock()
+    tools = ToolSet()
+
+    @tools.read_only(description="Look something up.")
+    async def lookup(arguments: dict[str, object], ctx: object) -> object:
+        await clock.sleep(3.0)
+        return {"found": True}
+
+    agent = parse_agent_file('[agent]\nname = "a"\nprompt = "p"\ntools = ["lookup"]\n\n'
+                             '[filler]\nphrases = ["Un momento."]\nprerender = true\n', available_tools={"lookup"})
+    scenario = ScenarioBuilder().pause(0.4).say("look it up please").pause(7.0).build()
+    llm = ScriptedLlm(clock, [[Call(name="lookup", arguments={})], [Say("Found it.")]] * 2)
+    providers = CallProviders(
+        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+    runner = engine_runner(agent, tools, clock, providers)
+
+    async def no_text(_: str) -> None:
+        return None
+
+    caplog.set_level(logging.INFO, logger="brisvox.server.call")
+    async with LoopbackTransport(clock) as transport:
+        for _ in range(2):
+            client = await transport.connect(metadata={"sample_rate": "16000"})
+            call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
+            for pcm in scenario.frames(0.02):
+                await client.send_audio(pcm)
+                await clock.sleep(0.02)
+            await client.hangup()
+            await call
+    ended = [r.getMessage() for r in caplog.records if "ended" in r.getMessage()]
+    assert len(ended) == 2
+    assert "1 fillers (0 clips)" in ended[0] and "1 fillers (1 clips)" in ended[1]

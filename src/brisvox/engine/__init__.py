@@ -1,7 +1,7 @@
 """brisvox.engine: the production pipeline of one call."""
 
 from brisvox.engine.call import CallReport, Providers, run_call
-from brisvox.engine.clips import FillerClip, FillerClipStore, render_clips
+from brisvox.engine.clips import ClipCache, FillerClip, FillerClipStore, render_clips
 from brisvox.engine.config import EngineConfig, LlmConfig, Speculation, Timeouts
 from brisvox.engine.observe import CallEvent, CallEventKind, CallObserver
 from brisvox.engine.playout import PlayoutBook
@@ -11,6 +11,7 @@ __all__ = [
     "CallEventKind",
     "CallObserver",
     "CallReport",
+    "ClipCache",
     "EngineConfig",
     "FillerClip",
     "FillerClipStore",

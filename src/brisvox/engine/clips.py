@@ -8,22 +8,30 @@ plays a cued clip (``LlmResponseStarted.clip``) as the round's utterance when th
 at the call's output rate; otherwise the phrase goes to the provider as text.
 
 :func:`render_clips` makes a store once per process from a TTS provider, so every call's
-fillers play without a provider round trip.
+fillers play without a provider round trip; :class:`ClipCache` does it once per output
+rate, in the background of the first call at that rate.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError, DeadlineExceeded
 from brisvox.core.frames import WordTiming
+from brisvox.core.tasks import TaskScope
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsFlushed, TtsProvider, TtsWords
 
-__all__ = ["FillerClip", "FillerClipStore", "render_clips"]
+__all__ = ["ClipCache", "FillerClip", "FillerClipStore", "render_clips"]
+
+_TIMING_SLACK = 0.05  # seconds a word may end past the audio (providers round their timings)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -37,7 +45,7 @@ class FillerClip:
             raise ConfigError(f"FillerClip.sample_rate must be positive, got {self.sample_rate}")
         if not self.pcm or len(self.pcm) % 2:
             raise ConfigError(f"FillerClip.pcm must hold whole PCM16 samples, got {len(self.pcm)} bytes")
-        late = [w for w in self.words if w.end > self.duration + 1e-6 or w.start > w.end]
+        late = [w for w in self.words if w.end > self.duration + _TIMING_SLACK or w.start > w.end]
         if late:
             raise ConfigError(
                 f"FillerClip: {len(late)} word timing(s) fall outside the clip's {self.duration:.3f} s"
@@ -126,7 +134,49 @@ async def _render(provider: TtsProvider, config: TtsConfig, phrases: Mapping[str
                 elif isinstance(event, TtsFlushed):
                     break
             if words:
+                end = len(pcm) / (2 * config.sample_rate)
+                words = [WordTiming(w.word, min(w.start, end), min(w.end, end)) for w in words]  # rounding
                 clips[key] = FillerClip(bytes(pcm), config.sample_rate, tuple(words))
             else:
                 clips[key] = FillerClip.with_spread_words(text, bytes(pcm), config.sample_rate)
     return clips
+
+
+class ClipCache:
+    """Filler clips rendered once per output rate, shared by every call of a process.
+
+    ``start(rate, scope)`` renders the phrases at ``rate`` in a task of ``scope`` (a call's),
+    unless they are rendered, rendering, or failed at that rate before (a failure is logged
+    once and not retried: the phrases go to the provider as text).  ``store(rate)`` is the
+    finished store or None, so the first call at a rate speaks its fillers as text.  A
+    rendering cancelled with its call starts again with the next call.
+    """
+
+    def __init__(self, provider: TtsProvider, config: TtsConfig, phrases: Mapping[str, str], clock: Clock,
+                 timeout: float = 10.0) -> None:
+        self._provider, self._config, self._phrases = provider, config, dict(phrases)
+        self._clock, self._timeout = clock, timeout
+        self._stores: dict[int, FillerClipStore] = {}
+        self._busy: set[int] = set()
+        self._failed: set[int] = set()
+
+    def store(self, sample_rate: int) -> FillerClipStore | None:
+        return self._stores.get(sample_rate)
+
+    def start(self, sample_rate: int, scope: TaskScope) -> asyncio.Task[None] | None:
+        """The rendering task it started, or None when there is nothing to do."""
+        if sample_rate in self._stores or sample_rate in self._busy or sample_rate in self._failed:
+            return None
+        self._busy.add(sample_rate)
+        return scope.spawn(self._render(sample_rate), name=f"filler-clips-{sample_rate}")
+
+    async def _render(self, rate: int) -> None:
+        config = dataclasses.replace(self._config, sample_rate=rate)
+        try:
+            self._stores[rate] = await render_clips(self._provider, config, self._phrases, self._clock, self._timeout)
+            log.info("filler clips rendered at %d Hz: %d phrase(s)", rate, len(self._phrases))
+        except Exception as exc:  # a rendering never fails the call that started it
+            self._failed.add(rate)
+            log.warning("filler clips at %d Hz failed (fillers stay text): %s: %s", rate, type(exc).__name__, exc)
+        finally:
+            self._busy.discard(rate)

@@ -164,6 +164,7 @@ class _Filler(_Section):
     delay: float | None = Field(default=None, ge=0)
     per_tool: bool = False
     phrases: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1)
+    prerender: bool | None = None
 
 
 class _Provider(_Section):
@@ -192,12 +193,13 @@ _SECTIONS = tuple(_File.model_fields)
 @dataclass(frozen=True, slots=True)
 class FillerSettings:
     """``enabled``; ``delay``: seconds into a tool round (fixed policy); ``per_tool``: each tool's own
-    delay; ``phrases``: what a filler says, in turn."""
+    delay; ``phrases``: what a filler says, in turn; ``prerender``: play them as clips."""
 
     enabled: bool = True
     delay: float = DEFAULT_FILLER_DELAY
     per_tool: bool = False
     phrases: tuple[str, ...] = (DEFAULT_FILLER_TEXT,)  # spoken in turn, one per slow tool round
+    prerender: bool = False  # render the phrases once per output rate and play them as clips
 
 
 @dataclass(frozen=True, slots=True)
@@ -459,7 +461,7 @@ def _filler(fl: _Filler, report: _Report) -> FillerSettings:
     if fl.per_tool and fl.delay is not None:
         report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
     if not fl.enabled:
-        for key in ("delay", "phrases"):
+        for key in ("delay", "phrases", "prerender"):
             if getattr(fl, key) is not None:
                 report.at_key(("filler", key), "has no effect with enabled = false")
     for i, phrase in enumerate(fl.phrases or ()):
@@ -467,7 +469,7 @@ def _filler(fl: _Filler, report: _Report) -> FillerSettings:
             report.at_key(("filler", "phrases", i), "a filler phrase must say something")
     phrases = tuple(p.strip() for p in fl.phrases) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
     return FillerSettings(enabled=fl.enabled, delay=fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY,
-                          per_tool=fl.per_tool, phrases=phrases)
+                          per_tool=fl.per_tool, phrases=phrases, prerender=bool(fl.prerender))
 
 
 def _provider(

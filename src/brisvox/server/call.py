@@ -32,14 +32,14 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
-from brisvox.agent.tools import FillerConfig, FillerPolicy
+from brisvox.agent.tools import FillerConfig, FillerPhrase, FillerPolicy
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
-from brisvox.engine import CallObserver, EngineConfig, LlmConfig, Speculation, run_call
+from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, Speculation, run_call
 from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
 from brisvox.providers.stt import SttConfig
-from brisvox.providers.tts import TtsConfig
+from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.metrics import ServerMetrics
@@ -146,8 +146,23 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
 
 def filler_policy(definition: AgentDefinition, config: EngineConfig) -> FillerPolicy:
     """The agent file's filler phrases on the engine's filler timing; each call takes a clone,
-    so every call rotates its phrases from the first."""
-    return FillerPolicy.from_config(config.llm.filler).with_phrases(definition.filler.phrases)
+    so every call rotates its phrases from the first.  With ``prerender`` each phrase names
+    its clip (:func:`filler_clips`)."""
+    phrases = [FillerPhrase(text, clip=_clip_key(i) if definition.filler.prerender else None)
+               for i, text in enumerate(definition.filler.phrases)]
+    return FillerPolicy.from_config(config.llm.filler).with_phrases(phrases)
+
+
+def filler_clips(definition: AgentDefinition, config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
+    """The process's clip cache of the agent's filler phrases, when ``[filler] prerender`` asks for it."""
+    fl = definition.filler
+    if not (fl.enabled and fl.prerender):
+        return None
+    return ClipCache(tts, config.tts, {_clip_key(i): text for i, text in enumerate(fl.phrases)}, clock)
+
+
+def _clip_key(index: int) -> str:
+    return f"filler-{index}"
 
 
 LATENCY_STAGES = {
@@ -195,6 +210,7 @@ def engine_runner(
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
     fillers = filler_policy(definition, config)
+    clips = filler_clips(definition, config, providers.providers.tts, clock)
     listener = metrics_listener(metrics) if metrics is not None else None
     info = json.dumps({"type": "event", "kind": "call_info", **providers.page_info(definition)})
 
@@ -206,18 +222,25 @@ def engine_runner(
             with contextlib.suppress(PeerClosed):
                 await call.send_text(info)
             forward = scope.spawn(_forward(observer, call.send_text), name="events")
+            rates = session.info.sample_rate()
+            out_rate = rates.output if rates else config.tts.sample_rate  # as run_call decides it
+            # The first call at a rate renders the clips for the later ones (its fillers are text).
+            rendering = clips.start(out_rate, scope) if clips is not None else None
             try:
                 report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
-                                        filler=fillers.clone(), observer=observer)
+                                        filler=fillers.clone(), observer=observer,
+                                        clips=clips.store(out_rate) if clips is not None else None)
             finally:
                 observer.close()
+                if rendering is not None:
+                    rendering.cancel()  # unfinished: the next call starts it again
             try:
                 async with asyncio.timeout(1.0):
                     await forward
             except TimeoutError:
                 forward.cancel()
-        log.info("call %s ended (%s): %d turns, %d interrupts, %d events dropped", session.info.call_id,
-                 report.stop_reason.value if report.stop_reason else "unknown", report.turns, report.interrupts,
-                 observer.dropped)
+        log.info("call %s ended (%s): %d turns, %d interrupts, %d fillers (%d clips), %d events dropped",
+                 session.info.call_id, report.stop_reason.value if report.stop_reason else "unknown", report.turns,
+                 report.interrupts, report.fillers, report.clips_played, observer.dropped)
 
     return run
