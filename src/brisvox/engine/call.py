@@ -108,7 +108,7 @@ async def run_call(
     context = context if context is not None else Context()
     rates = session.info.sample_rate()
     in_rate = rates.input if rates else config.stt.sample_rate
-    out_rate = rates.output if rates else config.tts.sample_rate
+    out_rate = output_rate(session, config)
     stt_rate = config.stt_rate or in_rate
     stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
     tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
@@ -190,6 +190,12 @@ async def run_call(
         clips_dropped=speak.clips_dropped,
         clip_fallbacks=speak.clip_fallbacks,
     )
+
+
+def output_rate(session: TransportSession, config: EngineConfig) -> int:
+    """The rate the call's bot audio is made at: the transport's, else the TTS config's."""
+    rates = session.info.sample_rate()
+    return rates.output if rates else config.tts.sample_rate
 
 
 async def _connect(what: str, aw: Awaitable[T], timeout: float) -> T:

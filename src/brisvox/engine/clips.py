@@ -120,7 +120,7 @@ async def _render(provider: TtsProvider, config: TtsConfig, phrases: Mapping[str
                     event = await anext(events)
                 except StopAsyncIteration:
                     raise ProviderError(
-                        "tts", ProviderErrorKind.CLOSED, f"the session ended while rendering filler clip {key!r}"
+                        provider.name, ProviderErrorKind.CLOSED, f"the session ended while rendering filler clip {key!r}"
                     ) from None
                 if isinstance(event, TtsError) and event.context_id in (None, context_id):
                     err = event.error

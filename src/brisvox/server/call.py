@@ -37,6 +37,7 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, Speculation, run_call
+from brisvox.engine.call import output_rate
 from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
@@ -222,8 +223,7 @@ def engine_runner(
             with contextlib.suppress(PeerClosed):
                 await call.send_text(info)
             forward = scope.spawn(_forward(observer, call.send_text), name="events")
-            rates = session.info.sample_rate()
-            out_rate = rates.output if rates else config.tts.sample_rate  # as run_call decides it
+            out_rate = output_rate(session, config)
             # The first call at a rate renders the clips for the later ones (its fillers are text).
             rendering = clips.start(out_rate, scope) if clips is not None else None
             try:
