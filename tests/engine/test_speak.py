@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from brisvox.agent.segmenter import SegmenterConfig
 from brisvox.core.clock import SimClock
@@ -13,7 +16,7 @@ from brisvox.core.frames import (
     LlmTextFrame,
     OutputAudioFrame,
 )
-from brisvox.core.pipeline import Links, Pipeline
+from brisvox.core.pipeline import Links, Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import FillerClip, FillerClipStore, PlayoutBook
 from brisvox.engine.speak import SpeakStage
@@ -49,54 +52,63 @@ class ParallelTts(TtsSessionBase):
         await self._emit(TtsFlushed(context_id=context_id))
 
 
-async def rounds(running: object, *texts: tuple[str, str | None]) -> None:
+async def rounds(running: RunningPipeline, *texts: tuple[str, str | None]) -> None:
     for i, (text, clip) in enumerate(texts):
-        await running.send(LlmResponseStarted(epoch=0, round=i, clip=clip))  # type: ignore[attr-defined]
-        await running.send(LlmTextFrame(epoch=0, text=text, round=i))  # type: ignore[attr-defined]
-        await running.send(LlmResponseEnded(epoch=0, round=i))  # type: ignore[attr-defined]
+        await running.send(LlmResponseStarted(epoch=0, round=i, clip=clip))
+        await running.send(LlmTextFrame(epoch=0, text=text, round=i))
+        await running.send(LlmResponseEnded(epoch=0, round=i))
+
+
+CLIP_SAMPLE = struct.pack("<h", 1234)
+
+
+@dataclass
+class ClipWaiting:
+    clock: SimClock
+    tts: ParallelTts
+    stage: SpeakStage
+    sink: Collect
+    running: RunningPipeline
+
+
+@asynccontextmanager
+async def a_clip_waiting_behind_the_first_words() -> AsyncIterator[ClipWaiting]:
+    """Three rounds (words, a clip, a reply) sent; the first words held open by the provider."""
+    clock = SimClock()
+    tts = ParallelTts()
+    clip = FillerClip.with_spread_words("One moment.", CLIP_SAMPLE * 8000, RATE)
+    sink = Collect()
+    async with TaskScope("speak test") as scope:
+        stage = SpeakStage(tts, PlayoutBook(), SegmenterConfig(), scope, clips=FillerClipStore({"c": clip}),
+                           clip_rate=RATE)
+        async with Pipeline("p").then(stage).start(clock, Links(downstream=sink)) as running:
+            await rounds(running, ("Let me look.", None), ("One moment.", "c"), ("It is sunny.", None))
+            await clock.sleep(1.0)
+            assert stage.clip_waits == 1
+            yield ClipWaiting(clock, tts, stage, sink, running)
+        scope.cancel()
 
 
 async def test_a_reply_waits_for_a_clip_that_waits_for_the_words_before_it() -> None:
-    clock = SimClock()
-    tts = ParallelTts()
-    clip = FillerClip.with_spread_words("One moment.", struct.pack("<h", 1234) * 8000, RATE)
-    sink = Collect()
-    async with TaskScope("speak test") as scope:
-        stage = SpeakStage(tts, PlayoutBook(), SegmenterConfig(), scope, clips=FillerClipStore({"c": clip}),
-                           clip_rate=RATE)
-        async with Pipeline("p").then(stage).start(clock, Links(downstream=sink)) as running:
-            await rounds(running, ("Let me look.", None), ("One moment.", "c"), ("It is sunny.", None))
-            await clock.sleep(1.0)
-            # The clip waits for the first words' end; the reply is held behind the clip, so
-            # this provider, which would speak it at once, has not been given it yet.
-            assert list(tts.texts.values()) == ["Let me look."]
-            assert stage.clip_waits == 1
-            first = next(iter(tts.held))
-            await tts.speak(first)  # the rest of the first words, then its end
-            await clock.sleep(1.0)
-            audio = [f.utterance for f in sink.of(OutputAudioFrame)]  # type: ignore[attr-defined]
-            clip_utt = audio[2]
-            assert audio == [first, first, clip_utt, audio[-1]] and first < clip_utt < audio[-1]
-            assert list(tts.texts.values()) == ["Let me look.", "It is sunny."]  # never the phrase
-            assert stage.clips_played == 1
-        scope.cancel()
+    async with a_clip_waiting_behind_the_first_words() as w:
+        # The clip waits for the first words' end; the reply is held behind the clip, so
+        # this provider, which would speak it at once, has not been given it yet.
+        assert list(w.tts.texts.values()) == ["Let me look."]
+        first = next(iter(w.tts.held))
+        await w.tts.speak(first)  # the rest of the first words, then its end
+        await w.clock.sleep(1.0)
+        audio = [f.utterance for f in w.sink.of(OutputAudioFrame)]  # type: ignore[attr-defined]
+        clip_utt = audio[2]
+        assert audio == [first, first, clip_utt, audio[-1]] and first < clip_utt < audio[-1]
+        assert list(w.tts.texts.values()) == ["Let me look.", "It is sunny."]  # never the phrase
+        assert w.stage.clips_played == 1
 
 
 async def test_a_barge_in_ends_the_wait_behind_a_clip_and_drops_the_clip_unplayed() -> None:
-    clock = SimClock()
-    tts = ParallelTts()
-    clip = FillerClip.with_spread_words("One moment.", struct.pack("<h", 1234) * 8000, RATE)
-    sink = Collect()
-    async with TaskScope("speak test") as scope:
-        stage = SpeakStage(tts, PlayoutBook(), SegmenterConfig(), scope, clips=FillerClipStore({"c": clip}),
-                           clip_rate=RATE)
-        async with Pipeline("p").then(stage).start(clock, Links(downstream=sink)) as running:
-            await rounds(running, ("Let me look.", None), ("One moment.", "c"), ("It is sunny.", None))
-            await clock.sleep(1.0)
-            assert stage.clip_waits == 1
-            await running.send(InterruptFrame(new_epoch=1))
-            await clock.sleep(1.0)  # not the 30 s wait limit: the barge-in ended the wait
-            assert (stage.clips_dropped, stage.clips_played) == (1, 0)
-            assert not [f for f in sink.of(OutputAudioFrame) if f.pcm[:2] == struct.pack("<h", 1234)]  # type: ignore[attr-defined]
-            assert sink.of(InterruptFrame)
-        scope.cancel()
+    async with a_clip_waiting_behind_the_first_words() as w:
+        await w.running.send(InterruptFrame(new_epoch=1))
+        await w.clock.sleep(1.0)  # not the 30 s wait limit: the barge-in ended the wait
+        assert (w.stage.clips_dropped, w.stage.clips_played) == (1, 0)
+        clip_audio = [f for f in w.sink.of(OutputAudioFrame) if f.pcm[:2] == CLIP_SAMPLE]  # type: ignore[attr-defined]
+        assert not clip_audio
+        assert w.sink.of(InterruptFrame)
