@@ -20,6 +20,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from brisvox.audio.pcm import duration_of
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError, DeadlineExceeded
 from brisvox.core.frames import WordTiming
@@ -53,12 +54,12 @@ class FillerClip:
 
     @property
     def duration(self) -> float:
-        return len(self.pcm) / (2 * self.sample_rate)
+        return duration_of(self.pcm, self.sample_rate)
 
     @classmethod
     def with_spread_words(cls, text: str, pcm: bytes, sample_rate: int) -> FillerClip:
         """A clip rendered without timings: its words spread over the audio by their length."""
-        duration = len(pcm) / (2 * sample_rate) if sample_rate > 0 else 0.0
+        duration = cls(pcm, sample_rate, ()).duration  # checks the audio first
         words = text.split()
         total = sum(len(w) for w in words) or 1
         timings, at = [], 0.0
@@ -134,7 +135,7 @@ async def _render(provider: TtsProvider, config: TtsConfig, phrases: Mapping[str
                 elif isinstance(event, TtsFlushed):
                     break
             if words:
-                end = len(pcm) / (2 * config.sample_rate)
+                end = duration_of(pcm, config.sample_rate)
                 words = [WordTiming(w.word, min(w.start, end), min(w.end, end)) for w in words]  # rounding
                 clips[key] = FillerClip(bytes(pcm), config.sample_rate, tuple(words))
             else:
