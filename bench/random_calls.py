@@ -20,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root: tests.engine.random_calls
 
-from brisvox.core.clock import VirtualTimeLoop  # noqa: E402
-from tests.engine.random_calls import check, run_random_call  # noqa: E402
+from tests.engine.random_calls import check, run_random_call
+
+from brisvox.core.clock import VirtualTimeLoop
 
 
 def _kind(problem: str) -> str:

@@ -165,6 +165,7 @@ async def run_call(
             session.route_caller_audio(_audio_into(running))
             try:
                 await _pump(session, running, cancel)
+                runner.hang_up()  # no side effect starts once the caller is gone
                 with contextlib.suppress(Exception):
                     await running.stop(config.timeouts.stop)
             finally:
@@ -173,6 +174,7 @@ async def run_call(
                 scope.cancel()
                 await running.aclose()
                 await speak.aclose()
+                await runner.finish()  # the record: open calls closed, late side effects noted
     reason = await session.close(config.timeouts.stop)
     return CallReport(
         stop_reason=reason,

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 
 from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
@@ -68,7 +69,7 @@ from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.config import LlmConfig, Timeouts
 from brisvox.engine.config import Speculation as SpeculationMode
 from brisvox.engine.playout import PlayoutBook
-from brisvox.engine.speculate import HeldAnswer, SpeculativeStart
+from brisvox.engine.speculate import HeldAnswer, SpeculativeStart, settled_copy
 from brisvox.providers.llm import (
     Done,
     LlmError,
@@ -215,11 +216,41 @@ class LlmRunner(Processor):
                 # The caller may not have heard what they would confirm.
                 self.stats.confirmations_cleared += self.tools.confirmations.clear()
         elif isinstance(frame, StopFrame):
+            self.hang_up()
             await self._join_round(cancel=False)
             for heard in self._settle(before_epoch=ctx.epoch + 1):
                 await ctx.push(heard, direction)
             self._append_late_notes()  # the record of the call ends with every known result
         await ctx.push(frame, direction)
+
+    def hang_up(self) -> None:
+        """The caller is gone: no side effect starts from now on, from any round or speculation.
+
+        ``run_call`` calls it as soon as the transport reports the end of the call (before the
+        pipeline's stop travels down to this stage); the ``StopFrame`` calls it again.
+        """
+        if self.tools is not None:
+            self.tools.hang_up()
+
+    async def finish(self) -> None:
+        """Completes the call's record after the pipeline ended, however it ended.
+
+        A stop that went through the stages already settled the context; a pipeline that
+        failed (a stage crashed, the transport closed under it) was cancelled before the
+        ``StopFrame`` reached this stage.  Either way: the round still running is
+        cancelled, calls it left open are closed, replies are cut to what was heard, and
+        the side effects still running get up to ``Timeouts.stop`` to finish, so that every
+        side effect that finished is in the context (its slot or a late note).
+        """
+        self.hang_up()
+        await self._drop_speculation()
+        await self._join_round()
+        self._settle(before_epoch=sys.maxsize)  # nobody watches the heard frames any more
+        if self.tools is not None:
+            still = await self.tools.wait_side_effects(self.timeouts.stop)
+            if still:
+                log.warning("%d side-effect call(s) still running at the end of the call; outcome unknown", still)
+        self._append_late_notes()
 
     async def _join_round(self, cancel: bool = True) -> None:
         task, self._round_task = self._round_task, None
@@ -291,8 +322,10 @@ class LlmRunner(Processor):
                 return
             await self._drop_speculation()
         cancel = CancelToken()
-        base = self.context.messages
-        task = self._scope.spawn(self._speculate(frame.epoch, frame.text, cancel, ctx), name=f"speculation-{frame.epoch}")
+        context = settled_copy(self.context)
+        base = context.messages
+        context.push_user(frame.text)
+        task = self._scope.spawn(self._speculate(frame.epoch, context, cancel, ctx), name=f"speculation-{frame.epoch}")
         self._speculative = SpeculativeStart(frame.epoch, frame.text, base, task, cancel)
         self.stats.speculations += 1
 
@@ -301,10 +334,11 @@ class LlmRunner(Processor):
         if run is not None:
             await run.drop()
 
-    async def _speculate(self, epoch: int, text: str, cancel: CancelToken, ctx: ProcessorContext) -> HeldAnswer | None:
-        """The model on a copy of the context plus ``text``; nothing is spoken, side effects are held."""
-        context = Context(self.context.messages, estimator=self.context.estimator)
-        context.push_user(text)
+    async def _speculate(
+        self, epoch: int, context: Context, cancel: CancelToken, ctx: ProcessorContext
+    ) -> HeldAnswer | None:
+        """The model on ``context`` (a settled copy plus the caller's words): nothing is spoken,
+        side effects are held."""
         assembler = ResponseAssembler()
         chunks: list[str] = []
         try:

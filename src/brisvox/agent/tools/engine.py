@@ -118,6 +118,8 @@ class ToolEngine:
         self._invalid = 0
         self._runs = 0
         self._closed = False
+        self._hung_up = False
+        self._running: set[asyncio.Task[None]] = set()  # SideEffect tasks still running
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -132,7 +134,32 @@ class ToolEngine:
     async def aclose(self) -> None:
         """Ends the session: running SideEffect calls are aborted and recorded as lost."""
         self._closed = True
+        self._hung_up = True
         await self._scope.aclose()
+
+    def hang_up(self) -> None:
+        """The caller is gone: from now on no SideEffect call starts (each answers ``interrupted``).
+
+        Calls already running go on; :meth:`wait_side_effects` gives them time to finish.
+        """
+        self._hung_up = True
+
+    @property
+    def hung_up(self) -> bool:
+        return self._hung_up
+
+    async def wait_side_effects(self, timeout: float) -> int:
+        """Waits up to ``timeout`` s (injected clock) for the running SideEffect calls to end.
+
+        Returns how many still run.  Their results go to the late-note mailbox as usual.
+        """
+        running = {t for t in self._running if not t.done()}
+        if running and timeout > 0:
+            async with TaskScope(f"tools[{self.session}]/drain") as scope:
+                done = scope.spawn(asyncio.wait(running), name="side-effects")
+                await race(self.clock, done, self.clock.now() + timeout, None)
+                scope.cancel()  # cancels the wait only, never the calls
+        return sum(1 for t in self._running if not t.done())
 
     # -- observation ---------------------------------------------------------------------------
 
@@ -273,6 +300,12 @@ class ToolEngine:
                         self._stats = bump(self._stats, "not_started_cancelled")
                         self._settle_error(
                             slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.NOT_STARTED, texts.NOT_STARTED
+                        )
+                        continue
+                    if self._hung_up and registered.spec.is_side_effect:
+                        self._stats = bump(self._stats, "not_started_cancelled")
+                        self._settle_error(
+                            slot, epoch, start, ErrorKind.INTERRUPTED, Outcome.NOT_STARTED, texts.HUNG_UP
                         )
                         continue
                     if not registered.spec.is_side_effect:
@@ -448,7 +481,9 @@ class ToolEngine:
         else:
             log.info("side-effect call %s epoch=%d key=%s", spec.name, epoch, key.hex())
         ctx = ToolCallContext(self.session, epoch, call, cancel)
-        self._scope.spawn(self._side_effect_task(record, registered, call, ctx), name=f"side-effect/{call.id}")
+        task = self._scope.spawn(self._side_effect_task(record, registered, call, ctx), name=f"side-effect/{call.id}")
+        self._running.add(task)
+        task.add_done_callback(self._running.discard)
         return record
 
     def _answer_orphan(self, slot: Slot, tool: str, digest: int, epoch: int, start: float, run_id: int) -> bool:
