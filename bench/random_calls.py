@@ -24,10 +24,12 @@ from tests.engine.random_calls import check, run_random_call
 
 from brisvox.core.clock import VirtualTimeLoop
 
+KINDS = ("crashed", "error logged", "left tasks", "ran twice", "started after the hang-up",
+         "was final (speculative)", "in the final context")
+
 
 def _kind(problem: str) -> str:
-    return problem.split(":")[0].split(" (")[0].split(" t")[0] if problem.startswith(("crashed", "error")) else " ".join(
-        w for w in problem.split() if not any(c.isdigit() for c in w))
+    return next((k for k in KINDS if k in problem), problem)
 
 
 def main() -> int:

@@ -23,7 +23,6 @@ Used by ``tests/engine/test_random_calls.py`` (2,000 seeds) and ``bench/random_c
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import random
@@ -282,12 +281,3 @@ def check(outcome: CallOutcome) -> list[str]:
             if seen != 1:
                 problems.append(f"finished side effect {run.call} ({run.ref}) is in the final context {seen} times")
     return problems
-
-
-async def _smoke() -> None:  # pragma: no cover - a manual aid: python -m tests.engine.random_calls
-    outcome = await run_random_call(0)
-    print(check(outcome))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    asyncio.run(_smoke())
