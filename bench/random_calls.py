@@ -52,14 +52,15 @@ def main() -> int:
         problems = check(outcome)
         spec_calls += outcome.speculation
         effects += sum(1 for r in outcome.runs if r.kind.value == "side_effect" and r.finished)
-        late += sum(1 for r in outcome.runs if r.finished and r.ended is not None and r.ended > outcome.hung_up_at)
+        late += sum(1 for r in outcome.runs if r.kind.value == "side_effect" and r.finished
+                    and r.ended is not None and r.ended > outcome.hung_up_at)
         if problems:
             failed[seed] = problems
             spec_failed += outcome.speculation
             kinds.update({_kind(p) for p in problems})
     took = time.perf_counter() - began
     print(f"{args.calls} calls ({spec_calls} with speculation) in {took:.1f} s ({1000 * took / args.calls:.1f} ms per call)")
-    print(f"finished side effects: {effects}; tools finishing after the hang-up: {late}")
+    print(f"finished side effects: {effects}; of them finishing after the hang-up: {late}")
     print(f"failed calls: {len(failed)} ({spec_failed} with speculation)")
     for kind, n in kinds.most_common():
         print(f"  {n:6d}  {kind}")

@@ -214,8 +214,8 @@ class SideEffects:
         answers = self._answers
         for rec in reversed(self.recent):
             if (
-                not rec.is_orphan
-                or rec.digest != digest
+                rec.digest != digest  # first: the cheap test that rules most records out
+                or not rec.is_orphan
                 or rec.tool != tool
                 or rec.run_id == run_id
                 or rec.claimed_by == run_id
