@@ -32,6 +32,14 @@ side-effect calls.  The turn's first round then takes that answer when the turn 
 with the same words over the same context (its text is spoken, its held calls run once
 through ``ToolEngine.commit``, its read-only results are reused); otherwise the run is
 dropped and the round asks the model afresh.  A barge-in or the end of the call drops it.
+The run starts on a settled copy of the context (calls a barge-in left open are closed
+there), since the live context is settled only when the turn ends.
+
+The end of the call: :meth:`LlmRunner.hang_up` (called by ``run_call`` as soon as the
+transport reports it) stops every later side effect from starting; :meth:`LlmRunner.finish`
+(called after the pipeline ended, cleanly or not) completes the call's record: open calls
+closed, replies cut to what was heard, the side effects still running given
+``Timeouts.stop`` to finish and their late notes appended.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Speculative starts of the LLM runner (``EngineConfig.speculation = Speculation.AT_PAUSE``).
 
 At a pause with words (``UserTurnTentative``) the runner may ask the model before the turn
-is final.  The run works on a copy of the context with the caller's words appended and
-keeps everything it gets to itself: the text is held back (nothing is spoken before the
-commit), the read-only calls run, the side-effect calls are held by
+is final.  The run works on a settled copy of the context (:func:`settled_copy`) with the
+caller's words appended, and keeps everything it gets to itself: the text is held back
+(nothing is spoken before the commit), the read-only calls run, the side-effect calls are
+held by
 :meth:`ToolEngine.speculate <brisvox.agent.tools.ToolEngine.speculate>`.
 
 At the real end of the turn the runner either *commits* the run (same epoch, same words,
