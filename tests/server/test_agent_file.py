@@ -275,7 +275,7 @@ def test_an_unknown_provider_and_an_unspoken_language_are_reported_at_the_provid
     text = BASE + "language = \"tr\"\n\n[stt]\nprovider = \"local\"\n\n[llm]\nprovider = \"gpt\"\n"
     assert problems(text) == [
         "agent.toml:7:12: stt.provider: stt provider 'local' does not speak 'tr' (it speaks en)",
-        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: scripted, local, openai, "
+        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: auto, scripted, local, openai, "
         "openrouter, ollama, vllm, anthropic, gemini)",
     ]
 

@@ -114,7 +114,7 @@ temperature = 0.4
 max_tokens = 200
 """
     llm, label = choose_llm(agent(text), SystemClock(), {})
-    assert isinstance(llm, OpenAiCompatLlm) and label == "vllm (qwen3-8b)"
+    assert isinstance(llm, OpenAiCompatLlm) and label == "vllm (qwen3-8b at http://10.0.0.5:8000/v1)"
     assert repr(llm) == "OpenAiCompatLlm(preset='vllm', model='qwen3-8b', base_url='http://10.0.0.5:8000/v1')"
 
 
@@ -127,7 +127,7 @@ options = { model = "claude-x", base_url = "http://127.0.0.1:9", thinking_budget
 """
     definition = parse_agent_file(text, source=Path("agent.toml"), environ={"AN_KEY": "an-secret"})
     llm, label = choose_llm(definition, SystemClock(), {})
-    assert label == "anthropic (claude-x)" and "an-secret" not in repr(llm)
+    assert label == "anthropic (claude-x at http://127.0.0.1:9)" and "an-secret" not in repr(llm)
     without_key = parse_agent_file(text, source=Path("agent.toml"))
     with pytest.raises(ConfigError, match=r"llm provider 'anthropic' needs its key in the environment variable AN_KEY"):
         choose_llm(without_key, SystemClock(), {})

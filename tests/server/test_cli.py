@@ -28,7 +28,7 @@ def test_check_exits_0_for_a_valid_file(tmp_path: Path, capsys: pytest.CaptureFi
     f = tmp_path / "agent.toml"
     f.write_text(GOOD)
     assert run_with_tools(tools(), ["check", str(f)]) == 0
-    assert "ok, agent 'a' (tools: get_time; stt local, llm scripted, tts local)" in capsys.readouterr().out
+    assert "ok, agent 'a' (tools: get_time; stt local, llm scripted (the restaurant host: keyword rules, no model), tts local)" in capsys.readouterr().out
 
 
 def test_check_exits_1_with_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

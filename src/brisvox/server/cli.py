@@ -36,13 +36,15 @@ __all__ = ["run_check", "run_serve", "session_runner"]
 
 
 
-def _summary(d: AgentDefinition) -> str:
+def _summary(d: AgentDefinition, llm_label: str) -> str:
+    """The agent in one line; ``llm_label``: the resolved LLM (``resolve_llm``), as serve and /agent.json say it."""
     tools = ", ".join(d.tools) if d.tools else "none"
-    return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {d.llm.provider}, tts {d.tts.provider})"
+    return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {llm_label}, tts {d.tts.provider})"
 
 
 def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.agent_file import AgentFileError, load_agent_file
+    from brisvox.server.providers import resolve_llm
 
     try:
         definition = load_agent_file(args.agent_file, available_tools=tools,
@@ -52,7 +54,9 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
             print(problem, file=sys.stderr)
         print(f"{args.agent_file}: {len(exc.problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"{args.agent_file}: ok, {_summary(definition)}")
+    llm = definition.llm
+    label = resolve_llm(llm.provider, llm.options, llm.api_key_env, os.environ).label
+    print(f"{args.agent_file}: ok, {_summary(definition, label)}")
     return 0
 
 
@@ -69,11 +73,11 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 def session_runner(
     definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics
-) -> tuple[SessionRunner[EngineCall], str]:
-    """The session runner of ``brisvox serve`` (the engine) and how the start-up line describes it."""
+) -> SessionRunner[EngineCall]:
+    """The session runner of ``brisvox serve``: the engine."""
     from brisvox.server.call import engine_runner
 
-    return engine_runner(definition, tools, clock, providers, metrics), f"llm: {providers.llm_label}"
+    return engine_runner(definition, tools, clock, providers, metrics)
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders) -> int:
@@ -91,6 +95,7 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
 def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
+    from brisvox.core.secret import install_log_masking
     from brisvox.server.agent_file import AgentFileError, load_agent_file
     from brisvox.server.call import EngineEndpoint
     from brisvox.server.call_providers import build_call_providers
@@ -108,6 +113,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         return EXIT_STARTUP_FAILURE
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_masking()  # every Secret's value is masked in every log line, vendor texts included
     agent_path = args.agent_file or settings.agent_file
     if agent_path is None:
         from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
@@ -127,9 +133,9 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    metrics = ServerMetrics()
-    runner, what = session_runner(definition, tools, clock, providers, metrics)
-    description = f"{_summary(definition)}; {what}"
+    metrics = ServerMetrics(tool_names=tools.names())
+    runner = session_runner(definition, tools, clock, providers, metrics)
+    description = _summary(definition, providers.llm_label)
     ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
                              max_calls=settings.max_calls)
     endpoint = EngineEndpoint(clock, ws_config)
