@@ -147,15 +147,15 @@ def _build_llm(definition: AgentDefinition, resolved: LlmChoice, options: dict[s
     name, model = resolved.provider, resolved.model or ""
     if name in ("openai", "openrouter", "ollama", "vllm"):
         with _extra(Stage.LLM, name):
-            from brisvox.providers.cloud import openai_compat as oa
+            from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm, OpenAiCompatOptions
         if resolved.auto is not None and resolved.base_url is not None:
             # auto's BRISVOX_LLM_BASE_URL: any OpenAI-compatible server, with the key auto found or none.
-            opts = oa.OpenAiCompatOptions(model=model, base_url=resolved.base_url, api_key=key)
+            opts = OpenAiCompatOptions(model=model, base_url=resolved.base_url, api_key=key)
         else:
-            opts = oa.OpenAiCompatOptions.preset(name, model=model, api_key=key, **options)
+            opts = OpenAiCompatOptions.preset(name, model=model, api_key=key, **options)
             if key is None:  # the preset reads vllm's optional variable; only a key the file names is sent
                 opts = dataclasses.replace(opts, api_key=None)
-        return oa.OpenAiCompatLlm(opts, clock)
+        return OpenAiCompatLlm(opts, clock)
     if name == "anthropic":
         with _extra(Stage.LLM, name):
             from brisvox.providers.cloud.anthropic import AnthropicLlm, AnthropicOptions

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 __all__ = [
-    "AUTO_LLM", "AUTO_ORDER", "CATALOG", "DEFAULT_LLM_MODELS", "DEFAULT_PROVIDERS", "LLM_REQUEST_OPTIONS", "Bounds",
+    "AUTO_CLOUD_LLMS", "AUTO_LLM", "AUTO_ORDER", "CATALOG", "DEFAULT_LLM_MODELS", "DEFAULT_PROVIDERS", "LLM_REQUEST_OPTIONS", "Bounds",
     "KeyUse", "LlmChoice", "OptionType", "ProviderEntry", "Stage", "local_llm_ready", "lookup", "resolve_llm",
 ]
 
@@ -153,6 +153,9 @@ AUTO_ORDER = (
 )
 """What ``provider = "auto"`` runs, first match wins (docs/CONFIG.md lists the same)."""
 
+AUTO_CLOUD_LLMS = (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY"))
+"""The cloud LLMs auto picks by their key variable, in order (``make demo`` installs their extras)."""
+
 DEFAULT_LLM_MODELS: Mapping[str, str] = MappingProxyType({
     "openai": "gpt-4o-mini", "openrouter": "gpt-4o-mini", "ollama": "gpt-4o-mini", "vllm": "gpt-4o-mini",
     "anthropic": "claude-3-5-haiku-latest", "gemini": "gemini-2.0-flash",
@@ -224,7 +227,7 @@ def resolve_llm(
         key_env = "BRISVOX_LLM_API_KEY" if environ.get("BRISVOX_LLM_API_KEY") else None
         return LlmChoice("openai", model=model_env or DEFAULT_LLM_MODELS["openai"], base_url=base_url,
                          key_env=key_env, auto="BRISVOX_LLM_BASE_URL is set")
-    for name, env in (("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")):
+    for name, env in AUTO_CLOUD_LLMS:
         if environ.get(env):
             return LlmChoice(name, model=model_env or DEFAULT_LLM_MODELS[name], key_env=env, auto=f"{env} is set")
     if environ.get("BRISVOX_LLM_SCRIPTED") != "1" and local_ready():
