@@ -335,7 +335,7 @@ def test_a_provider_option_that_is_not_finite_is_refused_with_its_range() -> Non
 def test_every_numeric_key_of_every_section_has_an_allowed_range() -> None:
     from brisvox.server import agent_file
 
-    with pytest.raises(TypeError, match="_Window.seconds is a number without an allowed range"):
+    with pytest.raises(TypeError, match=r"_Window\.seconds is a number without an allowed range"):
         type("_Window", (agent_file._Section,), {"__annotations__": {"seconds": float}, "seconds": 1.0})
 
 

@@ -135,7 +135,9 @@ def _range_text(bounds: Bounds) -> str:
     low, high = bounds
     if low is not None and high is not None:
         return f"expected a value from {_number(low)} to {_number(high)}"
-    return f"expected at least {_number(low)}" if low is not None else f"expected at most {_number(high)}"
+    if low is not None:
+        return f"expected at least {_number(low)}"
+    return f"expected at most {_number(high)}" if high is not None else "expected a number"
 
 
 def _in_bounds(value: float, bounds: Bounds) -> bool:
