@@ -112,7 +112,7 @@ def _masked_record(record: logging.LogRecord) -> logging.LogRecord:
     except Exception:  # a malformed format: the handler reports it (logging's handleError) when it emits
         return record
     masked = mask(message)
-    if masked != message or record.args:
+    if masked != message:  # only then: some formatters (uvicorn's access log) read record.args
         record.msg, record.args = masked, None
     if record.exc_info and not record.exc_text:
         # Formatted now so every handler's formatter uses the masked text (formatters keep exc_text).

@@ -230,7 +230,8 @@ def resolve_llm(
     for name, env in AUTO_CLOUD_LLMS:
         if environ.get(env):
             return LlmChoice(name, model=model_env or DEFAULT_LLM_MODELS[name], key_env=env, auto=f"{env} is set")
-    if environ.get("BRISVOX_LLM_SCRIPTED") != "1" and local_ready():
-        return LlmChoice("local", auto="no LLM variable set; the local LLM is installed")
-    return LlmChoice("scripted", auto="no LLM configured: set BRISVOX_LLM_BASE_URL, OPENAI_API_KEY or "
-                                      "ANTHROPIC_API_KEY for a real model")
+    if environ.get("BRISVOX_LLM_SCRIPTED") == "1":
+        return LlmChoice("scripted", auto="no LLM variable set, BRISVOX_LLM_SCRIPTED=1")
+    if local_ready():
+        return LlmChoice("local", auto="no LLM variable set, the local LLM is installed")
+    return LlmChoice("scripted", auto="no LLM variable set, no local LLM")
