@@ -121,3 +121,20 @@ def test_check_of_a_named_llm_ignores_the_environment(tmp_path: Path, monkeypatc
     monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-0123456789")
     assert main(["check", str(f)]) == 0
     assert "llm scripted (" in capsys.readouterr().out
+
+
+def test_the_servers_logging_setup_masks_every_held_secret(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from brisvox.core.secret import Secret
+    from brisvox.server.cli import configure_logging
+
+    key = Secret("sk-serve-log-0123456789").reveal()
+    before = logging.getLogRecordFactory()
+    try:
+        configure_logging("info")
+        with caplog.at_level(logging.INFO):
+            logging.getLogger("brisvox.providers").warning("vendor said: bad key %s", key)
+    finally:
+        logging.setLogRecordFactory(before)
+    assert "vendor said: bad key ***" in caplog.text and key not in caplog.text

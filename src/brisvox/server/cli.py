@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
 
-__all__ = ["run_check", "run_serve", "session_runner"]
+__all__ = ["configure_logging", "run_check", "run_serve", "session_runner"]
 
 
 
@@ -40,6 +40,14 @@ def _summary(d: AgentDefinition, llm_label: str) -> str:
     """The agent in one line; ``llm_label``: the resolved LLM (``resolve_llm``), as serve and /agent.json say it."""
     tools = ", ".join(d.tools) if d.tools else "none"
     return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {llm_label}, tts {d.tts.provider})"
+
+
+def configure_logging(level: str) -> None:
+    """The server's logging: one line per record on stderr, every held secret masked in it."""
+    from brisvox.core.secret import install_log_masking
+
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_masking()  # every Secret's value is masked in every log line, vendor texts included
 
 
 def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
@@ -95,7 +103,6 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
 def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
-    from brisvox.core.secret import install_log_masking
     from brisvox.server.agent_file import AgentFileError, load_agent_file
     from brisvox.server.call import EngineEndpoint
     from brisvox.server.call_providers import build_call_providers
@@ -111,9 +118,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    install_log_masking()  # every Secret's value is masked in every log line, vendor texts included
+    configure_logging(settings.log_level)
     agent_path = args.agent_file or settings.agent_file
     if agent_path is None:
         from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
