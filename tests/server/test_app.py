@@ -59,7 +59,7 @@ async def test_readyz_is_200_with_room_and_503_when_full_or_draining() -> None:
 
 async def test_metrics_are_in_the_prometheus_text_format_and_fed_by_the_engine_hooks() -> None:
     m = SessionManager(idle_runner, max_sessions=3, clock=SimClock())
-    metrics = ServerMetrics()
+    metrics = ServerMetrics(tool_names=("get_time", "save_note"))
     metrics.record_turn({"voice_to_voice": 0.45, "llm_first_token": 0.2, "stt": None})
     metrics.record_tool("get_time", "ok")
     metrics.record_tool("save_note", "timed_out_running")

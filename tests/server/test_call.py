@@ -124,7 +124,7 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
         llm_label="scripted (test)", vad_label="energy",
     )
     endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
-    metrics = ServerMetrics()
+    metrics = ServerMetrics(tool_names=tools.names())
     parts = ServerParts(runner=engine_runner(agent, tools, clock, providers, metrics), call_endpoint=endpoint,
                         on_stop_calls=endpoint.close, extra_routes=tuple(page_routes(providers.page_info(agent))),
                         metrics=metrics)
@@ -166,7 +166,7 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
 
 
 def test_the_metrics_listener_counts_a_latency_event_as_a_turn_and_a_tool_result_by_name_and_outcome() -> None:
-    metrics = ServerMetrics()
+    metrics = ServerMetrics(tool_names=("book_table",))
     listen = metrics_listener(metrics)
     listen(CallEvent(kind=CallEventKind.LATENCY, epoch=1, at=2.0,
                      data={"speech_end_to_audio_ms": 640.0, "turn_end_to_audio_ms": 90.0, "turn_end_reason": "model"}))
@@ -181,18 +181,19 @@ def test_the_metrics_listener_counts_a_latency_event_as_a_turn_and_a_tool_result
     assert 'brisvox_tool_calls_total{outcome="confirmation_required",tool="book_table"} 1.0' in text
 
 
-def test_the_demo_llm_is_a_configured_endpoint_first_and_the_scripted_host_last() -> None:
+def test_the_demo_agent_names_auto_and_auto_takes_a_configured_endpoint_first_and_the_scripted_host_last() -> None:
     from brisvox.server.call_providers import choose_llm
 
     agent = load_agent_file(DEMO_AGENT_FILE, available_tools=demo_tools())
+    assert agent.llm.provider == "auto"
     clock = SystemClock()
     _, label = choose_llm(agent, clock, {"BRISVOX_LLM_BASE_URL": "http://127.0.0.1:9/v1", "BRISVOX_LLM_MODEL": "m",
                                          "OPENAI_API_KEY": "k"})
-    assert label == "OpenAI-compatible endpoint http://127.0.0.1:9/v1 (m)"
+    assert label == "auto: openai (m at http://127.0.0.1:9/v1); BRISVOX_LLM_BASE_URL is set"
     _, label = choose_llm(agent, clock, {"OPENAI_API_KEY": "k"})
-    assert label.startswith("OpenAI (")
+    assert label == "auto: openai (gpt-4o-mini); OPENAI_API_KEY is set"
     _, label = choose_llm(agent, clock, {"BRISVOX_LLM_SCRIPTED": "1"})
-    assert label.startswith("the scripted restaurant host")
+    assert label.startswith("auto: scripted (")
 
 
 async def test_prerendered_fillers_render_in_the_first_call_and_play_as_clips_in_the_next(

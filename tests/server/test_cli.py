@@ -28,7 +28,8 @@ def test_check_exits_0_for_a_valid_file(tmp_path: Path, capsys: pytest.CaptureFi
     f = tmp_path / "agent.toml"
     f.write_text(GOOD)
     assert run_with_tools(tools(), ["check", str(f)]) == 0
-    assert "ok, agent 'a' (tools: get_time; stt local, llm scripted, tts local)" in capsys.readouterr().out
+    assert ("ok, agent 'a' (tools: get_time; stt local, llm scripted (the restaurant host: keyword rules, no model), "
+            "tts local)") in capsys.readouterr().out
 
 
 def test_check_exits_1_with_every_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -93,3 +94,47 @@ def test_serve_on_a_port_in_use_is_a_startup_failure(monkeypatch: pytest.MonkeyP
         monkeypatch.setenv("BRISVOX_PORT", str(busy.getsockname()[1]))
         assert main(["serve"]) == 1
     assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_check_prints_the_llm_that_auto_resolves_to_as_serve_builds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from brisvox.core.clock import SystemClock
+    from brisvox.server.agent_file import load_agent_file
+    from brisvox.server.call_providers import choose_llm
+
+    f = tmp_path / "agent.toml"
+    f.write_text('[agent]\nname = "a"\nprompt = "p"\n[llm]\nprovider = "auto"\n')
+    for name in ("BRISVOX_LLM_BASE_URL", "ANTHROPIC_API_KEY", "BRISVOX_LLM_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-0123456789")
+    assert main(["check", str(f)]) == 0
+    _, label = choose_llm(load_agent_file(f), SystemClock(), {"OPENAI_API_KEY": "sk-cli-0123456789"})
+    assert f"llm {label}, tts local)" in capsys.readouterr().out
+    assert label == "auto: openai (gpt-4o-mini); OPENAI_API_KEY is set"
+
+
+def test_check_of_a_named_llm_ignores_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "agent.toml"
+    f.write_text('[agent]\nname = "a"\nprompt = "p"\n[llm]\nprovider = "scripted"\n')
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-0123456789")
+    assert main(["check", str(f)]) == 0
+    assert "llm scripted (" in capsys.readouterr().out
+
+
+def test_the_servers_logging_setup_masks_every_held_secret(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from brisvox.core.secret import Secret
+    from brisvox.server.cli import configure_logging
+
+    key = Secret("sk-serve-log-0123456789").reveal()
+    before = logging.getLogRecordFactory()
+    try:
+        configure_logging("info")
+        with caplog.at_level(logging.INFO):
+            logging.getLogger("brisvox.providers").warning("vendor said: bad key %s", key)
+    finally:
+        logging.setLogRecordFactory(before)
+    assert "vendor said: bad key ***" in caplog.text and key not in caplog.text

@@ -32,17 +32,27 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
 
-__all__ = ["run_check", "run_serve", "session_runner"]
+__all__ = ["configure_logging", "run_check", "run_serve", "session_runner"]
 
 
 
-def _summary(d: AgentDefinition) -> str:
+def _summary(d: AgentDefinition, llm_label: str) -> str:
+    """The agent in one line; ``llm_label``: the resolved LLM (``resolve_llm``), as serve and /agent.json say it."""
     tools = ", ".join(d.tools) if d.tools else "none"
-    return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {d.llm.provider}, tts {d.tts.provider})"
+    return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {llm_label}, tts {d.tts.provider})"
+
+
+def configure_logging(level: str) -> None:
+    """The server's logging: one line per record on stderr, every held secret masked in it."""
+    from brisvox.core.secret import install_log_masking
+
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_masking()  # every Secret's value is masked in every log line, vendor texts included
 
 
 def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.agent_file import AgentFileError, load_agent_file
+    from brisvox.server.providers import resolve_llm
 
     try:
         definition = load_agent_file(args.agent_file, available_tools=tools,
@@ -52,7 +62,9 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
             print(problem, file=sys.stderr)
         print(f"{args.agent_file}: {len(exc.problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"{args.agent_file}: ok, {_summary(definition)}")
+    llm = definition.llm
+    label = resolve_llm(llm.provider, llm.options, llm.api_key_env, os.environ).label
+    print(f"{args.agent_file}: ok, {_summary(definition, label)}")
     return 0
 
 
@@ -69,11 +81,11 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 def session_runner(
     definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics
-) -> tuple[SessionRunner[EngineCall], str]:
-    """The session runner of ``brisvox serve`` (the engine) and how the start-up line describes it."""
+) -> SessionRunner[EngineCall]:
+    """The session runner of ``brisvox serve``: the engine."""
     from brisvox.server.call import engine_runner
 
-    return engine_runner(definition, tools, clock, providers, metrics), f"llm: {providers.llm_label}"
+    return engine_runner(definition, tools, clock, providers, metrics)
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders) -> int:
@@ -106,8 +118,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level)
     agent_path = args.agent_file or settings.agent_file
     if agent_path is None:
         from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
@@ -127,9 +138,9 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    metrics = ServerMetrics()
-    runner, what = session_runner(definition, tools, clock, providers, metrics)
-    description = f"{_summary(definition)}; {what}"
+    metrics = ServerMetrics(tool_names=tools.names())
+    runner = session_runner(definition, tools, clock, providers, metrics)
+    description = _summary(definition, providers.llm_label)
     ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
                              max_calls=settings.max_calls)
     endpoint = EngineEndpoint(clock, ws_config)

@@ -15,20 +15,23 @@ Metric names (all prefixed ``brisvox_``):
 * ``turns_total``
 * ``turn_latency_seconds{stage}`` (histogram; ``voice_to_voice``, ``turn_detection``,
   ``llm_first_token``, ``turn_end_to_audio``: see ``brisvox.server.call.LATENCY_STAGES``)
-* ``tool_calls_total{tool,outcome}``
+* ``tool_calls_total{tool,outcome}``: ``tool`` is a registered tool's name (the names given
+  to :class:`ServerMetrics`, plus the built-in ``confirm_pending``) or ``unknown``, so a
+  model that invents tool names cannot add series; ``outcome`` is the tool engine's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from brisvox.agent.tools.registry import CONFIRM_PENDING
 from brisvox.server.session import SessionEnded, SessionOutcome
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "AdmissionView", "ServerMetrics"]
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "ServerMetrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -36,7 +39,8 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 
 """Seconds; dense around the 300 ms to 1 s voice-to-voice range."""
 
 _CALL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
-_MAX_TOOL_NAME = 64
+UNKNOWN_TOOL = "unknown"
+"""The ``tool`` label of a call to a name no tool is registered under (a model's invention)."""
 
 
 class AdmissionView(Protocol):
@@ -53,9 +57,11 @@ class AdmissionView(Protocol):
 
 
 class ServerMetrics:
-    """One server's metrics (see the module docs)."""
+    """One server's metrics (see the module docs); ``tool_names``: the registered tools, the
+    only values the ``tool`` label takes besides ``confirm_pending`` and ``unknown``."""
 
-    def __init__(self) -> None:
+    def __init__(self, tool_names: Collection[str] = ()) -> None:
+        self._tool_names = frozenset((*tool_names, CONFIRM_PENDING))
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._active = Gauge("brisvox_active_calls", "Calls running now.", registry=r)
@@ -100,8 +106,11 @@ class ServerMetrics:
                 self._latency.labels(stage=stage).observe(seconds)
 
     def record_tool(self, tool: str, outcome: str) -> None:
-        """One settled tool call (outcome as the tool engine names it: ``ok``, ``timed_out``, ...)."""
-        self._tools.labels(tool=tool[:_MAX_TOOL_NAME], outcome=outcome).inc()
+        """One settled tool call (outcome as the tool engine names it: ``ok``, ``timed_out``, ...).
+
+        A name that is not registered counts as ``unknown``: the name comes from the model."""
+        label = tool if tool in self._tool_names else UNKNOWN_TOOL
+        self._tools.labels(tool=label, outcome=outcome).inc()
 
     # --- export ------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.channel import SessionBase
+from brisvox.providers.cloud._errors import vendor_text
 from brisvox.providers.cloud._ws import close_error, close_ws, open_ws
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, guarded
@@ -90,7 +91,7 @@ def parse_message(raw: str | bytes, offset: float) -> Transcript | ProviderError
         return ProviderError("deepgram", ProviderErrorKind.PROTOCOL, "a message is not a JSON object")
     kind = msg.get("type")
     if kind == "Error" or "err_code" in msg:
-        text = str(msg.get("description") or msg.get("err_msg") or msg.get("message") or "error")[:200]
+        text = vendor_text(msg.get("description") or msg.get("err_msg") or msg.get("message") or "error")
         return ProviderError("deepgram", ProviderErrorKind.SERVER, text)
     if kind != "Results":
         return None
