@@ -24,4 +24,4 @@ def run_demo() -> int:
         return 1
     print(f"brisvox demo: open http://{settings.host}:{settings.port}/ in Chromium, Chrome or Firefox and click "
           f"Talk (the models load first; Ctrl-C stops)", flush=True)
-    return run_serve(argparse.Namespace(agent_file=None), ToolSet())
+    return run_serve(argparse.Namespace(agent_file=None, insecure=False), ToolSet())

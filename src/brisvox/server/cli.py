@@ -7,6 +7,11 @@ WebSocket endpoint run the production engine (:mod:`brisvox.server.call`) with t
 agent's providers (:mod:`brisvox.server.call_providers`); ``/`` serves the demo page
 (:mod:`brisvox.server.page`).
 
+Without authentication (``BRISVOX_AUTH=none``) ``serve`` refuses to listen on an address
+that is not loopback unless given ``--insecure`` (:func:`brisvox.server.edge.exposure_problem`).
+``brisvox token`` prints a signed call token (:func:`brisvox.server.auth.issue_call_token`
+with ``BRISVOX_AUTH_SECRET``), or with ``--new-secret`` a new signing key.
+
 ``brisvox check AGENT_FILE`` validates an agent file offline against the tools this
 program provides (exit 0, or 1 with every problem on stderr); ``--env`` also checks that
 each ``api_key_env`` variable is set.
@@ -32,7 +37,9 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
 
-__all__ = ["run_check", "run_serve", "session_runner"]
+__all__ = ["run_check", "run_serve", "run_token", "session_runner"]
+
+_SECRET_VARIABLE = "BRISVOX_AUTH_SECRET"
 
 
 
@@ -53,6 +60,31 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
         print(f"{args.agent_file}: {len(exc.problems)} problem(s)", file=sys.stderr)
         return 1
     print(f"{args.agent_file}: ok, {_summary(definition)}")
+    return 0
+
+
+def run_token(args: argparse.Namespace) -> int:
+    import secrets
+
+    from brisvox.core.clock import SystemClock
+    from brisvox.core.errors import InvalidInput
+    from brisvox.server.auth import issue_call_token
+
+    if args.new_secret:
+        print(secrets.token_urlsafe(48))
+        return 0
+    key = os.environ.get(_SECRET_VARIABLE, "")
+    if not key:
+        print(f"brisvox token: {_SECRET_VARIABLE} is not set (`brisvox token --new-secret` makes a key)",
+              file=sys.stderr)
+        return 1
+    try:
+        token = issue_call_token(key, now=SystemClock().wall().timestamp(), ttl=args.ttl, agent=args.agent,
+                                 subject=args.subject)
+    except InvalidInput as exc:
+        print(f"brisvox token: {exc}", file=sys.stderr)
+        return 1
+    print(token)
     return 0
 
 
@@ -94,6 +126,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.agent_file import AgentFileError, load_agent_file
     from brisvox.server.call import EngineEndpoint
     from brisvox.server.call_providers import build_call_providers
+    from brisvox.server.edge import exposure_problem, exposure_warnings
     from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
     from brisvox.server.metrics import ServerMetrics
@@ -106,6 +139,12 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
+    exposed = exposure_problem(settings, insecure=args.insecure)
+    if exposed is not None:
+        print(f"brisvox serve: {exposed}; not starting", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
+    for warning in exposure_warnings(settings, insecure=args.insecure):
+        print(f"brisvox serve: warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     agent_path = args.agent_file or settings.agent_file
@@ -129,7 +168,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         return EXIT_STARTUP_FAILURE
     metrics = ServerMetrics()
     runner, what = session_runner(definition, tools, clock, providers, metrics)
-    description = f"{_summary(definition)}; {what}"
+    description = f"{_summary(definition)}; {what}; auth {settings.auth.value}"
     ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
                              max_calls=settings.max_calls)
     endpoint = EngineEndpoint(clock, ws_config)
@@ -137,6 +176,6 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
         ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
-        extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics,
+        extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
     )
     return asyncio.run(_serve_with(settings, parts, providers))
