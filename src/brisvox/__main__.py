@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"brisvox {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_server_parsers(sub)
-    sub.add_parser("demo", help="run the local demonstration")
+    demo_p = sub.add_parser("demo", help="run the local demonstration")
+    demo_p.add_argument("--insecure", action="store_true",
+                        help="serve without authentication on an address that is not loopback")
     _add_models_parser(sub)
     return parser
 
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None) -> int:
     if args.command == "demo":
         from brisvox._demo import run_demo
 
-        return run_demo()
+        return run_demo(insecure=args.insecure)
     if args.command == "models":
         from brisvox.inference._cli import run_models_command
 

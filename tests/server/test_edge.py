@@ -29,7 +29,7 @@ from brisvox.server.lifecycle import StopRequests
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionManager, SessionSlot
 from brisvox.server.settings import Settings
-from brisvox.server.ws_endpoint import TransportEndpoint, echo_runner
+from brisvox.server.ws_endpoint import TransportEndpoint, _server_transport, echo_runner
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
 
@@ -218,6 +218,19 @@ def test_without_an_edge_policy_the_app_checks_nothing() -> None:
 
 
 
+class Probe(TransportEndpoint):
+    """Counts the calls whose socket abort() can reach through the guard's ``send`` wrapper."""
+
+    transports = 0
+    reached = 0
+
+    async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
+        self.transports += 1
+        if callable(getattr(_server_transport(getattr(websocket, "_send", None)), "abort", None)):
+            self.reached += 1
+        await super().__call__(websocket, slot)
+
+
 def fetch(url: str, host: str) -> tuple[int, str]:
     request = urllib.request.Request(url, headers={"Host": host})
     try:
@@ -230,7 +243,7 @@ def fetch(url: str, host: str) -> tuple[int, str]:
 @pytest.mark.realtime
 async def test_under_uvicorn_tokens_pass_as_bearer_or_subprotocol_and_refusals_come_before_the_upgrade() -> None:
     clock = SystemClock()
-    endpoint = TransportEndpoint(clock, ServerConfig(path="/ws"))
+    endpoint = Probe(clock, ServerConfig(path="/ws"))
     parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
                         on_stop_calls=endpoint.close, agent="lokanta")
     settings = Settings(port=0, auth=AuthMode.SIGNED, auth_secret=Secret(KEY), auth_tokens=(Secret(STATIC),))
@@ -252,6 +265,11 @@ async def test_under_uvicorn_tokens_pass_as_bearer_or_subprotocol_and_refusals_c
         async with connect(url, subprotocols=[Subprotocol("brisvox"), Subprotocol(f"brisvox.token.{token}")],
                            origin=Origin(f"http://127.0.0.1:{port}")) as ws:
             assert ws.subprotocol == "brisvox"
+            for _ in range(100):
+                if endpoint.transports == 3:
+                    break
+                await clock.sleep(0.02)
+        assert endpoint.transports == 3 and endpoint.reached == 3  # abort() reaches the socket behind the guard
         loop = asyncio.get_running_loop()
         status, body = await loop.run_in_executor(None, fetch, f"http://127.0.0.1:{port}/metrics", "evil.example")
         assert (status, body.split(":")[0]) == (403, "host_not_allowed")
