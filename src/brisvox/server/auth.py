@@ -147,10 +147,6 @@ class CallClaims:
     subject: str | None = None
 
 
-def _refuse(reason: RefusalReason, detail: str) -> AuthRefusal:
-    return AuthRefusal(reason, detail)
-
-
 def _shown(value: str) -> str:
     """A client-supplied value as it may appear in a log line: quoted, escaped, short."""
     text = repr(value)
@@ -211,36 +207,36 @@ def verify_call_token(token: str, key: Secret | str, *, now: float, agent: str |
     """Check ``token`` against ``key`` at ``now`` (Unix seconds) for the agent named ``agent``:
     its claims, or why it is refused.  Never raises for any ``token``."""
     if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
-        return _refuse(RefusalReason.MALFORMED_TOKEN, f"expected a token of 1 to {MAX_TOKEN_CHARS} characters")
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, f"expected a token of 1 to {MAX_TOKEN_CHARS} characters")
     parts = token.split(".")
     if len(parts) != 3 or not all(_B64URL.fullmatch(p) for p in parts):
-        return _refuse(RefusalReason.MALFORMED_TOKEN, "expected three base64url parts separated by '.'")
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "expected three base64url parts separated by '.'")
     try:
         signature = _unb64(parts[2])
     except (binascii.Error, ValueError):
-        return _refuse(RefusalReason.MALFORMED_TOKEN, "the signature is not base64url")
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "the signature is not base64url")
     expected = _sign(_key_bytes(key), parts[0] + "." + parts[1])
     if not hmac.compare_digest(signature, expected):
-        return _refuse(RefusalReason.INVALID_TOKEN, "the signature does not match")
+        return AuthRefusal(RefusalReason.INVALID_TOKEN, "the signature does not match")
     # Signed with our key from here on; the claims are still checked for shape.
     try:
         header = json.loads(_unb64(parts[0]))
         payload = json.loads(_unb64(parts[1]))
     except (binascii.Error, ValueError, RecursionError):
-        return _refuse(RefusalReason.MALFORMED_TOKEN, "the header or the claims are not JSON")
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "the header or the claims are not JSON")
     if not isinstance(header, dict) or header.get("alg") != "HS256":
-        return _refuse(RefusalReason.MALFORMED_TOKEN, "the header does not name alg HS256")
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "the header does not name alg HS256")
     if not isinstance(payload, dict):
-        return _refuse(RefusalReason.MALFORMED_TOKEN, "the claims are not a JSON object")
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "the claims are not a JSON object")
     claims = _claims(payload)
     if isinstance(claims, AuthRefusal):
         return claims
     if now >= claims.expires + LEEWAY:
-        return _refuse(RefusalReason.EXPIRED_TOKEN, f"expired {now - claims.expires:.0f} s ago")
+        return AuthRefusal(RefusalReason.EXPIRED_TOKEN, f"expired {now - claims.expires:.0f} s ago")
     if claims.not_before is not None and now + LEEWAY < claims.not_before:
-        return _refuse(RefusalReason.TOKEN_NOT_YET_VALID, f"valid in {claims.not_before - now:.0f} s")
+        return AuthRefusal(RefusalReason.TOKEN_NOT_YET_VALID, f"valid in {claims.not_before - now:.0f} s")
     if agent is not None and claims.agent is not None and claims.agent != agent:
-        return _refuse(RefusalReason.WRONG_AGENT, f"the token is for agent {_shown(claims.agent)}, not {agent!r}")
+        return AuthRefusal(RefusalReason.WRONG_AGENT, f"the token is for agent {_shown(claims.agent)}, not {agent!r}")
     return claims
 
 
@@ -253,12 +249,12 @@ def _claims(payload: dict[str, Any]) -> CallClaims | AuthRefusal:
         elif isinstance(value, int | float) and not isinstance(value, bool) and abs(value) < _MAX_SECONDS:
             times[name] = float(value)  # NaN fails the comparison above
         else:
-            return _refuse(RefusalReason.MALFORMED_TOKEN, f"claim {name!r} is not a number of seconds")
+            return AuthRefusal(RefusalReason.MALFORMED_TOKEN, f"claim {name!r} is not a number of seconds")
     texts: dict[str, str | None] = {}
     for name in ("agent", "sub"):
         value = payload.get(name)
         if value is not None and not isinstance(value, str):
-            return _refuse(RefusalReason.MALFORMED_TOKEN, f"claim {name!r} is not a string")
+            return AuthRefusal(RefusalReason.MALFORMED_TOKEN, f"claim {name!r} is not a string")
         texts[name] = value
     expires = times["exp"]
     assert expires is not None
@@ -302,7 +298,7 @@ class Authenticator:
         if not self.required:
             return None
         if token is None:
-            return _refuse(RefusalReason.MISSING_TOKEN, "this server needs a token")
+            return AuthRefusal(RefusalReason.MISSING_TOKEN, "this server needs a token")
         candidate = _digest(token)
         matched = False
         for known in self._digests:  # every one, so the time does not say which matched
@@ -310,7 +306,7 @@ class Authenticator:
         if matched:
             return None
         if self._key is None:
-            return _refuse(RefusalReason.INVALID_TOKEN, "not a known token")
+            return AuthRefusal(RefusalReason.INVALID_TOKEN, "not a known token")
         verdict = verify_call_token(token, self._key, now=now, agent=self.agent)
         return verdict if isinstance(verdict, AuthRefusal) else None
 
@@ -322,13 +318,13 @@ def credential_from(authorization: str | None, subprotocols: Iterable[str]) -> s
         scheme, _, value = authorization.strip().partition(" ")
         value = value.strip()
         if scheme.lower() != "bearer" or not value:
-            return _refuse(RefusalReason.MALFORMED_TOKEN, "the Authorization header is not 'Bearer <token>'")
+            return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "the Authorization header is not 'Bearer <token>'")
         return value
     for offered in subprotocols:
         if offered.startswith(TOKEN_SUBPROTOCOL_PREFIX):
             value = offered[len(TOKEN_SUBPROTOCOL_PREFIX):]
             if not value:
-                return _refuse(RefusalReason.MALFORMED_TOKEN, "an empty brisvox.token. subprotocol")
+                return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "an empty brisvox.token. subprotocol")
             return value
     return None
 
@@ -372,10 +368,10 @@ def check_host(host: str | None, allowed: frozenset[str]) -> AuthRefusal | None:
     if ANY in allowed:
         return None
     if host is None:
-        return _refuse(RefusalReason.HOST_NOT_ALLOWED, "the request has no Host header")
+        return AuthRefusal(RefusalReason.HOST_NOT_ALLOWED, "the request has no Host header")
     if host_name(host) in allowed:
         return None
-    return _refuse(RefusalReason.HOST_NOT_ALLOWED, f"Host {_shown(host)} is not an allowed host")
+    return AuthRefusal(RefusalReason.HOST_NOT_ALLOWED, f"Host {_shown(host)} is not an allowed host")
 
 
 def check_origin(origin: str | None, host: str | None, allowed: frozenset[str]) -> AuthRefusal | None:
@@ -390,4 +386,4 @@ def check_origin(origin: str | None, host: str | None, allowed: frozenset[str]) 
     _, sep, netloc = lowered.partition("://")
     if sep and host is not None and netloc == host.strip().lower():
         return None
-    return _refuse(RefusalReason.ORIGIN_NOT_ALLOWED, f"Origin {_shown(origin)} is not an allowed origin")
+    return AuthRefusal(RefusalReason.ORIGIN_NOT_ALLOWED, f"Origin {_shown(origin)} is not an allowed origin")
