@@ -1,4 +1,4 @@
-"""Call tokens, static bearer tokens, and the Host and Origin checks (the pure part of the edge)."""
+"""Call tokens, static bearer tokens, and the Host and Origin checks (the pure part of the access checks)."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ class AuthMode(Enum):
 
 
 class RefusalReason(Enum):
-    """Why a request was refused at the edge (the ``reason`` label of ``brisvox_edge_refused_total``)."""
+    """Why a request was refused at the door (the ``reason`` label of ``brisvox_auth_refused_total``)."""
 
     HOST_NOT_ALLOWED = "host_not_allowed"
     ORIGIN_NOT_ALLOWED = "origin_not_allowed"

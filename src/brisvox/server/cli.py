@@ -8,7 +8,7 @@ agent's providers (:mod:`brisvox.server.call_providers`); ``/`` serves the demo 
 (:mod:`brisvox.server.page`).
 
 Without authentication (``BRISVOX_AUTH=none``) ``serve`` refuses to listen on an address
-that is not loopback unless given ``--insecure`` (:func:`brisvox.server.edge.exposure_problem`).
+that is not loopback unless given ``--insecure`` (:func:`brisvox.server.access.exposure_problem`).
 ``brisvox token`` prints a signed call token (:func:`brisvox.server.auth.issue_call_token`
 with ``BRISVOX_AUTH_SECRET``), or with ``--new-secret`` a new signing key.
 
@@ -123,10 +123,10 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
 def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
+    from brisvox.server.access import exposure_problem, exposure_warnings
     from brisvox.server.agent_file import AgentFileError, load_agent_file
     from brisvox.server.call import EngineEndpoint
     from brisvox.server.call_providers import build_call_providers
-    from brisvox.server.edge import exposure_problem, exposure_warnings
     from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
     from brisvox.server.metrics import ServerMetrics

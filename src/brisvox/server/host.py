@@ -24,8 +24,8 @@ from starlette.routing import BaseRoute
 from brisvox.core.clock import Clock, SystemClock
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
+from brisvox.server.access import AccessPolicy
 from brisvox.server.app import CallEndpoint, build_app
-from brisvox.server.edge import EdgePolicy
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionManager, SessionRunner
@@ -111,9 +111,9 @@ async def serve(
     )
     wall_clock = clock
     # Token expiry is wall time by necessity: the tokens are minted on another machine.
-    edge = EdgePolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp())
+    access = AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
-                    extra_routes=parts.extra_routes, edge=edge)
+                    extra_routes=parts.extra_routes, access=access)
     config = uvicorn.Config(
         app, log_level=settings.log_level, lifespan="off", ws="websockets-sansio",
         timeout_graceful_shutdown=int(HTTP_STOP_TIMEOUT), access_log=False,

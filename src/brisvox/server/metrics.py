@@ -64,7 +64,7 @@ class ServerMetrics:
         self._reserved = Gauge("brisvox_reserved_calls", "Admitted calls not started yet.", registry=r)
         self._max = Gauge("brisvox_max_calls", "The call limit.", registry=r)
         self._refused = Counter("brisvox_admissions_refused", "Calls refused at admission.", ["reason"], registry=r)
-        self._auth_refused = Counter("brisvox_auth_refused", "Requests refused at the edge (Host, Origin, token).",
+        self._auth_refused = Counter("brisvox_auth_refused", "Requests refused by the access checks (Host, Origin, token).",
                                      ["reason"], registry=r)
         self._ended = Counter("brisvox_calls_ended", "Calls ended, by outcome.", ["outcome"], registry=r)
         self._duration = Histogram("brisvox_call_duration_seconds", "Call durations.",
@@ -93,7 +93,7 @@ class ServerMetrics:
         self._refused.labels(reason=reason).inc()
 
     def record_auth_refusal(self, reason: str) -> None:
-        """A request refused by the edge checks (``reason``: a RefusalReason value)."""
+        """A request refused by the access checks (``reason``: a RefusalReason value)."""
         self._auth_refused.labels(reason=reason).inc()
 
     def record_call_ended(self, ended: SessionEnded) -> None:

@@ -1,4 +1,4 @@
-"""The edge checks in the app: Host, Origin and tokens before routing and admission."""
+"""The access checks in the app: Host, Origin and tokens before routing and admission."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from websockets.typing import Origin, Subprotocol
 from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import SimClock, SystemClock
 from brisvox.core.secret import Secret
+from brisvox.server.access import AccessPolicy, exposure_problem, exposure_warnings
 from brisvox.server.app import build_app
 from brisvox.server.auth import AuthMode, issue_call_token
-from brisvox.server.edge import EdgePolicy, exposure_problem, exposure_warnings
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
 from brisvox.server.metrics import ServerMetrics
@@ -59,8 +59,8 @@ class Server:
         async def agent_json(request: Any) -> Response:
             return JSONResponse({"agent": "lokanta"})
 
-        policy = EdgePolicy.from_settings(settings, agent=agent, wall=lambda: NOW)
-        self.app = build_app(self.manager, self.metrics, call_endpoint=endpoint, edge=policy,
+        policy = AccessPolicy.from_settings(settings, agent=agent, wall=lambda: NOW)
+        self.app = build_app(self.manager, self.metrics, call_endpoint=endpoint, access=policy,
                              extra_routes=[Route("/agent.json", agent_json)])
 
     def refused(self, reason: str) -> float:
@@ -208,7 +208,7 @@ def test_a_wildcard_listener_answers_loopback_names_until_allowed_hosts_are_set(
     assert named.host_names == frozenset({"voice.example.com"}) and not exposure_warnings(named, insecure=False)
 
 
-def test_without_an_edge_policy_the_app_checks_nothing() -> None:
+def test_without_an_access_policy_the_app_checks_nothing() -> None:
     async def runner(item: object, cancel: SessionCancel) -> None:
         return None
 

@@ -1,6 +1,6 @@
-"""The server's edge: the Host, Origin and credential checks, an ASGI middleware over the app.
+"""Who gets in: the Host, Origin and credential checks, an ASGI middleware over the app.
 
-:class:`EdgeGuard` runs the pure checks of :mod:`brisvox.server.auth` on every request
+:class:`AccessGuard` runs the pure checks of :mod:`brisvox.server.auth` on every request
 before routing, so a refused request reaches neither admission nor a route:
 
 * ``/healthz`` and ``/readyz`` are open (probes use any Host);
@@ -48,7 +48,7 @@ from brisvox.server.auth import (
 from brisvox.server.settings import Settings
 
 __all__ = [
-    "OPEN_PATHS", "PRIVATE_PATHS", "EdgeGuard", "EdgePolicy", "RefusalCounter", "exposure_problem", "exposure_warnings",
+    "OPEN_PATHS", "PRIVATE_PATHS", "AccessGuard", "AccessPolicy", "RefusalCounter", "exposure_problem", "exposure_warnings",
 ]
 
 log = logging.getLogger(__name__)
@@ -61,8 +61,8 @@ _MAX_PATH_SHOWN = 80
 
 
 @dataclass(frozen=True, slots=True)
-class EdgePolicy:
-    """What :class:`EdgeGuard` checks; ``wall`` gives Unix seconds (token expiry is wall time)."""
+class AccessPolicy:
+    """What :class:`AccessGuard` checks; ``wall`` gives Unix seconds (token expiry is wall time)."""
 
     auth: Authenticator
     allowed_hosts: frozenset[str]
@@ -70,7 +70,7 @@ class EdgePolicy:
     wall: Callable[[], float]
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, agent: str | None, wall: Callable[[], float]) -> EdgePolicy:
+    def from_settings(cls, settings: Settings, *, agent: str | None, wall: Callable[[], float]) -> AccessPolicy:
         auth = Authenticator(settings.auth, tokens=settings.auth_tokens, key=settings.auth_secret, agent=agent)
         return cls(auth=auth, allowed_hosts=settings.host_names, allowed_origins=settings.allowed_origins, wall=wall)
 
@@ -112,10 +112,10 @@ def _headers(scope: Scope) -> dict[str, str]:
     return out
 
 
-class EdgeGuard:
+class AccessGuard:
     """The ASGI middleware (see the module docs)."""
 
-    def __init__(self, app: ASGIApp, policy: EdgePolicy, metrics: RefusalCounter) -> None:
+    def __init__(self, app: ASGIApp, policy: AccessPolicy, metrics: RefusalCounter) -> None:
         self.app = app
         self.policy = policy
         self.metrics = metrics
