@@ -278,3 +278,12 @@ async def test_under_uvicorn_tokens_pass_as_bearer_or_subprotocol_and_refusals_c
     finally:
         stops.request("test stop")
         await asyncio.wait_for(server, 30)
+
+
+def test_the_policy_describes_itself_for_the_start_up_log_without_credentials() -> None:
+    settings = Settings(auth=AuthMode.BEARER, auth_tokens=(Secret(STATIC),),
+                        allowed_origins=frozenset({"https://app.example.com"}))
+    text = AccessPolicy.from_settings(settings, agent="lokanta", wall=lambda: NOW).describe()
+    assert text == ("auth bearer; hosts 127.0.0.1, ::1, localhost; origins: the server's own and "
+                    "https://app.example.com; /agent.json, /metrics need a token")
+    assert STATIC not in text

@@ -75,6 +75,14 @@ class AccessPolicy:
         return cls(auth=auth, allowed_hosts=settings.host_names, allowed_origins=settings.allowed_origins, wall=wall)
 
 
+    def describe(self) -> str:
+        """The policy in one line for the start-up log (no credential)."""
+        hosts = ", ".join(sorted(self.allowed_hosts))
+        origins = ", ".join(sorted(self.allowed_origins)) or "none"
+        return (f"auth {self.auth.mode.value}; hosts {hosts}; origins: the server's own and {origins}; "
+                f"{', '.join(sorted(PRIVATE_PATHS))} {'need a token' if self.auth.required else 'open'}")
+
+
 class RefusalCounter(Protocol):
     """Where refusals are counted (a :class:`~brisvox.server.metrics.ServerMetrics`)."""
 

@@ -168,7 +168,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         return EXIT_STARTUP_FAILURE
     metrics = ServerMetrics()
     runner, what = session_runner(definition, tools, clock, providers, metrics)
-    description = f"{_summary(definition)}; {what}; auth {settings.auth.value}"
+    description = f"{_summary(definition)}; {what}"
     ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
                              max_calls=settings.max_calls)
     endpoint = EngineEndpoint(clock, ws_config)

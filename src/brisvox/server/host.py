@@ -112,6 +112,7 @@ async def serve(
     wall_clock = clock
     # Token expiry is wall time by necessity: the tokens are minted on another machine.
     access = AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp())
+    log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
                     extra_routes=parts.extra_routes, access=access)
     config = uvicorn.Config(
