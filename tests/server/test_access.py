@@ -11,8 +11,9 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.testclient import TestClient, WebSocketDenialResponse
 from starlette.websockets import WebSocket
 from websockets.asyncio.client import connect
@@ -287,3 +288,12 @@ def test_the_policy_describes_itself_for_the_start_up_log_without_credentials() 
     assert text == ("auth bearer; hosts 127.0.0.1, ::1, localhost; origins: the server's own and "
                     "https://app.example.com; /agent.json, /metrics need a token")
     assert STATIC not in text
+
+
+def test_mounted_under_a_prefix_the_private_paths_still_need_a_token_and_the_probes_stay_open() -> None:
+    server = Server(Settings(auth=AuthMode.BEARER, auth_tokens=(Secret(STATIC),)))
+    outer = Starlette(routes=[Mount("/voice", app=server.app)])
+    with TestClient(outer) as tc:
+        assert tc.get("/voice/metrics", headers={**LOCAL}).status_code == 401
+        assert tc.get("/voice/metrics", headers={**LOCAL, "authorization": f"Bearer {STATIC}"}).status_code == 200
+        assert tc.get("/voice/healthz", headers={"host": "10.1.2.3"}).status_code == 200

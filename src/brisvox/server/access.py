@@ -130,7 +130,7 @@ class AccessGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
-        path = scope.get("path", "")
+        path = _route_path(scope)
         if kind not in ("http", "websocket") or path in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
@@ -180,6 +180,15 @@ class AccessGuard:
             await send({"type": "websocket.http.response.body", "body": body})
         else:
             await send({"type": "websocket.close", "code": _POLICY_CLOSE, "reason": refusal.reason.value})
+
+
+def _route_path(scope: Scope) -> str:
+    """The path inside this app: mounted under a prefix (``root_path``), the path without it."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root):len(root) + 1] in ("", "/"):
+        return path[len(root):]
+    return path
 
 
 def _without_credential(scope: Scope, send: Send, offered: list[str]) -> tuple[Scope, Send]:
