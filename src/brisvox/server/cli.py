@@ -39,8 +39,6 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
 
 __all__ = ["run_check", "run_serve", "run_token", "session_runner"]
 
-_SECRET_VARIABLE = "BRISVOX_AUTH_SECRET"
-
 
 
 def _summary(d: AgentDefinition) -> str:
@@ -61,6 +59,9 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
         return 1
     print(f"{args.agent_file}: ok, {_summary(definition)}")
     return 0
+
+
+_SECRET_VARIABLE = "BRISVOX_AUTH_SECRET"
 
 
 def run_token(args: argparse.Namespace) -> int:
@@ -139,12 +140,6 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    exposed = exposure_problem(settings, insecure=args.insecure)
-    if exposed is not None:
-        print(f"brisvox serve: {exposed}; not starting", file=sys.stderr)
-        return EXIT_STARTUP_FAILURE
-    for warning in exposure_warnings(settings, insecure=args.insecure):
-        print(f"brisvox serve: warning: {warning}", file=sys.stderr)
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     agent_path = args.agent_file or settings.agent_file
@@ -153,6 +148,12 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
 
         agent_path = DEMO_AGENT_FILE
         tools = demo_tools(into=_copy(tools))
+    exposed = exposure_problem(settings, insecure=args.insecure)
+    if exposed is not None:
+        print(f"brisvox serve: {exposed}; not starting", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
+    for warning in exposure_warnings(settings, insecure=args.insecure):
+        print(f"brisvox serve: warning: {warning}", file=sys.stderr)
     try:
         definition = load_agent_file(agent_path, available_tools=tools, environ=os.environ)
     except AgentFileError as exc:
