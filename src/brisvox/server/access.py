@@ -29,7 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from brisvox.server.auth import (
     LOOPBACK_NAMES,
@@ -57,6 +59,7 @@ OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 PRIVATE_PATHS = frozenset({"/metrics", "/agent.json"})
 _HOW = " (send Authorization: Bearer <token>, or offer the subprotocols brisvox and brisvox.token.<token>)"
 _POLICY_CLOSE = 1008
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="brisvox"'}
 _MAX_PATH_SHOWN = 80
 
 
@@ -143,7 +146,7 @@ class AccessGuard:
         if refusal is None and (kind == "websocket" or path in PRIVATE_PATHS):
             refusal = self._credential(headers.get("authorization"), offered if kind == "websocket" else [])
         if refusal is not None:
-            await self._refuse(scope, send, refusal)
+            await self._refuse(scope, receive, send, refusal)
             return
         if kind == "websocket":
             scope, send = _without_credential(scope, send, offered)
@@ -161,26 +164,21 @@ class AccessGuard:
             return AuthRefusal(refusal.reason, refusal.detail + _HOW)
         return refusal
 
-    async def _refuse(self, scope: Scope, send: Send, refusal: AuthRefusal) -> None:
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send, refusal: AuthRefusal) -> None:
         self.metrics.record_auth_refusal(refusal.reason.value)
         client = scope.get("client")
         path = repr(scope.get("path", ""))[:_MAX_PATH_SHOWN]
         log.warning("refused %s %s from %s: %s %s: %s", scope["type"], path,
                     f"{client[0]}:{client[1]}" if client else "unknown", refusal.status, refusal.reason.value,
                     refusal.detail)
-        body = f"{refusal.reason.value}: {refusal.detail}\n".encode()
-        headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
-        if refusal.status == 401:
-            headers.append((b"www-authenticate", b'Bearer realm="brisvox"'))
+        response = PlainTextResponse(f"{refusal.reason.value}: {refusal.detail}\n", status_code=refusal.status,
+                                     headers=_CHALLENGE if refusal.status == 401 else None)
         if scope["type"] == "http":
-            await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await response(scope, receive, send)
         elif "websocket.http.response" in scope.get("extensions", {}):
-            await send({"type": "websocket.http.response.start", "status": refusal.status, "headers": headers})
-            await send({"type": "websocket.http.response.body", "body": body})
+            await WebSocket(scope, receive, send).send_denial_response(response)
         else:
             await send({"type": "websocket.close", "code": _POLICY_CLOSE, "reason": refusal.reason.value})
-
 
 def _route_path(scope: Scope) -> str:
     """The path inside this app: mounted under a prefix (``root_path``), the path without it."""
