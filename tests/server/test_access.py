@@ -285,7 +285,7 @@ def test_the_policy_describes_itself_for_the_start_up_log_without_credentials() 
     settings = Settings(auth=AuthMode.BEARER, auth_tokens=(Secret(STATIC),),
                         allowed_origins=frozenset({"https://app.example.com"}))
     text = AccessPolicy.from_settings(settings, agent="lokanta", wall=lambda: NOW).describe()
-    assert text == ("auth bearer; hosts 127.0.0.1, ::1, localhost; origins: the server's own and "
+    assert text == ("auth bearer; hosts 127.0.0.1, ::1, localhost; origins: the server's own, "
                     "https://app.example.com; /agent.json, /metrics need a token")
     assert STATIC not in text
 

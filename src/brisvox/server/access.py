@@ -81,8 +81,8 @@ class AccessPolicy:
     def describe(self) -> str:
         """The policy in one line for the start-up log (no credential)."""
         hosts = ", ".join(sorted(self.allowed_hosts))
-        origins = ", ".join(sorted(self.allowed_origins)) or "none"
-        return (f"auth {self.auth.mode.value}; hosts {hosts}; origins: the server's own and {origins}; "
+        origins = "".join(f", {o}" for o in sorted(self.allowed_origins))
+        return (f"auth {self.auth.mode.value}; hosts {hosts}; origins: the server's own{origins}; "
                 f"{', '.join(sorted(PRIVATE_PATHS))} {'need a token' if self.auth.required else 'open'}")
 
 
