@@ -9,6 +9,8 @@ import pytest
 
 from brisvox import __version__, run_with_tools
 from brisvox.__main__ import main
+from brisvox.core.clock import SystemClock
+from brisvox.server.auth import CallClaims, verify_call_token
 from brisvox.server.tools import ToolSet
 
 GOOD = '[agent]\nname = "a"\nprompt = "p"\ntools = ["get_time"]\n'
@@ -138,3 +140,36 @@ def test_the_servers_logging_setup_masks_every_held_secret(caplog: pytest.LogCap
     finally:
         logging.setLogRecordFactory(before)
     assert "vendor said: bad key ***" in caplog.text and key not in caplog.text
+
+
+def test_serve_without_auth_on_an_address_that_is_not_loopback_refuses_to_start(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("BRISVOX_HOST", "0.0.0.0")
+    monkeypatch.delenv("BRISVOX_AUTH", raising=False)
+    assert main(["serve"]) == 1
+    err = capsys.readouterr().err
+    assert "BRISVOX_HOST=0.0.0.0 is not a loopback address and BRISVOX_AUTH=none" in err
+    assert "--insecure" in err and "not starting" in err
+
+
+def test_token_prints_a_call_token_the_server_accepts(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    key = "k" * 40
+    monkeypatch.setenv("BRISVOX_AUTH_SECRET", key)
+    assert main(["token", "--ttl", "120", "--agent", "lokanta", "--subject", "u1"]) == 0
+    token = capsys.readouterr().out.strip()
+    claims = verify_call_token(token, key, now=SystemClock().wall().timestamp(), agent="lokanta")
+    assert isinstance(claims, CallClaims) and claims.subject == "u1"
+    assert claims.issued is not None and claims.expires - claims.issued == 120
+
+
+def test_token_without_a_key_or_with_a_bad_ttl_fails_and_new_secret_makes_a_key(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("BRISVOX_AUTH_SECRET", raising=False)
+    assert main(["token"]) == 1
+    assert "BRISVOX_AUTH_SECRET is not set" in capsys.readouterr().err
+    monkeypatch.setenv("BRISVOX_AUTH_SECRET", "k" * 40)
+    assert main(["token", "--ttl", "0"]) == 1
+    assert "ttl 0" in capsys.readouterr().err
+    assert main(["token", "--new-secret"]) == 0
+    assert len(capsys.readouterr().out.strip()) >= 32

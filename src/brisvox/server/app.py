@@ -6,6 +6,8 @@ Routes:
 * ``GET /readyz``: 200 when a call would be admitted now, 503 when full or draining; the
   body is JSON ``{"ready", "draining", "active", "reserved", "max"}``.
 * ``GET /metrics``: the Prometheus text exposition of :class:`~brisvox.server.metrics.ServerMetrics`.
+* Before any route, with an ``access`` policy: the Host, Origin and token checks
+  (:mod:`brisvox.server.access`); a refused request gets 401/403 and reaches no route.
 * ``WS <ws_path>``: the call endpoint.  Admission happens *before* the upgrade: a
   refused call gets an HTTP 503 with ``Retry-After`` (when the ASGI server supports
   denial responses, as uvicorn does) and is counted; an admitted one is handed, with its
@@ -24,11 +26,13 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from brisvox.server.access import AccessGuard, AccessPolicy
 from brisvox.server.metrics import CONTENT_TYPE, ServerMetrics
 from brisvox.server.session import AtCapacity, SessionManager, SessionSlot
 
@@ -62,8 +66,11 @@ def build_app(
     ws_path: str = "/ws",
     call_endpoint: CallEndpoint | None = None,
     extra_routes: Sequence[BaseRoute] = (),
+    access: AccessPolicy | None = None,
 ) -> Starlette:
-    """The server's ASGI application over ``manager`` (see the module docs)."""
+    """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
+    Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
+    application that embeds this one and checks its requests itself)."""
     endpoint: CallEndpoint = call_endpoint if call_endpoint is not None else refuse_calls
     metrics.watch(manager)
 
@@ -102,7 +109,8 @@ def build_app(
         WebSocketRoute(ws_path, call),
         *extra_routes,
     ]
-    return Starlette(routes=routes)
+    guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []
+    return Starlette(routes=routes, middleware=guard)
 
 
 async def _deny(websocket: WebSocket, text: str) -> None:

@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute
 from brisvox.core.clock import Clock, SystemClock
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
+from brisvox.server.access import AccessPolicy
 from brisvox.server.app import CallEndpoint, build_app
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
@@ -63,6 +64,8 @@ class ServerParts:
     """More routes of the app (the demo page)."""
     metrics: ServerMetrics | None = None
     """The metrics ``/metrics`` exports; the runner feeds the same object (a fresh one when None)."""
+    agent: str | None = None
+    """The served agent's name: signed call tokens that name another agent are refused."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -106,8 +109,12 @@ async def serve(
     manager: SessionManager[Any] = SessionManager(
         parts.runner, max_sessions=settings.max_calls, clock=clock, name="calls", on_end=on_end
     )
+    wall_clock = clock
+    # Token expiry is wall time by necessity: the tokens are minted on another machine.
+    access = AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp())
+    log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
-                    extra_routes=parts.extra_routes)
+                    extra_routes=parts.extra_routes, access=access)
     config = uvicorn.Config(
         app, log_level=settings.log_level, lifespan="off", ws="websockets-sansio",
         timeout_graceful_shutdown=int(HTTP_STOP_TIMEOUT), access_log=False,

@@ -10,6 +10,7 @@ Metric names (all prefixed ``brisvox_``):
 
 * ``active_calls``, ``reserved_calls``, ``max_calls`` (gauges, read from the manager at scrape time)
 * ``admissions_refused_total{reason}`` (``at_capacity``, ``shutting_down``)
+* ``auth_refused_total{reason}`` (the values of :class:`brisvox.server.auth.RefusalReason`)
 * ``calls_ended_total{outcome}`` (``ok``, ``error``, ``crashed``, ``cancelled``, ``aborted``)
 * ``call_duration_seconds`` (histogram)
 * ``turns_total``
@@ -29,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from brisvox.agent.tools.registry import CONFIRM_PENDING
+from brisvox.server.auth import RefusalReason
 from brisvox.server.session import SessionEnded, SessionOutcome
 
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "ServerMetrics"]
@@ -68,6 +70,8 @@ class ServerMetrics:
         self._reserved = Gauge("brisvox_reserved_calls", "Admitted calls not started yet.", registry=r)
         self._max = Gauge("brisvox_max_calls", "The call limit.", registry=r)
         self._refused = Counter("brisvox_admissions_refused", "Calls refused at admission.", ["reason"], registry=r)
+        self._auth_refused = Counter("brisvox_auth_refused", "Requests refused by the access checks (Host, Origin, token).",
+                                     ["reason"], registry=r)
         self._ended = Counter("brisvox_calls_ended", "Calls ended, by outcome.", ["outcome"], registry=r)
         self._duration = Histogram("brisvox_call_duration_seconds", "Call durations.",
                                    buckets=_CALL_BUCKETS, registry=r)
@@ -78,6 +82,8 @@ class ServerMetrics:
                               ["tool", "outcome"], registry=r)
         for reason in ("at_capacity", "shutting_down"):
             self._refused.labels(reason=reason)
+        for why in RefusalReason:
+            self._auth_refused.labels(reason=why.value)
         for outcome in SessionOutcome:
             self._ended.labels(outcome=outcome.value)
 
@@ -91,6 +97,10 @@ class ServerMetrics:
 
     def record_refusal(self, reason: str) -> None:
         self._refused.labels(reason=reason).inc()
+
+    def record_auth_refusal(self, reason: str) -> None:
+        """A request refused by the access checks (``reason``: a RefusalReason value)."""
+        self._auth_refused.labels(reason=reason).inc()
 
     def record_call_ended(self, ended: SessionEnded) -> None:
         self._ended.labels(outcome=ended.outcome.value).inc()
