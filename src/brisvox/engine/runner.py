@@ -40,7 +40,6 @@ import asyncio
 import contextlib
 import logging
 
-from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context
 from brisvox.agent.played import TruncationOutcome, apply_truncation
@@ -558,22 +557,12 @@ class LlmRunner(Processor):
                     if round_ is not None:
                         self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
                 if isinstance(event, TextDelta):
-                    assembler.push(A.TextDelta(event.text))
+                    assembler.push(event)
                     spoken.append(event.text)
                     if round_ is not None:
                         await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=round_))
-                elif isinstance(event, ToolCallDelta):
-                    assembler.push(
-                        A.ToolCallDelta(
-                            index=event.index,
-                            id=event.id,
-                            name=event.name,
-                            arguments=event.arguments_fragment,
-                            provider_data=event.provider_data,
-                        )
-                    )
-                elif isinstance(event, ProviderDataDelta):
-                    assembler.push(A.ProviderDataDelta(event.data))
+                elif isinstance(event, ToolCallDelta | ProviderDataDelta):
+                    assembler.push(event)
                 elif isinstance(event, LlmError):
                     raise _NoAnswer(str(event.error))
                 elif isinstance(event, Done):
