@@ -205,9 +205,10 @@ class Inbox:
             self.release_space(fut, frame, direction)
             raise
         finally:
-            self._discard_space_waiter(fut, frame, direction)
+            self.forget_space_waiter(fut, frame, direction)
 
-    def _discard_space_waiter(self, fut: asyncio.Future[None], frame: Frame, direction: Direction) -> None:
+    def forget_space_waiter(self, fut: asyncio.Future[None], frame: Frame, direction: Direction) -> None:
+        """Stop tracking a waiter from :meth:`space_waiter` (its sender is done waiting)."""
         waiters = self._space_waiters[_lane_of(frame, direction)]
         if fut in waiters:
             waiters.remove(fut)
