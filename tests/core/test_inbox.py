@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -9,14 +11,15 @@ from hypothesis import strategies as st
 from brisvox.core.clock import run_virtual
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
+    BotHeardFrame,
+    DataFrame,
     Direction,
     Frame,
     InputAudioFrame,
     InterruptFrame,
     LlmTextFrame,
-    MetricsFrame,
+    OverflowClass,
     StartFrame,
-    ToolResultFrame,
     WordTimingsFrame,
 )
 from brisvox.core.inbox import (
@@ -30,6 +33,15 @@ from brisvox.core.inbox import (
 )
 
 DOWN, UP = Direction.DOWNSTREAM, Direction.UPSTREAM
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class MetricsFrame(DataFrame):
+    """A data frame of the metrics overflow class (the inbox's drop-newest default)."""
+
+    overflow: ClassVar[OverflowClass] = OverflowClass.METRICS
+    name: str
+    value: float
 
 
 def audio(seq: int, epoch: int = 0) -> InputAudioFrame:
@@ -122,16 +134,16 @@ def test_system_lanes_always_apply_backpressure_whatever_the_policies() -> None:
     assert inbox.try_put(InterruptFrame(new_epoch=1), DOWN) is PutOutcome.FULL
 
 
-def test_purge_drops_stale_data_but_never_tool_results_or_word_timings() -> None:
+def test_purge_drops_stale_data_but_never_frames_about_what_was_heard() -> None:
     inbox = Inbox()
     inbox.try_put(text("old", epoch=1), DOWN)
-    inbox.try_put(ToolResultFrame(epoch=1, call_id="t1.0", content="{}"), DOWN)
+    inbox.try_put(BotHeardFrame(epoch=1, round=0, text="heard"), DOWN)
     inbox.try_put(WordTimingsFrame(epoch=1, utterance=3, words=()), UP)
     inbox.try_put(text("new", epoch=2), DOWN)
     inbox.try_put(InterruptFrame(new_epoch=2), DOWN)
     assert inbox.purge_stale(2) == 1
     kinds = [type(f).__name__ for f, _ in drain(inbox)]
-    assert kinds == ["InterruptFrame", "ToolResultFrame", "WordTimingsFrame", "LlmTextFrame"]
+    assert kinds == ["InterruptFrame", "BotHeardFrame", "WordTimingsFrame", "LlmTextFrame"]
     assert inbox.stats.purged == 1
 
 

@@ -12,7 +12,6 @@ from brisvox.agent.tools import FillerConfig
 from brisvox.agent.turn import Adaptive, TurnPolicy
 from brisvox.agent.window import WindowPolicy
 from brisvox.core.errors import ConfigError
-from brisvox.inference.vad import VadParams
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig
 
@@ -67,11 +66,11 @@ class LlmConfig:
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """One call's behaviour.  Providers are passed to ``run_call`` separately."""
+    """One call's behaviour.  Providers are passed to ``run_call`` separately (the VAD's
+    parameters belong to the ``Providers.vad`` factory, which builds one detector per call)."""
 
     turn: TurnPolicy = field(default_factory=Adaptive)
     interruption: InterruptionPolicy = field(default_factory=InterruptionPolicy.disabled)
-    vad: VadParams = field(default_factory=VadParams)
     stt: SttConfig = field(default_factory=SttConfig)
     tts: TtsConfig = field(default_factory=TtsConfig)
     llm: LlmConfig = field(default_factory=LlmConfig)

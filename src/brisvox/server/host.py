@@ -51,7 +51,7 @@ class ServerParts:
     """What :func:`serve` runs: the session runner, the call endpoint and a description for the banner."""
 
     runner: SessionRunner[Any]
-    call_endpoint: CallEndpoint | None = None
+    call_endpoint: CallEndpoint
     description: str = ""
     on_stop_calls: Callable[[], None] | None = None
     """The endpoint's goodbye to connected calls: called when the shutdown's cancel stage begins
