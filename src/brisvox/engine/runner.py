@@ -64,8 +64,7 @@ from brisvox.core.frames import (
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
-from brisvox.engine.config import LlmConfig, Timeouts
-from brisvox.engine.config import Speculation as SpeculationMode
+from brisvox.engine.config import LlmConfig, SpeculationMode, Timeouts
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.speculate import HeldAnswer, SpeculativeStart
 from brisvox.providers.llm import (

@@ -32,11 +32,11 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
-from brisvox.agent.tools import FillerConfig, FillerPhrase, FillerPolicy
+from brisvox.agent.tools import FillerPolicy
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
-from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, Speculation, run_call
+from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, SpeculationMode, run_call
 from brisvox.engine.call import output_rate
 from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
 from brisvox.providers.stt import SttConfig
@@ -131,39 +131,22 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
     ``temperature`` and ``max_tokens`` options go with every request, ``[filler]`` decides the
     filler policy."""
     llm_options = definition.llm.options
-    fl = definition.filler
-    filler = FillerConfig(enabled=fl.enabled, delay=None if fl.per_tool else fl.delay, per_tool=fl.per_tool)
     return EngineConfig(
         turn=definition.turn,
         interruption=definition.interruption,
         llm=LlmConfig(system_prompt=definition.prompt.strip(), greeting=definition.greeting,
                       max_tokens=llm_options.get("max_tokens"), temperature=llm_options.get("temperature"),
-                      filler=filler),
+                      filler=definition.filler),
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
-        speculation=Speculation.AT_PAUSE if definition.speculation else Speculation.OFF,
+        speculation=SpeculationMode.AT_PAUSE if definition.speculation else SpeculationMode.OFF,
     )
 
 
-def filler_policy(definition: AgentDefinition, config: EngineConfig) -> FillerPolicy:
-    """The agent file's filler phrases on the engine's filler timing; each call takes a clone,
-    so every call rotates its phrases from the first.  With ``prerender`` each phrase names
-    its clip (:func:`filler_clips`)."""
-    phrases = [FillerPhrase(text, clip=_clip_key(i) if definition.filler.prerender else None)
-               for i, text in enumerate(definition.filler.phrases)]
-    return FillerPolicy.from_config(config.llm.filler).with_phrases(phrases)
-
-
-def filler_clips(definition: AgentDefinition, config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
+def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
     """The process's clip cache of the agent's filler phrases, when ``[filler] prerender`` asks for it."""
-    fl = definition.filler
-    if not (fl.enabled and fl.prerender):
-        return None
-    return ClipCache(tts, config.tts, {_clip_key(i): text for i, text in enumerate(fl.phrases)}, clock)
-
-
-def _clip_key(index: int) -> str:
-    return f"filler-{index}"
+    texts = config.llm.filler.clip_texts()
+    return ClipCache(tts, config.tts, texts, clock) if texts else None
 
 
 LATENCY_STAGES = {
@@ -210,8 +193,8 @@ def engine_runner(
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
-    fillers = filler_policy(definition, config)
-    clips = filler_clips(definition, config, providers.providers.tts, clock)
+    fillers = FillerPolicy.from_config(config.llm.filler)
+    clips = filler_clips(config, providers.providers.tts, clock)
     listener = metrics_listener(metrics) if metrics is not None else None
     info = json.dumps({"type": "event", "kind": "call_info", **providers.page_info(definition)})
 
