@@ -16,11 +16,14 @@ FORBIDDEN_ATTRS = {
     ("time", "time_ns"),
     ("time", "sleep"),
     ("asyncio", "sleep"),
+    ("asyncio", "timeout"),
+    ("asyncio", "timeout_at"),
+    ("asyncio", "wait_for"),
     ("datetime", "now"),
     ("datetime", "utcnow"),
 }
 FORBIDDEN_IMPORTS = {("time", n) for n in ("time", "monotonic", "sleep", "perf_counter", "time_ns")} | {
-    ("asyncio", "sleep")
+    ("asyncio", n) for n in ("sleep", "timeout", "timeout_at", "wait_for")
 }
 
 
@@ -42,6 +45,20 @@ def test_the_scanner_finds_each_kind_of_direct_clock_read() -> None:
     assert [v for _, v in violations(src)] == ["from time import monotonic", "time.time", "asyncio.sleep"]
 
 
+def test_the_scanner_finds_loop_time_deadlines() -> None:
+    src = (
+        "import asyncio\nfrom asyncio import timeout_at\n"
+        "async def f(aw):\n    async with asyncio.timeout(1):\n        await asyncio.wait_for(aw, 1)\n"
+        "    async with asyncio.timeout_at(5):\n        pass\n"
+    )
+    assert sorted(v for _, v in violations(src)) == [
+        "asyncio.timeout",
+        "asyncio.timeout_at",
+        "asyncio.wait_for",
+        "from asyncio import timeout_at",
+    ]
+
+
 def test_no_module_outside_the_clock_reads_time_directly() -> None:
     bad = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -49,4 +66,4 @@ def test_no_module_outside_the_clock_reads_time_directly() -> None:
             continue
         for line, what in violations(path.read_text()):
             bad.append(f"{path.relative_to(PACKAGE)}:{line}: {what}")
-    assert not bad, "direct clock reads outside brisvox.core.clock:\n" + "\n".join(bad)
+    assert not bad, "direct clock reads or loop-time deadlines outside brisvox.core.clock:\n" + "\n".join(bad)

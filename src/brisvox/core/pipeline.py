@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed, PipelineError, ProcessorFailed, StopTimeout
+from brisvox.core.clock import Clock, deadline
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded, PipelineError, ProcessorFailed, StopTimeout
 from brisvox.core.frames import Direction, Frame, StartFrame, StopFrame
 from brisvox.core.inbox import Inbox, PutOutcome, QueueConfig
 from brisvox.core.parallel import MAX_BRANCHES, BroadcastLedger, run_fan_unit
@@ -270,12 +270,11 @@ class RunningPipeline:
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Graceful stop bounded by ``timeout``: drain in order, then end."""
-        deadline = self.clock.now() + timeout
         try:
-            async with asyncio.timeout_at(deadline):
+            async with deadline(self.clock, timeout, "pipeline stop"):
                 await self.send(StopFrame())
                 await self._done.wait()
-        except TimeoutError:
+        except DeadlineExceeded:
             self.cancel()
             await self._scope.aclose()
             if self.failure is not None:

@@ -45,6 +45,7 @@ from brisvox.agent.context import AssistantMessage, Context
 from brisvox.agent.played import TruncationOutcome, apply_truncation
 from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, Speculation, ToolEngine
 from brisvox.agent.window import WindowPolicy, build_window
+from brisvox.core.clock import deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
     BotHeardFrame,
@@ -543,7 +544,7 @@ class LlmRunner(Processor):
             wait = self.timeouts.first_token
             while True:
                 try:
-                    async with asyncio.timeout(wait):
+                    async with deadline(ctx.clock, wait, "llm token"):
                         event = await anext(it)
                 except StopAsyncIteration:
                     break

@@ -25,7 +25,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Protocol, TypeVar
 
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.channel import SessionBase
@@ -44,7 +44,6 @@ from brisvox.providers.llm import (
 from brisvox.providers.resilient import (
     DEFAULT_POLICY,
     ResiliencePolicy,
-    deadline,
     guarded,
     not_processed,
     timeout_error,

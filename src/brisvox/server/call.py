@@ -33,8 +33,8 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from brisvox.agent.tools import FillerPolicy
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed
+from brisvox.core.clock import Clock, bounded, deadline
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, SpeculationMode, run_call
 from brisvox.engine.call import output_rate
@@ -70,10 +70,11 @@ class EngineCall:
 class _SharedPeer:
     """A WsPeer whose sends are serialized, so the event stream can share the socket."""
 
-    __slots__ = ("_answered", "_lock", "_peer", "_timeout")
+    __slots__ = ("_answered", "_clock", "_lock", "_peer", "_timeout")
 
-    def __init__(self, peer: StarletteWsPeer, write_timeout: float) -> None:
+    def __init__(self, peer: StarletteWsPeer, write_timeout: float, clock: Clock) -> None:
         self._peer = peer
+        self._clock = clock
         self._lock = asyncio.Lock()
         self._timeout = write_timeout
         self._answered = asyncio.Event()  # the transport's first text message (``started``) went out
@@ -94,11 +95,11 @@ class _SharedPeer:
     async def send_event(self, text: str) -> None:
         """One event message; raises PeerClosed when the socket is gone or stays blocked."""
         try:
-            async with asyncio.timeout(self._timeout):
+            async with deadline(self._clock, self._timeout, "event send"):
                 await self._answered.wait()  # never before ``started``
                 async with self._lock:
                     await self._peer.send(text)
-        except TimeoutError:
+        except DeadlineExceeded:
             raise PeerClosed(by_peer=False) from None
 
     async def ping(self) -> Awaitable[object]:
@@ -116,7 +117,7 @@ class EngineEndpoint(TransportEndpoint):
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
         await websocket.accept()
-        peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout)
+        peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout, self.clock)
 
         async def deliver(link: CallLink) -> bool:
             slot.spawn(EngineCall(link, peer.send_event), name="call")
@@ -218,10 +219,10 @@ def engine_runner(
                 if rendering is not None:
                     rendering.cancel()  # unfinished: the next call starts it again
             try:
-                async with asyncio.timeout(1.0):
-                    await forward
-            except TimeoutError:
-                forward.cancel()
+                await bounded(clock, 1.0, forward, "event forwarding")  # cancelled on the deadline
+            except DeadlineExceeded:
+                log.info("call %s: the last events did not reach the client within 1 s; dropped",
+                         session.info.call_id)
         log.info("call %s ended (%s): %d turns, %d interrupts, %d fillers (%d clips), %d events dropped",
                  session.info.call_id, report.stop_reason.value if report.stop_reason else "unknown", report.turns,
                  report.interrupts, report.fillers, report.clips_played, observer.dropped)

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import uvicorn
 from starlette.routing import BaseRoute
 
-from brisvox.core.clock import Clock, SystemClock
+from brisvox.core.clock import Clock, SystemClock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.server.app import CallEndpoint, build_app
@@ -141,7 +141,8 @@ async def serve(
                 parts.on_stop_calls()
             http.should_exit = True
             try:
-                await _bounded(clock, HTTP_STOP_TIMEOUT, http_task)
+                async with deadline(clock, HTTP_STOP_TIMEOUT, "HTTP server stop"):
+                    await asyncio.wait([http_task])  # leaves the task to its scope (and to the cancel below)
             except DeadlineExceeded:
                 log.warning("the HTTP server did not stop within %.0f s; leaving it", HTTP_STOP_TIMEOUT)
                 http_task.cancel()
@@ -155,13 +156,3 @@ async def serve(
         remove_signals()
         sock.close()
 
-
-async def _bounded(clock: Clock, seconds: float, task: asyncio.Task[Any]) -> None:
-    timer = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait([task, timer], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        timer.cancel()
-        await asyncio.gather(timer, return_exceptions=True)
-    if not task.done():
-        raise DeadlineExceeded("HTTP server stop", seconds)
