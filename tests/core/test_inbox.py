@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brisvox.core.channel import Overflow
 from brisvox.core.clock import run_virtual
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
@@ -26,7 +27,6 @@ from brisvox.core.inbox import (
     REALTIME_INPUT_POLICIES,
     Inbox,
     InboxState,
-    Overflow,
     OverflowPolicies,
     PutOutcome,
     QueueConfig,
@@ -224,7 +224,7 @@ def _key(frame: Frame) -> int:
 
 
 @settings(max_examples=200, deadline=None)
-@given(ops=_ops, policy=st.sampled_from(list(Overflow)), cap=st.integers(1, 6))
+@given(ops=_ops, policy=st.sampled_from([o for o in Overflow if o is not Overflow.DISPLACE]), cap=st.integers(1, 6))
 def test_every_put_is_received_dropped_or_refused_and_lanes_stay_fifo(
     ops: list[tuple[str, Direction]], policy: Overflow, cap: int
 ) -> None:
@@ -309,3 +309,8 @@ async def test_a_purge_wakes_as_many_live_senders_as_it_freed_slots_skipping_fin
         sender.cancel()
         await asyncio.gather(sender, return_exceptions=True)
     assert done == {sender}
+
+
+def test_displace_is_refused_as_an_inbox_policy_because_frames_have_no_key() -> None:
+    with pytest.raises(ConfigError, match=r"OverflowPolicies\.audio"):
+        OverflowPolicies(audio=Overflow.DISPLACE)

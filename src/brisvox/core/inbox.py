@@ -6,7 +6,11 @@ FIFO.
 
 Every lane is bounded.  System lanes always apply backpressure.  On a data lane the
 policy depends on the frame's overflow class: audio and metrics follow the inbox's
-:class:`OverflowPolicies`, every other frame applies backpressure.  Drop-oldest evicts the
+:class:`OverflowPolicies` (the channel's :class:`~brisvox.core.channel.Overflow` names;
+``DISPLACE`` has no meaning for frames and is refused), every other frame applies
+backpressure.  The lanes are not channels (:mod:`brisvox.core.channel`): one task
+receives from four of them in priority order, a purge on an epoch advance and the
+interrupt watch reach into them, and a graceful stop discards late frames quietly.  Drop-oldest evicts the
 oldest queued frame of the same overflow class (never reordering the rest); drop-newest
 discards the arriving frame.  Every drop is counted in :class:`QueueStats`.
 
@@ -23,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
+from brisvox.core.channel import Overflow
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import Direction, Frame, FrameClass, InterruptFrame, OverflowClass
 
@@ -31,7 +36,6 @@ __all__ = [
     "REALTIME_INPUT_POLICIES",
     "Inbox",
     "InboxState",
-    "Overflow",
     "OverflowPolicies",
     "PutOutcome",
     "QueueConfig",
@@ -42,12 +46,6 @@ _SYS_DOWN: Final = 0
 _SYS_UP: Final = 1
 _DATA_DOWN: Final = 2
 _DATA_UP: Final = 3
-
-
-class Overflow(enum.Enum):
-    BACKPRESSURE = "backpressure"
-    DROP_OLDEST = "drop_oldest"
-    DROP_NEWEST = "drop_newest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +68,11 @@ class OverflowPolicies:
 
     audio: Overflow = Overflow.BACKPRESSURE
     metrics: Overflow = Overflow.DROP_NEWEST
+
+    def __post_init__(self) -> None:
+        for name in ("audio", "metrics"):
+            if getattr(self, name) is Overflow.DISPLACE:
+                raise ConfigError(f"OverflowPolicies.{name}: displace needs a key, which frames do not have")
 
 
 DEFAULT_POLICIES: Final = OverflowPolicies()

@@ -28,7 +28,6 @@ from typing import Protocol, TypeVar
 from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.channel import SessionBase
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
@@ -48,6 +47,7 @@ from brisvox.providers.resilient import (
     not_processed,
     timeout_error,
 )
+from brisvox.providers.session import SessionBase
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, SttSession, Transcript
 from brisvox.providers.tts import (
     TtsCancelled,
