@@ -36,6 +36,7 @@ from brisvox.core.errors import DeadlineExceeded
 __all__ = [
     "SIM_WALL_ORIGIN",
     "Clock",
+    "Deadline",
     "SimClock",
     "SystemClock",
     "VirtualTimeDeadlock",
