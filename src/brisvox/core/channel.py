@@ -39,7 +39,7 @@ from typing import Final, Generic, Self, TypeVar
 
 from brisvox.core.errors import ChannelClosed, ConfigError
 
-__all__ = ["WAKE", "Channel", "ItemPolicy", "Overflow", "Wake"]
+__all__ = ["WAKE", "Channel", "ItemPolicy", "Overflow", "SpaceWaiters", "Wake"]
 
 T = TypeVar("T")
 
@@ -64,6 +64,47 @@ class Wake(enum.Enum):
 
 
 WAKE: Final = Wake.WAKE
+
+
+class SpaceWaiters(deque[asyncio.Future[None]]):
+    """The senders blocked on a full queue, woken in arrival order.
+
+    Shared by the channel and the inbox's lanes.  A sender that was woken but leaves
+    without putting (cancelled, or its frame went stale) must hand the wakeup on
+    (:meth:`was_woken`, then :meth:`wake`), or a second blocked sender waits beside a free slot.
+    A deque underneath, so the per-frame "anyone waiting?" test stays a C-level truth test.
+    """
+
+    __slots__ = ()
+
+    def add(self) -> asyncio.Future[None]:
+        """A future resolved when this sender may find room (or the queue closes)."""
+        fut = asyncio.get_running_loop().create_future()
+        self.append(fut)
+        return fut
+
+    def discard(self, fut: asyncio.Future[None]) -> None:
+        if fut in self:
+            self.remove(fut)
+
+    def wake(self, count: int = 1) -> None:
+        """Resolve the next ``count`` live waiters (done ones are skipped)."""
+        while count > 0 and self:
+            fut = self.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                count -= 1
+
+    def wake_all(self) -> None:
+        while self:
+            fut = self.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+    @staticmethod
+    def was_woken(fut: asyncio.Future[None]) -> bool:
+        """True when ``fut`` carries a wakeup (resolved, not cancelled)."""
+        return fut.done() and not fut.cancelled()
 
 
 class _Uniform:
@@ -104,7 +145,7 @@ class Channel(Generic[T]):
         self._closed = False
         self._woken = False
         self._recv_waiter: asyncio.Future[None] | None = None
-        self._send_waiters: deque[asyncio.Future[None]] = deque()
+        self._send_waiters = SpaceWaiters()
 
     def __len__(self) -> int:
         return len(self._items)
@@ -149,17 +190,15 @@ class Channel(Generic[T]):
     async def send(self, item: T) -> None:
         """Queue ``item``, waiting for room when its policy says so.  Raises ChannelClosed once closed."""
         while not self.try_send(item):
-            fut = asyncio.get_running_loop().create_future()
-            self._send_waiters.append(fut)
+            fut = self._send_waiters.add()
             try:
                 await fut
             except asyncio.CancelledError:
-                if fut.done() and not fut.cancelled():
+                if SpaceWaiters.was_woken(fut):
                     self._room()  # pass the wake-up on to the next sender
                 raise
             finally:
-                if fut in self._send_waiters:
-                    self._send_waiters.remove(fut)
+                self._send_waiters.discard(fut)
 
     def _push(self, item: T, pol: ItemPolicy) -> None:
         self._items.append((item, pol))
@@ -182,11 +221,8 @@ class Channel(Generic[T]):
         return False
 
     def _room(self) -> None:
-        while self._send_waiters and len(self._items) < self.capacity:
-            fut = self._send_waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                return
+        if len(self._items) < self.capacity:
+            self._send_waiters.wake()
 
     # --- receiving -------------------------------------------------------------------------
 
@@ -263,10 +299,7 @@ class Channel(Generic[T]):
         waiter = self._recv_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-        while self._send_waiters:
-            fut = self._send_waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
+        self._send_waiters.wake_all()
 
     def abort(self) -> int:
         """The reader is gone: drop what is queued (returned count) and close."""
