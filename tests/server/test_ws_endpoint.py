@@ -8,23 +8,21 @@ import math
 import struct
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from starlette.websockets import WebSocket
 
 from brisvox.audio.wav import WavAudio
-from brisvox.core.clock import Clock, SystemClock
+from brisvox.core.clock import SystemClock
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
-from brisvox.server.session import SessionCancel, SessionSlot
+from brisvox.server.session import SessionSlot
 from brisvox.server.settings import Settings
 from brisvox.server.ws_endpoint import TransportEndpoint, _server_transport
-from brisvox.transport.echo import echo_call
-from brisvox.transport.link import CallLink
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
+from tests.server._echo import echo_runner
 
 
 def tone(seconds: float, rate: int = 16000) -> bytes:
@@ -35,23 +33,6 @@ def tone(seconds: float, rate: int = 16000) -> bytes:
 def get(url: str) -> str:
     with urllib.request.urlopen(url, timeout=5) as r:
         return str(r.read().decode())
-
-
-def echo_runner(clock: Clock) -> Callable[[CallLink, SessionCancel], Awaitable[None]]:
-    """A session runner for these tests: plays each caller frame back (the transport's echo
-    engine) until the call ends or the shutdown asks it to stop."""
-
-    async def run(link: CallLink, cancel: SessionCancel) -> None:
-        call = asyncio.ensure_future(echo_call(clock, link))
-        stop = asyncio.ensure_future(cancel.wait())
-        try:
-            await asyncio.wait([call, stop], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (call, stop):
-                t.cancel()
-            await asyncio.gather(call, stop, return_exceptions=True)
-
-    return run
 
 
 class Probe(TransportEndpoint):
