@@ -7,6 +7,7 @@ import pytest
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import PipelineError, ProcessorFailed, StopTimeout
 from brisvox.core.frames import (
+    BotHeardFrame,
     CancelFrame,
     Direction,
     Frame,
@@ -14,7 +15,6 @@ from brisvox.core.frames import (
     LlmTextFrame,
     StartFrame,
     StopFrame,
-    ToolResultFrame,
 )
 from brisvox.core.inbox import QueueConfig
 from brisvox.core.pipeline import Links, Pipeline
@@ -82,19 +82,19 @@ async def test_an_interrupt_drops_frames_queued_behind_it_unlike_pipecat() -> No
     assert len(sink.of(InterruptFrame)) == 1
 
 
-async def test_tool_results_of_an_interrupted_turn_still_reach_the_end() -> None:
+async def test_what_was_heard_of_an_interrupted_turn_still_reaches_the_end() -> None:
     clock = SimClock()
     sink = Collect()
     gate = Gate("slow")
     async with Pipeline("p").then(gate).then(Passthrough("b")).start(clock, Links(downstream=sink)) as running:
         await running.send(text(0, "stale"))
-        await running.send(ToolResultFrame(epoch=0, call_id="t0.0", content='{"ok":true}'))
+        await running.send(BotHeardFrame(epoch=0, round=0, text="heard"))
         await settle()
         await running.send(InterruptFrame(new_epoch=1))
         await settle()
         gate.release.set()
         await running.stop(1.0)
-    assert [f.call_id for f in sink.of(ToolResultFrame)] == ["t0.0"]  # type: ignore[attr-defined]
+    assert [f.text for f in sink.of(BotHeardFrame)] == ["heard"]  # type: ignore[attr-defined]
     assert sink.texts() == []
 
 

@@ -30,9 +30,10 @@ from brisvox.server.lifecycle import StopRequests
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionManager, SessionSlot
 from brisvox.server.settings import Settings
-from brisvox.server.ws_endpoint import TransportEndpoint, _server_transport, echo_runner
+from brisvox.server.ws_endpoint import TransportEndpoint, _server_transport
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
+from tests.server._echo import echo_runner
 
 KEY = "s" * 40
 STATIC = "static-token-0123456789"
@@ -213,8 +214,11 @@ def test_without_an_access_policy_the_app_checks_nothing() -> None:
     async def runner(item: object, cancel: SessionCancel) -> None:
         return None
 
+    async def endpoint(websocket: WebSocket, slot: SessionSlot[object]) -> None:
+        await websocket.close()
+
     m: SessionManager[object] = SessionManager(runner, max_sessions=1, clock=SimClock())
-    with TestClient(build_app(m, ServerMetrics())) as tc:
+    with TestClient(build_app(m, ServerMetrics(), call_endpoint=endpoint)) as tc:
         assert tc.get("/metrics", headers={"host": "anything.example"}).status_code == 200
 
 

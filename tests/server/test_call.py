@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, StaticClips
+from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, FillerPolicy, StaticClips
 from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import SimClock, SystemClock
-from brisvox.engine import CallEvent, CallEventKind, Providers, Speculation
+from brisvox.engine import CallEvent, CallEventKind, Providers, SpeculationMode
 from brisvox.inference.vad import energy_vad
 from brisvox.server.agent_file import load_agent_file, parse_agent_file
 from brisvox.server.call import (
@@ -28,7 +28,6 @@ from brisvox.server.call import (
     engine_config,
     engine_runner,
     filler_clips,
-    filler_policy,
     metrics_listener,
 )
 from brisvox.server.call_providers import CallProviders
@@ -56,7 +55,7 @@ def test_the_engine_config_takes_the_agent_files_prompt_turn_policy_and_interrup
     config = engine_config(agent)
     assert config.llm.system_prompt.startswith("You are the phone assistant of Lokanta Deniz")
     assert config.turn == agent.turn and config.interruption == agent.interruption
-    assert config.speculation is Speculation.OFF and config.llm.greeting == agent.greeting
+    assert config.speculation is SpeculationMode.OFF and config.llm.greeting == agent.greeting
 
 
 def test_the_llms_temperature_and_max_tokens_options_reach_the_engines_llm_settings() -> None:
@@ -83,11 +82,11 @@ def test_the_agent_files_filler_phrases_are_what_its_fillers_say_in_turn() -> No
     text = ("[agent]\nname = \"a\"\nprompt = \"p\"\n\n[filler]\n"
             "phrases = [\"Bir saniye lütfen.\", \" Hemen bakıyorum. \"]\n")
     definition = parse_agent_file(text)
-    policy = filler_policy(definition, engine_config(definition))
+    policy = FillerPolicy.from_config(engine_config(definition).llm.filler)
     said = [choice.text for choice in (policy.choose("t") for _ in range(3)) if choice is not None]
     assert said == ["Bir saniye lütfen.", "Hemen bakıyorum.", "Bir saniye lütfen."]
     default = parse_agent_file("[agent]\nname = \"a\"\nprompt = \"p\"\n")
-    first = filler_policy(default, engine_config(default)).choose("t")
+    first = FillerPolicy.from_config(engine_config(default).llm.filler).choose("t")
     assert first is not None and first.text == DEFAULT_FILLER_TEXT
 
 
@@ -97,9 +96,9 @@ def test_prerendered_fillers_name_their_clips_and_get_a_clip_cache_only_when_ask
     for extra, cached in (("prerender = true\n", True), ("", False)):
         definition = parse_agent_file(base + extra)
         config = engine_config(definition)
-        cache = filler_clips(definition, config, MockTts(clock), clock)
+        cache = filler_clips(config, MockTts(clock), clock)
         assert (cache is not None) is cached
-        choice = filler_policy(definition, config).with_clips(StaticClips(["filler-0", "filler-1"])).choose("t")
+        choice = FillerPolicy.from_config(config.llm.filler).with_clips(StaticClips(["filler-0", "filler-1"])).choose("t")
         assert choice is not None and choice.clip == ("filler-0" if cached else None)
 
 
@@ -109,7 +108,7 @@ def test_an_agent_file_that_enables_speculation_gets_speculative_starts(tmp_path
     path = tmp_path / "agent.toml"
     path.write_text(text + "\n[speculation]\nenabled = true\n")
     agent = load_agent_file(path, available_tools=demo_tools())
-    assert engine_config(agent).speculation is Speculation.AT_PAUSE
+    assert engine_config(agent).speculation is SpeculationMode.AT_PAUSE
 
 
 @pytest.mark.realtime

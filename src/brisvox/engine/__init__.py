@@ -2,7 +2,7 @@
 
 from brisvox.engine.call import CallReport, Providers, run_call
 from brisvox.engine.clips import ClipCache, FillerClip, FillerClipStore, render_clips
-from brisvox.engine.config import EngineConfig, LlmConfig, Speculation, Timeouts
+from brisvox.engine.config import EngineConfig, LlmConfig, SpeculationMode, Timeouts
 from brisvox.engine.observe import CallEvent, CallEventKind, CallObserver
 from brisvox.engine.playout import PlayoutBook
 
@@ -18,7 +18,7 @@ __all__ = [
     "LlmConfig",
     "PlayoutBook",
     "Providers",
-    "Speculation",
+    "SpeculationMode",
     "Timeouts",
     "render_clips",
     "run_call",

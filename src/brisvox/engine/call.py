@@ -14,16 +14,15 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from brisvox.agent.context import Context
 from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
 from brisvox.audio.resample import ResampleStream
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed, DeadlineExceeded
+from brisvox.core.clock import Clock, bounded
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
@@ -49,7 +48,6 @@ from brisvox.transport.session import TransportSession
 __all__ = ["CallReport", "Providers", "run_call"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +122,11 @@ async def run_call(
             commands.clear(epoch)
 
     async with TaskScope("call") as scope:
-        stt: SttSession = await _connect("speech-to-text", providers.stt.connect(stt_config), config.timeouts.connect)
+        stt: SttSession = await bounded(clock, config.timeouts.connect, providers.stt.connect(stt_config),
+                                        "connecting speech-to-text")
         try:
-            tts: TtsSession = await _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect)
+            tts: TtsSession = await bounded(clock, config.timeouts.connect, providers.tts.connect(tts_config),
+                                            "connecting text-to-speech")
         except BaseException:
             await stt.aclose()
             raise
@@ -152,7 +152,8 @@ async def run_call(
                 config.segmenter,
                 scope,
                 timeline,
-                reconnect=lambda: _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect),
+                reconnect=lambda: bounded(clock, config.timeouts.connect, providers.tts.connect(tts_config),
+                                          "connecting text-to-speech"),
                 clips=clips,
                 clip_rate=out_rate,
             )
@@ -196,14 +197,6 @@ def output_rate(session: TransportSession, config: EngineConfig) -> int:
     """The rate the call's bot audio is made at: the transport's, else the TTS config's."""
     rates = session.info.sample_rate()
     return rates.output if rates else config.tts.sample_rate
-
-
-async def _connect(what: str, aw: Awaitable[T], timeout: float) -> T:
-    try:
-        async with asyncio.timeout(timeout):
-            return await aw
-    except TimeoutError:
-        raise DeadlineExceeded(f"connecting {what}", timeout) from None
 
 
 async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None) -> None:

@@ -40,12 +40,12 @@ import asyncio
 import contextlib
 import logging
 
-from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context
 from brisvox.agent.played import TruncationOutcome, apply_truncation
 from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, Speculation, ToolEngine
 from brisvox.agent.window import WindowPolicy, build_window
+from brisvox.core.clock import deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
     BotHeardFrame,
@@ -65,8 +65,7 @@ from brisvox.core.frames import (
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
-from brisvox.engine.config import LlmConfig, Timeouts
-from brisvox.engine.config import Speculation as SpeculationMode
+from brisvox.engine.config import LlmConfig, SpeculationMode, Timeouts
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.speculate import HeldAnswer, SpeculativeStart
 from brisvox.providers.llm import (
@@ -545,7 +544,7 @@ class LlmRunner(Processor):
             wait = self.timeouts.first_token
             while True:
                 try:
-                    async with asyncio.timeout(wait):
+                    async with deadline(ctx.clock, wait, "llm token"):
                         event = await anext(it)
                 except StopAsyncIteration:
                     break
@@ -558,22 +557,12 @@ class LlmRunner(Processor):
                     if round_ is not None:
                         self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
                 if isinstance(event, TextDelta):
-                    assembler.push(A.TextDelta(event.text))
+                    assembler.push(event)
                     spoken.append(event.text)
                     if round_ is not None:
                         await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=round_))
-                elif isinstance(event, ToolCallDelta):
-                    assembler.push(
-                        A.ToolCallDelta(
-                            index=event.index,
-                            id=event.id,
-                            name=event.name,
-                            arguments=event.arguments_fragment,
-                            provider_data=event.provider_data,
-                        )
-                    )
-                elif isinstance(event, ProviderDataDelta):
-                    assembler.push(A.ProviderDataDelta(event.data))
+                elif isinstance(event, ToolCallDelta | ProviderDataDelta):
+                    assembler.push(event)
                 elif isinstance(event, LlmError):
                     raise _NoAnswer(str(event.error))
                 elif isinstance(event, Done):

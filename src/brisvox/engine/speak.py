@@ -33,7 +33,8 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from brisvox.agent.segmenter import Segmenter, SegmenterConfig
-from brisvox.core.errors import ChannelClosed
+from brisvox.core.clock import deadline
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import (
     BotResponseDone,
     Direction,
@@ -173,9 +174,9 @@ class SpeakStage(Processor):
         self.clip_waits += 1
         barge_in = ctx.inbox.interrupt_watcher()
         try:
-            async with asyncio.timeout_at(ctx.clock.now() + CLIP_WAIT_LIMIT):
+            async with deadline(ctx.clock, CLIP_WAIT_LIMIT, "a filler clip"):
                 await asyncio.wait((task, barge_in), return_when=asyncio.FIRST_COMPLETED)
-        except TimeoutError:
+        except DeadlineExceeded:
             log.warning("a filler clip held the next reply for %.0f s; the reply goes ahead", CLIP_WAIT_LIMIT)
         finally:
             barge_in.cancel()
@@ -184,11 +185,11 @@ class SpeakStage(Processor):
     async def _play_clip(self, utt: int, epoch: int, clip: FillerClip, ctx: ProcessorContext) -> None:
         try:
             try:
-                async with asyncio.timeout_at(ctx.clock.now() + CLIP_WAIT_LIMIT):
+                async with deadline(ctx.clock, CLIP_WAIT_LIMIT, "the audio before a filler clip"):
                     while utt in self._open and any(u < utt for u in self._open):  # earlier audio first
                         self._closed.clear()
                         await self._closed.wait()
-            except TimeoutError:
+            except DeadlineExceeded:
                 log.warning("a filler clip waited %.0f s for the audio before it; dropped", CLIP_WAIT_LIMIT)
                 self.clips_dropped += 1
                 if self._close(utt) is not None:

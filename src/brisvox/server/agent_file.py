@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from pydantic_core import PydanticCustomError
 
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
-from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT
+from brisvox.agent.tools.filler import DEFAULT_FILLER_DELAY, DEFAULT_FILLER_TEXT, FillerConfig
 from brisvox.agent.tools.spec import ToolKind
 from brisvox.agent.turn import (
     DEFAULT_FALLBACK_SILENCE,
@@ -62,18 +62,14 @@ from brisvox.server.providers import (
 )
 
 __all__ = [
-    "DEFAULT_FILLER_DELAY",
     "AgentDefinition",
     "AgentFileError",
-    "FillerSettings",
     "Problem",
     "ProviderChoice",
     "load_agent_file",
     "parse_agent_file",
 ]
 
-DEFAULT_FILLER_DELAY = 1.2
-"""Seconds into a tool round before a filler phrase plays (fixed-delay policy)."""
 
 MAX_NESTING = 20
 """Arrays and inline tables nested deeper than this are refused before parsing (an agent file
@@ -246,18 +242,6 @@ _SECTIONS = tuple(_File.model_fields)
 
 
 @dataclass(frozen=True, slots=True)
-class FillerSettings:
-    """``enabled``; ``delay``: seconds into a tool round (fixed policy); ``per_tool``: each tool's own
-    delay; ``phrases``: what a filler says, in turn; ``prerender``: play them as clips."""
-
-    enabled: bool = True
-    delay: float = DEFAULT_FILLER_DELAY
-    per_tool: bool = False
-    phrases: tuple[str, ...] = (DEFAULT_FILLER_TEXT,)  # spoken in turn, one per slow tool round
-    prerender: bool = False  # render the phrases once per output rate and play them as clips
-
-
-@dataclass(frozen=True, slots=True)
 class ProviderChoice:
     """The provider of one stage, its options table and its key (``None`` when it takes none
     or when the file was checked without an environment)."""
@@ -283,7 +267,7 @@ class AgentDefinition:
     turn: TurnPolicy
     interruption: InterruptionPolicy
     speculation: bool
-    filler: FillerSettings
+    filler: FillerConfig  # the [filler] section, as the engine takes it
     stt: ProviderChoice
     llm: ProviderChoice
     tts: ProviderChoice
@@ -523,7 +507,7 @@ def _interruption(i: _Interruption, report: _Report) -> InterruptionPolicy | Non
         return None
 
 
-def _filler(fl: _Filler, report: _Report) -> FillerSettings:
+def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     if fl.per_tool and fl.delay is not None:
         report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
     if not fl.enabled:
@@ -533,9 +517,11 @@ def _filler(fl: _Filler, report: _Report) -> FillerSettings:
     for i, phrase in enumerate(fl.phrases or ()):
         if not phrase.strip():
             report.at_key(("filler", "phrases", i), "a filler phrase must say something")
-    phrases = tuple(p.strip() for p in fl.phrases) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
-    return FillerSettings(enabled=fl.enabled, delay=fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY,
-                          per_tool=fl.per_tool, phrases=phrases, prerender=bool(fl.prerender))
+    # Blank phrases are reported above; what is built from a file with problems is never used.
+    phrases = tuple(p.strip() for p in fl.phrases if p.strip()) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
+    delay = None if fl.per_tool else (fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY)
+    return FillerConfig(enabled=fl.enabled, delay=delay, per_tool=fl.per_tool, phrases=phrases,
+                        prerender=bool(fl.prerender))
 
 
 def _provider(

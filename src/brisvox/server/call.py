@@ -32,11 +32,11 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
-from brisvox.agent.tools import FillerConfig, FillerPhrase, FillerPolicy
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed
+from brisvox.agent.tools import FillerPolicy
+from brisvox.core.clock import Clock, bounded, deadline
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
-from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, Speculation, run_call
+from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, SpeculationMode, run_call
 from brisvox.engine.call import output_rate
 from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
 from brisvox.providers.stt import SttConfig
@@ -70,10 +70,11 @@ class EngineCall:
 class _SharedPeer:
     """A WsPeer whose sends are serialized, so the event stream can share the socket."""
 
-    __slots__ = ("_answered", "_lock", "_peer", "_timeout")
+    __slots__ = ("_answered", "_clock", "_lock", "_peer", "_timeout")
 
-    def __init__(self, peer: StarletteWsPeer, write_timeout: float) -> None:
+    def __init__(self, peer: StarletteWsPeer, write_timeout: float, clock: Clock) -> None:
         self._peer = peer
+        self._clock = clock
         self._lock = asyncio.Lock()
         self._timeout = write_timeout
         self._answered = asyncio.Event()  # the transport's first text message (``started``) went out
@@ -94,11 +95,11 @@ class _SharedPeer:
     async def send_event(self, text: str) -> None:
         """One event message; raises PeerClosed when the socket is gone or stays blocked."""
         try:
-            async with asyncio.timeout(self._timeout):
+            async with deadline(self._clock, self._timeout, "event send"):
                 await self._answered.wait()  # never before ``started``
                 async with self._lock:
                     await self._peer.send(text)
-        except TimeoutError:
+        except DeadlineExceeded:
             raise PeerClosed(by_peer=False) from None
 
     async def ping(self) -> Awaitable[object]:
@@ -116,7 +117,7 @@ class EngineEndpoint(TransportEndpoint):
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
         await websocket.accept()
-        peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout)
+        peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout, self.clock)
 
         async def deliver(link: CallLink) -> bool:
             slot.spawn(EngineCall(link, peer.send_event), name="call")
@@ -131,39 +132,22 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
     ``temperature`` and ``max_tokens`` options go with every request, ``[filler]`` decides the
     filler policy."""
     llm_options = definition.llm.options
-    fl = definition.filler
-    filler = FillerConfig(enabled=fl.enabled, delay=None if fl.per_tool else fl.delay, per_tool=fl.per_tool)
     return EngineConfig(
         turn=definition.turn,
         interruption=definition.interruption,
         llm=LlmConfig(system_prompt=definition.prompt.strip(), greeting=definition.greeting,
                       max_tokens=llm_options.get("max_tokens"), temperature=llm_options.get("temperature"),
-                      filler=filler),
+                      filler=definition.filler),
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
-        speculation=Speculation.AT_PAUSE if definition.speculation else Speculation.OFF,
+        speculation=SpeculationMode.AT_PAUSE if definition.speculation else SpeculationMode.OFF,
     )
 
 
-def filler_policy(definition: AgentDefinition, config: EngineConfig) -> FillerPolicy:
-    """The agent file's filler phrases on the engine's filler timing; each call takes a clone,
-    so every call rotates its phrases from the first.  With ``prerender`` each phrase names
-    its clip (:func:`filler_clips`)."""
-    phrases = [FillerPhrase(text, clip=_clip_key(i) if definition.filler.prerender else None)
-               for i, text in enumerate(definition.filler.phrases)]
-    return FillerPolicy.from_config(config.llm.filler).with_phrases(phrases)
-
-
-def filler_clips(definition: AgentDefinition, config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
+def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
     """The process's clip cache of the agent's filler phrases, when ``[filler] prerender`` asks for it."""
-    fl = definition.filler
-    if not (fl.enabled and fl.prerender):
-        return None
-    return ClipCache(tts, config.tts, {_clip_key(i): text for i, text in enumerate(fl.phrases)}, clock)
-
-
-def _clip_key(index: int) -> str:
-    return f"filler-{index}"
+    texts = config.llm.filler.clip_texts()
+    return ClipCache(tts, config.tts, texts, clock) if texts else None
 
 
 LATENCY_STAGES = {
@@ -210,8 +194,8 @@ def engine_runner(
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
-    fillers = filler_policy(definition, config)
-    clips = filler_clips(definition, config, providers.providers.tts, clock)
+    fillers = FillerPolicy.from_config(config.llm.filler)
+    clips = filler_clips(config, providers.providers.tts, clock)
     listener = metrics_listener(metrics) if metrics is not None else None
     info = json.dumps({"type": "event", "kind": "call_info", **providers.page_info(definition)})
 
@@ -235,10 +219,10 @@ def engine_runner(
                 if rendering is not None:
                     rendering.cancel()  # unfinished: the next call starts it again
             try:
-                async with asyncio.timeout(1.0):
-                    await forward
-            except TimeoutError:
-                forward.cancel()
+                await bounded(clock, 1.0, forward, "event forwarding")  # cancelled on the deadline
+            except DeadlineExceeded:
+                log.info("call %s: the last events did not reach the client within 1 s; dropped",
+                         session.info.call_id)
         log.info("call %s ended (%s): %d turns, %d interrupts, %d fillers (%d clips), %d events dropped",
                  session.info.call_id, report.stop_reason.value if report.stop_reason else "unknown", report.turns,
                  report.interrupts, report.fillers, report.clips_played, observer.dropped)

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import uvicorn
 from starlette.routing import BaseRoute
 
-from brisvox.core.clock import Clock, SystemClock
+from brisvox.core.clock import Clock, SystemClock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.server.access import AccessPolicy
@@ -52,7 +52,7 @@ class ServerParts:
     """What :func:`serve` runs: the session runner, the call endpoint and a description for the banner."""
 
     runner: SessionRunner[Any]
-    call_endpoint: CallEndpoint | None = None
+    call_endpoint: CallEndpoint
     description: str = ""
     on_stop_calls: Callable[[], None] | None = None
     """The endpoint's goodbye to connected calls: called when the shutdown's cancel stage begins
@@ -148,7 +148,8 @@ async def serve(
                 parts.on_stop_calls()
             http.should_exit = True
             try:
-                await _bounded(clock, HTTP_STOP_TIMEOUT, http_task)
+                async with deadline(clock, HTTP_STOP_TIMEOUT, "HTTP server stop"):
+                    await asyncio.wait([http_task])  # leaves the task to its scope (and to the cancel below)
             except DeadlineExceeded:
                 log.warning("the HTTP server did not stop within %.0f s; leaving it", HTTP_STOP_TIMEOUT)
                 http_task.cancel()
@@ -162,13 +163,3 @@ async def serve(
         remove_signals()
         sock.close()
 
-
-async def _bounded(clock: Clock, seconds: float, task: asyncio.Task[Any]) -> None:
-    timer = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait([task, timer], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        timer.cancel()
-        await asyncio.gather(timer, return_exceptions=True)
-    if not task.done():
-        raise DeadlineExceeded("HTTP server stop", seconds)

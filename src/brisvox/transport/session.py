@@ -37,12 +37,11 @@ from types import TracebackType
 from typing import Any
 
 from brisvox.audio.pacer import FRAME_DURATION, OutputPacer
-from brisvox.core.clock import Clock
+from brisvox.core.channel import Channel, ItemPolicy, Overflow
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.core.frames import InputAudioFrame, OutputAudioFrame
 from brisvox.core.tasks import TaskScope
-from brisvox.transport._timeout import bounded
-from brisvox.transport.channel import Channel, ItemPolicy, Overflow
 from brisvox.transport.events import (
     CallerAudio,
     CallInfo,

@@ -67,7 +67,7 @@ from brisvox.agent.tools.store import EntryState, IdempotencyKey, IdempotencySto
 from brisvox.core.clock import Clock
 from brisvox.core.tasks import TaskScope
 
-__all__ = ["EngineConfig", "ToolEngine"]
+__all__ = ["ToolEngine", "ToolEngineConfig"]
 
 log = logging.getLogger(__name__)
 trace = logging.getLogger("brisvox.tools")
@@ -76,7 +76,7 @@ _KIB = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EngineConfig:
+class ToolEngineConfig:
     """Bounds and windows of one session's tool engine (defaults from the tool contract)."""
 
     max_invalid_rounds: int = 2
@@ -99,9 +99,9 @@ class ToolEngine:
     """Runs the tool calls of one session.  Use as an async context manager (or ``aclose()``)."""
 
     def __init__(
-        self, registry: ToolRegistry, session: str, clock: Clock, config: EngineConfig | None = None
+        self, registry: ToolRegistry, session: str, clock: Clock, config: ToolEngineConfig | None = None
     ) -> None:
-        cfg = config if config is not None else EngineConfig()
+        cfg = config if config is not None else ToolEngineConfig()
         self.registry = registry
         self.session = session
         self.clock = clock

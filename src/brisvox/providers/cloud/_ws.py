@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.providers.cloud._errors import error_from_status, vendor_text
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.resilient import ResiliencePolicy, deadline, timeout_error
+from brisvox.providers.resilient import ResiliencePolicy, timeout_error
 
 __all__ = ["close_error", "close_ws", "open_ws"]
 

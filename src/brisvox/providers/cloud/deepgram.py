@@ -35,11 +35,11 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.channel import SessionBase
 from brisvox.providers.cloud._errors import vendor_text
 from brisvox.providers.cloud._ws import close_error, close_ws, open_ws
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, guarded
+from brisvox.providers.session import SessionBase
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, Transcript
 
 __all__ = ["DeepgramOptions", "DeepgramSession", "DeepgramStt"]

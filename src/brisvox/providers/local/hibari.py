@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from brisvox.audio import float_to_pcm16
+from brisvox.core.channel import Channel
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope
 from brisvox.inference import InferenceError, InferencePool, PoolConfig
-from brisvox.providers.channel import Channel
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import (
     FlushInput,
@@ -141,15 +141,15 @@ class HibariTtsSession(TtsSessionBase):
     async def send_text(self, context_id: int, text: str) -> None:
         self._check_open()
         if text.strip() and not self.is_cancelled(context_id):
-            await self._input.put(TextInput(context_id, text))
+            await self._input.send(TextInput(context_id, text))
 
     async def flush(self, context_id: int) -> None:
         self._check_open()
         if not self.is_cancelled(context_id):
-            await self._input.put(FlushInput(context_id))
+            await self._input.send(FlushInput(context_id))
 
     def _on_cancel(self, context_id: int) -> None:
-        self._input.remove_if(lambda cmd: cmd.context_id == context_id)
+        self._input.purge(lambda cmd: cmd.context_id == context_id)
 
     async def _shutdown(self) -> None:
         self._input.abort()

@@ -38,10 +38,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from brisvox.audio.codec import AudioEncoding
 from brisvox.audio.g711 import ulaw_decode, ulaw_encode
 from brisvox.audio.wav import WavAudio, read_wav, write_wav
-from brisvox.core.clock import Clock, SystemClock
+from brisvox.core.clock import Clock, SystemClock, bounded
 from brisvox.core.errors import DeadlineExceeded, InvalidInput
 from brisvox.core.tasks import TaskScope
-from brisvox.transport._timeout import bounded
 
 __all__ = ["ClientOptions", "ClientResult", "main", "run"]
 
