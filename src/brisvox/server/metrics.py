@@ -15,7 +15,8 @@ Metric names (all prefixed ``brisvox_``):
 * ``turns_total``
 * ``turn_latency_seconds{stage}`` (histogram; ``voice_to_voice``, ``turn_detection``,
   ``llm_first_token``, ``turn_end_to_audio``: see ``brisvox.server.call.LATENCY_STAGES``)
-* ``tool_calls_total{tool,outcome}``
+* ``tool_calls_total{tool,outcome}`` (the tool engine's outcome: ``ok``, ``timed_out``, ...)
+* ``engine_failures_total{stage,fatal}`` (a stage or provider failed; ``fatal="true"``: it ended the call)
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class ServerMetrics:
                                   ["stage"], buckets=LATENCY_BUCKETS, registry=r)
         self._tools = Counter("brisvox_tool_calls", "Tool calls settled, by tool and outcome.",
                               ["tool", "outcome"], registry=r)
+        self._failures = Counter("brisvox_engine_failures", "Stage or provider failures, by stage.",
+                                 ["stage", "fatal"], registry=r)
         for reason in ("at_capacity", "shutting_down"):
             self._refused.labels(reason=reason)
         for outcome in SessionOutcome:
@@ -102,6 +105,10 @@ class ServerMetrics:
     def record_tool(self, tool: str, outcome: str) -> None:
         """One settled tool call (outcome as the tool engine names it: ``ok``, ``timed_out``, ...)."""
         self._tools.labels(tool=tool[:_MAX_TOOL_NAME], outcome=outcome).inc()
+
+    def record_failure(self, stage: str, *, fatal: bool) -> None:
+        """One failure of an engine stage or provider (logged by the engine with its traceback)."""
+        self._failures.labels(stage=stage[:_MAX_TOOL_NAME], fatal="true" if fatal else "false").inc()
 
     # --- export ------------------------------------------------------------------------
 
