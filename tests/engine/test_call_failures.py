@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import AsyncGenerator
 
 import pytest
 
@@ -13,15 +14,16 @@ from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
-from brisvox.engine import CallFailed, EngineConfig, Providers, run_call
+from brisvox.engine import CallFailed, EngineConfig, LlmConfig, Providers, run_call
 from brisvox.engine.events import CallObserver, EngineFailure
 from brisvox.providers.errors import ProviderErrorKind
+from brisvox.providers.llm import Done, GeneratorLlmStream, LlmEvent, LlmProvider, LlmRequest
 from brisvox.providers.tts import TtsConfig
 from brisvox.sim import MockStt, MockTts, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.sim.mock_tts import MockTtsSession
 from brisvox.transport import Heard, LoopbackTransport, TransportSession
 from brisvox.transport.events import WireAudioOut, WireHangupOut
-from tests.engine.harness import RATE, energy_vad
+from tests.engine.harness import RATE, energy_vad, simulate
 
 
 class CrashingSession(MockTtsSession):
@@ -126,3 +128,36 @@ async def test_a_call_whose_tts_cannot_connect_ends_with_an_error_for_the_client
     assert failed.report.failure.stage == "call" and failed.report.failure.error == "ProviderError"
     [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
     assert isinstance(hangup, WireHangupOut) and hangup.error is not None
+
+
+class BuggyLlm(LlmProvider):
+    """A model adapter with a bug: its stream raises something that is not a provider error."""
+
+    @property
+    def name(self) -> str:
+        return "buggy-llm"
+
+    def stream(self, request: LlmRequest) -> GeneratorLlmStream:
+        async def events() -> AsyncGenerator[LlmEvent, None]:
+            raise KeyError("a bug in the adapter")
+            yield Done()  # pragma: no cover - makes this a generator
+
+        return GeneratorLlmStream(self.name, events())
+
+
+async def test_a_turn_whose_model_adapter_has_a_bug_gets_the_fallback_line_and_the_failure_is_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = SimClock()
+    observer = CallObserver()
+    scenario = ScenarioBuilder().pause(0.5).say("hello").pause(3.0).build()
+    with caplog.at_level(logging.WARNING):
+        result = await simulate(clock, scenario, BuggyLlm(), observer=observer)
+    config = LlmConfig()
+    assert [m.text for m in result.report.context.messages if isinstance(m, AssistantMessage)] == [
+        config.fallback_line]
+    assert result.report.failures == 1 and result.report.failure is None  # the call went on
+    [logged] = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert logged.exc_info is not None and "llm-runner" in logged.getMessage()
+    failures = [e for e in iter(observer.try_get, None) if isinstance(e, EngineFailure)]
+    assert [(e.stage, e.error, e.fatal) for e in failures] == [("llm-runner", "KeyError", False)]
