@@ -45,7 +45,15 @@ from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context, ToolCall
 from brisvox.agent.played import TruncationOutcome, apply_truncation
-from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, Outcome, Speculation, ToolEngine
+from brisvox.agent.tools import (
+    CancelToken,
+    Execution,
+    FillerPolicy,
+    LateNote,
+    Outcome,
+    Speculation,
+    ToolEngine,
+)
 from brisvox.agent.window import WindowPolicy, build_window
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
@@ -341,9 +349,11 @@ class LlmRunner(Processor):
         for note in self.tools.take_late_notes():
             self.context.push(note.message())
             self.stats.late_notes += 1
-            self.events.emit(ToolCallSettled(epoch=note.epoch, at=at, call_id=note.call_id, name=note.tool,
-                                             outcome=Outcome.LATE_RESULT, content=note.content,
-                                             is_error=note.is_error))
+            self._late_note_settled(note, at)
+
+    def _late_note_settled(self, note: LateNote, at: float) -> None:
+        self.events.emit(ToolCallSettled(epoch=note.epoch, at=at, call_id=note.call_id, name=note.tool,
+                                         outcome=Outcome.LATE_RESULT, content=note.content, is_error=note.is_error))
 
     def _tools_started(self, epoch: int, calls: tuple[Assembled, ...], at: float) -> None:
         for call in calls:
@@ -362,9 +372,7 @@ class LlmRunner(Processor):
                                              name=name, outcome=outcome,
                                              content=message.content, is_error=message.is_error))
         for note in execution.late_notes:
-            self.events.emit(ToolCallSettled(epoch=note.epoch, at=at, call_id=note.call_id, name=note.tool,
-                                             outcome=Outcome.LATE_RESULT, content=note.content,
-                                             is_error=note.is_error))
+            self._late_note_settled(note, at)
 
     def _place_filler(self) -> None:
         """The spoken filler into the context, once no call is open (see the module doc)."""
