@@ -125,7 +125,7 @@ async def test_a_call_whose_tts_cannot_connect_ends_with_an_error_for_the_client
     failed, heard, _ = await run(clock, MockTts(clock, MockTtsConfig(fail_connect=ProviderErrorKind.CONNECT)),
                                  scenario_seconds=1.0)
     assert failed is not None and failed.report.failure is not None
-    assert failed.report.failure.stage == "call" and failed.report.failure.error == "ProviderError"
+    assert failed.report.failure.stage == "run_call" and failed.report.failure.error == "ProviderError"
     [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
     assert isinstance(hangup, WireHangupOut) and hangup.error is not None
 

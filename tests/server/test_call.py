@@ -259,3 +259,38 @@ async def test_prerendered_fillers_render_in_the_first_call_and_play_as_clips_in
     ended = [r.getMessage() for r in caplog.records if "ended" in r.getMessage()]
     assert len(ended) == 2
     assert "1 fillers (0 clips)" in ended[0] and "1 fillers (1 clips)" in ended[1]
+
+
+async def test_a_call_that_fails_ends_the_session_as_an_error_and_is_counted_in_the_metrics() -> None:
+    from brisvox.engine import CallFailed
+    from brisvox.providers.errors import ProviderErrorKind
+    from brisvox.sim import MockTtsConfig
+    from brisvox.transport import LoopbackTransport
+    from brisvox.transport.events import WireHangupOut
+
+    clock = SimClock()
+    tools = demo_tools()
+    agent = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
+    scenario = ScenarioBuilder().pause(0.4).say("hello").pause(1.0).build()
+    providers = CallProviders(
+        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=scripted_demo_llm(clock),
+                            tts=MockTts(clock, MockTtsConfig(fail_connect=ProviderErrorKind.CONNECT)), vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+    metrics = ServerMetrics()
+    runner = engine_runner(agent, tools, clock, providers, metrics)
+    sent: list[str] = []
+
+    async def send_text(text: str) -> None:
+        sent.append(text)
+
+    async with LoopbackTransport(clock) as transport:
+        client = await transport.connect(metadata={"sample_rate": "16000"})
+        link = await transport.accept()
+        with pytest.raises(CallFailed, match="failed in run_call"):
+            await runner(EngineCall(link, send_text), asyncio.Event())
+        heard = await client.read_until_hangup(within=1.0)
+    hangup = heard[-1].item
+    assert isinstance(hangup, WireHangupOut) and hangup.error is not None
+    assert 'brisvox_engine_failures_total{fatal="true",stage="run_call"} 1.0' in metrics.render().decode()
+    assert any('"kind":"engine_failure"' in text for text in sent)

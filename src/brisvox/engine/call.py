@@ -106,8 +106,8 @@ class CallFailed(BrisvoxError):
 
     def __init__(self, report: CallReport) -> None:
         failure = report.failure
-        what = f"{failure.stage} failed ({failure.error})" if failure is not None else "failed"
-        super().__init__(f"the call {what}")
+        what = f" in {failure.stage} ({failure.error})" if failure is not None else ""
+        super().__init__(f"the call failed{what}")
         self.report = report
 
 
@@ -161,7 +161,7 @@ async def run_call(
     try:
         await call.run(cancel, tools, filler, clips)
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
-        fault.record("call", exc)
+        fault.record("run_call", exc)
     if call.runner is not None:
         call.runner.settle_all(clock.now())  # no stage runs any more: the record ends with what was heard
     failure = fault.failure
