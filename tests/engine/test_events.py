@@ -31,9 +31,7 @@ from brisvox.engine.events import (
     UserTurn,
 )
 from brisvox.sim import Call, LatencyProfile, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
-from tests.engine.harness import simulate
-
-OBJ = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
+from tests.engine.harness import OBJ, Counter, registry, simulate
 
 
 def drain(observer: CallObserver) -> list[EngineEvent]:
@@ -214,3 +212,26 @@ def test_a_greeting_that_became_audible_has_no_latency() -> None:
     observer = CallObserver()
     CallEvents("c1", observer).emit(BotAudible(epoch=0, at=1.0))
     assert not [e for e in drain(observer) if isinstance(e, TurnLatency)]
+
+
+async def test_every_started_tool_call_settles_once_with_the_tool_engine_s_outcome_across_a_barge_in() -> None:
+    clock = SimClock()
+    book = Counter(clock, seconds=5.0, answer={"booked": True, "table": 7})
+    spec = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ, kind=ToolKind.SIDE_EFFECT,
+                    timeout=10.0)
+    call = Call(name="book_table", arguments={"day": "friday"})
+    llm = ScriptedLlm(clock, [[Say("Booking it now, this takes a moment. "), call], [call],
+                              [Say("Done, table seven.")], [Say("Anything else?")]])
+    scenario = ScenarioBuilder().pause(0.5).say("book friday").pause(2.5).say("are you still there").pause(8.0).build()
+    observer = CallObserver()
+    await simulate(clock, scenario, llm, tools=registry(book=(spec, book)), observer=observer)
+    events = drain(observer)
+    started = [e.call_id for e in events if isinstance(e, ToolCallStarted)]
+    settled = [(e.call_id, e.outcome) for e in events if isinstance(e, ToolCallSettled)]
+    assert len(started) == 2 and len(book.calls) == 1
+    # The first call was cut by the barge-in; its booking finished later as a late note; the
+    # regenerated call was answered from the record.
+    by_outcome = {outcome for _, outcome in settled}
+    assert Outcome.INTERRUPTED_RUNNING in by_outcome or Outcome.INTERRUPTED in by_outcome
+    assert Outcome.LATE_RESULT in by_outcome
+    assert {call_id for call_id, outcome in settled if outcome is not Outcome.LATE_RESULT} == set(started)
