@@ -27,8 +27,8 @@ def test_a_reply_that_starts_with_silence_becomes_audible_when_its_voice_is_rele
     assert book.released(utt, round(0.2 * RATE), RATE).audible is None
     audible = book.released(utt, round(0.4 * RATE), RATE)
     assert audible.started is None and audible.audible == 2
-    # 0.1 s of audio went out after the voice began, the last 20 ms frame just now.
-    assert audible.audible_ago == pytest.approx(0.08)
+    # 0.1 s of audio went out from the voice's first sample on.
+    assert audible.audible_ago == pytest.approx(0.1)
     assert book.released(utt, round(0.6 * RATE), RATE).audible is None  # once per epoch
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
+from brisvox.audio.pacer import FRAME_DURATION
 from brisvox.core.frames import (
     BotAudioEnded,
     BotAudioStarted,
@@ -74,7 +75,10 @@ class TransportOut(Processor):
             released = self._book.released(frame.utterance, frame.samples, frame.sample_rate)
             now = ctx.clock.now()
             if released.audible is not None:
-                at = now - released.audible_ago
+                # The report comes as the frame ending at its position is released; frames go
+                # out in real time, so the audible sample played as long ago as the audio
+                # released from it on lasts, less the frame being released now.
+                at = now - max(0.0, released.audible_ago - FRAME_DURATION)
                 self._timeline.mark(released.audible, TurnEvent.BOT_AUDIBLE, at)
                 self._events.emit(BotAudible(epoch=released.audible, at=at))
             if released.started is not None:

@@ -27,7 +27,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from brisvox.agent.played import PlayedText, Truncation
-from brisvox.audio.pacer import FRAME_DURATION
 from brisvox.audio.pcm import first_audible, sample_count
 from brisvox.core.frames import WordTiming
 
@@ -69,8 +68,8 @@ class Cut:
 @dataclass(frozen=True, slots=True)
 class Released:
     """What a position report revealed: the epoch whose first audio it is (``started``), and
-    the epoch whose first audible sample it covers with how long ago that sample played
-    (``audible``, ``audible_ago``, seconds)."""
+    the epoch whose first audible sample it covers (``audible``) with the seconds of audio
+    released from that sample on (``audible_ago``)."""
 
     started: int | None = None
     audible: int | None = None
@@ -163,10 +162,7 @@ class PlayoutBook:
         if u.epoch not in self._audible and u.audible is not None and samples > u.audible:
             self._audible.add(u.epoch)
             audible = u.epoch
-            # A report comes as the frame ending at ``samples`` is released; frames go out in
-            # real time, so the audible sample plays as long before now as the audio after it
-            # lasts, less the frame now being released.
-            ago = max(0.0, (samples - u.audible) / u.sample_rate - FRAME_DURATION) if u.sample_rate else 0.0
+            ago = (samples - u.audible) / u.sample_rate if u.sample_rate else 0.0
         if started is None and audible is None:
             return _NOTHING
         return Released(started, audible, ago)
