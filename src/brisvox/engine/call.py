@@ -125,9 +125,7 @@ class _Fault:
             stage, exc = exc.stage, exc.cause
         if self.failure is not None or isinstance(exc, asyncio.CancelledError):
             return
-        at = self._clock.now()
-        self._events.failed(stage, exc, epoch=self._epoch(), at=at, fatal=True)
-        self.failure = EngineFailure(epoch=self._epoch(), at=at, stage=stage, error=type(exc).__name__, fatal=True)
+        self.failure = self._events.failed(stage, exc, epoch=self._epoch(), at=self._clock.now(), fatal=True)
         self.cause = exc
         self.raised.set()
 
@@ -163,7 +161,10 @@ async def run_call(
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_call", exc)
     if call.runner is not None:
-        call.runner.settle_all(clock.now())  # no stage runs any more: the record ends with what was heard
+        try:
+            call.runner.settle_all(clock.now())  # no stage runs any more: the record ends with what was heard
+        except Exception as exc:  # a bug in settling must not keep the client from hearing the call end
+            fault.record("llm-runner", exc)
     failure = fault.failure
     error = None if failure is None else f"the call ended after an internal failure ({failure.stage})"
     reason = await session.close(config.timeouts.stop, error=error)

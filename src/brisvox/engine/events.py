@@ -265,12 +265,14 @@ class CallEvents:
             if ended is not None:  # a greeting has no turn end: it opens the call unasked
                 observer.emit(self._latency(ended, event))
 
-    def failed(self, stage: str, exc: BaseException, *, epoch: int, at: float, fatal: bool) -> None:
+    def failed(self, stage: str, exc: BaseException, *, epoch: int, at: float, fatal: bool) -> EngineFailure:
         """A failure: one log line with its traceback and the call's id, and an :class:`EngineFailure`."""
         self.failures += 1
         what = "ends the call" if fatal else "the turn gets the fallback line"
         log.error("call %s: %s failed (%s): %s", self.call_id, stage, type(exc).__name__, what, exc_info=exc)
-        self.emit(EngineFailure(epoch=epoch, at=at, stage=stage, error=type(exc).__name__, fatal=fatal))
+        failure = EngineFailure(epoch=epoch, at=at, stage=stage, error=type(exc).__name__, fatal=fatal)
+        self.emit(failure)
+        return failure
 
     def _latency(self, ended: TurnEnded, audible: BotAudible) -> TurnLatency:
         record = self._timeline.get(ended.epoch)
