@@ -16,7 +16,7 @@ from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallFailed, EngineConfig, LlmConfig, Providers, run_call
 from brisvox.engine.events import CallObserver, EngineFailure
-from brisvox.providers.errors import ProviderErrorKind
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import Done, GeneratorLlmStream, LlmEvent, LlmProvider, LlmRequest
 from brisvox.providers.tts import TtsConfig
 from brisvox.sim import MockStt, MockTts, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
@@ -161,3 +161,22 @@ async def test_a_turn_whose_model_adapter_has_a_bug_gets_the_fallback_line_and_t
     assert logged.exc_info is not None and "llm-runner" in logged.getMessage()
     failures = [e for e in iter(observer.try_get, None) if isinstance(e, EngineFailure)]
     assert [(e.stage, e.error, e.fatal) for e in failures] == [("llm-runner", "KeyError", False)]
+
+
+class OnceTts(MockTts):
+    """Connects once; its session drops mid-answer and every reconnect fails."""
+
+    async def connect(self, config: TtsConfig) -> MockTtsSession:
+        if self.sessions:
+            raise ProviderError("once-tts", ProviderErrorKind.CONNECT, "gone for good")
+        return await super().connect(config)
+
+
+async def test_a_tts_that_drops_and_cannot_be_reopened_ends_the_call_with_an_error() -> None:
+    clock = SimClock()
+    failed, heard, ended = await run(clock, OnceTts(clock, MockTtsConfig(disconnect_after=0.5)))
+    assert failed is not None and failed.report.failure is not None
+    assert (failed.report.failure.stage, failed.report.failure.error) == ("tts-reader", "SpeechLost")
+    [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
+    assert isinstance(hangup, WireHangupOut) and hangup.error is not None
+    assert ended < 10.0  # not when the caller would have hung up (about 18 s)
