@@ -58,8 +58,8 @@ from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.clips import FillerClip, FillerClipStore
 from brisvox.engine.events import BotDone, BotText, CallEvents
 from brisvox.engine.playout import PlayoutBook
-from brisvox.providers.errors import ProviderError
-from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsFlushed, TtsSession, TtsWords
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsEvent, TtsFlushed, TtsSession, TtsWords
 
 __all__ = ["CLIP_WAIT_LIMIT", "RECONNECT_ATTEMPTS", "SpeakStage", "SpeechLost"]
 
@@ -238,7 +238,7 @@ class SpeakStage(Processor):
             await ctx.push(BotResponseDone(epoch=epoch))
 
     async def _read(self, ctx: ProcessorContext) -> None:
-        with contextlib.suppress(ChannelClosed):  # the pipeline behind us has stopped: so do we
+        with contextlib.suppress(ChannelClosed):  # the pipeline behind us has stopped (a push failed): so do we
             await self._read_loop(ctx)
 
     async def _read_loop(self, ctx: ProcessorContext) -> None:
@@ -282,8 +282,18 @@ class SpeakStage(Processor):
         for session in self._owned:
             await _close_quietly(session)
 
+    async def _next_event(self) -> TtsEvent | None:
+        """The session's next event; None when it ended.  A session whose own channel closed
+        under it failed like any provider (the ChannelClosed ``_read`` ends on is the pipeline's)."""
+        try:
+            return await anext(self._tts)
+        except StopAsyncIteration:
+            return None
+        except ChannelClosed as exc:
+            raise ProviderError("text-to-speech", ProviderErrorKind.CLOSED, "the session closed under the call") from exc
+
     async def _read_session(self, ctx: ProcessorContext) -> None:
-        async for event in self._tts:
+        while (event := await self._next_event()) is not None:
             if isinstance(event, TtsAudio):
                 epoch = self._book.epoch_of(event.context_id)
                 if epoch is not None:
