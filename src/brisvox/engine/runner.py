@@ -179,6 +179,7 @@ class LlmRunner(Processor):
     ) -> None:
         self.events = events or CallEvents("")
         self._started_calls: dict[str, tuple[int, str]] = {}  # call id -> (epoch, tool), until settled
+        self._turn_epoch = 0  # the epoch of the last turn answered
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
         self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
@@ -249,10 +250,11 @@ class LlmRunner(Processor):
 
     def _interrupt_open_calls(self, at: float) -> int:
         """Close every open call with an ``interrupted`` result; emits one settled event each."""
+        names = {call.id: call.name for call in self.context.open_tool_calls()}
         closed = self.context.interrupt_pending_tool_calls()
         for call_id in closed:
-            epoch, name = self._started_calls.pop(call_id, (0, ""))
-            self.events.emit(ToolCallSettled(epoch=epoch, at=at, call_id=call_id, name=name,
+            epoch, _ = self._started_calls.pop(call_id, (self._turn_epoch, ""))  # cut before it started
+            self.events.emit(ToolCallSettled(epoch=epoch, at=at, call_id=call_id, name=names.get(call_id, ""),
                                              outcome=Outcome.INTERRUPTED, content="", is_error=True))
         self._started_calls.clear()  # nothing is open any more
         return len(closed)
@@ -298,6 +300,7 @@ class LlmRunner(Processor):
             await head.drop()
             head = None
         self.context.push_user(text)
+        self._turn_epoch = epoch
         self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
