@@ -247,10 +247,6 @@ class CallEvents:
         self._ended: dict[int, TurnEnded] = {}
         self.failures = 0
 
-    @property
-    def enabled(self) -> bool:
-        return self._observer is not None
-
     def emit(self, event: EngineEvent) -> None:
         observer = self._observer
         if observer is None:
