@@ -18,7 +18,7 @@ import pytest
 
 from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, Outcome, StaticClips
 from brisvox.audio.wav import WavAudio
-from brisvox.core.clock import SimClock, SystemClock
+from brisvox.core.clock import Clock, SimClock, SystemClock
 from brisvox.core.frames import TurnEndReason
 from brisvox.engine import Providers, Speculation
 from brisvox.engine import events as ev
@@ -43,7 +43,7 @@ from brisvox.server.metrics import ServerMetrics
 from brisvox.server.page import page_routes
 from brisvox.server.settings import Settings
 from brisvox.server.tools import ToolSet
-from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim import Call, CallerScenario, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.transport import LoopbackTransport
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
@@ -115,17 +115,22 @@ def test_an_agent_file_that_enables_speculation_gets_speculative_starts(tmp_path
     assert engine_config(agent).speculation is Speculation.AT_PAUSE
 
 
+def scripted_providers(clock: Clock, scenario: CallerScenario, tts: MockTts) -> CallProviders:
+    """The demo's scripted model with the mock STT hearing ``scenario`` and ``tts``."""
+    return CallProviders(
+        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=scripted_demo_llm(clock), tts=tts,
+                            vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+
+
 @pytest.mark.realtime
 async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_events_follow_started() -> None:
     clock = SystemClock()
     tools = demo_tools()
     agent = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
     scenario = ScenarioBuilder().pause(0.4).say("a table for four tomorrow at seven").pause(3.0).build()
-    providers = CallProviders(
-        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=scripted_demo_llm(clock),
-                            tts=MockTts(clock), vad=energy_vad),
-        llm_label="scripted (test)", vad_label="energy",
-    )
+    providers = scripted_providers(clock, scenario, MockTts(clock))
     endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
     metrics = ServerMetrics()
     parts = ServerParts(runner=engine_runner(agent, tools, clock, providers, metrics), call_endpoint=endpoint,
@@ -272,11 +277,7 @@ async def test_a_call_that_fails_ends_the_session_as_an_error_and_is_counted_in_
     tools = demo_tools()
     agent = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
     scenario = ScenarioBuilder().pause(0.4).say("hello").pause(1.0).build()
-    providers = CallProviders(
-        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=scripted_demo_llm(clock),
-                            tts=MockTts(clock, MockTtsConfig(fail_connect=ProviderErrorKind.CONNECT)), vad=energy_vad),
-        llm_label="scripted (test)", vad_label="energy",
-    )
+    providers = scripted_providers(clock, scenario, MockTts(clock, MockTtsConfig(fail_connect=ProviderErrorKind.CONNECT)))
     metrics = ServerMetrics()
     runner = engine_runner(agent, tools, clock, providers, metrics)
     sent: list[str] = []
