@@ -19,8 +19,8 @@ def test_control_and_data_frames_of_an_older_epoch_are_stale() -> None:
     assert not F.LlmTextFrame(epoch=4, text="a").is_stale(3)
 
 
-def test_what_was_heard_and_word_timings_survive_any_interrupt() -> None:
-    assert not F.BotHeardFrame(epoch=0, round=0, text="hi").is_stale(99)
+def test_playback_positions_and_word_timings_survive_any_interrupt() -> None:
+    assert not F.PlaybackFrame(epoch=0, utterance=1, samples=160, sample_rate=16000).is_stale(99)
     assert not F.WordTimingsFrame(epoch=0, utterance=1, words=()).is_stale(99)
 
 
@@ -44,7 +44,6 @@ def test_no_frame_repr_shows_text_or_samples() -> None:
         F.TranscriptFrame(epoch=1, text=secret, is_final=True),
         F.UserTextFrame(epoch=1, text=secret),
         F.TtsTextFrame(epoch=1, text=secret, utterance=2),
-        F.BotHeardFrame(epoch=1, round=0, text=secret),
         F.WordTimingsFrame(epoch=1, utterance=2, words=(F.WordTiming(secret, 0.0, 0.5),)),
         F.InputAudioFrame(epoch=1, pcm=samples, sample_rate=8000),
         F.OutputAudioFrame(epoch=1, pcm=samples, sample_rate=8000),

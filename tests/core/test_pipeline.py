@@ -7,12 +7,12 @@ import pytest
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import PipelineError, ProcessorFailed, StopTimeout
 from brisvox.core.frames import (
-    BotHeardFrame,
     CancelFrame,
     Direction,
     Frame,
     InterruptFrame,
     LlmTextFrame,
+    PlaybackFrame,
     StartFrame,
     StopFrame,
 )
@@ -88,13 +88,13 @@ async def test_what_was_heard_of_an_interrupted_turn_still_reaches_the_end() -> 
     gate = Gate("slow")
     async with Pipeline("p").then(gate).then(Passthrough("b")).start(clock, Links(downstream=sink)) as running:
         await running.send(text(0, "stale"))
-        await running.send(BotHeardFrame(epoch=0, round=0, text="heard"))
+        await running.send(PlaybackFrame(epoch=0, utterance=1, samples=160, sample_rate=16000))
         await settle()
         await running.send(InterruptFrame(new_epoch=1))
         await settle()
         gate.release.set()
         await running.stop(1.0)
-    assert [f.text for f in sink.of(BotHeardFrame)] == ["heard"]  # type: ignore[attr-defined]
+    assert [f.samples for f in sink.of(PlaybackFrame)] == [160]  # type: ignore[attr-defined]
     assert sink.texts() == []
 
 

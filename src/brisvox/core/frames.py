@@ -28,7 +28,6 @@ from brisvox.core.errors import InvalidAudio
 __all__ = [
     "BotAudioEnded",
     "BotAudioStarted",
-    "BotHeardFrame",
     "BotResponseDone",
     "CancelFrame",
     "ControlFrame",
@@ -341,19 +340,6 @@ class TtsTextFrame(DataFrame):
 
     text: str
     utterance: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class BotHeardFrame(DataFrame):
-    """A reply round of ``epoch`` was cut short: ``text`` is what the caller heard of it.
-
-    The runner sends it when it cuts the context to what was heard, which happens after
-    the epoch is over, so it survives the interruption (watchers show the heard part).
-    """
-
-    survives_interrupt: ClassVar[bool] = True
-    round: int
-    text: str
 
 
 @dataclass(frozen=True, slots=True)

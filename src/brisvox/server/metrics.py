@@ -19,6 +19,7 @@ Metric names (all prefixed ``brisvox_``):
 * ``tool_calls_total{tool,outcome}``: ``tool`` is a registered tool's name (the names given
   to :class:`ServerMetrics`, plus the built-in ``confirm_pending``) or ``unknown``, so a
   model that invents tool names cannot add series; ``outcome`` is the tool engine's.
+* ``engine_failures_total{stage,fatal}`` (a stage or provider failed; ``fatal="true"``: it ended the call)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from brisvox.server.session import SessionEnded, SessionOutcome
 __all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "ServerMetrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+_MAX_STAGE_NAME = 64  # stage names are the engine's own; the cap only guards a label's size
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 """Seconds; dense around the 300 ms to 1 s voice-to-voice range."""
@@ -80,6 +82,8 @@ class ServerMetrics:
                                   ["stage"], buckets=LATENCY_BUCKETS, registry=r)
         self._tools = Counter("brisvox_tool_calls", "Tool calls settled, by tool and outcome.",
                               ["tool", "outcome"], registry=r)
+        self._failures = Counter("brisvox_engine_failures", "Stage or provider failures, by stage.",
+                                 ["stage", "fatal"], registry=r)
         for reason in ("at_capacity", "shutting_down"):
             self._refused.labels(reason=reason)
         for why in RefusalReason:
@@ -121,6 +125,10 @@ class ServerMetrics:
         A name that is not registered counts as ``unknown``: the name comes from the model."""
         label = tool if tool in self._tool_names else UNKNOWN_TOOL
         self._tools.labels(tool=label, outcome=outcome).inc()
+
+    def record_failure(self, stage: str, *, fatal: bool) -> None:
+        """One failure of an engine stage or provider (logged by the engine with its traceback)."""
+        self._failures.labels(stage=stage[:_MAX_STAGE_NAME], fatal="true" if fatal else "false").inc()
 
     # --- export ------------------------------------------------------------------------
 

@@ -617,10 +617,11 @@ class ToolEngine:
     # -- executions ----------------------------------------------------------------------------
 
     def _finish(self, slots: list[Slot], epoch: int, exhausted: bool, ran: list[Record]) -> Execution:
-        results = []
+        results, outcomes = [], []
         for s in slots:
-            assert s.answer is not None, f"slot {s.call_id} was not answered"
+            assert s.answer is not None and s.outcome is not None, f"slot {s.call_id} was not answered"
             results.append(s.answer)
+            outcomes.append(s.outcome)
         return Execution(
             self,
             epoch=epoch,
@@ -630,6 +631,7 @@ class ToolEngine:
             carried=[s.record for s in slots if s.record is not None and s.carried],
             claims=[s.claim for s in slots if s.claim is not None],
             taken=self._mailbox.take_all(),
+            outcomes=outcomes,
         )
 
     def _delivered(self, execution: Execution) -> None:

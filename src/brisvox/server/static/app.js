@@ -228,10 +228,13 @@ function onEvent(ev) {
       const parts = [];
       if (ev.turn_end_to_audio_ms !== undefined) parts.push(`turn end → audio ${Math.round(ev.turn_end_to_audio_ms)} ms`);
       if (ev.turn_end_to_first_token_ms !== undefined) parts.push(`first token ${Math.round(ev.turn_end_to_first_token_ms)} ms`);
-      span.textContent = `latency ${main !== undefined ? Math.round(main) + " ms" : "?"} from end of speech to first audio` +
+      span.textContent = `latency ${main !== undefined ? Math.round(main) + " ms" : "?"} from end of speech to first audible audio` +
         (parts.length ? ` (${parts.join(", ")})` : "");
       b.el.appendChild(span);
       break;
     }
+    case "engine_failure":
+      add("note", ev.fatal ? `the call failed (${ev.stage}) and ends` : `a turn failed (${ev.stage}); the bot said its fallback line`);
+      break;
   }
 }

@@ -411,7 +411,11 @@ class _Call:
                     else:
                         await self._write(mark_message(got.id))
                 elif isinstance(got, WireHangupOut):
-                    await self._goodbye(StopKind.ENDED, CloseCode.NORMAL)
+                    if got.error is not None:  # the engine failed: the client hears why the call ends
+                        await self._goodbye(StopKind.ERROR, CloseCode.INTERNAL_ERROR,
+                                            error_message(ErrorCode.ENGINE_FAILED, got.error, fatal=True))
+                    else:
+                        await self._goodbye(StopKind.ENDED, CloseCode.NORMAL)
                     return
         except PeerClosed:
             self.peer_gone = True
