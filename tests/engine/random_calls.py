@@ -36,7 +36,7 @@ from brisvox.core.clock import SimClock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent
-from brisvox.engine import CallReport, EngineConfig, Providers, Speculation, run_call
+from brisvox.engine import CallReport, EngineConfig, Providers, SpeculationMode, run_call
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmRequest
@@ -190,7 +190,7 @@ async def run_random_call(seed: int) -> CallOutcome:
     tools = _Tools(clock, rng)
     config = EngineConfig(
         turn=FixedSilence(silence=rng.choice((0.5, 0.8, 1.0))),
-        speculation=Speculation.AT_PAUSE if speculation else Speculation.OFF,
+        speculation=SpeculationMode.AT_PAUSE if speculation else SpeculationMode.OFF,
     )
     llm = ScriptedLlm(clock, _Model(rng), latency=LatencyProfile(
         first_event=rng.uniform(0.05, 0.6), per_event=0.02, jitter=0.5, seed=seed))

@@ -9,12 +9,12 @@ from brisvox.agent.context import AssistantMessage, Context, SystemMessage, Tool
 from brisvox.agent.tools import ToolKind, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
-from brisvox.engine import EngineConfig, Speculation
+from brisvox.engine import EngineConfig, SpeculationMode
 from brisvox.engine.speculate import settled_copy
 from brisvox.sim import Call, LatencyProfile, Say, ScenarioBuilder, ScriptedLlm
 from tests.engine.harness import OBJ, Counter, registry, simulate
 
-SPECULATE = EngineConfig(turn=FixedSilence(silence=1.0), speculation=Speculation.AT_PAUSE)
+SPECULATE = EngineConfig(turn=FixedSilence(silence=1.0), speculation=SpeculationMode.AT_PAUSE)
 BOOK = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ, kind=ToolKind.SIDE_EFFECT,
                 timeout=0.5)
 

@@ -46,13 +46,13 @@ from brisvox.agent.tools.store import IdempotencyStore, IdempotencyUsage
 from brisvox.core.clock import Clock
 from brisvox.core.tasks import TaskScope
 
-__all__ = ["EngineConfig", "ToolEngine"]
+__all__ = ["ToolEngine", "ToolEngineConfig"]
 
 _KIB = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EngineConfig:
+class ToolEngineConfig:
     """Bounds and windows of one session's tool engine (defaults from the tool contract)."""
 
     max_invalid_rounds: int = 2
@@ -69,9 +69,9 @@ class ToolEngine:
     """Runs the tool calls of one session.  Use as an async context manager (or ``aclose()``)."""
 
     def __init__(
-        self, registry: ToolRegistry, session: str, clock: Clock, config: EngineConfig | None = None
+        self, registry: ToolRegistry, session: str, clock: Clock, config: ToolEngineConfig | None = None
     ) -> None:
-        cfg = config if config is not None else EngineConfig()
+        cfg = config if config is not None else ToolEngineConfig()
         self.registry = registry
         self.session = session
         self.clock = clock
@@ -319,14 +319,17 @@ class ToolEngine:
     # -- executions ----------------------------------------------------------------------------
 
     def _finish(self, slots: list[Slot], epoch: int, exhausted: bool, ran: list[Record]) -> Execution:
-        results = []
+        results, outcomes = [], []
         for s in slots:
-            assert s.answer is not None, f"slot {s.call_id} was not answered"
+            assert s.answer is not None and s.outcome is not None, f"slot {s.call_id} was not answered"
             results.append(s.answer)
+            outcomes.append(s.outcome)
         receipt = Receipt(
             ran=tuple(ran),
             carried=tuple(s.record for s in slots if s.record is not None and s.carried),
             claims=tuple(s.claim for s in slots if s.claim is not None),
             taken=self._effects.take_mailbox(),
         )
-        return Execution(self._effects, epoch=epoch, results=results, budget_exhausted=exhausted, receipt=receipt)
+        return Execution(
+            self._effects, epoch=epoch, results=results, budget_exhausted=exhausted, outcomes=outcomes, receipt=receipt
+        )

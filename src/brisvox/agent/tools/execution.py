@@ -20,7 +20,8 @@ from typing import Protocol
 
 from brisvox.agent.context import Context, ContextError, ToolCall, ToolMessage
 from brisvox.agent.tools._records import LateNote, Record, ReplayClaim, Slot
-from brisvox.core.errors import BrisvoxError
+from brisvox.agent.tools.results import Outcome
+from brisvox.core.errors import BrisvoxError, InvalidInput
 
 __all__ = ["AlreadySettled", "DeliveryHooks", "Execution", "Receipt", "Speculation"]
 
@@ -66,9 +67,12 @@ class _State(enum.Enum):
 
 
 class Execution:
-    """One tool message per call, in issue order, plus the late notes to append after them."""
+    """One tool message per call, in issue order, plus the late notes to append after them.
 
-    __slots__ = ("_hooks", "_receipt", "_state", "budget_exhausted", "epoch", "results")
+    ``outcomes`` says how each call settled (parallel to ``results``), for watchers.
+    """
+
+    __slots__ = ("_hooks", "_receipt", "_state", "budget_exhausted", "epoch", "outcomes", "results")
 
     def __init__(
         self,
@@ -77,11 +81,15 @@ class Execution:
         epoch: int,
         results: Sequence[ToolMessage],
         budget_exhausted: bool,
+        outcomes: Sequence[Outcome],
         receipt: Receipt | None = None,
     ) -> None:
+        if len(outcomes) != len(results):
+            raise InvalidInput(f"Execution: {len(results)} results but {len(outcomes)} outcomes")
         self._hooks = hooks
         self.epoch = epoch
         self.results: tuple[ToolMessage, ...] = tuple(results)
+        self.outcomes: tuple[Outcome, ...] = tuple(outcomes)
         self.budget_exhausted = budget_exhausted
         self._receipt = receipt if receipt is not None else Receipt()
         self._state = _State.PENDING
