@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from brisvox.core.errors import ConfigError
+from brisvox.server.edge import EdgeConfig
 from brisvox.server.session import ShutdownPolicy
+from brisvox.transport.websocket.config import ServerConfig
 
 __all__ = ["VARIABLES", "Settings", "SettingsError", "Variable"]
 
@@ -74,6 +76,25 @@ def _duration(raw: str) -> float:
     return value
 
 
+def _positive_duration(raw: str) -> float:
+    value = _duration(raw)
+    if value <= 0:
+        raise ValueError("expected a duration > 0")
+    return value
+
+
+def _audio_rate(raw: str) -> float | None:
+    if raw.strip().lower() == "off":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("expected a ratio to real time such as 1.25, or off") from None
+    if not (math.isfinite(value) and value >= 1.0):
+        raise ValueError("expected a finite ratio >= 1.0 (real time), or off")
+    return value
+
+
 def _path(raw: str) -> str:
     if not raw.startswith("/") or " " in raw:
         raise ValueError("expected a URL path starting with '/'")
@@ -116,6 +137,26 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_AGENT_FILE", "agent_file", None, _file,
              "agent file served when `brisvox serve` gets none"),
     Variable("BRISVOX_LOG_LEVEL", "log_level", "info", _level, "debug, info, warning or error"),
+    # --- limits at the edge and per call (docs/OPERATIONS.md "Limits") ---
+    Variable("BRISVOX_HANDSHAKE_TIMEOUT", "handshake_timeout", 5.0, _positive_duration,
+             "each HTTP request head (and the WebSocket upgrade) must arrive within it"),
+    Variable("BRISVOX_MAX_UNSTARTED", "max_unstarted", 128, _int_in(1, 100_000),
+             "connections between their accept and their first request or call message"),
+    Variable("BRISVOX_START_TIMEOUT", "start_timeout", 5.0, _positive_duration,
+             "a call's start message must arrive within it after the upgrade"),
+    Variable("BRISVOX_PING_INTERVAL", "ping_interval", 5.0, _positive_duration, "the server pings each call"),
+    Variable("BRISVOX_PING_TIMEOUT", "ping_timeout", 15.0, _positive_duration,
+             "a call with nothing from its client (no frame, no pong) for this long ends"),
+    Variable("BRISVOX_IDLE_TIMEOUT", "idle_timeout", 60.0, _positive_duration,
+             "a call with no caller audio for this long ends"),
+    Variable("BRISVOX_MAX_CALL_DURATION", "max_call_duration", 3600.0, _positive_duration,
+             "a call ends after this long"),
+    Variable("BRISVOX_AUDIO_RATE", "audio_rate", 1.25, _audio_rate,
+             "caller audio admitted per second of time (1.25: a quarter over real time), or off"),
+    Variable("BRISVOX_AUDIO_FLOOD", "audio_flood", 5.0, _positive_duration,
+             "seconds of dropped caller audio (decaying) that end a call"),
+    Variable("BRISVOX_MAX_PONG_BACKLOG", "max_pong_backlog", 65536, _int_in(0, 1 << 30),
+             "bytes of unsent data past which pongs to a client's pings are dropped"),
 )
 
 
@@ -132,6 +173,17 @@ class Settings:
     ws_path: str = "/ws"
     agent_file: Path | None = None
     log_level: str = "info"
+    # limits (see VARIABLES)
+    handshake_timeout: float = 5.0
+    max_unstarted: int = 128
+    start_timeout: float = 5.0
+    ping_interval: float = 5.0
+    ping_timeout: float = 15.0
+    idle_timeout: float = 60.0
+    max_call_duration: float = 3600.0
+    audio_rate: float | None = 1.25
+    audio_flood: float = 5.0
+    max_pong_backlog: int = 65536
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -147,9 +199,26 @@ class Settings:
                 values[var.field] = var.parse(raw)
             except ValueError as exc:
                 problems.append(f"{var.name}={raw!r}: {exc}")
+        if not problems and values["ping_timeout"] <= values["ping_interval"]:
+            problems.append(f"BRISVOX_PING_TIMEOUT={values['ping_timeout']:g}: must be longer than "
+                            f"BRISVOX_PING_INTERVAL ({values['ping_interval']:g})")
         if problems:
             raise SettingsError(problems)
         return cls(**values)
+
+    def transport_config(self) -> ServerConfig:
+        """The WebSocket transport's limits these settings give (the rest are its defaults)."""
+        return ServerConfig(
+            host=self.host, port=self.port, path=self.ws_path, max_calls=self.max_calls,
+            handshake_timeout=self.handshake_timeout, start_timeout=self.start_timeout,
+            ping_interval=self.ping_interval, ping_timeout=self.ping_timeout, idle_timeout=self.idle_timeout,
+            max_call_duration=self.max_call_duration, audio_rate=self.audio_rate, audio_flood=self.audio_flood,
+        )
+
+    def edge_config(self) -> EdgeConfig:
+        """The limits of the server's edge (:mod:`brisvox.server.edge`)."""
+        return EdgeConfig(handshake_timeout=self.handshake_timeout, max_unstarted=self.max_unstarted,
+                          max_pong_backlog=self.max_pong_backlog)
 
     @property
     def shutdown_policy(self) -> ShutdownPolicy:

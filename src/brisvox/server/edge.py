@@ -1,0 +1,274 @@
+"""The server's edge: what uvicorn does with a connection before and around the ASGI app.
+
+uvicorn's own protocols leave four holes that a hostile client can use, and this module
+closes them with two protocol classes (:meth:`Edge.protocols`) that :func:`brisvox.server.host.serve`
+gives uvicorn:
+
+* **Handshake deadline.** h11 has no deadline for a request head, so a client sending one
+  header byte every 10 s holds its socket for ever (1,100 of them exhausted the file
+  descriptors).  Every wait for a request head (a new connection, and a keep-alive
+  connection between requests) is bounded by ``handshake_timeout``; past it the
+  connection is dropped and counted.
+* **Connections that have not started.** At most ``max_unstarted`` connections may be
+  between their TCP accept and their first request head (HTTP) or their first WebSocket
+  message (a call's ``start``); a connection past the cap is dropped on accept, before it
+  costs more than its accept.  Together with the deadline this bounds the sockets a
+  flood of slow clients can hold.
+* **Pings of the application.** ASGI has no ping: the WebSocket protocol class puts a
+  ``brisvox.ping`` extension in the scope (:data:`PING_EXTENSION`: a callable returning a
+  future that completes when the pong arrives), so the transport's monitor decides a silent
+  peer with its own ``ping_timeout`` (``error{ping_timeout}``, 1008) instead of uvicorn's
+  keepalive (1011), which host.py turns off.
+* **Bounded pongs.** The pongs a client's pings ask for go straight to the socket, outside
+  the app's flow control; a client that pings without reading grew the process by 100 MB.
+  A pong is dropped (and counted) while the socket's unsent data is over
+  ``max_pong_backlog`` bytes.
+
+A frame the WebSocket layer refuses (invalid UTF-8, bad framing, too big) is closed with
+its code as before, but logged as one short line at most every :data:`LOG_INTERVAL`
+seconds (with the count), never a traceback.  Timers are loop timer handles at clock
+instants (clock time is loop time, :mod:`brisvox.core.clock`), like
+:func:`brisvox.transport._timeout.bounded`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.frames import Frame
+from websockets.http11 import Request
+
+from brisvox.core.clock import Clock
+from brisvox.core.errors import ConfigError
+
+__all__ = ["LOG_INTERVAL", "PING_EXTENSION", "Edge", "EdgeConfig", "EdgeStats"]
+
+log = logging.getLogger(__name__)
+
+PING_EXTENSION = "brisvox.ping"
+"""The scope extension through which the app pings its WebSocket peer."""
+
+LOG_INTERVAL = 10.0
+"""Seconds between two log lines about refused frames or dropped connections."""
+
+MAX_PENDING_PINGS = 16
+"""Pings of the app awaiting their pong; an older one is given up (cancelled) past it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EdgeConfig:
+    handshake_timeout: float = 5.0
+    max_unstarted: int = 128
+    max_pong_backlog: int = 64 * 1024
+
+    def validate(self) -> None:
+        if not self.handshake_timeout > 0:
+            raise ConfigError(f"EdgeConfig.handshake_timeout={self.handshake_timeout!r}: must be positive")
+        if self.max_unstarted < 1:
+            raise ConfigError(f"EdgeConfig.max_unstarted={self.max_unstarted!r}: must be at least 1")
+        if self.max_pong_backlog < 0:
+            raise ConfigError(f"EdgeConfig.max_pong_backlog={self.max_pong_backlog!r}: must be >= 0")
+
+
+@dataclass(slots=True)
+class EdgeStats:
+    unstarted: int = 0
+    """Connections now between their accept and their first request head or message."""
+    refused_unstarted: int = 0
+    handshake_timeouts: int = 0
+    pongs_dropped: int = 0
+    refused_frames: int = 0
+    quiet: dict[str, int] = field(default_factory=dict)
+    """What happened since the last log line, by kind (see :meth:`Edge.note`)."""
+
+
+class Edge:
+    """One server's edge: its limits, its counters and its two protocol classes."""
+
+    def __init__(self, clock: Clock, config: EdgeConfig | None = None) -> None:
+        self.clock = clock
+        self.config = config or EdgeConfig()
+        self.config.validate()
+        self.stats = EdgeStats()
+        self._logged_at: float | None = None
+
+    def note(self, kind: str) -> None:
+        """Count one refused thing; log what was counted at most every LOG_INTERVAL seconds."""
+        quiet = self.stats.quiet
+        quiet[kind] = quiet.get(kind, 0) + 1
+        now = self.clock.now()
+        if self._logged_at is not None and now - self._logged_at < LOG_INTERVAL:
+            return
+        self._logged_at = now
+        log.warning("server edge: %s", ", ".join(f"{n} {k}" for k, n in sorted(quiet.items())))
+        quiet.clear()
+
+    def _acquire(self) -> bool:
+        if self.stats.unstarted >= self.config.max_unstarted:
+            self.stats.refused_unstarted += 1
+            self.note("connections dropped on accept (too many not started)")
+            return False
+        self.stats.unstarted += 1
+        return True
+
+    def _release(self) -> None:
+        self.stats.unstarted -= 1
+
+    def protocols(self) -> tuple[type[H11Protocol], type[WebSocketsSansIOProtocol]]:
+        """The HTTP and WebSocket protocol classes for uvicorn's ``http=`` and ``ws=``."""
+        edge = self
+
+        class EdgeHttp(H11Protocol):
+            _token = False
+            _deadline: asyncio.TimerHandle | None = None
+
+            def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+                super().connection_made(transport)
+                if not edge._acquire():
+                    transport.abort()
+                    return
+                self._token = True
+                self._arm()
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                self._disarm()
+                super().connection_lost(exc)
+
+            def data_received(self, data: bytes) -> None:
+                before = self.cycle
+                super().data_received(data)
+                if self.cycle is not before:  # a request head arrived: the app has it now
+                    self._disarm()
+
+            def on_response_complete(self) -> None:
+                super().on_response_complete()
+                if not self.transport.is_closing():
+                    self._arm()  # the next request head gets the same deadline
+
+            def handle_websocket_upgrade(self, event: Any) -> None:
+                token, self._token = self._token, False
+                self._disarm()
+                super().handle_websocket_upgrade(event)
+                ws = self.transport.get_protocol()
+                if token and isinstance(ws, EdgeWs) and not ws.disconnected:
+                    ws.hold_token()  # released at the call's first message
+                elif token:
+                    edge._release()
+
+            def _arm(self) -> None:
+                self._disarm()
+                loop = asyncio.get_running_loop()
+                self._deadline = loop.call_at(edge.clock.now() + edge.config.handshake_timeout, self._expired)
+
+            def _disarm(self) -> None:
+                if self._deadline is not None:
+                    self._deadline.cancel()
+                    self._deadline = None
+                if self._token:
+                    self._token = False
+                    edge._release()
+
+            def _expired(self) -> None:
+                self._deadline = None
+                if not self.transport.is_closing():
+                    edge.stats.handshake_timeouts += 1
+                    edge.note("connections dropped (no request head within the handshake timeout)")
+                    self.transport.abort()
+
+        class EdgeWs(WebSocketsSansIOProtocol):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                self._token = False
+                self._pings: dict[bytes, asyncio.Future[None]] = {}
+                self._ping_ids = itertools.count(1)
+
+            def hold_token(self) -> None:
+                self._token = True
+
+            def _drop_token(self) -> None:
+                if self._token:
+                    self._token = False
+                    edge._release()
+
+            def connection_lost(self, exc: Exception | None) -> None:
+                self._drop_token()
+                for fut in self._pings.values():
+                    fut.cancel()
+                self._pings.clear()
+                super().connection_lost(exc)
+
+            def handle_connect(self, event: Request) -> None:
+                super().handle_connect(event)
+                if self.response.status_code == 101:
+                    extensions: dict[str, Any] = self.scope["extensions"]
+                    extensions[PING_EXTENSION] = self.app_ping
+
+            def app_ping(self) -> asyncio.Future[None]:
+                """Send a ping; the future completes when its pong (or a later one) arrives,
+                and is cancelled when the connection is lost first."""
+                fut: asyncio.Future[None] = self.loop.create_future()
+                if self.disconnected or self.close_sent or self.transport.is_closing():
+                    fut.cancel()
+                    return fut
+                if len(self._pings) >= MAX_PENDING_PINGS:
+                    oldest = next(iter(self._pings))
+                    self._pings.pop(oldest).cancel()
+                payload = b"bv%d" % next(self._ping_ids)
+                self._pings[payload] = fut
+                self.conn.send_ping(payload)
+                self.transport.write(b"".join(self.conn.data_to_send()))
+                return fut
+
+            def handle_pong(self, event: Frame) -> None:
+                payload = bytes(event.data)
+                if payload not in self._pings:
+                    super().handle_pong(event)
+                    return
+                # a pong answers its ping and every earlier one (RFC 6455 5.5.3)
+                for key in list(self._pings):
+                    fut = self._pings.pop(key)
+                    if not fut.done():
+                        fut.set_result(None)
+                    if key == payload:
+                        break
+
+            def handle_ping(self) -> None:
+                output = b"".join(self.conn.data_to_send())
+                if self.transport.get_write_buffer_size() + len(output) > edge.config.max_pong_backlog:
+                    edge.stats.pongs_dropped += 1
+                    edge.note("pongs dropped (the client does not read)")
+                    return
+                self.transport.write(output)
+
+            def handle_parser_exception(self) -> None:
+                edge.stats.refused_frames += 1
+                sent = self.conn.close_sent
+                edge.note(f"frames refused ({sent.code if sent is not None else '?'})")
+                super().handle_parser_exception()
+
+            def send_receive_event_to_app(self) -> None:
+                self._drop_token()
+                if self.curr_msg_data_type != "text" or self.close_sent:
+                    super().send_receive_event_to_app()
+                    return
+                data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
+                self.frames = []
+                try:
+                    text = data.decode()
+                except UnicodeDecodeError:
+                    # uvicorn logs a traceback here, once per frame: a client's fault is a counted line
+                    self.conn.send_close(1007)
+                    self.handle_parser_exception()
+                    return
+                self.queue.put_nowait({"type": "websocket.receive", "text": text})
+                if not self.read_paused:
+                    self.read_paused = True
+                    self.transport.pause_reading()
+
+        return EdgeHttp, EdgeWs
