@@ -162,14 +162,17 @@ class Edge:
                     edge._release()
 
             def _arm(self) -> None:
-                self._disarm()
+                self._cancel_deadline()
                 loop = asyncio.get_running_loop()
                 self._deadline = loop.call_at(edge.clock.now() + edge.config.handshake_timeout, self._expired)
 
-            def _disarm(self) -> None:
+            def _cancel_deadline(self) -> None:
                 if self._deadline is not None:
                     self._deadline.cancel()
                     self._deadline = None
+
+            def _disarm(self) -> None:
+                self._cancel_deadline()
                 if self._token:
                     self._token = False
                     edge._release()
