@@ -155,15 +155,14 @@ async def test_past_the_cap_on_unstarted_connections_a_new_one_is_dropped_on_acc
 
 
 async def test_a_call_stops_counting_as_unstarted_at_its_first_message() -> None:
-    async with running(max_unstarted=1) as srv:
-        async with connect(srv.ws, compression=None) as a:
-            await a.send(json.dumps({"type": "start"}))
-            assert json.loads(await a.recv())["type"] == "started"
-            assert srv.edge.stats.unstarted == 0
-            async with connect(srv.ws, compression=None) as b:
-                await b.send(json.dumps({"type": "start"}))
-                assert json.loads(await b.recv())["type"] == "started"
-            assert await get(srv.port, "/healthz") == 200
+    async with running(max_unstarted=1) as srv, connect(srv.ws, compression=None) as a:
+        await a.send(json.dumps({"type": "start"}))
+        assert json.loads(await a.recv())["type"] == "started"
+        assert srv.edge.stats.unstarted == 0
+        async with connect(srv.ws, compression=None) as b:
+            await b.send(json.dumps({"type": "start"}))
+            assert json.loads(await b.recv())["type"] == "started"
+        assert await get(srv.port, "/healthz") == 200
 
 
 async def test_a_wrong_websocket_path_gets_404() -> None:
@@ -230,7 +229,7 @@ async def test_a_silent_client_that_answers_pings_stays_connected() -> None:
 
 async def test_pongs_to_a_ping_flood_from_a_client_that_does_not_read_are_dropped() -> None:
     async with running(max_pong_backlog=16384) as srv:
-        r, w = await upgrade(srv.port, rcvbuf=4096)
+        _r, w = await upgrade(srv.port, rcvbuf=4096)
         w.write(frame(0x1, json.dumps({"type": "start"}).encode()))
         ping = frame(0x9, b"p" * 125)
         for _ in range(40):
