@@ -57,6 +57,9 @@ PING_EXTENSION = "brisvox.ping"
 LOG_INTERVAL = 10.0
 """Seconds between two log lines about refused frames or dropped connections."""
 
+REFUSED_LINGER = 2.0
+"""Seconds a connection whose frame was refused keeps reading for the client's close."""
+
 MAX_PENDING_PINGS = 16
 """Pings of the app awaiting their pong; an older one is given up (cancelled) past it."""
 
@@ -188,6 +191,7 @@ class Edge:
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, **kwargs)
                 self._token = False
+                self._refused = False
                 self._pings: dict[bytes, asyncio.Future[None]] = {}
                 self._ping_ids = itertools.count(1)
 
@@ -243,6 +247,8 @@ class Edge:
 
             def handle_ping(self) -> None:
                 output = b"".join(self.conn.data_to_send())
+                if self._refused:
+                    return  # the write side is shut: a write now would fail the connection with a reset
                 if self.transport.get_write_buffer_size() + len(output) > edge.config.max_pong_backlog:
                     edge.stats.pongs_dropped += 1
                     edge.note("pongs dropped (the client does not read)")
@@ -250,10 +256,28 @@ class Edge:
                 self.transport.write(output)
 
             def handle_parser_exception(self) -> None:
+                # uvicorn closes the socket at once (again on every later chunk); a client still
+                # sending then gets a reset that can discard the close frame in flight.  Instead:
+                # send the close frame, shut the write side, and keep reading (the parser discards)
+                # until the client closes or REFUSED_LINGER passes.
+                if self._refused:
+                    return
+                self._refused = True
                 edge.stats.refused_frames += 1
                 sent = self.conn.close_sent
-                edge.note(f"frames refused ({sent.code if sent is not None else '?'})")
-                super().handle_parser_exception()
+                assert sent is not None
+                edge.note(f"frames refused ({sent.code})")
+                self.queue.put_nowait({"type": "websocket.disconnect", "code": sent.code, "reason": sent.reason})
+                self.transport.write(b"".join(self.conn.data_to_send()))
+                self.close_sent = True
+                if self.transport.can_write_eof():
+                    self.transport.write_eof()
+                if self.read_paused:
+                    self.read_paused = False
+                    self.transport.resume_reading()
+                if self.close_timer is not None:
+                    self.close_timer.cancel()
+                self.close_timer = self.loop.call_at(edge.clock.now() + REFUSED_LINGER, self.transport.close)
 
             def send_receive_event_to_app(self) -> None:
                 self._drop_token()
