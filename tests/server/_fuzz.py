@@ -138,17 +138,27 @@ _controls = st.one_of(
 
 Msg = tuple[str, Any]
 
-messages: st.SearchStrategy[Msg] = st.one_of(
+def _weighted(usual: st.SearchStrategy[Any], rare: st.SearchStrategy[Any], p: float) -> st.SearchStrategy[Any]:
+    """``rare`` with probability about ``p`` (one_of would merge repeated branches)."""
+    n = round(1 / p)
+    return st.integers(1, n).flatmap(lambda i: rare if i == 1 else usual)
+
+
+_benign: st.SearchStrategy[Msg] = st.one_of(
     st.tuples(st.just("audio"), st.binary(min_size=1, max_size=1920)),
     st.tuples(st.just("audio"), st.integers(1, 30).map(lambda n: bytes(640 * n))),
     st.tuples(st.just("json"), _controls),
     st.tuples(st.just("text"), st.text(max_size=200)),
     st.tuples(st.just("deep"), st.integers(9, 5000)),
+    st.tuples(st.just("ping"), st.binary(max_size=125)),
+)
+_fatal: st.SearchStrategy[Msg] = st.one_of(
     st.tuples(st.just("bad_utf8"), st.sampled_from([b"\xff", b"\xc3\x28", b"ok\xed\xa0\x80"])),
     st.tuples(st.just("big_text"), st.integers(8193, 20000)),
     st.tuples(st.just("big_audio"), st.integers(65537, 70000)),
-    st.tuples(st.just("ping"), st.binary(max_size=125)),
 )
+# a message that ends the call is rarer, so most sessions play most of their messages
+messages: st.SearchStrategy[Msg] = _weighted(_benign, _fatal, 1 / 30)
 
 _start_fields = st.fixed_dictionaries({"type": st.just("start")}, optional={
     "encoding": st.sampled_from(["pcm16", "mulaw", "alaw", "opus"]),
@@ -186,7 +196,7 @@ def sessions(min_messages: int = 25, max_messages: int = 40) -> st.SearchStrateg
                    st.sampled_from(["stop", "stop", "close", "drop"]))
     raw = st.builds(lambda kind, data: Session(("raw", kind), [], "drop", data),
                     st.sampled_from(["garbage", "cut_head", "after_upgrade"]), st.binary(min_size=1, max_size=512))
-    return st.one_of(ws, ws, ws, ws, ws, ws, ws, ws, ws, raw)
+    return _weighted(ws, raw, 1 / 10)
 
 
 @dataclass

@@ -239,3 +239,25 @@ async def test_pongs_to_a_ping_flood_from_a_client_that_does_not_read_are_droppe
         assert srv.edge.stats.pongs_dropped > 0
         w.close()
         assert await get(srv.port, "/healthz") == 200
+
+
+async def test_a_client_still_sending_after_a_refused_frame_gets_the_close_frame_not_a_reset() -> None:
+    async with running() as srv:
+        r, w = await upgrade(srv.port)
+        w.write(frame(0x1, b"\xff not utf-8"))
+        for _ in range(50):  # the client has not seen the close yet and goes on sending
+            w.write(frame(0x2, bytes(20000)))
+        await w.drain()
+        await asyncio.sleep(0.5)  # the close frame waits unread at the client, as on a slow network
+        got = b""
+        try:
+            while chunk := await asyncio.wait_for(r.read(65536), 5):
+                got += chunk
+                if len(got) >= 4:
+                    break
+        except ConnectionResetError:
+            pass
+        assert got[:1] == b"\x88" and struct.unpack("!H", got[2:4])[0] == 1007, got
+        w.write(frame(0x8, struct.pack("!H", 1007)))
+        assert await closed_within(r, 3.0)
+        w.close()
