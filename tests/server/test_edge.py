@@ -41,13 +41,13 @@ class Running:
 
 
 @asynccontextmanager
-async def running(**settings: Any) -> AsyncIterator[Running]:
+async def running(close_deadline: float = 12.0, **settings: Any) -> AsyncIterator[Running]:
     clock = SystemClock()
     s = Settings(port=0, **settings)
     endpoint = TransportEndpoint(clock, s.transport_config())
     parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
                         on_stop_calls=endpoint.close)
-    edge = Edge(clock, s.edge_config())
+    edge = Edge(clock, dataclasses.replace(s.edge_config(), close_deadline=close_deadline))
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     server = asyncio.ensure_future(serve(s, parts, clock=clock, stops=stops, out=io.StringIO(),
@@ -260,4 +260,21 @@ async def test_a_client_still_sending_after_a_refused_frame_gets_the_close_frame
         assert got[:1] == b"\x88" and struct.unpack("!H", got[2:4])[0] == 1007, got
         w.write(frame(0x8, struct.pack("!H", 1007)))
         assert await closed_within(r, 3.0)
+        w.close()
+
+
+async def test_a_close_stuck_behind_data_the_client_never_reads_is_dropped_at_the_close_deadline() -> None:
+    async with running(close_deadline=1.0, max_pong_backlog=16384) as srv:
+        _r, w = await upgrade(srv.port, rcvbuf=4096)
+        w.write(frame(0x1, json.dumps({"type": "start"}).encode()))
+        ping = frame(0x9, b"p" * 125)
+        for _ in range(40):  # pongs fill the server's send buffer: the client reads nothing
+            w.write(ping * 1000)
+            await w.drain()
+        await asyncio.sleep(0.3)
+        assert srv.edge.stats.pongs_dropped > 0
+        w.write(frame(0x1, b"\xff"))  # refused: the close frame queues behind the unread pongs
+        await w.drain()
+        await asyncio.sleep(1.8)
+        assert srv.edge.stats.close_deadlines == 1
         w.close()

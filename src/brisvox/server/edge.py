@@ -60,6 +60,7 @@ LOG_INTERVAL = 10.0
 REFUSED_LINGER = 2.0
 """Seconds a connection whose frame was refused keeps reading for the client's close."""
 
+
 MAX_PENDING_PINGS = 16
 """Pings of the app awaiting their pong; an older one is given up (cancelled) past it."""
 
@@ -69,10 +70,16 @@ class EdgeConfig:
     handshake_timeout: float = 5.0
     max_unstarted: int = 128
     max_pong_backlog: int = 64 * 1024
+    close_deadline: float = 12.0
+    """Seconds after the server's close frame when the socket is dropped whatever happens: uvicorn
+    closes it 10 s after the app's close, but a close waits for unsent data that a client that
+    does not read never takes."""
 
     def validate(self) -> None:
         if not self.handshake_timeout > 0:
             raise ConfigError(f"EdgeConfig.handshake_timeout={self.handshake_timeout!r}: must be positive")
+        if not self.close_deadline > 0:
+            raise ConfigError(f"EdgeConfig.close_deadline={self.close_deadline!r}: must be positive")
         if self.max_unstarted < 1:
             raise ConfigError(f"EdgeConfig.max_unstarted={self.max_unstarted!r}: must be at least 1")
         if self.max_pong_backlog < 0:
@@ -87,6 +94,8 @@ class EdgeStats:
     handshake_timeouts: int = 0
     pongs_dropped: int = 0
     refused_frames: int = 0
+    close_deadlines: int = 0
+    """Sockets dropped because their close did not get through within ``close_deadline``."""
     quiet: dict[str, int] = field(default_factory=dict)
     """What happened since the last log line, by kind (see :meth:`Edge.note`)."""
 
@@ -192,6 +201,7 @@ class Edge:
                 super().__init__(*args, **kwargs)
                 self._token = False
                 self._refused = False
+                self._close_deadline: asyncio.TimerHandle | None = None
                 self._pings: dict[bytes, asyncio.Future[None]] = {}
                 self._ping_ids = itertools.count(1)
 
@@ -205,6 +215,8 @@ class Edge:
 
             def connection_lost(self, exc: Exception | None) -> None:
                 self._drop_token()
+                if self._close_deadline is not None:
+                    self._close_deadline.cancel()
                 for fut in self._pings.values():
                     fut.cancel()
                 self._pings.clear()
@@ -278,6 +290,24 @@ class Edge:
                 if self.close_timer is not None:
                     self.close_timer.cancel()
                 self.close_timer = self.loop.call_at(edge.clock.now() + REFUSED_LINGER, self.transport.close)
+                self._arm_close_deadline()
+
+            async def send(self, message: Any) -> None:
+                await super().send(message)
+                if self.close_sent:
+                    self._arm_close_deadline()
+
+            def _arm_close_deadline(self) -> None:
+                if self._close_deadline is None and not self.disconnected:
+                    self._close_deadline = self.loop.call_at(edge.clock.now() + edge.config.close_deadline,
+                                                             self._close_overdue)
+
+            def _close_overdue(self) -> None:
+                self._close_deadline = None
+                if not self.disconnected:
+                    edge.stats.close_deadlines += 1
+                    edge.note("sockets dropped (their close did not get through)")
+                    self.transport.abort()
 
             def send_receive_event_to_app(self) -> None:
                 self._drop_token()

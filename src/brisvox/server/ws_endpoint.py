@@ -109,10 +109,9 @@ class StarletteWsPeer:
     def abort(self) -> None:
         self._closed = True
         transport = _server_transport(getattr(self._ws, "_send", None))
-        if isinstance(transport, asyncio.WriteTransport) and transport.get_write_buffer_size() == 0 and (
-                transport.is_closing() or getattr(transport.get_protocol(), "close_sent", False)):
-            # a close is under way (uvicorn bounds it) and nothing is stuck: an abort would turn it
-            # into a reset, which can discard the close frame and the error before it at the client
+        if isinstance(transport, asyncio.BaseTransport) and getattr(transport.get_protocol(), "close_sent", False):
+            # the close frame is on its way (the edge drops the socket if it never gets through): an
+            # abort now would discard it, and the messages before it, at the client
             return
         abort = getattr(transport, "abort", None)
         if callable(abort):
