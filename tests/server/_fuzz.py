@@ -252,7 +252,8 @@ def play(url: str, session: Session, tally: Tally) -> None:
         _raw(url, session.first[1], session.raw)
         tally.messages += 1
         return
-    with connect(url, compression=None, open_timeout=5, close_timeout=2, max_size=None,
+    # generous timeouts: on a busy machine a slow answer is not a missing one
+    with connect(url, compression=None, open_timeout=10, close_timeout=10, max_size=None,
                  ping_interval=None, max_queue=None) as ws:
         sent_ok = True
         sent = 0
@@ -281,7 +282,7 @@ def play(url: str, session: Session, tally: Tally) -> None:
                 pass
         try:
             while True:
-                got = ws.recv(timeout=5)
+                got = ws.recv(timeout=10)
                 if isinstance(got, str):
                     _check_text(got, errors, tally)
         except ConnectionClosed:

@@ -278,3 +278,15 @@ async def test_a_close_stuck_behind_data_the_client_never_reads_is_dropped_at_th
         await asyncio.sleep(1.8)
         assert srv.edge.stats.close_deadlines == 1
         w.close()
+
+
+async def test_a_refused_frame_and_the_clients_close_in_one_read_get_the_close_answered(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async with running() as srv:
+        r, w = await upgrade(srv.port)
+        w.write(frame(0x1, b"\xc3(") + frame(0x8, struct.pack("!H", 1000)))
+        got = await asyncio.wait_for(r.read(4), 5)
+        assert got[:1] == b"\x88", got  # a close frame, not a dropped connection
+        assert await closed_within(r, 3.0)
+        w.close()
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]

@@ -43,6 +43,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.frames import Frame
 from websockets.http11 import Request
+from websockets.protocol import State
 
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError
@@ -277,9 +278,9 @@ class Edge:
                 self._refused = True
                 edge.stats.refused_frames += 1
                 sent = self.conn.close_sent
-                assert sent is not None
-                edge.note(f"frames refused ({sent.code})")
-                self.queue.put_nowait({"type": "websocket.disconnect", "code": sent.code, "reason": sent.reason})
+                code, reason = (sent.code, sent.reason) if sent is not None else (1006, "")
+                edge.note(f"frames refused ({code})")
+                self.queue.put_nowait({"type": "websocket.disconnect", "code": code, "reason": reason})
                 self.transport.write(b"".join(self.conn.data_to_send()))
                 self.close_sent = True
                 if self.transport.can_write_eof():
@@ -320,8 +321,14 @@ class Edge:
                     text = data.decode()
                 except UnicodeDecodeError:
                     # uvicorn logs a traceback here, once per frame: a client's fault is a counted line
-                    self.conn.send_close(1007)
-                    self.handle_parser_exception()
+                    if self.conn.state is State.OPEN:
+                        self.conn.send_close(1007)
+                        self.handle_parser_exception()
+                    else:
+                        # the client's close frame came in the same read and was answered already
+                        # (a second close would raise): handle_close sends that answer
+                        edge.stats.refused_frames += 1
+                        edge.note("frames refused (1007)")
                     return
                 self.queue.put_nowait({"type": "websocket.receive", "text": text})
                 if not self.read_paused:
