@@ -365,6 +365,8 @@ class _Call:
             return
         self.fatal = _Fatal(close, code, message)
         self.stats.faults += 1
+        # one line per call at most (the first fatal fault wins); the message names no client data
+        log.info("websocket call %s: closing with %s (%d): %s", self.ends.info.call_id, code.value, int(close), message)
         events = self.ends.events
         if self.feeding and not events.closed:
             events.try_send(WireFault(code.value, message, True))
