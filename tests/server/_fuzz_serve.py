@@ -14,7 +14,8 @@ import logging
 from brisvox.core.clock import SystemClock
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.settings import Settings
-from brisvox.server.ws_endpoint import TransportEndpoint, echo_runner
+from brisvox.server.ws_endpoint import TransportEndpoint
+from tests.server._echo import echo_runner
 
 
 def main() -> int:

@@ -24,7 +24,8 @@ from brisvox.server.edge import Edge
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
 from brisvox.server.settings import Settings
-from brisvox.server.ws_endpoint import TransportEndpoint, echo_runner
+from brisvox.server.ws_endpoint import TransportEndpoint
+from tests.server._echo import echo_runner
 
 pytestmark = pytest.mark.realtime
 
@@ -125,7 +126,7 @@ async def test_a_connection_that_sends_its_request_head_one_byte_at_a_time_is_dr
 async def test_a_keep_alive_connection_dripping_its_next_request_is_dropped_at_the_deadline() -> None:
     async with running(handshake_timeout=0.6) as srv:
         r, w = await asyncio.open_connection("127.0.0.1", srv.port)
-        w.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        w.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert (await asyncio.wait_for(r.readline(), 5)).startswith(b"HTTP/1.1 200")
         await asyncio.wait_for(r.readuntil(b"ok\n"), 5)
         for b in b"GET /healthz HTTP/1.1\r\n":  # uvicorn's keep-alive timer restarts on every byte

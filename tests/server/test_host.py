@@ -11,7 +11,8 @@ from brisvox.core.clock import SystemClock
 from brisvox.server.host import ServerParts, bind_listener, serve
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests
 from brisvox.server.settings import Settings
-from brisvox.server.ws_endpoint import TransportEndpoint, echo_runner
+from brisvox.server.ws_endpoint import TransportEndpoint
+from tests.server._echo import echo_runner
 from tests.server.test_edge import closed_within
 
 pytestmark = pytest.mark.realtime
