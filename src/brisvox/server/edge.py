@@ -36,6 +36,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,6 +310,10 @@ class Edge:
                 if not self.disconnected:
                     edge.stats.close_deadlines += 1
                     edge.note("sockets dropped (their close did not get through)")
+                    sock = self.transport.get_extra_info("socket")
+                    if sock is not None:
+                        # a reset: a plain close would leave the kernel holding the unsent data
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     self.transport.abort()
 
             def send_receive_event_to_app(self) -> None:
