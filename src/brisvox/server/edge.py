@@ -11,9 +11,10 @@ gives uvicorn:
   connection is dropped and counted.
 * **Connections that have not started.** At most ``max_unstarted`` connections may be
   between their TCP accept and their first request head (HTTP) or their first WebSocket
-  message (a call's ``start``); a connection past the cap is dropped on accept, before it
-  costs more than its accept.  Together with the deadline this bounds the sockets a
-  flood of slow clients can hold.
+  message (a call's ``start``); a new connection past the cap drops the *oldest* of them.
+  Together with the deadline this bounds the sockets a flood of slow clients can hold, and
+  a new client still gets in: a real one finishes its request head in milliseconds, long
+  before a flood of newer connections reaches it.
 * **Pings of the application.** ASGI has no ping: the WebSocket protocol class puts a
   ``brisvox.ping`` extension in the scope (:data:`PING_EXTENSION`: a callable returning a
   future that completes when the pong arrives), so the transport's monitor decides a silent
@@ -38,6 +39,7 @@ import itertools
 import logging
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +95,8 @@ class EdgeConfig:
 class EdgeStats:
     unstarted: int = 0
     """Connections now between their accept and their first request head or message."""
-    refused_unstarted: int = 0
+    evicted_unstarted: int = 0
+    """Connections dropped (oldest first) to make room for a new one under ``max_unstarted``."""
     handshake_timeouts: int = 0
     pongs_dropped: int = 0
     refused_frames: int = 0
@@ -112,6 +115,7 @@ class Edge:
         self.config.validate()
         self.stats = EdgeStats()
         self._logged_at: float | None = None
+        self._holders: dict[object, Callable[[], None]] = {}  # unstarted connections, oldest first
 
     def note(self, kind: str) -> None:
         """Count one refused thing; log what was counted at most every LOG_INTERVAL seconds."""
@@ -124,16 +128,21 @@ class Edge:
         log.warning("server edge: %s", ", ".join(f"{n} {k}" for k, n in sorted(quiet.items())))
         quiet.clear()
 
-    def _acquire(self) -> bool:
-        if self.stats.unstarted >= self.config.max_unstarted:
-            self.stats.refused_unstarted += 1
-            self.note("connections dropped on accept (too many not started)")
-            return False
-        self.stats.unstarted += 1
-        return True
+    def _acquire(self, holder: object, evict: Callable[[], None]) -> None:
+        """Count ``holder`` as not started; at the cap the oldest one is evicted (``evict`` is
+        how to drop a holder)."""
+        if len(self._holders) >= self.config.max_unstarted:
+            oldest = next(iter(self._holders))
+            drop = self._holders.pop(oldest)
+            self.stats.evicted_unstarted += 1
+            self.note("connections dropped (the oldest not started, to make room)")
+            drop()
+        self._holders[holder] = evict
+        self.stats.unstarted = len(self._holders)
 
-    def _release(self) -> None:
-        self.stats.unstarted -= 1
+    def _release(self, holder: object) -> None:
+        self._holders.pop(holder, None)
+        self.stats.unstarted = len(self._holders)
 
     def protocols(self) -> tuple[type[H11Protocol], type[WebSocketsSansIOProtocol]]:
         """The HTTP and WebSocket protocol classes for uvicorn's ``http=`` and ``ws=``."""
@@ -145,11 +154,14 @@ class Edge:
 
             def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
                 super().connection_made(transport)
-                if not edge._acquire():
-                    transport.abort()
-                    return
                 self._token = True
+                edge._acquire(self, self._evicted)
                 self._arm()
+
+            def _evicted(self) -> None:
+                self._token = False
+                self._cancel_deadline()
+                self.transport.abort()
 
             def connection_lost(self, exc: Exception | None) -> None:
                 self._disarm()
@@ -167,14 +179,12 @@ class Edge:
                     self._arm()  # the next request head gets the same deadline
 
             def handle_websocket_upgrade(self, event: Any) -> None:
-                token, self._token = self._token, False
+                token = self._token
                 self._disarm()
                 super().handle_websocket_upgrade(event)
                 ws = self.transport.get_protocol()
                 if token and isinstance(ws, EdgeWs) and not ws.disconnected:
                     ws.hold_token()  # released at the call's first message
-                elif token:
-                    edge._release()
 
             def _arm(self) -> None:
                 self._cancel_deadline()
@@ -190,7 +200,7 @@ class Edge:
                 self._cancel_deadline()
                 if self._token:
                     self._token = False
-                    edge._release()
+                    edge._release(self)
 
             def _expired(self) -> None:
                 self._deadline = None
@@ -210,11 +220,16 @@ class Edge:
 
             def hold_token(self) -> None:
                 self._token = True
+                edge._acquire(self, self._evicted)
+
+            def _evicted(self) -> None:
+                self._token = False
+                self.transport.abort()
 
             def _drop_token(self) -> None:
                 if self._token:
                     self._token = False
-                    edge._release()
+                    edge._release(self)
 
             def connection_lost(self, exc: Exception | None) -> None:
                 self._drop_token()
