@@ -8,6 +8,7 @@ Routes:
 * ``GET /metrics``: the Prometheus text exposition of :class:`~brisvox.server.metrics.ServerMetrics`.
 * Before any route, with an ``access`` policy: the Host, Origin and token checks
   (:mod:`brisvox.server.access`); a refused request gets 401/403 and reaches no route.
+* ``WS`` on any other path: ``404``.
 * ``WS <ws_path>``: the call endpoint.  Admission happens *before* the upgrade: a
   refused call gets an HTTP 503 with ``Retry-After`` (when the ASGI server supports
   denial responses, as uvicorn does) and is counted; an admitted one is handed, with its
@@ -98,10 +99,19 @@ def build_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         WebSocketRoute(ws_path, call),
+        # before the extra routes, whose Mounts would take WebSocket scopes too; Starlette's default is a 403
+        WebSocketRoute("/{path:path}", _no_such_path),
         *extra_routes,
     ]
     guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []
     return Starlette(routes=routes, middleware=guard)
+
+
+async def _no_such_path(websocket: WebSocket) -> None:
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(PlainTextResponse("not found\n", status_code=404))
+    else:
+        await websocket.close()
 
 
 async def _deny(websocket: WebSocket, text: str) -> None:
