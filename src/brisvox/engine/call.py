@@ -109,7 +109,8 @@ async def run_call(
     rates = session.info.sample_rate()
     in_rate = rates.input if rates else config.stt.sample_rate
     out_rate = output_rate(session, config)
-    stt_rate = config.stt_rate or in_rate
+    listen_rate = config.listen_rate or in_rate
+    stt_rate = config.stt_rate or listen_rate
     stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
     tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
     book = PlayoutBook()
@@ -134,12 +135,13 @@ async def run_call(
         async with stt, tts, contextlib.AsyncExitStack() as stack:
             if engine is not None:
                 await stack.enter_async_context(engine)
-            analyzer = providers.end_of_turn if in_rate == END_OF_TURN_RATE else None
+            analyzer = providers.end_of_turn if listen_rate == END_OF_TURN_RATE else None
             if providers.end_of_turn is not None and analyzer is None:
-                log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
+                log.info("end-of-turn model skipped: the call is heard at %d Hz, the model reads 16 kHz", listen_rate)
             turn_audio = TurnAudio() if analyzer is not None else None
-            resample = ResampleStream(in_rate, stt_rate) if stt_rate != in_rate else None
-            listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio, resample)
+            convert = ResampleStream(in_rate, listen_rate) if listen_rate != in_rate else None
+            resample = ResampleStream(listen_rate, stt_rate) if stt_rate != listen_rate else None
+            listen = ListenStage(providers.vad(listen_rate), stt, scope, turn_audio, resample, convert)
             driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline,
                                 greets=config.llm.greeting is not None)
             runner = LlmRunner(

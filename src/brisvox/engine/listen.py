@@ -1,7 +1,9 @@
 """Stage 1: the caller's audio in, VAD events and transcripts out.
 
-Audio goes to the STT at the provider's rate (``EngineConfig.stt_rate``), resampled from
-the call's when they differ; the VAD and the end-of-turn audio keep the call's rate.
+Caller audio is first converted to the rate the call is listened to
+(``EngineConfig.listen_rate``) when the call's differs; the VAD and the end-of-turn audio
+read that rate, and the STT gets it resampled to its own (``EngineConfig.stt_rate``) when
+that differs too.  Each conversion is one streaming ResampleStream per call.
 
 The user side of a call keeps every frame (it stays on epoch 0 and never drops): the VAD
 and the STT stream follow the caller, not the bot's turns.  Audio is consumed here; the
@@ -42,8 +44,10 @@ class ListenStage(Processor):
         scope: TaskScope,
         turn_audio: TurnAudio | None = None,
         resample: ResampleStream | None = None,
+        convert: ResampleStream | None = None,
     ) -> None:
         self._resample = resample if resample is not None and not resample.passthrough else None
+        self._convert = convert if convert is not None and not convert.passthrough else None
         self._vad = vad
         self._turn_audio = turn_audio  # shared with the turn driver for end-of-turn analyses
         self._stt = stt
@@ -61,13 +65,16 @@ class ListenStage(Processor):
             self._scope.spawn(self._read_transcripts(ctx), name="stt-reader")
         if isinstance(frame, InputAudioFrame):
             at = frame.at or ctx.clock.now() - frame.duration
+            heard = frame.pcm if self._convert is None else self._convert.process(frame.pcm)
+            if not heard:
+                return
             if self._turn_audio is not None:
-                self._turn_audio.append(frame.pcm)
-            for event in await self._vad.process(frame.pcm, at):
+                self._turn_audio.append(heard)
+            for event in await self._vad.process(heard, at):
                 await ctx.push(event)
                 if isinstance(event, VadStoppedFrame):
                     await self._stt_call(self._stt.finalize())
-            pcm = frame.pcm if self._resample is None else self._resample.process(frame.pcm)
+            pcm = heard if self._resample is None else self._resample.process(heard)
             if pcm:
                 await self._stt_call(self._stt.send_audio(pcm))
             return

@@ -42,8 +42,10 @@ _TRY_AGAIN = 1013
 
 
 class CallEndpoint(Protocol):
-    """Serves one admitted WebSocket call: accept ``websocket``, run the call, and either
-    ``slot.spawn(...)`` the session or ``slot.release()`` the slot (on every path)."""
+    """Serves one admitted WebSocket call: accept ``websocket``, run the call, and
+    ``slot.spawn(..., hold=True)`` the session once it started.  The endpoint returns when the
+    socket is closed; the app then releases the slot (on every path), so a call's place is
+    held from admission until its socket closed and its session ended."""
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None: ...
 
@@ -93,7 +95,7 @@ def build_app(
         try:
             await endpoint(websocket, admitted)
         finally:
-            admitted.release()  # a no-op when the endpoint spawned it
+            admitted.release()  # the socket is closed: unused, or a held session's place (see SessionSlot)
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),

@@ -34,11 +34,12 @@ from starlette.websockets import WebSocket
 
 from brisvox.agent.tools import FillerConfig, FillerPhrase, FillerPolicy
 from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed
+from brisvox.core.errors import BrisvoxError, ChannelClosed
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, Speculation, run_call
 from brisvox.engine.call import output_rate
 from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
+from brisvox.providers.errors import ProviderError
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
@@ -47,12 +48,22 @@ from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
 from brisvox.server.tools import ToolSet
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
+from brisvox.transport.events import CallFailure, FailureKind
 from brisvox.transport.link import CallLink
 from brisvox.transport.session import TransportSession
 from brisvox.transport.websocket import PeerClosed
 from brisvox.transport.websocket import run_call as run_ws_call
 
-__all__ = ["LATENCY_STAGES", "EngineCall", "EngineEndpoint", "engine_config", "engine_runner", "metrics_listener"]
+__all__ = [
+    "LATENCY_STAGES",
+    "LISTEN_RATE",
+    "EngineCall",
+    "EngineEndpoint",
+    "call_failure",
+    "engine_config",
+    "engine_runner",
+    "metrics_listener",
+]
 
 log = logging.getLogger(__name__)
 
@@ -119,17 +130,23 @@ class EngineEndpoint(TransportEndpoint):
         peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout)
 
         async def deliver(link: CallLink) -> bool:
-            slot.spawn(EngineCall(link, peer.send_event), name="call")
+            slot.spawn(EngineCall(link, peer.send_event), name="call", hold=True)
             return True
 
         await run_ws_call(peer, clock=self.clock, config=self.config, deliver=deliver, shutdown=self._shutdown,
                           stats=self.stats, register=self._register)
 
 
+LISTEN_RATE = 16_000
+"""Every call is heard at 16 kHz, whatever its rate: the rate Silero VAD, Smart Turn and the
+local Whisper read (and one every cloud STT takes), so an 8, 24 or 48 kHz call works with
+every provider (the engine converts the caller's audio as it arrives)."""
+
+
 def engine_config(definition: AgentDefinition) -> EngineConfig:
     """The engine settings an agent file gives (the rest are the engine's defaults); the LLM's
     ``temperature`` and ``max_tokens`` options go with every request, ``[filler]`` decides the
-    filler policy."""
+    filler policy; calls are heard at :data:`LISTEN_RATE`."""
     llm_options = definition.llm.options
     fl = definition.filler
     filler = FillerConfig(enabled=fl.enabled, delay=None if fl.per_tool else fl.delay, per_tool=fl.per_tool)
@@ -142,6 +159,7 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
         speculation=Speculation.AT_PAUSE if definition.speculation else Speculation.OFF,
+        listen_rate=LISTEN_RATE,
     )
 
 
@@ -191,6 +209,21 @@ def metrics_listener(metrics: ServerMetrics) -> EventListener:
     return listen
 
 
+def call_failure(exc: Exception) -> CallFailure:
+    """What the caller is told when its session fails: a brisvox error (a provider unreachable or
+    failing, a setting the call cannot run) is ``call_failed`` with its message (a provider's
+    only as its name and kind: a vendor's text stays in the log); anything else is a bug,
+    ``internal_error``."""
+    if isinstance(exc, ProviderError):
+        return CallFailure(FailureKind.CALL_FAILED, f"{exc.provider}: {exc.kind.value}")
+    if isinstance(exc, BrisvoxError):
+        return CallFailure(FailureKind.CALL_FAILED, f"{type(exc).__name__}: {exc}"[:_MAX_FAILURE_TEXT])
+    return CallFailure(FailureKind.INTERNAL_ERROR, "the server failed while serving this call")
+
+
+_MAX_FAILURE_TEXT = 300
+
+
 async def _forward(observer: CallObserver, send: SendText) -> None:
     """Observer events to the client until the observer closes or the socket goes."""
     try:
@@ -217,6 +250,18 @@ def engine_runner(
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
         session = await TransportSession.open(clock, call.link)
+        try:
+            await serve(session, call, cancel)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The caller hears why (error, stop{error}, 1011); the manager logs and counts the outcome.
+            await session.close(config.timeouts.stop, failure=call_failure(exc))
+            raise
+        finally:
+            await session.close(config.timeouts.stop)  # every path: no transport task outlives the call
+
+    async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
         observer = CallObserver(listener=listener)
         async with TaskScope("engine-call") as scope:

@@ -8,10 +8,12 @@ Adapters: :class:`LoopbackTransport` (in memory) and ``brisvox.transport.websock
 from brisvox.transport.channel import Channel, ItemPolicy, Overflow
 from brisvox.transport.events import (
     CallerAudio,
+    CallFailure,
     CallInfo,
     CallRates,
     Clear,
     Dtmf,
+    FailureKind,
     Mark,
     MarkCleared,
     MarkPlayed,
@@ -32,6 +34,7 @@ from brisvox.transport.session import CommandSender, SessionConfig, TransportSes
 
 __all__ = [
     "CallEnds",
+    "CallFailure",
     "CallInfo",
     "CallLink",
     "CallRates",
@@ -40,6 +43,7 @@ __all__ = [
     "Clear",
     "CommandSender",
     "Dtmf",
+    "FailureKind",
     "Heard",
     "ItemPolicy",
     "LoopbackClient",

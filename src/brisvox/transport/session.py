@@ -45,6 +45,7 @@ from brisvox.transport._timeout import bounded
 from brisvox.transport.channel import Channel, ItemPolicy, Overflow
 from brisvox.transport.events import (
     CallerAudio,
+    CallFailure,
     CallInfo,
     Clear,
     Dtmf,
@@ -196,6 +197,7 @@ class TransportSession:
                                                                  resync_after=config.pacer_resync_after)
         self._reason: StopReason | None = None
         self._failure: BaseException | None = None
+        self._ending: CallFailure | None = None  # the engine's failure, told to the caller with the hang-up
         self._wire_closed = False
         self._finished = False
         self._first_done = asyncio.Event()
@@ -257,9 +259,13 @@ class TransportSession:
     def events_dropped(self) -> int:
         return self._events.dropped
 
-    async def close(self, timeout: float = 5.0) -> StopReason:
+    async def close(self, timeout: float = 5.0, failure: CallFailure | None = None) -> StopReason:
         """End the session (REQUESTED unless it already had a reason) and join every task.
-        Returns TIMEOUT, after aborting the supervisor, when that takes longer than ``timeout``."""
+        Returns TIMEOUT, after aborting the supervisor, when that takes longer than ``timeout``.
+        ``failure``: the engine failed; the hang-up carries it to the adapter (which tells the
+        caller), unless the session had already ended.  Idempotent."""
+        if failure is not None and self._ending is None:
+            self._ending = failure
         self._set_reason(StopReason.REQUESTED)
         self._first_done.set()
         sup = self._supervisor
@@ -343,7 +349,8 @@ class TransportSession:
             pass
         if not link.out.closed:
             with contextlib.suppress(DeadlineExceeded, ChannelClosed):
-                await bounded(clock, cfg.final_send_timeout, link.out.send(WireHangupOut()), "hang-up")
+                await bounded(clock, cfg.final_send_timeout, link.out.send(WireHangupOut(self._ending)),
+                              "hang-up")
         link.ended.set()
         link.out.wake()  # an adapter waiting for output sees the end at once
         assert self._reason is not None
