@@ -7,7 +7,7 @@ from brisvox.server.settings import VARIABLES, Settings, SettingsError
 
 def test_an_empty_environment_gives_the_defaults() -> None:
     s = Settings.from_env({})
-    assert (s.host, s.port, s.max_calls, s.ws_path, s.agent_file) == ("127.0.0.1", 8765, 100, "/ws", None)
+    assert (s.host, s.port, s.max_calls, s.ws_path, s.agent_file) == ("127.0.0.1", 8765, None, "/ws", None)
     assert s.shutdown_policy.drain_timeout == 30.0
 
 

@@ -3,8 +3,10 @@
 Routes:
 
 * ``GET /healthz``: 200 ``ok`` while the process is alive.
-* ``GET /readyz``: 200 when a call would be admitted now, 503 when full or draining; the
-  body is JSON ``{"ready", "draining", "active", "reserved", "max"}``.
+* ``GET /readyz``: 200 when a call would be admitted now and every embedded model's pool
+  takes jobs, 503 when full, draining or a pool is saturated; the body is JSON
+  ``{"ready", "draining", "active", "reserved", "max", "saturated"}`` (``saturated``: the
+  names of the full pools).
 * ``GET /metrics``: the Prometheus text exposition of :class:`~brisvox.server.metrics.ServerMetrics`.
 * ``WS <ws_path>``: the call endpoint.  Admission happens *before* the upgrade: a
   refused call gets an HTTP 503 with ``Retry-After`` (when the ASGI server supports
@@ -20,7 +22,7 @@ reason that says the server runs no engine.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
@@ -29,6 +31,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from brisvox.inference.pool import InferencePool, live_pools
+from brisvox.server.capacity import saturated_pools
 from brisvox.server.metrics import CONTENT_TYPE, ServerMetrics
 from brisvox.server.session import AtCapacity, SessionManager, SessionSlot
 
@@ -64,8 +68,10 @@ def build_app(
     ws_path: str = "/ws",
     call_endpoint: CallEndpoint | None = None,
     extra_routes: Sequence[BaseRoute] = (),
+    pools: Callable[[], Iterable[InferencePool]] = live_pools,
 ) -> Starlette:
-    """The server's ASGI application over ``manager`` (see the module docs)."""
+    """The server's ASGI application over ``manager`` (see the module docs); ``pools`` gives
+    the embedded models' pools whose saturation ``/readyz`` reports."""
     endpoint: CallEndpoint = call_endpoint if call_endpoint is not None else refuse_calls
     metrics.watch(manager)
 
@@ -73,14 +79,17 @@ def build_app(
         return PlainTextResponse("ok\n")
 
     async def readyz(request: Request) -> Response:
+        saturated = saturated_pools(pools())
+        ready = manager.ready and not saturated
         body = {
-            "ready": manager.ready,
+            "ready": ready,
             "draining": manager.draining,
             "active": manager.active,
             "reserved": manager.reserved,
             "max": manager.max_sessions,
+            "saturated": saturated,
         }
-        return JSONResponse(body, status_code=200 if manager.ready else 503)
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics_route(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)

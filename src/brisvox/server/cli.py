@@ -130,8 +130,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     metrics = ServerMetrics()
     runner, what = session_runner(definition, tools, clock, providers, metrics)
     description = f"{_summary(definition)}; {what}"
-    ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
-                             max_calls=settings.max_calls)
+    ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path)
     endpoint = EngineEndpoint(clock, ws_config)
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
