@@ -30,6 +30,7 @@ __all__ = [
     "BotAudioStarted",
     "BotHeardFrame",
     "BotResponseDone",
+    "BusyStage",
     "CancelFrame",
     "ControlFrame",
     "DataFrame",
@@ -45,6 +46,7 @@ __all__ = [
     "LlmResponseStarted",
     "LlmTextFrame",
     "MetricsFrame",
+    "ModelBusyFrame",
     "OutputAudioFrame",
     "OverflowClass",
     "PlaybackFrame",
@@ -173,6 +175,24 @@ class ErrorFrame(SystemFrame):
     stage: str
     message: str
     fatal: bool = False
+
+
+class BusyStage(enum.Enum):
+    """Which embedded model refused work."""
+
+    STT = "speech_to_text"
+    TTS = "text_to_speech"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ModelBusyFrame(SystemFrame):
+    """An embedded model refused a job because its inference pool is full (the machine is at
+    capacity).  Emitted where the refusal arises: the listen stage sends it downstream (the
+    runner answers the turn whose words were lost with the fallback line), the speak stage
+    upstream (nothing can be spoken; the observer tells the client)."""
+
+    stage: BusyStage
+    provider: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -19,13 +19,22 @@ from typing import ClassVar
 
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.errors import ChannelClosed
-from brisvox.core.frames import Direction, Frame, InputAudioFrame, StopFrame, TranscriptFrame, VadStoppedFrame
+from brisvox.core.frames import (
+    BusyStage,
+    Direction,
+    Frame,
+    InputAudioFrame,
+    ModelBusyFrame,
+    StopFrame,
+    TranscriptFrame,
+    VadStoppedFrame,
+)
 from brisvox.core.inbox import REALTIME_INPUT_POLICIES, OverflowPolicies
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.inference.smart_turn import TurnAudio
 from brisvox.inference.vad import VoiceActivityDetector
-from brisvox.providers.errors import ProviderError
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.stt import SttError, SttSession, Transcript
 
 __all__ = ["ListenStage"]
@@ -110,5 +119,7 @@ class ListenStage(Processor):
                 elif isinstance(event, SttError):
                     self.stt_errors += 1
                     log.warning("speech-to-text error: %s", event.error)
+                    if event.error.kind is ProviderErrorKind.BUSY:  # the caller's words are lost: say so
+                        await ctx.push(ModelBusyFrame(stage=BusyStage.STT, provider=event.error.provider))
                     if event.fatal:
                         return

@@ -31,12 +31,14 @@ from brisvox.core.frames import (
     BotAudioStarted,
     BotHeardFrame,
     BotResponseDone,
+    BusyStage,
     Direction,
     Frame,
     InterruptFrame,
     LlmResponseEnded,
     LlmResponseStarted,
     LlmTextFrame,
+    ModelBusyFrame,
     StopFrame,
     TranscriptFrame,
     UserTurnEnded,
@@ -64,6 +66,7 @@ class CallEventKind(enum.Enum):
     INTERRUPTED = "interrupted"  # a barge-in: a new epoch began
     BOT_HEARD = "bot_heard"  # a reply cut short: the part the caller heard (what the context keeps)
     LATENCY = "latency"  # the turn's first audio reached the caller
+    ERROR = "error"  # a failure the caller should know of (an embedded model refused work: the machine is busy)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -275,5 +278,9 @@ class ObserverTap(Processor):
             s.emit(CallEventKind.INTERRUPTED, frame.new_epoch, now)
         elif isinstance(frame, BotHeardFrame):
             s.emit(CallEventKind.BOT_HEARD, frame.epoch, now, text=_cut(frame.text), round=frame.round)
+        elif isinstance(frame, ModelBusyFrame):
+            what = "your words could not be transcribed" if frame.stage is BusyStage.STT else "the reply cannot be spoken"
+            s.emit(CallEventKind.ERROR, s.epoch, now, code=f"{frame.stage.value}_busy",
+                   message=f"{frame.provider} is at capacity: {what}")
         elif isinstance(frame, StopFrame):
             s.scan_context(s.epoch, now)

@@ -36,12 +36,14 @@ from brisvox.agent.segmenter import Segmenter, SegmenterConfig
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import (
     BotResponseDone,
+    BusyStage,
     Direction,
     Frame,
     InterruptFrame,
     LlmResponseEnded,
     LlmResponseStarted,
     LlmTextFrame,
+    ModelBusyFrame,
     OutputAudioFrame,
     TtsTextFrame,
     WordTimingsFrame,
@@ -51,7 +53,7 @@ from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.clips import FillerClip, FillerClipStore
 from brisvox.engine.playout import PlayoutBook
-from brisvox.providers.errors import ProviderError
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsFlushed, TtsSession, TtsWords
 
 __all__ = ["CLIP_WAIT_LIMIT", "RECONNECT_ATTEMPTS", "SpeakStage"]
@@ -290,6 +292,9 @@ class SpeakStage(Processor):
             elif isinstance(event, TtsError):
                 self.tts_errors += 1
                 log.warning("text-to-speech error: %s", event.error)
+                if event.error.kind is ProviderErrorKind.BUSY:  # nothing can be said: the client is told
+                    await ctx.push(ModelBusyFrame(stage=BusyStage.TTS, provider=event.error.provider),
+                                   Direction.UPSTREAM)
                 if event.context_id is not None:
                     epoch = self._close(event.context_id)
                     if epoch is not None:
