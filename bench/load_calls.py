@@ -70,6 +70,7 @@ class Call:
     peak: int = 0
     audio_bytes: int = 0
     errors: list[str] = field(default_factory=list)
+    busy_events: list[str] = field(default_factory=list)  # the engine's error events (a model at capacity)
     stop_reason: str | None = None
     close_code: int | None = None
     failure: str | None = None
@@ -157,6 +158,8 @@ async def one_call(ws_url: str, call: Call, duration: float) -> None:
                         call.started = time.monotonic()
                     elif msg.get("type") == "error":
                         call.errors.append(str(msg.get("code")))
+                    elif msg.get("type") == "event" and msg.get("kind") == "error":
+                        call.busy_events.append(str(msg.get("code")))
                     elif msg.get("type") == "stop":
                         call.goodbye = time.monotonic()
                         call.stop_reason = str(msg.get("reason"))
@@ -271,6 +274,7 @@ async def run_load(base: str, server: Server, n: int, args: argparse.Namespace) 
         "started": len(started),
         "refused_503": sum(1 for c in calls if c.refused == 503),
         "greetings_heard": len(started) - len(silent),
+        "silent_but_told_busy": sum(1 for c in started if c.peak < args.loud and c.busy_events),
         "first_audio_median_s": round(statistics.median(to_audio), 3) if to_audio else None,
         "first_audio_p90_s": round(to_audio[int(0.9 * (len(to_audio) - 1))], 3) if to_audio else None,
         "readyz_503_samples": sum(1 for s in samples if s.status == 503),
