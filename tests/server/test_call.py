@@ -411,3 +411,22 @@ async def test_a_malformed_rate_in_the_calls_metadata_ends_the_call_with_an_erro
     hangup = heard[-1].item
     assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
     assert hangup.failure.kind is FailureKind.CALL_FAILED and "sample_rate='fast'" in hangup.failure.message
+
+
+@pytest.mark.realtime
+async def test_a_client_that_vanishes_mid_call_gives_its_slot_back_once_its_session_ended() -> None:
+    from websockets.asyncio.client import connect
+
+    async with serving(Only16k(MockStt(SystemClock())), max_calls=1) as (base, metrics):
+        ws = await connect(f"ws://{base}/ws", compression=None)
+        await ws.send(json.dumps({"type": "start", "encoding": "pcm16", "sample_rate": 16000}))
+        assert json.loads(await ws.recv())["type"] == "started"
+        assert (await readyz(base))["active"] == 1
+        ws.transport.abort()  # no close frame: the client is gone
+        for _ in range(200):
+            ready = await readyz(base)
+            if ready["active"] == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert (ready["active"], ready["reserved"], ready["ready"]) == (0, 0, True)
+        assert 'brisvox_calls_ended_total{outcome="ok"} 1.0' in metrics.render().decode()
