@@ -6,10 +6,12 @@ from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
+from brisvox.core.frames import BusyStage
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent as E
-from brisvox.engine import CallEvent, CallEventKind, CallObserver, EngineConfig, LlmConfig
+from brisvox.engine import CallObserver, EngineConfig, EngineEvent, LlmConfig
 from brisvox.engine.config import DEFAULT_FALLBACK_LINE
+from brisvox.engine.events import ModelBusy
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, Transcript
 from brisvox.sim import MockStt, MockSttConfig, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
@@ -306,7 +308,7 @@ def test_an_empty_greeting_is_refused_by_name() -> None:
         LlmConfig(greeting="  ")
 
 
-def drain(observer: CallObserver) -> list[CallEvent]:
+def drain(observer: CallObserver) -> list[EngineEvent]:
     out = []
     while (event := observer.try_get()) is not None:
         out.append(event)
@@ -340,8 +342,8 @@ async def test_a_turn_whose_words_a_busy_stt_refused_is_answered_with_the_fallba
     said = [m.text for m in result.report.context.messages if isinstance(m, AssistantMessage)]
     assert said == [DEFAULT_FALLBACK_LINE] and not llm.requests  # spoken, not silence; the model was not asked
     assert result.audio_at()
-    errors = [e for e in drain(observer) if e.kind is CallEventKind.ERROR]
-    assert [e.data["code"] for e in errors] == ["speech_to_text_busy"]
+    busy = [e for e in drain(observer) if isinstance(e, ModelBusy)]
+    assert [(e.stage, e.provider) for e in busy] == [(BusyStage.STT, "local-whisper")]
 
 
 async def test_a_reply_a_busy_tts_refused_is_reported_to_the_client_as_an_error_event() -> None:
@@ -351,5 +353,5 @@ async def test_a_reply_a_busy_tts_refused_is_reported_to_the_client_as_an_error_
     result = await simulate(clock, scenario, ScriptedLlm(clock, [[Say("Sure.")]]), tts=MockTtsConfig(busy=True),
                             observer=observer)
     assert not result.audio_at()  # nothing could be spoken ...
-    errors = [e for e in drain(observer) if e.kind is CallEventKind.ERROR]
-    assert errors and {e.data["code"] for e in errors} == {"text_to_speech_busy"}  # ... and the client is told
+    busy = [e for e in drain(observer) if isinstance(e, ModelBusy)]
+    assert busy and {e.stage for e in busy} == {BusyStage.TTS}  # ... and the client is told

@@ -6,6 +6,16 @@ The pump (this module) turns transport events into frames: caller audio into the
 of the pipeline, position reports into its tail (upstream, for TransportOut).  Every
 helper task belongs to the call's TaskScope; every provider session is an async context
 manager closed with the call; ``cancel`` (an Event) or the caller's hang-up ends it.
+
+Failures: the pump also watches the pipeline and the call's helper tasks.  The first
+stage, helper or provider connection that fails ends the call: it is logged once with its
+traceback and the call's id, an ``EngineFailure`` (fatal) goes to the event stream, the
+client is told (``TransportSession.close(failure=call_failure(exc))``: an ``error`` and
+``stop{error}`` on the WebSocket, close 1011), the context is cut to what was heard, and ``run_call`` raises
+:class:`CallFailed` carrying the report (``CallReport.failure``).  A failure the call
+survives (a turn that failed and got the fallback line) is counted in
+``CallReport.failures``.  A stage that ends because the transport ended first (the
+caller hung up while it was sending) is the end of the call, not a failure.
 """
 
 from __future__ import annotations
@@ -14,16 +24,15 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from brisvox.agent.context import Context
 from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
 from brisvox.audio.resample import ResampleStream
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed, DeadlineExceeded
+from brisvox.core.clock import Clock, bounded
+from brisvox.core.errors import BrisvoxError, ChannelClosed, ProcessorFailed, StopTimeout
 from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
@@ -31,8 +40,8 @@ from brisvox.core.timeline import TimelineRecorder, TurnRecord
 from brisvox.engine.clips import FillerClipStore
 from brisvox.engine.config import EngineConfig
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
+from brisvox.engine.events import CallEvents, CallObserver, EngineFailure
 from brisvox.engine.listen import ListenStage
-from brisvox.engine.observe import CallObserver, ObserverTap
 from brisvox.engine.out import TransportOut
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
@@ -40,16 +49,16 @@ from brisvox.engine.speak import SpeakStage
 from brisvox.inference.mel import SAMPLE_RATE as END_OF_TURN_RATE
 from brisvox.inference.smart_turn import TurnAudio
 from brisvox.inference.vad import VoiceActivityDetector
+from brisvox.providers.errors import ProviderError
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
 from brisvox.providers.tts import TtsProvider, TtsSession
-from brisvox.transport.events import Dtmf, PlaybackPosition, Stopped, StopReason
+from brisvox.transport.events import CallFailure, Dtmf, FailureKind, PlaybackPosition, Stopped, StopReason
 from brisvox.transport.session import TransportSession
 
-__all__ = ["CallReport", "Providers", "run_call"]
+__all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "run_call"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +93,59 @@ class CallReport:
     clips_played: int = 0  # filler rounds spoken by a pre-rendered clip
     clips_dropped: int = 0  # cued clips a barge-in (or the wait limit) kept from playing
     clip_fallbacks: int = 0  # cued clips spoken by the provider (none at the call's rate)
+    failures: int = 0  # failures logged (with their traceback), the one that ended the call included
+    failure: EngineFailure | None = None  # what ended the call, when it failed
+
+
+class CallFailed(BrisvoxError):
+    """The call ended because a stage, a helper or a provider failed (see the module docs).
+
+    ``report`` is the call's report (``report.failure`` says what failed); ``__cause__``
+    is the exception (already logged with its traceback).  ``crashed``: the cause is a bug
+    (not a ``BrisvoxError``); the server counts the session as ``crashed``, not ``error``."""
+
+    def __init__(self, report: CallReport, *, crashed: bool = False) -> None:
+        failure = report.failure
+        what = f" in {failure.stage} ({failure.error})" if failure is not None else ""
+        super().__init__(f"the call failed{what}")
+        self.report = report
+        self.crashed = crashed
+
+
+def call_failure(exc: BaseException) -> CallFailure:
+    """What the caller is told when its call fails: a brisvox error (a provider unreachable or
+    failing, a setting the call cannot run) is ``call_failed`` with its message (a provider's
+    only as its name and kind: a vendor's text stays in the log); anything else is a bug,
+    ``internal_error``.  A brisvox error caused by a provider's (the STT's ``HearingLost``) is
+    told as the provider's."""
+    provider = exc if isinstance(exc, ProviderError) else exc.__cause__
+    if isinstance(provider, ProviderError) and isinstance(exc, BrisvoxError):
+        return CallFailure(FailureKind.CALL_FAILED, f"{provider.provider}: {provider.kind.value}")
+    if isinstance(exc, BrisvoxError):
+        return CallFailure(FailureKind.CALL_FAILED, f"{type(exc).__name__}: {exc}"[:_MAX_FAILURE_TEXT])
+    return CallFailure(FailureKind.INTERNAL_ERROR, "the server failed while serving this call")
+
+
+_MAX_FAILURE_TEXT = 300
+
+
+class _Fault:
+    """The first failure that ends a call; later ones follow from it and are not logged again."""
+
+    def __init__(self, events: CallEvents, clock: Clock, epoch: Callable[[], int]) -> None:
+        self._events, self._clock, self._epoch = events, clock, epoch
+        self.failure: EngineFailure | None = None
+        self.cause: BaseException | None = None
+        self.raised = asyncio.Event()
+
+    def record(self, stage: str, exc: BaseException) -> None:
+        if isinstance(exc, ProcessorFailed):
+            stage, exc = exc.stage, exc.cause
+        if self.failure is not None or isinstance(exc, asyncio.CancelledError):
+            return
+        self.failure = self._events.failed(stage, exc, epoch=self._epoch(), at=self._clock.now(), fatal=True)
+        self.cause = exc
+        self.raised.set()
 
 
 async def run_call(
@@ -101,97 +163,161 @@ async def run_call(
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
     ``filler`` replaces the filler policy built from ``config.llm.filler`` (phrases, clips).
-    ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.observe`).
+    ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.events`).
     ``clips`` (optional) are pre-rendered filler clips (:mod:`brisvox.engine.clips`): the
     filler policy takes them as its clip cache, and the speak stage plays them.
+    Raises :class:`CallFailed` when a failure ended the call (see the module docs).
     """
     context = context if context is not None else Context()
-    rates = session.info.sample_rate()
-    in_rate = rates.input if rates else config.stt.sample_rate
-    out_rate = output_rate(session, config)
-    listen_rate = config.listen_rate or in_rate
-    stt_rate = config.stt_rate or listen_rate
-    stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
-    tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
-    book = PlayoutBook()
     timeline = TimelineRecorder()
+    events = CallEvents(session.info.call_id, observer, timeline)
     machine = TurnMachine(config.turn, config.interruption)
-    if clips is not None:
-        filler = (filler if filler is not None else FillerPolicy.from_config(config.llm.filler)).with_clips(clips)
-    commands = session.commands()
-
-    def clear(epoch: int) -> None:
-        with contextlib.suppress(ChannelClosed):
-            commands.clear(epoch)
-
-    async with TaskScope("call") as scope:
-        stt: SttSession = await _connect("speech-to-text", providers.stt.connect(stt_config), config.timeouts.connect)
+    fault = _Fault(events, clock, lambda: machine.epoch)
+    call = _Call(session, config, providers, clock, context, timeline, events, machine, fault)
+    try:
+        await call.run(cancel, tools, filler, clips)
+    except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
+        fault.record("run_call", exc)
+    if call.runner is not None:
         try:
-            tts: TtsSession = await _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect)
-        except BaseException:
-            await stt.aclose()
-            raise
-        engine = ToolEngine(tools, session.info.call_id, clock, config.tools) if tools is not None else None
-        async with stt, tts, contextlib.AsyncExitStack() as stack:
-            if engine is not None:
-                await stack.enter_async_context(engine)
-            analyzer = providers.end_of_turn if listen_rate == END_OF_TURN_RATE else None
-            if providers.end_of_turn is not None and analyzer is None:
-                log.info("end-of-turn model skipped: the call is heard at %d Hz, the model reads 16 kHz", listen_rate)
-            turn_audio = TurnAudio() if analyzer is not None else None
-            convert = ResampleStream(in_rate, listen_rate) if listen_rate != in_rate else None
-            resample = ResampleStream(listen_rate, stt_rate) if stt_rate != listen_rate else None
-            listen = ListenStage(providers.vad(listen_rate), stt, scope, turn_audio, resample, convert)
-            driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline,
-                                greets=config.llm.greeting is not None)
-            runner = LlmRunner(
-                providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window,
-                filler, config.speculation,
-            )
-            speak = SpeakStage(
-                tts,
-                book,
-                config.segmenter,
-                scope,
-                timeline,
-                reconnect=lambda: _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect),
-                clips=clips,
-                clip_rate=out_rate,
-            )
-            out = TransportOut(commands, book, timeline)
-            taps = ObserverTap.pair(observer, context, timeline) if observer is not None else ()
-            pipeline = Pipeline("call").then(listen)
-            for stage in (*taps[:1], driver, runner, *taps[1:], speak, out):
-                pipeline.then(stage)
-            running = pipeline.start(clock)
-            session.route_caller_audio(_audio_into(running))
+            call.runner.settle_all(clock.now())  # no stage runs any more: the record ends with what was heard
+        except Exception as exc:  # a bug in settling must not keep the client from hearing the call end
+            fault.record("llm-runner", exc)
+    failure = fault.failure
+    told = None if fault.cause is None else call_failure(fault.cause)
+    reason = await session.close(config.timeouts.stop, failure=told)
+    report = call.report(reason)
+    if failure is not None:
+        raise CallFailed(report, crashed=told is not None and told.kind is FailureKind.INTERNAL_ERROR) from fault.cause
+    return report
+
+
+class _Call:
+    """One call's stages and their run (``run_call`` is the entry point)."""
+
+    def __init__(self, session: TransportSession, config: EngineConfig, providers: Providers, clock: Clock,
+                 context: Context, timeline: TimelineRecorder, events: CallEvents, machine: TurnMachine,
+                 fault: _Fault) -> None:
+        self.session, self.config, self.providers, self.clock = session, config, providers, clock
+        self.context, self.timeline, self.events, self.machine, self.fault = (
+            context, timeline, events, machine, fault)
+        self.runner: LlmRunner | None = None
+        self.driver: TurnDriver | None = None
+        self.speak: SpeakStage | None = None
+        self.out: TransportOut | None = None
+
+    async def run(self, cancel: asyncio.Event | None, tools: ToolRegistry | None, filler: FillerPolicy | None,
+                  clips: FillerClipStore | None) -> None:
+        session, config, providers, clock = self.session, self.config, self.providers, self.clock
+        rates = session.info.sample_rate()
+        in_rate = rates.input if rates else config.stt.sample_rate
+        out_rate = output_rate(session, config)
+        listen_rate = config.listen_rate or in_rate
+        stt_rate = config.stt_rate or listen_rate
+        stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
+        tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
+        book = PlayoutBook()
+        timeline, events = self.timeline, self.events
+        if clips is not None:
+            filler = (filler if filler is not None else FillerPolicy.from_config(config.llm.filler)).with_clips(clips)
+        commands = session.commands()
+
+        def clear(epoch: int) -> None:
+            # A transport that has ended plays nothing any more; the pump ends the call.
+            with contextlib.suppress(ChannelClosed):
+                commands.clear(epoch)
+
+        async with TaskScope("call", on_failure=self.fault.record) as scope:
+            stt: SttSession = await bounded(clock, config.timeouts.connect, providers.stt.connect(stt_config),
+                                            "connecting speech-to-text")
             try:
-                await _pump(session, running, cancel)
-                with contextlib.suppress(Exception):
-                    await running.stop(config.timeouts.stop)
-            finally:
-                session.route_caller_audio(None)
-                # Helpers first: a reader still pushing into a closed inbox would fail the call.
-                scope.cancel()
-                await running.aclose()
-                await speak.aclose()
-    reason = await session.close(config.timeouts.stop)
-    return CallReport(
-        stop_reason=reason,
-        context=context,
-        turns=runner.stats.turns,
-        interrupts=driver.interrupts,
-        fallbacks=runner.stats.fallbacks,
-        stale_audio_dropped=out.stale_audio_dropped,
-        timeline=tuple(timeline.records()),
-        fillers=runner.stats.fillers,
-        fillers_in_context=runner.stats.fillers_in_context,
-        speculations=runner.stats.speculations,
-        speculations_committed=runner.stats.speculations_committed,
-        clips_played=speak.clips_played,
-        clips_dropped=speak.clips_dropped,
-        clip_fallbacks=speak.clip_fallbacks,
-    )
+                tts: TtsSession = await bounded(clock, config.timeouts.connect, providers.tts.connect(tts_config),
+                                                "connecting text-to-speech")
+            except BaseException:
+                await stt.aclose()
+                raise
+            engine = ToolEngine(tools, session.info.call_id, clock, config.tools) if tools is not None else None
+            async with stt, tts, contextlib.AsyncExitStack() as stack:
+                if engine is not None:
+                    await stack.enter_async_context(engine)
+                analyzer = providers.end_of_turn if listen_rate == END_OF_TURN_RATE else None
+                if providers.end_of_turn is not None and analyzer is None:
+                    log.info("end-of-turn model skipped: the call is heard at %d Hz, the model reads 16 kHz",
+                             listen_rate)
+                turn_audio = TurnAudio() if analyzer is not None else None
+                convert = ResampleStream(in_rate, listen_rate) if listen_rate != in_rate else None
+                resample = ResampleStream(listen_rate, stt_rate) if stt_rate != listen_rate else None
+                listen = ListenStage(providers.vad(listen_rate), stt, scope, turn_audio, resample, convert)
+                self.driver = driver = TurnDriver(self.machine, clear, scope, analyzer, turn_audio, timeline,
+                                                  greets=config.llm.greeting is not None, events=events)
+                self.runner = runner = LlmRunner(
+                    providers.llm, self.context, book, config.llm, config.timeouts, scope, timeline, engine,
+                    config.window, filler, config.speculation, events=events,
+                )
+                self.speak = speak = SpeakStage(
+                    tts,
+                    book,
+                    config.segmenter,
+                    scope,
+                    timeline,
+                    reconnect=lambda: bounded(clock, config.timeouts.connect, providers.tts.connect(tts_config),
+                                              "connecting text-to-speech"),
+                    clips=clips,
+                    clip_rate=out_rate,
+                    events=events,
+                )
+                self.out = out = TransportOut(commands, book, timeline, events)
+                pipeline = Pipeline("call")
+                for stage in (listen, driver, runner, speak, out):
+                    pipeline.then(stage)
+                running = pipeline.start(clock)
+                session.route_caller_audio(_audio_into(running))
+                try:
+                    await _pump(session, running, cancel, self.fault)
+                    if self.fault.failure is None:
+                        await self._stop(running)
+                finally:
+                    session.route_caller_audio(None)
+                    # Helpers first: a reader still pushing into a closed inbox would fail the call.
+                    scope.cancel()
+                    await running.aclose()
+                    await speak.aclose()
+
+    async def _stop(self, running: RunningPipeline) -> None:
+        """The graceful stop: every stage drains what it holds (the runner settles the context)."""
+        try:
+            await running.stop(self.config.timeouts.stop)
+        except ProcessorFailed as exc:
+            if not _ended_with_transport(exc, self.session):
+                self.fault.record(exc.stage, exc.cause)
+        except StopTimeout as exc:
+            self.fault.record("pipeline", exc)
+
+    def report(self, reason: StopReason | None) -> CallReport:
+        runner, driver, speak, out = self.runner, self.driver, self.speak, self.out
+        return CallReport(
+            stop_reason=reason,
+            context=self.context,
+            turns=runner.stats.turns if runner else 0,
+            interrupts=driver.interrupts if driver else 0,
+            fallbacks=runner.stats.fallbacks if runner else 0,
+            stale_audio_dropped=out.stale_audio_dropped if out else 0,
+            timeline=tuple(self.timeline.records()),
+            fillers=runner.stats.fillers if runner else 0,
+            fillers_in_context=runner.stats.fillers_in_context if runner else 0,
+            speculations=runner.stats.speculations if runner else 0,
+            speculations_committed=runner.stats.speculations_committed if runner else 0,
+            clips_played=speak.clips_played if speak else 0,
+            clips_dropped=speak.clips_dropped if speak else 0,
+            clip_fallbacks=speak.clip_fallbacks if speak else 0,
+            failures=self.events.failures,
+            failure=self.fault.failure,
+        )
+
+
+def _ended_with_transport(exc: ProcessorFailed, session: TransportSession) -> bool:
+    """A stage that found the transport gone (the caller hung up while it sent) ended with the call."""
+    return isinstance(exc.cause, ChannelClosed) and session.stop_reason() is not None
 
 
 def output_rate(session: TransportSession, config: EngineConfig) -> int:
@@ -200,23 +326,27 @@ def output_rate(session: TransportSession, config: EngineConfig) -> int:
     return rates.output if rates else config.tts.sample_rate
 
 
-async def _connect(what: str, aw: Awaitable[T], timeout: float) -> T:
-    try:
-        async with asyncio.timeout(timeout):
-            return await aw
-    except TimeoutError:
-        raise DeadlineExceeded(f"connecting {what}", timeout) from None
+async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None,
+                fault: _Fault) -> None:
+    """Transport events into the pipeline until the call ends, ``cancel`` is set, the pipeline
+    ends or a helper fails (the first failure is recorded in ``fault``)."""
 
+    async def watch_pipeline() -> None:
+        try:
+            await running.wait()
+        except ProcessorFailed as exc:
+            if not _ended_with_transport(exc, session):
+                fault.record(exc.stage, exc.cause)
 
-async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None) -> None:
-    """Transport events into the pipeline until the call ends or ``cancel`` is set."""
-    if cancel is None:
-        await _pump_events(session, running)
-        return
     async with TaskScope("pump") as scope:
-        events = scope.spawn(_pump_events(session, running), name="events")
-        stop = scope.spawn(cancel.wait(), name="cancel-watch")
-        await asyncio.wait((events, stop), return_when=asyncio.FIRST_COMPLETED)
+        waits = [
+            scope.spawn(_pump_events(session, running), name="events"),
+            scope.spawn(watch_pipeline(), name="pipeline-watch"),
+            scope.spawn(fault.raised.wait(), name="failure-watch"),
+        ]
+        if cancel is not None:
+            waits.append(scope.spawn(cancel.wait(), name="cancel-watch"))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         scope.cancel()
 
 
@@ -226,8 +356,12 @@ def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
     the pump (one wake-up less per 20 ms frame)."""
 
     def sink(frame: InputAudioFrame) -> None:
-        with contextlib.suppress(ChannelClosed):  # the pipeline has stopped: nobody listens any more
+        try:
             running.try_send(frame)
+        except ChannelClosed:
+            # The pipeline has ended (the pump sees why and ends the call): this frame has
+            # nobody to hear it.
+            return
 
     return sink
 
@@ -235,7 +369,7 @@ def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
 async def _pump_events(session: TransportSession, running: RunningPipeline) -> None:
     # Every transport event but caller audio (see _audio_into).  A ChannelClosed ends the
     # pump: the transport or the pipeline (which may stop while an event is on its way in)
-    # is gone.
+    # is gone; the pipeline's own end is watched by _pump, which records a failure.
     with contextlib.suppress(ChannelClosed):
         while running.running:
             event = await session.recv()

@@ -28,8 +28,8 @@ caller who cuts it short leaves only the part they heard.
 
 Lost words: when the speech-to-text refused to transcribe because its model's pool is
 full (a ``ModelBusyFrame`` from the listen stage), the next turn that ends with no words
-is answered with the fallback line instead of silence.  Busy frames stop here (each is
-reported once, by the observer tap it passed).
+is answered with the fallback line instead of silence.  Busy frames stop here (the turn
+driver, which they passed, emitted each as a ``ModelBusy`` event).
 
 Speculation (opt-in, :mod:`brisvox.engine.speculate`): at a ``UserTurnTentative`` the
 runner may start the model on the caller's words so far, holding its text and its
@@ -43,17 +43,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 
-from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
-from brisvox.agent.context import AssistantMessage, Context
+from brisvox.agent.context import AssistantMessage, Context, ToolCall
 from brisvox.agent.played import TruncationOutcome, apply_truncation
-from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, Speculation, ToolEngine
+from brisvox.agent.tools import (
+    CancelToken,
+    Execution,
+    FillerPolicy,
+    LateNote,
+    Outcome,
+    Speculation,
+    ToolEngine,
+)
 from brisvox.agent.window import WindowPolicy, build_window
+from brisvox.core.clock import deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
-    BotHeardFrame,
     BotResponseDone,
     BusyStage,
     Direction,
@@ -72,8 +80,8 @@ from brisvox.core.frames import (
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
-from brisvox.engine.config import LlmConfig, Timeouts
-from brisvox.engine.config import Speculation as SpeculationMode
+from brisvox.engine.config import LlmConfig, SpeculationMode, Timeouts
+from brisvox.engine.events import BotHeard, CallEvents, ToolCallSettled, ToolCallStarted, UserTurn
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.speculate import HeldAnswer, SpeculativeStart
 from brisvox.providers.llm import (
@@ -173,7 +181,11 @@ class LlmRunner(Processor):
         window: WindowPolicy | None = None,
         filler: FillerPolicy | None = None,
         speculation: SpeculationMode = SpeculationMode.OFF,
+        events: CallEvents | None = None,
     ) -> None:
+        self.events = events or CallEvents("")
+        self._started_calls: dict[str, tuple[int, str]] = {}  # call id -> (epoch, tool), until settled
+        self._turn_epoch = 0  # the epoch of the last turn answered
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
         self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
@@ -227,9 +239,8 @@ class LlmRunner(Processor):
                 self.stats.confirmations_cleared += self.tools.confirmations.clear()
         elif isinstance(frame, StopFrame):
             await self._join_round(cancel=False)
-            for heard in self._settle(before_epoch=ctx.epoch + 1):
-                await ctx.push(heard, direction)
-            self._append_late_notes()  # the record of the call ends with every known result
+            self._settle(before_epoch=ctx.epoch + 1, at=ctx.clock.now())
+            self._append_late_notes(ctx.clock.now())  # the record of the call ends with every known result
         await ctx.push(frame, direction)
 
     async def _join_round(self, cancel: bool = True) -> None:
@@ -241,14 +252,28 @@ class LlmRunner(Processor):
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    def _settle(self, before_epoch: int) -> list[BotHeardFrame]:
-        """Close calls a barge-in left open, then cut older turns to what the caller heard.
+    def settle_all(self, at: float) -> None:
+        """The end of a call whose pipeline is gone: every turn cut to what was heard, every
+        known result in the context (no round task may run any more)."""
+        self._settle(before_epoch=1 << 62, at=at)
+        self._append_late_notes(at)
 
-        Returns one frame per round that was cut short, for the watchers downstream.
-        """
-        self.stats.interrupted_tool_calls += len(self.context.interrupt_pending_tool_calls())
+    def _interrupt_open_calls(self, at: float) -> int:
+        """Close every open call with an ``interrupted`` result; emits one settled event each."""
+        names = {call.id: call.name for call in self.context.open_tool_calls()}
+        closed = self.context.interrupt_pending_tool_calls()
+        for call_id in closed:
+            epoch, _ = self._started_calls.pop(call_id, (self._turn_epoch, ""))  # cut before it started
+            self.events.emit(ToolCallSettled(epoch=epoch, at=at, call_id=call_id, name=names.get(call_id, ""),
+                                             outcome=Outcome.INTERRUPTED, content="", is_error=True))
+        self._started_calls.clear()  # nothing is open any more
+        return len(closed)
+
+    def _settle(self, before_epoch: int, at: float) -> None:
+        """Close calls a barge-in left open, then cut older turns to what the caller heard
+        (a ``BotHeard`` event for each round that was cut short)."""
+        self.stats.interrupted_tool_calls += self._interrupt_open_calls(at)
         self._place_filler()
-        heard: list[BotHeardFrame] = []
         for cut in self.book.cuts(before_epoch):
             said = self._text_at(cut.msg_index)
             try:
@@ -260,8 +285,7 @@ class LlmRunner(Processor):
             text = cut.truncation.text
             # Trimming trailing blanks off a reply heard in full is not a cut worth showing.
             if outcome is not TruncationOutcome.UNCHANGED and text.rstrip() != said.rstrip():
-                heard.append(BotHeardFrame(epoch=cut.epoch, round=cut.round, text=text))
-        return heard
+                self.events.emit(BotHeard(epoch=cut.epoch, at=at, round=cut.round, text=text))
 
     def _text_at(self, index: int) -> str:
         message = self.context[index] if -len(self.context) <= index < len(self.context) else None
@@ -269,9 +293,8 @@ class LlmRunner(Processor):
 
     async def _start_turn(self, epoch: int, ctx: ProcessorContext) -> None:
         await self._join_round()  # a round still running belongs to an older epoch
-        for heard in self._settle(before_epoch=epoch):
-            await ctx.push(heard)
-        self._append_late_notes()
+        self._settle(before_epoch=epoch, at=ctx.clock.now())
+        self._append_late_notes(ctx.clock.now())
         self.stats.turns += 1
         text = " ".join(self._user_text.pop(epoch, []))
         for stale in [e for e in self._user_text if e < epoch]:
@@ -293,6 +316,8 @@ class LlmRunner(Processor):
             await head.drop()
             head = None
         self.context.push_user(text)
+        self._turn_epoch = epoch
+        self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
         self._round_task = self._scope.spawn(self._respond(epoch, ctx, head), name=f"turn-{epoch}")
@@ -336,13 +361,37 @@ class LlmRunner(Processor):
             speculation = await self.tools.speculate(response.calls, epoch, cancel)
         return HeldAnswer(chunks, response.assistant_message(), response.calls, speculation)
 
-    def _append_late_notes(self) -> None:
+    def _append_late_notes(self, at: float) -> None:
         """SideEffect results that finished after their turn, before the next user message."""
         if self.tools is None or self.context.has_open_tool_calls():
             return
         for note in self.tools.take_late_notes():
             self.context.push(note.message())
             self.stats.late_notes += 1
+            self._late_note_settled(note, at)
+
+    def _late_note_settled(self, note: LateNote, at: float) -> None:
+        self.events.emit(ToolCallSettled(epoch=note.epoch, at=at, call_id=note.call_id, name=note.tool,
+                                         outcome=Outcome.LATE_RESULT, content=note.content, is_error=note.is_error))
+
+    def _tools_started(self, epoch: int, calls: tuple[Assembled, ...], at: float) -> None:
+        for call in calls:
+            self._started_calls[call.id] = (epoch, call.name or "")
+            arguments = json.dumps(call.arguments, separators=(",", ":")) if isinstance(call, ToolCall) \
+                else call.raw_arguments
+            self.events.emit(ToolCallStarted(epoch=epoch, at=at, call_id=call.id, name=call.name or "",
+                                             arguments=arguments))
+
+    def _deliver(self, execution: Execution, at: float) -> None:
+        """The round's results (and late notes) into the context; one settled event per result."""
+        execution.append_to(self.context)
+        for message, outcome in zip(execution.results, execution.outcomes, strict=True):
+            _, name = self._started_calls.pop(message.call_id, (0, ""))
+            self.events.emit(ToolCallSettled(epoch=execution.epoch, at=at, call_id=message.call_id,
+                                             name=name, outcome=outcome,
+                                             content=message.content, is_error=message.is_error))
+        for note in execution.late_notes:
+            self._late_note_settled(note, at)
 
     def _place_filler(self) -> None:
         """The spoken filler into the context, once no call is open (see the module doc)."""
@@ -379,24 +428,25 @@ class LlmRunner(Processor):
                     log.error(
                         "the model called a tool, but this call offers no tools; speaking the fallback line"
                     )
-                    self.context.interrupt_pending_tool_calls()
+                    self._interrupt_open_calls(ctx.clock.now())
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
+                self._tools_started(epoch, calls, ctx.clock.now())
                 if held is not None and held.speculation is not None:
                     execution = await self.tools.commit(held.speculation, cancel)  # reads reused, held calls run
                 else:
                     execution = await self._run_tools(self.tools, turn, calls, cancel, ctx)
-                execution.append_to(self.context)
+                self._deliver(execution, ctx.clock.now())
                 if execution.budget_exhausted:
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
         except asyncio.CancelledError:
             cancel.cancel("barge-in")
             raise
-        except Exception:
+        except Exception as exc:
             # A bug in one turn must not end the call: the caller hears the fallback line.
-            log.exception("turn %d failed", epoch)
-            self.context.interrupt_pending_tool_calls()
+            self.events.failed("llm-runner", exc, epoch=epoch, at=ctx.clock.now(), fatal=False)
+            self._interrupt_open_calls(ctx.clock.now())
             await self._say(turn, self.config.fallback_line, ctx)
         finally:
             if not cancel.is_cancelled:
@@ -566,7 +616,7 @@ class LlmRunner(Processor):
             wait = self.timeouts.first_token
             while True:
                 try:
-                    async with asyncio.timeout(wait):
+                    async with deadline(ctx.clock, wait, "llm token"):
                         event = await anext(it)
                 except StopAsyncIteration:
                     break
@@ -579,22 +629,12 @@ class LlmRunner(Processor):
                     if round_ is not None:
                         self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
                 if isinstance(event, TextDelta):
-                    assembler.push(A.TextDelta(event.text))
+                    assembler.push(event)
                     spoken.append(event.text)
                     if round_ is not None:
                         await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=round_))
-                elif isinstance(event, ToolCallDelta):
-                    assembler.push(
-                        A.ToolCallDelta(
-                            index=event.index,
-                            id=event.id,
-                            name=event.name,
-                            arguments=event.arguments_fragment,
-                            provider_data=event.provider_data,
-                        )
-                    )
-                elif isinstance(event, ProviderDataDelta):
-                    assembler.push(A.ProviderDataDelta(event.data))
+                elif isinstance(event, ToolCallDelta | ProviderDataDelta):
+                    assembler.push(event)
                 elif isinstance(event, LlmError):
                     raise _NoAnswer(str(event.error))
                 elif isinstance(event, Done):

@@ -1,4 +1,4 @@
-"""Speculative starts of the LLM runner (``EngineConfig.speculation = Speculation.AT_PAUSE``).
+"""Speculative starts of the LLM runner (``EngineConfig.speculation = SpeculationMode.AT_PAUSE``).
 
 At a pause with words (``UserTurnTentative``) the runner may ask the model before the turn
 is final.  The run works on a copy of the context with the caller's words appended and

@@ -32,12 +32,13 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
-from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT
+from brisvox.agent.tools.filler import DEFAULT_FILLER_DELAY, DEFAULT_FILLER_TEXT, FillerConfig
 from brisvox.agent.tools.spec import ToolKind
 from brisvox.agent.turn import (
     DEFAULT_FALLBACK_SILENCE,
@@ -48,7 +49,7 @@ from brisvox.agent.turn import (
 )
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
-from brisvox.server._toml_positions import KeyPath, Positions, index_positions
+from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
     Bounds,
@@ -61,18 +62,18 @@ from brisvox.server.providers import (
 )
 
 __all__ = [
-    "DEFAULT_FILLER_DELAY",
     "AgentDefinition",
     "AgentFileError",
-    "FillerSettings",
     "Problem",
     "ProviderChoice",
     "load_agent_file",
     "parse_agent_file",
 ]
 
-DEFAULT_FILLER_DELAY = 1.2
-"""Seconds into a tool round before a filler phrase plays (fixed-delay policy)."""
+
+MAX_NESTING = 20
+"""Arrays and inline tables nested deeper than this are refused before parsing (an agent file
+needs three or four levels; ``tomllib`` recurses, and a few hundred end in a RecursionError)."""
 
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
@@ -121,8 +122,52 @@ def _dotted(path: KeyPath) -> str:
 # --- the file's shape ------------------------------------------------------------------------
 
 
+def _number(x: float) -> str:
+    """A bound as a person writes it (``30``, ``0.35``, ``1000000``), never ``1e+06``."""
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _range_text(bounds: Bounds) -> str:
+    low, high = bounds
+    if low is not None and high is not None:
+        return f"expected a value from {_number(low)} to {_number(high)}"
+    if low is not None:
+        return f"expected at least {_number(low)}"
+    return f"expected at most {_number(high)}" if high is not None else "expected a number"
+
+
+def _in_bounds(value: float, bounds: Bounds) -> bool:
+    """``value`` is finite and within ``bounds`` (inf and nan never are)."""
+    low, high = bounds
+    return math.isfinite(value) and (low is None or value >= low) and (high is None or value <= high)
+
+
 class _Section(BaseModel):
+    """A table of the file.  Every numeric key has an allowed range in its class's ``ranges``
+    (lowest, highest, both allowed): a value outside it, or not finite (``inf``, ``nan``), is
+    reported with the range.  A section that declares a numeric field without a range is a
+    programming error, caught when the class is defined."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    ranges: ClassVar[Mapping[str, tuple[float, float]]] = MappingProxyType({})
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        for name, info in cls.model_fields.items():
+            kinds = {info.annotation, *get_args(info.annotation)}
+            if kinds & {int, float} and name not in cls.ranges:
+                raise TypeError(f"{cls.__name__}.{name} is a number without an allowed range in ranges")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _within_range(cls, value: Any, info: ValidationInfo) -> Any:
+        bounds = cls.ranges.get(info.field_name or "")
+        if bounds is None or isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+        if not _in_bounds(value, bounds):
+            raise PydanticCustomError("out_of_range", _range_text(bounds))
+        return value
 
 
 class _Agent(_Section):
@@ -135,24 +180,29 @@ class _Agent(_Section):
 
 
 class _Turn(_Section):
+    ranges = MappingProxyType({"silence": (0.0, 10.0), "fallback_silence": (0.0, 30.0), "final_grace": (0.0, 10.0)})
     policy: Literal["adaptive", "fixed_silence"] = "adaptive"
-    silence: float | None = Field(default=None, ge=0)
-    fallback_silence: float | None = Field(default=None, ge=0)
+    silence: float | None = None
+    fallback_silence: float | None = None
     require_final: bool | None = None
-    final_grace: float | None = Field(default=None, ge=0)
+    final_grace: float | None = None
 
 
 class _Interruption(_Section):
+    ranges = MappingProxyType({
+        "min_speech": (0.0, 5.0), "min_words": (0, 20), "echo_guard": (0.0, 5.0), "echo_min_words": (0, 20),
+        "transcript_wait": (0.0, 5.0), "backchannel_cap": (0.0, 10.0), "vad_hangover": (0.0, 2.0),
+    })
     preset: Literal["disabled", "recommended"] = "disabled"
-    min_speech: float | None = Field(default=None, ge=0)
-    min_words: int | None = Field(default=None, ge=0)
+    min_speech: float | None = None
+    min_words: int | None = None
     confirm: Literal["all", "any"] | None = None
-    echo_guard: float | None = Field(default=None, ge=0)
-    echo_min_words: int | None = Field(default=None, ge=0)
-    transcript_wait: float | None = Field(default=None, ge=0)
+    echo_guard: float | None = None
+    echo_min_words: int | None = None
+    transcript_wait: float | None = None
     backchannels: list[Literal["english", "turkish"]] | None = None
-    backchannel_cap: float | None = Field(default=None, ge=0)
-    vad_hangover: float | None = Field(default=None, ge=0)
+    backchannel_cap: float | None = None
+    vad_hangover: float | None = None
 
 
 class _Speculation(_Section):
@@ -160,8 +210,9 @@ class _Speculation(_Section):
 
 
 class _Filler(_Section):
+    ranges = MappingProxyType({"delay": (0.0, 30.0)})
     enabled: bool = True
-    delay: float | None = Field(default=None, ge=0)
+    delay: float | None = None
     per_tool: bool = False
     phrases: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1)
     prerender: bool | None = None
@@ -191,18 +242,6 @@ _SECTIONS = tuple(_File.model_fields)
 
 
 @dataclass(frozen=True, slots=True)
-class FillerSettings:
-    """``enabled``; ``delay``: seconds into a tool round (fixed policy); ``per_tool``: each tool's own
-    delay; ``phrases``: what a filler says, in turn; ``prerender``: play them as clips."""
-
-    enabled: bool = True
-    delay: float = DEFAULT_FILLER_DELAY
-    per_tool: bool = False
-    phrases: tuple[str, ...] = (DEFAULT_FILLER_TEXT,)  # spoken in turn, one per slow tool round
-    prerender: bool = False  # render the phrases once per output rate and play them as clips
-
-
-@dataclass(frozen=True, slots=True)
 class ProviderChoice:
     """The provider of one stage, its options table and its key (``None`` when it takes none
     or when the file was checked without an environment)."""
@@ -228,7 +267,7 @@ class AgentDefinition:
     turn: TurnPolicy
     interruption: InterruptionPolicy
     speculation: bool
-    filler: FillerSettings
+    filler: FillerConfig  # the [filler] section, as the engine takes it
     stt: ProviderChoice
     llm: ProviderChoice
     tts: ProviderChoice
@@ -268,9 +307,15 @@ def load_agent_file(
     """Read and check the agent file at ``path`` (see the module docs)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = p.read_bytes()
+    except OSError as exc:
         raise AgentFileError([Problem(str(p), 0, 0, "", f"cannot read the file: {exc}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = end_position(data[: exc.start].decode("utf-8"))
+        raise AgentFileError([Problem(str(p), at.line, at.column, "",
+                                      f"not UTF-8 text: byte 0x{data[exc.start]:02x} ({exc.reason})")]) from None
     return parse_agent_file(text, source=p, available_tools=available_tools, environ=environ)
 
 
@@ -283,11 +328,16 @@ def parse_agent_file(
 ) -> AgentDefinition:
     """Check the agent file ``text`` (named ``source`` in errors); see :func:`load_agent_file`."""
     file = str(source)
+    if (deep := excess_nesting(text, MAX_NESTING)) is not None:
+        raise AgentFileError([Problem(file, deep.line, deep.column, "",
+                                      f"TOML: arrays and inline tables nested more than {MAX_NESTING} deep")])
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        line, col = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+        # tomllib gives no line and column for an error at the end of the document: that is where it is.
+        at = end_position(text)
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (at.line, at.column)
         msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
         raise AgentFileError([Problem(file, line, col, "", f"TOML syntax: {msg}")]) from None
     report = _Report(file, index_positions(text))
@@ -457,7 +507,7 @@ def _interruption(i: _Interruption, report: _Report) -> InterruptionPolicy | Non
         return None
 
 
-def _filler(fl: _Filler, report: _Report) -> FillerSettings:
+def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     if fl.per_tool and fl.delay is not None:
         report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
     if not fl.enabled:
@@ -467,9 +517,11 @@ def _filler(fl: _Filler, report: _Report) -> FillerSettings:
     for i, phrase in enumerate(fl.phrases or ()):
         if not phrase.strip():
             report.at_key(("filler", "phrases", i), "a filler phrase must say something")
-    phrases = tuple(p.strip() for p in fl.phrases) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
-    return FillerSettings(enabled=fl.enabled, delay=fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY,
-                          per_tool=fl.per_tool, phrases=phrases, prerender=bool(fl.prerender))
+    # Blank phrases are reported above; what is built from a file with problems is never used.
+    phrases = tuple(p.strip() for p in fl.phrases if p.strip()) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
+    delay = None if fl.per_tool else (fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY)
+    return FillerConfig(enabled=fl.enabled, delay=delay, per_tool=fl.per_tool, phrases=phrases,
+                        prerender=bool(fl.prerender))
 
 
 def _provider(
@@ -544,12 +596,7 @@ def _out_of_bounds(value: object, bounds: Bounds | None) -> str | None:
     """What is wrong with a numeric ``value`` outside ``bounds`` (None: it is within them)."""
     if bounds is None or not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    low, high = bounds
-    if (low is not None and value < low) or (high is not None and value > high) or math.isnan(value):
-        if low is not None and high is not None:
-            return f"expected a value from {low:g} to {high:g}"
-        return f"expected at least {low:g}" if low is not None else f"expected at most {high:g}"
-    return None
+    return None if _in_bounds(value, bounds) else _range_text(bounds)
 
 
 _TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", float: "a number", bool: "a boolean"}

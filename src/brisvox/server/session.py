@@ -23,7 +23,9 @@ Each session runs in one task owned by the manager's :class:`~brisvox.core.tasks
 Its result is classified (:class:`SessionOutcome`): a normal return is ``OK``, a
 :class:`~brisvox.core.errors.BrisvoxError` is ``ERROR`` (an expected failure, such as a
 provider that went away), any other exception is ``CRASHED`` (a bug; counted, logged with
-its traceback, and it ends that session only), a return after the cooperative stop is
+its traceback, and it ends that session only; a ``BrisvoxError`` with ``crashed`` true,
+the engine's ``CallFailed`` of a bug it already logged with its traceback, is ``CRASHED``
+too, logged in one line), a return after the cooperative stop is
 ``CANCELLED`` and a hard task cancellation is ``ABORTED``.  The registry entry is removed
 in a ``finally`` owned by the task, so every exit path removes it.
 
@@ -44,8 +46,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from brisvox.core.clock import Clock
-from brisvox.core.errors import BrisvoxError, ConfigError
+from brisvox.core.clock import Clock, deadline_at
+from brisvox.core.errors import BrisvoxError, ConfigError, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 
 __all__ = [
@@ -387,7 +389,8 @@ class SessionManager(Generic[T]):
             outcome = SessionOutcome.ABORTED
             raise
         except BrisvoxError as exc:
-            outcome = SessionOutcome.ERROR
+            # A brisvox error that reports a bug it already logged (the engine's CallFailed) is a crash.
+            outcome = SessionOutcome.CRASHED if getattr(exc, "crashed", False) is True else SessionOutcome.ERROR
             error = f"{type(exc).__name__}: {exc}"
             log.warning("%s: session %s ended with an error: %s", self._name, live.info.id, error)
         except Exception as exc:
@@ -422,14 +425,14 @@ class SessionManager(Generic[T]):
             if self._clock.now() >= deadline or (skip is not None and skip.is_set()):
                 return False
             self._changed = asyncio.Event()
-            waits: list[asyncio.Task[object]] = [
-                asyncio.ensure_future(self._changed.wait()),
-                asyncio.ensure_future(self._clock.sleep_until(deadline)),
-            ]
+            waits: list[asyncio.Task[object]] = [asyncio.ensure_future(self._changed.wait())]
             if skip is not None:
                 waits.append(asyncio.ensure_future(skip.wait()))
             try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                async with deadline_at(self._clock, deadline, "sessions to end"):
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            except DeadlineExceeded:
+                return self._idle()  # idle at the deadline still counts as idle
             finally:
                 for w in waits:
                     w.cancel()

@@ -23,7 +23,14 @@
   ``final_send_timeout``).
 
 ``Clear`` is out of band: :meth:`CommandSender.send` applies it before it returns (see
-:meth:`CommandSender.clear`).
+:meth:`CommandSender.clear`).  The client is told (``WireClear``) only when the clear cut
+audio it may still play: audio queued in the session or on the wire, or released less
+than ``SessionConfig.playout_grace`` ago (the client's own buffer).  A clear that only
+advances the epoch of an idle call (the engine does that before every reply) writes
+nothing.
+
+``close(failure=...)`` ends a call whose engine failed: the adapter gets
+``WireHangupOut(failure)`` (a typed ``CallFailure``) and tells the client.
 """
 
 from __future__ import annotations
@@ -37,12 +44,11 @@ from types import TracebackType
 from typing import Any
 
 from brisvox.audio.pacer import FRAME_DURATION, OutputPacer
-from brisvox.core.clock import Clock
+from brisvox.core.channel import Channel, ItemPolicy, Overflow
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.core.frames import InputAudioFrame, OutputAudioFrame
 from brisvox.core.tasks import TaskScope
-from brisvox.transport._timeout import bounded
-from brisvox.transport.channel import Channel, ItemPolicy, Overflow
 from brisvox.transport.events import (
     CallerAudio,
     CallFailure,
@@ -97,13 +103,17 @@ class SessionConfig:
     wire_write_timeout: float = 10.0
     final_send_timeout: float = 1.0
     wire_closed_grace: float = 1.0
+    # Audio released this recently may still be in the client's playout buffer (its jitter
+    # buffer, the network): a clear within it is written to the client.
+    playout_grace: float = 0.5
 
     def validate(self) -> None:
         for name in ("events_capacity", "commands_capacity", "pacer_capacity", "sink_capacity"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SessionConfig.{name} must be at least 1, got {getattr(self, name)}")
-        if self.pacer_resync_after < 0:
-            raise ConfigError(f"SessionConfig.pacer_resync_after must be >= 0, got {self.pacer_resync_after}")
+        for name in ("pacer_resync_after", "playout_grace"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"SessionConfig.{name} must be >= 0, got {getattr(self, name)}")
         for name in ("position_interval", "frame_duration", "wire_write_timeout", "final_send_timeout",
                      "wire_closed_grace"):
             if not getattr(self, name) > 0:
@@ -169,9 +179,13 @@ class CommandSender:
         s = self._s
         if s._finished:
             raise ChannelClosed("the transport session has ended")
+        queued = s._ledger.accepted > s._ledger.released  # in the pacer or the sink, not yet released
         if not s._ledger.clear(epoch):
             return False
-        s._link.out.purge(_is_old_wire_item(epoch))
+        purged = s._link.out.purge(_is_old_wire_item(epoch))
+        playing = s._clock.now() < s._playout_end + s._config.playout_grace
+        if queued or playing or any(isinstance(w, WireAudioOut) for w in purged):
+            s._cut_pending = True  # the output task tells the client
         s._sink.purge(lambda f: f.epoch < epoch)
         s._sink.wake()
         s._pacer.interrupt(epoch)
@@ -205,6 +219,8 @@ class TransportSession:
         self._supervisor: asyncio.Task[None] | None = None
         self._scope = TaskScope(f"transport[{link.info.call_id}]")
         self._audio_sink: Callable[[InputAudioFrame], object] | None = None
+        self._playout_end = -float("inf")  # when the audio released so far ends, played in real time
+        self._cut_pending = False  # a clear cut audio the client may still play: write WireClear
         self.stale_audio_dropped = 0
 
     # --- public API ------------------------------------------------------------------------
@@ -263,8 +279,8 @@ class TransportSession:
         """End the session (REQUESTED unless it already had a reason) and join every task.
         Returns TIMEOUT, after aborting the supervisor, when that takes longer than ``timeout``.
         ``failure``: the engine failed; the hang-up carries it to the adapter (which tells the
-        caller), unless the session had already ended.  Idempotent."""
-        if failure is not None and self._ending is None:
+        caller), unless the session had already ended.  Idempotent: the first failure wins."""
+        if failure is not None and self._ending is None and not self._finished:
             self._ending = failure
         self._set_reason(StopReason.REQUESTED)
         self._first_done.set()
@@ -412,7 +428,9 @@ class TransportSession:
         while True:
             if ledger.generation != seen:
                 seen = ledger.generation
-                await self._wire(WireClear(ledger.epoch))
+                if self._cut_pending:
+                    self._cut_pending = False
+                    await self._wire(WireClear(ledger.epoch))
                 await self._flush_reports()
                 continue
             for mid in ledger.due_marks():
@@ -430,6 +448,7 @@ class TransportSession:
             if got.epoch != ledger.epoch:
                 continue
             ledger.release(got.epoch, got.utterance, got.sample_count, got.sample_rate)
+            self._playout_end = max(self._playout_end, self._clock.now()) + got.duration
             if not len(self._pacer) and not len(self._sink):
                 ledger.report_current()  # nothing follows for now: report where playback stands
             await self._wire(WireAudioOut(got))

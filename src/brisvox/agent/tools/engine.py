@@ -67,7 +67,7 @@ from brisvox.agent.tools.store import EntryState, IdempotencyKey, IdempotencySto
 from brisvox.core.clock import Clock
 from brisvox.core.tasks import TaskScope
 
-__all__ = ["EngineConfig", "ToolEngine"]
+__all__ = ["ToolEngine", "ToolEngineConfig"]
 
 log = logging.getLogger(__name__)
 trace = logging.getLogger("brisvox.tools")
@@ -76,7 +76,7 @@ _KIB = 1024
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EngineConfig:
+class ToolEngineConfig:
     """Bounds and windows of one session's tool engine (defaults from the tool contract)."""
 
     max_invalid_rounds: int = 2
@@ -99,9 +99,9 @@ class ToolEngine:
     """Runs the tool calls of one session.  Use as an async context manager (or ``aclose()``)."""
 
     def __init__(
-        self, registry: ToolRegistry, session: str, clock: Clock, config: EngineConfig | None = None
+        self, registry: ToolRegistry, session: str, clock: Clock, config: ToolEngineConfig | None = None
     ) -> None:
-        cfg = config if config is not None else EngineConfig()
+        cfg = config if config is not None else ToolEngineConfig()
         self.registry = registry
         self.session = session
         self.clock = clock
@@ -617,10 +617,11 @@ class ToolEngine:
     # -- executions ----------------------------------------------------------------------------
 
     def _finish(self, slots: list[Slot], epoch: int, exhausted: bool, ran: list[Record]) -> Execution:
-        results = []
+        results, outcomes = [], []
         for s in slots:
-            assert s.answer is not None, f"slot {s.call_id} was not answered"
+            assert s.answer is not None and s.outcome is not None, f"slot {s.call_id} was not answered"
             results.append(s.answer)
+            outcomes.append(s.outcome)
         return Execution(
             self,
             epoch=epoch,
@@ -630,6 +631,7 @@ class ToolEngine:
             carried=[s.record for s in slots if s.record is not None and s.carried],
             claims=[s.claim for s in slots if s.claim is not None],
             taken=self._mailbox.take_all(),
+            outcomes=outcomes,
         )
 
     def _delivered(self, execution: Execution) -> None:

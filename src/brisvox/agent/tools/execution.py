@@ -19,7 +19,8 @@ from typing import Protocol
 
 from brisvox.agent.context import Context, ContextError, ToolCall, ToolMessage
 from brisvox.agent.tools._records import LateNote, Record, ReplayClaim, Slot
-from brisvox.core.errors import BrisvoxError
+from brisvox.agent.tools.results import Outcome
+from brisvox.core.errors import BrisvoxError, InvalidInput
 
 __all__ = ["AlreadySettled", "Execution", "Speculation"]
 
@@ -43,9 +44,13 @@ class _State(enum.Enum):
 
 
 class Execution:
-    """One tool message per call, in issue order, plus the late notes to append after them."""
+    """One tool message per call, in issue order, plus the late notes to append after them.
 
-    __slots__ = ("_carried", "_claims", "_hooks", "_ran", "_state", "_taken", "budget_exhausted", "epoch", "results")
+    ``outcomes`` says how each call settled (parallel to ``results``), for watchers.
+    """
+
+    __slots__ = ("_carried", "_claims", "_hooks", "_ran", "_state", "_taken", "budget_exhausted", "epoch",
+                 "outcomes", "results")
 
     def __init__(
         self,
@@ -57,11 +62,15 @@ class Execution:
         ran: Sequence[Record] = (),
         carried: Sequence[Record] = (),
         claims: Sequence[ReplayClaim] = (),
+        outcomes: Sequence[Outcome],
         taken: Sequence[tuple[LateNote, Record]] = (),
     ) -> None:
+        if len(outcomes) != len(results):
+            raise InvalidInput(f"Execution: {len(results)} results but {len(outcomes)} outcomes")
         self._hooks = hooks
         self.epoch = epoch
         self.results: tuple[ToolMessage, ...] = tuple(results)
+        self.outcomes: tuple[Outcome, ...] = tuple(outcomes)
         self.budget_exhausted = budget_exhausted
         self._ran = tuple(ran)
         self._carried = tuple(carried)

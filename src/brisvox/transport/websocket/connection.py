@@ -31,11 +31,10 @@ from typing import Protocol
 
 from brisvox.audio.codec import AudioEncoding
 from brisvox.audio.g711 import ulaw_decode, ulaw_encode
-from brisvox.core.clock import Clock
+from brisvox.core.channel import WAKE
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
-from brisvox.transport._timeout import bounded
-from brisvox.transport.channel import WAKE
 from brisvox.transport.events import (
     CallInfo,
     WireAudio,
