@@ -8,6 +8,7 @@ others: jittered LLM and TTS latency drawn from that seed, so each run replays e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 from brisvox.agent.tools import FillerPolicy, ToolCallContext, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, FillerClipStore, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
@@ -128,8 +130,9 @@ async def simulate(
                            name="call")
 
         async def listen() -> None:
-            while True:
-                heard.append(await client.recv())
+            with contextlib.suppress(ChannelClosed):  # the call ended: nothing more to hear
+                while True:
+                    heard.append(await client.recv())
 
         listener = scope.spawn(listen(), name="listener")
         start = clock.now()

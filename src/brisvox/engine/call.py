@@ -274,6 +274,7 @@ class _Call:
                 session.route_caller_audio(_audio_into(running))
                 try:
                     await _pump(session, running, cancel, self.fault)
+                    runner.hang_up()  # no side effect starts once the caller is gone
                     if self.fault.failure is None:
                         await self._stop(running)
                 finally:
@@ -282,6 +283,7 @@ class _Call:
                     scope.cancel()
                     await running.aclose()
                     await speak.aclose()
+                    await runner.finish(clock)  # before the engine closes: running side effects get their time
 
     async def _stop(self, running: RunningPipeline) -> None:
         """The graceful stop: every stage drains what it holds (the runner settles the context)."""
@@ -292,6 +294,12 @@ class _Call:
                 self.fault.record(exc.stage, exc.cause)
         except StopTimeout as exc:
             self.fault.record("pipeline", exc)
+        except ChannelClosed as exc:
+            # The stop found the pipeline already ended: a stage found the transport gone
+            # (the caller hung up while the bot spoke), which ends the call, not a failure.
+            failure = running.failure
+            if not (isinstance(failure, ProcessorFailed) and _ended_with_transport(failure, self.session)):
+                self.fault.record("pipeline", exc)
 
     def report(self, reason: StopReason | None) -> CallReport:
         runner, driver, speak, out = self.runner, self.driver, self.speak, self.out

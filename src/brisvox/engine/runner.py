@@ -37,6 +37,14 @@ side-effect calls.  The turn's first round then takes that answer when the turn 
 with the same words over the same context (its text is spoken, its held calls run once
 through ``ToolEngine.commit``, its read-only results are reused); otherwise the run is
 dropped and the round asks the model afresh.  A barge-in or the end of the call drops it.
+The run starts on a settled copy of the context (calls a barge-in left open are closed
+there), since the live context is settled only when the turn ends.
+
+The end of the call: :meth:`LlmRunner.hang_up` (called by ``run_call`` as soon as the
+transport reports it) stops every later side effect from starting; :meth:`LlmRunner.finish`
+(called after the pipeline ended, cleanly or not) completes the call's record: open calls
+closed, replies cut to what was heard, the side effects still running given
+``Timeouts.stop`` to finish and their late notes appended.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context, ToolCall
@@ -59,7 +68,7 @@ from brisvox.agent.tools import (
     ToolEngine,
 )
 from brisvox.agent.window import WindowPolicy, build_window
-from brisvox.core.clock import deadline
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
     BotResponseDone,
@@ -83,7 +92,7 @@ from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.config import LlmConfig, SpeculationMode, Timeouts
 from brisvox.engine.events import BotHeard, CallEvents, ToolCallSettled, ToolCallStarted, UserTurn
 from brisvox.engine.playout import PlayoutBook
-from brisvox.engine.speculate import HeldAnswer, SpeculativeStart
+from brisvox.engine.speculate import HeldAnswer, SpeculativeStart, settled_copy
 from brisvox.providers.llm import (
     Done,
     LlmError,
@@ -238,10 +247,40 @@ class LlmRunner(Processor):
                 # The caller may not have heard what they would confirm.
                 self.stats.confirmations_cleared += self.tools.confirmations.clear()
         elif isinstance(frame, StopFrame):
+            self.hang_up()
             await self._join_round(cancel=False)
             self._settle(before_epoch=ctx.epoch + 1, at=ctx.clock.now())
             self._append_late_notes(ctx.clock.now())  # the record of the call ends with every known result
         await ctx.push(frame, direction)
+
+    def hang_up(self) -> None:
+        """The caller is gone: no side effect starts from now on, from any round or speculation.
+
+        ``run_call`` calls it as soon as the transport reports the end of the call (before the
+        pipeline's stop travels down to this stage); the ``StopFrame`` calls it again.
+        """
+        if self.tools is not None:
+            self.tools.hang_up()
+
+    async def finish(self, clock: Clock) -> None:
+        """Completes the call's record after the pipeline ended, however it ended.
+
+        A stop that went through the stages already settled the context; a pipeline that
+        failed (a stage crashed, the transport closed under it) was cancelled before the
+        ``StopFrame`` reached this stage.  Either way: the round still running is
+        cancelled, calls it left open are closed, replies are cut to what was heard, and
+        the side effects still running get up to ``Timeouts.stop`` to finish, so that every
+        side effect that finished is in the context (its slot or a late note).
+        """
+        self.hang_up()
+        await self._drop_speculation()
+        await self._join_round()
+        self._settle(before_epoch=sys.maxsize, at=clock.now())
+        if self.tools is not None:
+            still = await self.tools.wait_side_effects(self.timeouts.stop)
+            if still:
+                log.warning("%d side-effect call(s) still running at the end of the call; outcome unknown", still)
+        self._append_late_notes(clock.now())
 
     async def _join_round(self, cancel: bool = True) -> None:
         task, self._round_task = self._round_task, None
@@ -333,8 +372,10 @@ class LlmRunner(Processor):
                 return
             await self._drop_speculation()
         cancel = CancelToken()
-        base = self.context.messages
-        task = self._scope.spawn(self._speculate(frame.epoch, frame.text, cancel, ctx), name=f"speculation-{frame.epoch}")
+        context = settled_copy(self.context)
+        base = context.messages
+        context.push_user(frame.text)
+        task = self._scope.spawn(self._speculate(frame.epoch, context, cancel, ctx), name=f"speculation-{frame.epoch}")
         self._speculative = SpeculativeStart(frame.epoch, frame.text, base, task, cancel)
         self.stats.speculations += 1
 
@@ -343,10 +384,11 @@ class LlmRunner(Processor):
         if run is not None:
             await run.drop()
 
-    async def _speculate(self, epoch: int, text: str, cancel: CancelToken, ctx: ProcessorContext) -> HeldAnswer | None:
-        """The model on a copy of the context plus ``text``; nothing is spoken, side effects are held."""
-        context = Context(self.context.messages, estimator=self.context.estimator)
-        context.push_user(text)
+    async def _speculate(
+        self, epoch: int, context: Context, cancel: CancelToken, ctx: ProcessorContext
+    ) -> HeldAnswer | None:
+        """The model on ``context`` (a settled copy plus the caller's words): nothing is spoken,
+        side effects are held."""
         assembler = ResponseAssembler()
         chunks: list[str] = []
         try:
