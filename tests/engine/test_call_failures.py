@@ -111,6 +111,7 @@ async def test_a_tts_session_whose_send_text_raises_ends_the_call_with_an_error_
     [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
     assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
     assert hangup.failure.kind is FailureKind.INTERNAL_ERROR  # a bug: no internals for the client
+    assert failed.crashed  # the server counts the session as crashed
     second_turn_end = 0.5 + 1.0 + 3.0 + 1.5
     assert ended < second_turn_end + 2.0
     # The second reply never played: the context does not claim it was said.
@@ -130,6 +131,7 @@ async def test_a_call_whose_tts_cannot_connect_ends_with_an_error_for_the_client
     [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
     assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
     assert hangup.failure.kind is FailureKind.CALL_FAILED and hangup.failure.message == "mock-tts: connect"
+    assert not failed.crashed  # a provider's failure is an error, not a bug
 
 
 class BuggyLlm(LlmProvider):

@@ -189,6 +189,22 @@ async def test_a_crashing_session_ends_alone_and_is_counted() -> None:
     assert [e.outcome for e in ended][-1] is SessionOutcome.OK
 
 
+class _LoggedBug(BrisvoxError):
+    """A brisvox error reporting a bug it already logged (as the engine's CallFailed does)."""
+
+    crashed = True
+
+
+async def test_a_brisvox_error_that_reports_a_bug_is_counted_as_a_crash() -> None:
+    ended: list[SessionEnded] = []
+    m = manager(max_sessions=2, ended=ended)
+    admit(m).spawn(Fake(seconds=1, raise_=_LoggedBug("the call failed in speak (RuntimeError)")))
+    admit(m).spawn(Fake(seconds=1, raise_=BrisvoxError("provider went away")))
+    await SimClock().sleep(1.5)
+    assert sorted(e.outcome.value for e in ended) == ["crashed", "error"]
+    assert m.stats.crashed == 1 and m.stats.ended[SessionOutcome.ERROR] == 1
+
+
 async def test_no_exit_path_leaves_a_registry_entry() -> None:
     m = manager(max_sessions=5)
     fakes = [
