@@ -10,7 +10,7 @@ from brisvox.server.settings import VARIABLES, Settings, SettingsError
 
 def test_an_empty_environment_gives_the_defaults() -> None:
     s = Settings.from_env({})
-    assert (s.host, s.port, s.max_calls, s.ws_path, s.agent_file) == ("127.0.0.1", 8765, 100, "/ws", None)
+    assert (s.host, s.port, s.max_calls, s.ws_path, s.agent_file) == ("127.0.0.1", 8765, None, "/ws", None)
     assert s.shutdown_policy.drain_timeout == 30.0
 
 
@@ -89,8 +89,9 @@ def test_the_limit_variables_reach_the_transport_and_the_edge() -> None:
     })
     t = s.transport_config()
     assert (t.handshake_timeout, t.start_timeout, t.ping_interval, t.ping_timeout, t.idle_timeout,
-            t.max_call_duration, t.audio_rate, t.audio_flood, t.path, t.max_calls) == (
-        2.0, 3.0, 1.0, 4.0, 30.0, 600.0, 1.5, 7.0, "/call", 7)
+            t.max_call_duration, t.audio_rate, t.audio_flood, t.path) == (
+        2.0, 3.0, 1.0, 4.0, 30.0, 600.0, 1.5, 7.0, "/call")
+    assert s.max_calls == 7  # admission is the session manager's, not the transport's
     t.validate()
     e = s.edge_config()
     assert (e.handshake_timeout, e.max_unstarted, e.max_pong_backlog) == (2.0, 9, 1024)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -26,8 +27,10 @@ from starlette.routing import BaseRoute
 from brisvox.core.clock import Clock, SystemClock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
+from brisvox.inference.pool import live_pools
 from brisvox.server.access import AccessPolicy
 from brisvox.server.app import CallEndpoint, build_app
+from brisvox.server.capacity import default_max_calls
 from brisvox.server.edge import Edge
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
@@ -109,8 +112,13 @@ async def serve(
     def on_end(ended: Any) -> None:
         metrics.record_call_ended(ended)
 
+    max_calls = settings.max_calls
+    if max_calls is None:
+        max_calls = default_max_calls(live_pools(), os.cpu_count() or 1)
+        log.info("max_calls %d (from %d cores and the pools %s)", max_calls, os.cpu_count() or 1,
+                 ", ".join(f"{p.name}: {p.lane_capacity}" for p in live_pools()) or "(none)")
     manager: SessionManager[Any] = SessionManager(
-        parts.runner, max_sessions=settings.max_calls, clock=clock, name="calls", on_end=on_end
+        parts.runner, max_sessions=max_calls, clock=clock, name="calls", on_end=on_end
     )
     wall_clock = clock
     # Token expiry is wall time by necessity: the tokens are minted on another machine.

@@ -198,7 +198,8 @@ class Variable:
 VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_HOST", "host", "127.0.0.1", _host, "address of the HTTP/WebSocket listener"),
     Variable("BRISVOX_PORT", "port", 8765, _int_in(0, 65535), "port of the listener (0: any free port)"),
-    Variable("BRISVOX_MAX_CALLS", "max_calls", 100, _int_in(1, 100_000), "calls served at once"),
+    Variable("BRISVOX_MAX_CALLS", "max_calls", None, _int_in(1, 100_000),
+             "calls served at once (unset: what the cores and the embedded models carry)"),
     Variable("BRISVOX_DRAIN_TIMEOUT", "drain_timeout", 30.0, _duration,
              "how long a stop signal waits for calls to end by themselves"),
     Variable("BRISVOX_CANCEL_TIMEOUT", "cancel_timeout", 5.0, _duration,
@@ -249,7 +250,7 @@ class Settings:
 
     host: str = "127.0.0.1"
     port: int = 8765
-    max_calls: int = 100
+    max_calls: int | None = None  # None: brisvox.server.capacity.default_max_calls
     drain_timeout: float = 30.0
     cancel_timeout: float = 5.0
     abort_timeout: float = 2.0
@@ -297,9 +298,10 @@ class Settings:
         return cls(**values)
 
     def transport_config(self) -> ServerConfig:
-        """The WebSocket transport's limits these settings give (the rest are its defaults)."""
+        """The WebSocket transport's limits these settings give (the rest are its defaults; admission,
+        ``max_calls``, is the session manager's)."""
         return ServerConfig(
-            host=self.host, port=self.port, path=self.ws_path, max_calls=self.max_calls,
+            host=self.host, port=self.port, path=self.ws_path,
             handshake_timeout=self.handshake_timeout, start_timeout=self.start_timeout,
             ping_interval=self.ping_interval, ping_timeout=self.ping_timeout, idle_timeout=self.idle_timeout,
             max_call_duration=self.max_call_duration, audio_rate=self.audio_rate, audio_flood=self.audio_flood,

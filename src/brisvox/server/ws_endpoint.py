@@ -152,7 +152,7 @@ class TransportEndpoint:
         peer = StarletteWsPeer(websocket)
 
         async def deliver(link: CallLink) -> bool:
-            slot.spawn(link, name="call")
+            slot.spawn(link, name="call", hold=True)
             return True
 
         await run_call(peer, clock=self.clock, config=self.config, deliver=deliver, shutdown=self._shutdown,

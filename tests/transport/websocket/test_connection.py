@@ -79,13 +79,14 @@ async def test_the_call_info_keeps_client_metadata_but_the_servers_keys_win() ->
     peer = ScriptedPeer()
     peer.incoming.put_nowait(json.dumps({"type": "start", "sample_rate": 8000, "encoding": "mulaw", "call_id": "mine",
                                          "metadata": {"tenant": "t1", "transport": "spoofed", "sample_rate": "16000",
-                                                      "peer_addr": "1.2.3.4"}}))
+                                                      "peer_addr": "1.2.3.4", "output_sample_rate": "16000"}}))
     stats, links, task, clock = await serve_one(peer, ServerConfig())
     await clock.sleep(0.1)
     assert len(links) == 1
     info = links[0].info
     assert info.metadata == {"tenant": "t1", "transport": "websocket", CallInfo.SAMPLE_RATE_KEY: "8000",
-                             "encoding": "mulaw", "client_call_id": "mine", "peer_addr": "10.0.0.1:5"}
+                             "output_sample_rate": "8000", "encoding": "mulaw", "client_call_id": "mine",
+                             "peer_addr": "10.0.0.1:5"}
     session = await TransportSession.open(clock, links[0])
     assert isinstance(await session.recv(), Started)
     assert peer.texts()[0]["type"] == "started" and stats.calls_started == 1

@@ -143,6 +143,7 @@ async def run_call(
             "client_call_id": start.call_id or "",
             "transport": "websocket",
             CallInfo.SAMPLE_RATE_KEY: str(start.sample_rate),
+            CallInfo.OUTPUT_SAMPLE_RATE_KEY: str(start.sample_rate),  # both directions run at the call's rate
             "encoding": start.encoding.value,
             "peer_addr": peer.remote,
         })
@@ -443,11 +444,12 @@ class _Call:
                     else:
                         await self._write(mark_message(got.id))
                 elif isinstance(got, WireHangupOut):
-                    if got.error is not None:  # the engine failed: the client hears why the call ends
-                        await self._goodbye(StopKind.ERROR, CloseCode.INTERNAL_ERROR,
-                                            error_message(ErrorCode.ENGINE_FAILED, got.error, fatal=True))
-                    else:
+                    if got.failure is None:
                         await self._goodbye(StopKind.ENDED, CloseCode.NORMAL)
+                    else:  # the engine failed: error, stop{error}, 1011
+                        self.stats.faults += 1
+                        await self._goodbye(StopKind.ERROR, CloseCode.INTERNAL_ERROR, error_message(
+                            ErrorCode(got.failure.kind.value), got.failure.message, fatal=True))
                     return
         except PeerClosed:
             self.peer_gone = True

@@ -52,7 +52,7 @@ class CloseCode(enum.IntEnum):
     PROTOCOL_ERROR = 1002  # a frame the WebSocket layer refuses (bad opcode, invalid UTF-8)
     POLICY = 1008  # invalid or missing start, too many faults, ping/idle timeout, duration, audio flood
     TOO_BIG = 1009  # a message over max_audio_bytes / max_control_bytes
-    INTERNAL_ERROR = 1011  # the engine failed (after error{engine_failed} and stop{error})
+    INTERNAL_ERROR = 1011  # the server could not serve the call (call_failed, internal_error)
     TRY_AGAIN = 1013  # the server cannot take the call now (accept queue full, engine overloaded)
 
 
@@ -66,7 +66,8 @@ class ErrorCode(enum.Enum):
     SERVER_BUSY = "server_busy"
     OVERLOADED = "overloaded"
     PROTOCOL_ERROR = "protocol_error"
-    ENGINE_FAILED = "engine_failed"
+    CALL_FAILED = "call_failed"  # the session could not start or failed (FailureKind.CALL_FAILED)
+    INTERNAL_ERROR = "internal_error"  # a bug in the server (FailureKind.INTERNAL_ERROR)
     IDLE_TIMEOUT = "idle_timeout"
     MAX_DURATION = "max_duration"
     AUDIO_FLOOD = "audio_flood"
