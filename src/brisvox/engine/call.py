@@ -19,19 +19,23 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from brisvox.agent.context import Context
+from brisvox.agent.flows import Flow, FlowManager
 from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
+from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed, DeadlineExceeded
+from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
 from brisvox.engine.clips import FillerClipStore
-from brisvox.engine.config import EngineConfig
+from brisvox.engine.config import EngineConfig, Speculation
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
+from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.listen import ListenStage
+from brisvox.engine.memory import CallMemory
 from brisvox.engine.observe import CallObserver, ObserverTap
 from brisvox.engine.out import TransportOut
 from brisvox.engine.playout import PlayoutBook
@@ -42,6 +46,7 @@ from brisvox.inference.smart_turn import TurnAudio
 from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsProvider, TtsSession
 from brisvox.transport.events import Dtmf, PlaybackPosition, Stopped, StopReason
 from brisvox.transport.session import TransportSession
@@ -84,6 +89,11 @@ class CallReport:
     clips_played: int = 0  # filler rounds spoken by a pre-rendered clip
     clips_dropped: int = 0  # cued clips a barge-in (or the wait limit) kept from playing
     clip_fallbacks: int = 0  # cued clips spoken by the provider (none at the call's rate)
+    summaries: int = 0  # window summaries stored (EngineConfig.summary)
+    summary_failures: int = 0  # refreshes that failed or timed out (each logged with its traceback)
+    uncovered_requests: int = 0  # requests that left out turns no summary covered (each logged)
+    flow_transitions: int = 0  # nodes entered (a flow passed to run_call)
+    flow_refused_calls: int = 0  # calls to tools the node does not offer, answered tool_not_available
 
 
 async def run_call(
@@ -97,6 +107,8 @@ async def run_call(
     filler: FillerPolicy | None = None,
     observer: CallObserver | None = None,
     clips: FillerClipStore | None = None,
+    summarizer: Summarizer | None = None,
+    flow: Flow | FlowManager | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
@@ -104,6 +116,11 @@ async def run_call(
     ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.observe`).
     ``clips`` (optional) are pre-rendered filler clips (:mod:`brisvox.engine.clips`): the
     filler policy takes them as its clip cache, and the speak stage plays them.
+    ``summarizer`` makes the window's summaries (with ``config.summary.enabled``; default: an
+    :class:`~brisvox.providers.summarizer.LlmSummarizer` over ``providers.llm``); a flow's
+    ``ResetWithSummary`` uses it too.  ``flow`` (a :class:`~brisvox.agent.flows.Flow`, or a
+    :class:`~brisvox.agent.flows.FlowManager` the application keeps) runs the call as that flow;
+    it needs ``tools`` (its tools are taken from them) and turns speculation off.
     """
     context = context if context is not None else Context()
     rates = session.info.sample_rate()
@@ -118,6 +135,15 @@ async def run_call(
     if clips is not None:
         filler = (filler if filler is not None else FillerPolicy.from_config(config.llm.filler)).with_clips(clips)
     commands = session.commands()
+    if summarizer is None and config.summary.enabled:
+        summarizer = LlmSummarizer(provider=providers.llm)
+    if flow is not None and tools is None:
+        raise ConfigError("run_call got a flow but no tools: pass the registry the flow was built with")
+    flow_run = _flow_run(flow, clock, summarizer) if flow is not None else None
+    speculation = config.speculation
+    if flow_run is not None and speculation is not Speculation.OFF:
+        log.info("speculation is off for this call: a flow decides each round's tools")
+        speculation = Speculation.OFF
 
     def clear(epoch: int) -> None:
         with contextlib.suppress(ChannelClosed):
@@ -142,9 +168,11 @@ async def run_call(
             listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio, resample)
             driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline,
                                 greets=config.llm.greeting is not None)
+            memory = CallMemory(config.window, summarizer if config.summary.enabled else None, config.summary,
+                                clock, scope)
             runner = LlmRunner(
-                providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, config.window,
-                filler, config.speculation,
+                providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, memory,
+                filler, speculation, flow_run,
             )
             speak = SpeakStage(
                 tts,
@@ -189,7 +217,17 @@ async def run_call(
         clips_played=speak.clips_played,
         clips_dropped=speak.clips_dropped,
         clip_fallbacks=speak.clip_fallbacks,
+        summaries=memory.stats.summaries,
+        summary_failures=memory.stats.summary_failures,
+        uncovered_requests=memory.stats.uncovered_requests,
+        flow_transitions=flow_run.transitions if flow_run is not None else 0,
+        flow_refused_calls=flow_run.refused if flow_run is not None else 0,
     )
+
+
+def _flow_run(flow: Flow | FlowManager, clock: Clock, summarizer: Summarizer | None) -> FlowRun:
+    manager = flow if isinstance(flow, FlowManager) else FlowManager(flow, clock)
+    return FlowRun(manager, summarizer)
 
 
 def output_rate(session: TransportSession, config: EngineConfig) -> int:

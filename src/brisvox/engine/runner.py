@@ -2,7 +2,11 @@
 
 At each user turn's end it first settles the earlier turns (the context is cut to what
 the caller heard, from the PlayoutBook), then adds the caller's words and starts one
-*round task* for the new epoch.  The round task streams the model: text is spoken as it
+*round task* for the new epoch.  Each request carries the window of the context that
+:class:`~brisvox.engine.memory.CallMemory` builds (the newest turns and a summary of the
+rest, refreshed in the background when a turn's answer is done).  With a flow
+(:class:`~brisvox.engine.flowrun.FlowRun`) the node prompt is message 0, a request offers
+the node's tools, and each round's calls are screened and applied through the flow.  The round task streams the model: text is spoken as it
 arrives, the assistant message is pushed once the response is done, and
 ``BotResponseDone`` tells the later stages that nothing more will come for the epoch.
 
@@ -45,7 +49,6 @@ from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context
 from brisvox.agent.played import TruncationOutcome, apply_truncation
 from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, Speculation, ToolEngine
-from brisvox.agent.window import WindowPolicy, build_window
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
     BotHeardFrame,
@@ -67,6 +70,8 @@ from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.config import LlmConfig, Timeouts
 from brisvox.engine.config import Speculation as SpeculationMode
+from brisvox.engine.flowrun import FlowRun
+from brisvox.engine.memory import CallMemory
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.speculate import HeldAnswer, SpeculativeStart
 from brisvox.providers.llm import (
@@ -163,9 +168,10 @@ class LlmRunner(Processor):
         scope: TaskScope,
         timeline: TimelineRecorder | None = None,
         tools: ToolEngine | None = None,
-        window: WindowPolicy | None = None,
+        memory: CallMemory | None = None,
         filler: FillerPolicy | None = None,
         speculation: SpeculationMode = SpeculationMode.OFF,
+        flow: FlowRun | None = None,
     ) -> None:
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
@@ -173,7 +179,8 @@ class LlmRunner(Processor):
         self._pending_filler: _Filler | None = None
         self.timeline = timeline or TimelineRecorder()
         self.tools = tools
-        self.window = window
+        self.memory = memory
+        self.flow = flow
         self.llm = llm
         self.context = context
         self.book = book
@@ -183,7 +190,9 @@ class LlmRunner(Processor):
         self._round_task: asyncio.Task[None] | None = None
         self._user_text: dict[int, list[str]] = {}
         self.stats = RunnerStats()
-        if config.system_prompt and not len(context):
+        if flow is not None:
+            flow.start(context)  # the node prompt is message 0; the flow's role holds the rest
+        elif config.system_prompt and not len(context):
             context.push_system(config.system_prompt)
 
     @property
@@ -326,6 +335,8 @@ class LlmRunner(Processor):
         for note in self.tools.take_late_notes():
             self.context.push(note.message())
             self.stats.late_notes += 1
+            if self.flow is not None:
+                self.flow.late_result(note.call_id, note.tool, note.content, note.is_error)
 
     def _place_filler(self) -> None:
         """The spoken filler into the context, once no call is open (see the module doc)."""
@@ -345,6 +356,8 @@ class LlmRunner(Processor):
         cancel = CancelToken()
         turn = _Turn(epoch)
         try:
+            if self.flow is not None and self.flow.pending is not None:
+                await self._enter_node(turn, ctx)  # decided by a late result since the last turn
             for round_ in range(self.config.max_tool_rounds + 1):
                 if round_ == self.config.max_tool_rounds:
                     log.warning("turn %d used all %d tool rounds; speaking the fallback line", epoch, round_)
@@ -367,6 +380,10 @@ class LlmRunner(Processor):
                     return
                 if held is not None and held.speculation is not None:
                     execution = await self.tools.commit(held.speculation, cancel)  # reads reused, held calls run
+                elif self.flow is not None:
+                    if not await self._flow_round(self.flow, self.tools, turn, calls, cancel, ctx):
+                        return
+                    continue
                 else:
                     execution = await self._run_tools(self.tools, turn, calls, cancel, ctx)
                 execution.append_to(self.context)
@@ -384,6 +401,44 @@ class LlmRunner(Processor):
         finally:
             if not cancel.is_cancelled:
                 await ctx.push(BotResponseDone(epoch=epoch))
+                if self.memory is not None:
+                    self.memory.after_turn(self.context)  # the summary is refreshed in the background
+
+    async def _flow_round(
+        self,
+        flow: FlowRun,
+        tools: ToolEngine,
+        turn: _Turn,
+        calls: tuple[Assembled, ...],
+        cancel: CancelToken,
+        ctx: ProcessorContext,
+    ) -> bool:
+        """A tool round through the flow: screened, run, applied; a decided node entered.
+
+        Returns whether the turn asks the model again.
+        """
+        screened = flow.screen(calls)
+        admitted = tuple(screened.take_admitted())
+        execution = await self._run_tools(tools, turn, admitted, cancel, ctx)
+        applied = flow.decide(self.context, screened, execution)
+        if applied.budget_exhausted:  # no transition is decided then
+            await self._say(turn, self.config.fallback_line, ctx)
+            return False
+        if applied.pending is not None:
+            await self._enter_node(turn, ctx)
+        return applied.respond
+
+    async def _enter_node(self, turn: _Turn, ctx: ProcessorContext) -> None:
+        """Speaks the pending node's lines, then enters it (a summary may be made meanwhile)."""
+        assert self.flow is not None
+        for line in self.flow.pending_lines():
+            await self._speak_line(turn, line, ctx, keep=False)
+        entered = await self.flow.enter(self.context)
+        if entered is not None and entered.context_replaced:
+            # Anything keyed by a message index refers to messages that are gone.
+            self.book.forget_messages()
+            if self.memory is not None:
+                self.memory.context_replaced()
 
     async def _run_tools(
         self,
@@ -451,11 +506,13 @@ class LlmRunner(Processor):
         self.stats.fallbacks += 1
         await self._speak_line(turn, text, ctx)
 
-    async def _speak_line(self, turn: _Turn, text: str, ctx: ProcessorContext) -> None:
+    async def _speak_line(self, turn: _Turn, text: str, ctx: ProcessorContext, keep: bool = True) -> None:
+        """``keep`` False: spoken only (a flow's Say line), not added to the context."""
         epoch, round_ = turn.epoch, turn.take()
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
         await ctx.push(LlmTextFrame(epoch=epoch, text=text, round=round_))
-        self._keep_round(epoch, round_, AssistantMessage(text=text))
+        if keep:
+            self._keep_round(epoch, round_, AssistantMessage(text=text))
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
 
     async def _commit_round(self, turn: _Turn, held: HeldAnswer, ctx: ProcessorContext) -> tuple[Assembled, ...]:
@@ -483,10 +540,11 @@ class LlmRunner(Processor):
 
     def _request(self, context: Context | None = None) -> LlmRequest:
         context = context if context is not None else self.context
-        messages = context.messages
-        if self.window is not None:
-            messages = build_window(context, self.window, context.estimator, None).context.messages
-        specs = tuple(self.tools.registry.specs()) if self.tools is not None else ()
+        messages = self.memory.request_messages(context) if self.memory is not None else context.messages
+        if self.flow is not None:
+            specs = self.flow.tool_specs()
+        else:
+            specs = tuple(self.tools.registry.specs()) if self.tools is not None else ()
         return LlmRequest(
             messages=messages,
             tools=specs,
@@ -518,7 +576,7 @@ class LlmRunner(Processor):
             message: AssistantMessage | None = AssistantMessage(text="".join(spoken))
             calls: tuple[Assembled, ...] = ()
         else:
-            response = assembler.finish(epoch, self.context)
+            response = assembler.finish(epoch, self.context, self.flow.mint(self.context) if self.flow else None)
             message, calls = response.assistant_message(), response.calls
         self._keep_round(epoch, round_, message)  # the filler goes after the request that answered it
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
