@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from brisvox.agent.flows import Flow, FlowManager
 from brisvox.agent.tools import FillerPolicy, ToolCallContext, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
@@ -107,6 +108,7 @@ async def simulate(
     stt: MockStt | None = None,
     observer: CallObserver | None = None,
     clips: FillerClipStore | None = None,
+    flow: Flow | FlowManager | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
@@ -124,7 +126,7 @@ async def simulate(
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
         call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer,
-                                    clips=clips),
+                                    clips=clips, flow=flow),
                            name="call")
 
         async def listen() -> None:

@@ -1,0 +1,133 @@
+"""A conversation flow driving a call through the engine (simulated calls on virtual time)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from brisvox.agent.context import SystemMessage, ToolMessage, UserMessage
+from brisvox.agent.flows import (
+    FLOW_SUMMARY_PREFIX,
+    Flow,
+    FlowBuilder,
+    Goto,
+    Node,
+    ResetWithSummary,
+    Strategy,
+    ToolUse,
+)
+from brisvox.agent.flows import Say as SayLine
+from brisvox.agent.tools import ToolKind, ToolRegistry, ToolSpec
+from brisvox.agent.turn import FixedSilence
+from brisvox.agent.window import WindowPolicy
+from brisvox.core.clock import SimClock
+from brisvox.engine import EngineConfig
+from brisvox.providers.llm import LlmRequest
+from brisvox.providers.summarizer import DEFAULT_SUMMARY_INSTRUCTIONS
+from brisvox.sim import Call, ScenarioBuilder, ScriptedLlm
+from brisvox.sim import Say as Speak
+from brisvox.sim.mock_llm import Script
+from tests.engine.harness import OBJ, Counter, registry, simulate
+
+_SUMMARY_HEAD = DEFAULT_SUMMARY_INSTRUCTIONS.split("{", 1)[0]
+
+CHECK = ToolSpec(name="check_availability", description="Is a day free?", parameters=OBJ)
+BOOK = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ, kind=ToolKind.SIDE_EFFECT)
+
+
+def _flow(reg: ToolRegistry, *, confirm_strategy: Strategy | None = None) -> Flow:
+    confirm = Node(name="confirm", task_messages=("The day is free. Ask the caller to confirm, then book.",),
+                   tools=(ToolUse(tool="book_table"),), pre_actions=(SayLine("Good news."),))
+    if confirm_strategy is not None:
+        confirm = Node(name="confirm", task_messages=confirm.task_messages, tools=confirm.tools,
+                       pre_actions=confirm.pre_actions, strategy=confirm_strategy, keep_last_user=True)
+    return (
+        FlowBuilder()
+        .role("You take table bookings.")
+        .node(Node(name="collect", task_messages=("Ask for the day, then check it.",),
+                   tools=(ToolUse(tool="check_availability", transition=Goto("confirm")),)))
+        .node(confirm)
+        .initial("collect")
+        .build(reg)
+    )
+
+
+def _tool_names(request: LlmRequest) -> list[str]:
+    return [spec.name for spec in request.tools]
+
+
+async def test_a_call_moves_between_two_nodes_on_a_tool_result_offering_only_each_nodes_tools() -> None:
+    clock = SimClock()
+    check, book = Counter(clock), Counter(clock, answer={"booked": True})
+    reg = registry(check=(CHECK, check), book=(BOOK, book))
+    friday = {"day": "friday"}
+    script = [
+        # Turn 1, node "collect": the booking tool is not offered here and is refused unrun.
+        [Call(name="book_table", arguments=friday)],
+        [Speak("Let me check. "), Call(name="check_availability", arguments=friday)],
+        [Speak("Friday is free. Shall I book it?")],  # node "confirm", asked at once
+        # Turn 2, node "confirm": the lookup is no longer offered; the booking runs.
+        [Call(name="check_availability", arguments=friday), Call(name="book_table", arguments=friday)],
+        [Speak("Booked for Friday.")],
+    ]
+    llm = ScriptedLlm(clock, script)
+    scenario = (ScenarioBuilder().pause(0.5).say("a table on friday").pause(5.0)
+                .say("yes please book it").pause(5.0).build())
+    result = await simulate(clock, scenario, llm, tools=reg, flow=_flow(reg))
+    requests = llm.requests
+    assert [_tool_names(r) for r in requests] == [
+        ["check_availability"], ["check_availability"], ["book_table"], ["book_table"], ["book_table"],
+    ]
+    prompts = [r.messages[0] for r in requests]
+    assert all(isinstance(p, SystemMessage) for p in prompts)
+    assert "Ask for the day" in prompts[0].text and "Ask the caller to confirm" in prompts[2].text  # type: ignore[union-attr]
+    # Each refused call never ran and was answered tool_not_available; the offered ones ran once.
+    assert check.calls == [friday] and book.calls == [friday]
+    results = [m for m in result.report.context.messages if isinstance(m, ToolMessage)]
+    refused = [json.loads(m.content) for m in results if m.is_error]
+    assert [(r["error"], r["tool"]) for r in refused] == [
+        ("tool_not_available", "book_table"), ("tool_not_available", "check_availability"),
+    ]
+    assert result.report.flow_transitions == 1 and result.report.flow_refused_calls == 2
+    # The node's Say line was spoken but is not part of the conversation.
+    assert result.tts is not None
+    assert any("Good news." in t for session in result.tts.sessions for t in session.texts.values())
+    assert not any(getattr(m, "text", "") == "Good news." for m in result.report.context.messages)
+    result.report.context.validate()
+
+
+async def test_a_reset_with_summary_node_is_summarized_by_the_calls_model_and_drops_the_window_summary() -> None:
+    clock = SimClock()
+    check = Counter(clock, answer={"free": True})
+    reg = registry(check=(CHECK, check), book=(BOOK, Counter(clock)))
+    flow = _flow(reg, confirm_strategy=ResetWithSummary(summary_input_tokens=500, summary_max_tokens=100))
+
+    def host(request: LlmRequest) -> Script:
+        first = request.messages[0]
+        if isinstance(first, SystemMessage) and first.text.startswith(_SUMMARY_HEAD):
+            body = request.messages[-1]
+            assert isinstance(body, UserMessage)
+            return [Speak("S: " + " / ".join(re.findall(r"Caller: ([^\n]*)", body.text)))]
+        last = next(m for m in reversed(request.messages) if isinstance(m, UserMessage))
+        in_collect = isinstance(first, SystemMessage) and "Ask for the day" in first.text
+        if in_collect and last.text.startswith("friday") and not any(isinstance(m, ToolMessage) for m in request.messages):
+            return [Call(name="check_availability", arguments={"day": "friday"})]
+        return [Speak("Fine.")]
+
+    llm = ScriptedLlm(clock, host)
+    builder = ScenarioBuilder().pause(0.5)
+    for words in ("hello there", "monday maybe", "or tuesday", "friday then"):
+        builder.say(words).pause(4.0)
+    config = EngineConfig(turn=FixedSilence(silence=0.5), window=WindowPolicy(keep_recent_turns=2))
+    result = await simulate(clock, builder.build(), llm, tools=reg, flow=flow, config=config)
+    report = result.report
+    assert report.summaries >= 1  # the window had a summary before the reset
+    assert report.flow_transitions == 1
+    turn_requests = [r for r in llm.requests if not (isinstance(r.messages[0], SystemMessage)
+                                                      and r.messages[0].text.startswith(_SUMMARY_HEAD))]
+    after = turn_requests[-1].messages
+    assert [type(m) for m in after] == [SystemMessage, SystemMessage, UserMessage]
+    assert "Ask the caller to confirm" in after[0].text  # type: ignore[union-attr]
+    assert after[1].text.startswith(FLOW_SUMMARY_PREFIX) and "friday then" in after[1].text  # type: ignore[union-attr]
+    assert report.uncovered_requests == 0
+    report.context.validate()
