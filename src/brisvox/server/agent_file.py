@@ -49,6 +49,14 @@ from brisvox.agent.turn import (
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.server._toml_positions import KeyPath, Positions, index_positions
+from brisvox.server.agent_flow import (
+    FlowSection,
+    FlowSettings,
+    WindowSection,
+    WindowSettings,
+    flow_settings,
+    window_settings,
+)
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
     Bounds,
@@ -179,6 +187,8 @@ class _File(_Section):
     interruption: _Interruption = _Interruption()
     speculation: _Speculation = _Speculation()
     filler: _Filler = _Filler()
+    window: WindowSection = WindowSection()
+    flow: FlowSection | None = None
     stt: _Provider | None = None
     llm: _Provider | None = None
     tts: _Provider | None = None
@@ -232,6 +242,8 @@ class AgentDefinition:
     stt: ProviderChoice
     llm: ProviderChoice
     tts: ProviderChoice
+    window: WindowSettings = WindowSettings()
+    flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
 
     def provider(self, stage: Stage) -> ProviderChoice:
         return {Stage.STT: self.stt, Stage.LLM: self.llm, Stage.TTS: self.tts}[stage]
@@ -371,13 +383,17 @@ def _build(
     interruption = _interruption(f.interruption, report)
     filler = _filler(f.filler, report)
     providers = {stage: _provider(stage, getattr(f, stage.value), a.language, report, environ) for stage in Stage}
+    llm_entry = lookup(Stage.LLM, providers[Stage.LLM].provider)
+    takes_model = llm_entry is not None and (llm_entry.options is None or "model" in llm_entry.options)
+    window = window_settings(f.window, takes_model, report.at_key)
+    flow = flow_settings(f.flow, a.tools, report.at_key) if f.flow is not None else None
     if report.problems or turn is None or interruption is None:
         return None
     return AgentDefinition(
         source=source, name=a.name, prompt=a.prompt, language=a.language, greeting=a.greeting,
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
-        stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS],
+        stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -36,8 +37,10 @@ from brisvox.agent.tools import FillerConfig, FillerPhrase, FillerPolicy
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
+from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, Speculation, run_call
 from brisvox.engine.call import output_rate
+from brisvox.engine.config import SummaryConfig
 from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
@@ -142,6 +145,8 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
         speculation=Speculation.AT_PAUSE if definition.speculation else Speculation.OFF,
+        window=definition.window.policy,
+        summary=SummaryConfig(enabled=definition.window.summarize, timeout=definition.window.summary_timeout),
     )
 
 
@@ -164,6 +169,20 @@ def filler_clips(definition: AgentDefinition, config: EngineConfig, tts: TtsProv
 
 def _clip_key(index: int) -> str:
     return f"filler-{index}"
+
+
+def _agent_flow(definition: AgentDefinition, tools: ToolSet) -> Flow | None:
+    """The agent file's ``[flow]`` over the agent's tools, the prompt as its role (checked once, at start)."""
+    if definition.flow is None:
+        return None
+    return definition.flow.build(definition.prompt.strip(), tools.registry(definition.tools, definition.confirm_tools))
+
+
+def _flow_manager(definition: AgentDefinition, flow: Flow | None, clock: Clock) -> FlowManager | None:
+    """Each call's own walk through the flow."""
+    if flow is None or definition.flow is None:
+        return None
+    return FlowManager(flow, clock, FlowConfig(summary_timeout=definition.flow.summary_timeout))
 
 
 LATENCY_STAGES = {
@@ -210,6 +229,9 @@ def engine_runner(
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
+    if not providers.summaries:
+        config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
+    flow = _agent_flow(definition, tools)
     fillers = filler_policy(definition, config)
     clips = filler_clips(definition, config, providers.providers.tts, clock)
     listener = metrics_listener(metrics) if metrics is not None else None
@@ -217,7 +239,7 @@ def engine_runner(
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
         session = await TransportSession.open(clock, call.link)
-        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
         observer = CallObserver(listener=listener)
         async with TaskScope("engine-call") as scope:
             with contextlib.suppress(PeerClosed):
@@ -229,7 +251,8 @@ def engine_runner(
             try:
                 report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
                                         filler=fillers.clone(), observer=observer,
-                                        clips=clips.store(out_rate) if clips is not None else None)
+                                        clips=clips.store(out_rate) if clips is not None else None,
+                                        summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock))
             finally:
                 observer.close()
                 if rendering is not None:
