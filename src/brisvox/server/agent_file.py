@@ -242,7 +242,7 @@ class AgentDefinition:
     stt: ProviderChoice
     llm: ProviderChoice
     tts: ProviderChoice
-    window: WindowSettings = WindowSettings()
+    window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
 
     def provider(self, stage: Stage) -> ProviderChoice:

@@ -11,7 +11,7 @@ cross-field checks, reporting through the agent file's report.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -97,7 +97,7 @@ class WindowSettings:
     """``policy`` None: every request carries the whole call.  ``summarize``: the agent's model
     (or ``summary_model`` of the same provider) summarizes what the window leaves out."""
 
-    policy: WindowPolicy | None = WindowPolicy()
+    policy: WindowPolicy | None = field(default_factory=WindowPolicy)
     summarize: bool = True
     summary_model: str | None = None
     summary_timeout: float = DEFAULT_WINDOW_SUMMARY_TIMEOUT

@@ -33,11 +33,11 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
+from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerConfig, FillerPhrase, FillerPolicy
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
-from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, Speculation, run_call
 from brisvox.engine.call import output_rate
 from brisvox.engine.config import SummaryConfig

@@ -30,10 +30,10 @@ import importlib.util
 import logging
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
+from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock
 from brisvox.core.errors import BrisvoxError, ConfigError
@@ -41,10 +41,9 @@ from brisvox.core.secret import Secret
 from brisvox.engine import Providers
 from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.inference.vad import VoiceActivityDetector, energy_vad, silero_vad
-from brisvox.agent.window import Summarizer
 from brisvox.providers.llm import LlmProvider
-from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.stt import SttProvider
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsFlushed, TtsProvider, TtsSession
 from brisvox.server.agent_file import AgentDefinition, ProviderChoice
 from brisvox.server.providers import LLM_REQUEST_OPTIONS, lookup
