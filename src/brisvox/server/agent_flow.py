@@ -128,7 +128,7 @@ def window_settings(w: WindowSection, model_option: bool, report: Report) -> Win
         for key in ("summary_model", "summary_timeout"):
             if getattr(w, key) is not None:
                 report(("window", key), 'has no effect with summarizer = "off"')
-    if w.summary_model is not None and not model_option:
+    elif w.summary_model is not None and not model_option:
         report(("window", "summary_model"), "the agent's llm provider takes no model option")
     policy = WindowPolicy(
         max_tokens=w.max_tokens if w.max_tokens is not None else DEFAULT_WINDOW_TOKENS,

@@ -1,0 +1,197 @@
+"""The [window] and [flow] sections of agent files, and what brisvox serve does with them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from brisvox.agent.context import SystemMessage, ToolMessage
+from brisvox.agent.flows import Append, ResetWithSummary, ResultEquals, Rule, Rules, Say, Success
+from brisvox.agent.window import WindowPolicy
+from brisvox.core.clock import SimClock
+from brisvox.engine import Providers
+from brisvox.engine.config import SummaryConfig
+from brisvox.inference.vad import energy_vad
+from brisvox.server.agent_file import AgentFileError, parse_agent_file
+from brisvox.server.call import EngineCall, engine_config, engine_runner
+from brisvox.server.call_providers import CallProviders, _summary_llm
+from brisvox.server.demo_llm import scripted_demo_llm
+from brisvox.server.tools import ToolSet
+from brisvox.sim import Call, MockStt, MockTts, ScenarioBuilder, ScriptedLlm
+from brisvox.sim import Say as Speak
+from brisvox.transport import LoopbackTransport
+
+BASE = """\
+[agent]
+name = "booker"
+prompt = "You take table bookings."
+tools = ["check_availability", "book_table"]
+"""
+TOOLS = {"check_availability", "book_table"}
+
+FLOW = """
+[flow]
+initial = "collect"
+summary_timeout = 3.0
+
+[[flow.nodes]]
+name = "collect"
+prompt = "Ask for the day, then check it."
+tools = ["check_availability"]
+
+[[flow.nodes.transitions]]
+tool = "check_availability"
+to = "confirm"
+result = "free"
+equals = true
+
+[[flow.nodes]]
+name = "confirm"
+prompt = "The day is free. Ask the caller to confirm, then book."
+tools = ["book_table"]
+strategy = "reset_with_summary"
+say = "Good news."
+keep_last_user = true
+"""
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(AgentFileError) as info:
+        parse_agent_file(text, source="agent.toml", available_tools=TOOLS)
+    return [str(p) for p in info.value.problems]
+
+
+def test_without_a_window_section_calls_keep_8_turns_and_summarize_the_rest_with_the_agents_model() -> None:
+    d = parse_agent_file(BASE, source="agent.toml", available_tools=TOOLS)
+    config = engine_config(d)
+    assert config.window == WindowPolicy(max_tokens=4000, keep_recent_turns=8)
+    assert config.summary == SummaryConfig(enabled=True, timeout=20.0)
+    assert d.flow is None
+
+
+def test_the_window_section_sets_the_engines_window_and_summaries() -> None:
+    d = parse_agent_file(BASE + "\n[window]\nkeep_recent_turns = 4\nmax_tokens = 2000\nsummary_timeout = 5.0\n",
+                         source="agent.toml", available_tools=TOOLS)
+    config = engine_config(d)
+    assert config.window == WindowPolicy(max_tokens=2000, keep_recent_turns=4)
+    assert config.summary == SummaryConfig(enabled=True, timeout=5.0)
+    off = engine_config(parse_agent_file(BASE + '\n[window]\nsummarizer = "off"\n', available_tools=TOOLS))
+    assert off.window == WindowPolicy() and not off.summary.enabled
+    whole = engine_config(parse_agent_file(BASE + "\n[window]\nenabled = false\n", available_tools=TOOLS))
+    assert whole.window is None and not whole.summary.enabled
+
+
+def test_window_problems_are_reported_at_their_keys() -> None:
+    assert problems(BASE + "\n[window]\nkeep_recent_turns = 0\n") == [
+        "agent.toml:7:21: window.keep_recent_turns: input should be greater than or equal to 1 (got 0)"
+    ]
+    assert problems(BASE + "\n[window]\nenabled = false\nmax_tokens = 3000\n") == [
+        "agent.toml:8:1: window.max_tokens: has no effect with enabled = false"
+    ]
+    assert problems(BASE + '\n[window]\nsummarizer = "off"\nsummary_model = "small"\n') == [
+        'agent.toml:8:1: window.summary_model: has no effect with summarizer = "off"'
+    ]
+    assert problems(BASE + '\n[window]\nsummary_model = "small"\n') == [
+        "agent.toml:7:1: window.summary_model: the agent's llm provider takes no model option"
+    ]
+
+
+def test_a_flow_section_becomes_nodes_with_their_tools_transitions_and_strategies() -> None:
+    d = parse_agent_file(BASE + FLOW, source="agent.toml", available_tools=TOOLS)
+    assert d.flow is not None and d.flow.initial == "collect" and d.flow.summary_timeout == 3.0
+    collect, confirm = d.flow.nodes
+    assert collect.strategy == Append() and collect.task_messages == ("Ask for the day, then check it.",)
+    assert collect.tools[0].transition == Rules(Rule(ResultEquals("free", True), "confirm"))
+    assert confirm.strategy == ResetWithSummary() and confirm.pre_actions == (Say("Good news."),)
+    assert confirm.keep_last_user and confirm.tools[0].transition is None
+
+
+def test_a_transition_without_a_result_test_fires_on_success() -> None:
+    text = BASE + FLOW.replace('result = "free"\nequals = true\n', "")
+    d = parse_agent_file(text, available_tools=TOOLS)
+    assert d.flow is not None
+    assert d.flow.nodes[0].tools[0].transition == Rules(Rule(Success(), "confirm"))
+
+
+def test_flow_problems_name_the_node_and_key() -> None:
+    bad = (FLOW.replace('to = "confirm"', 'to = "confrim"')
+           .replace('tools = ["book_table"]', 'tools = ["book_table", "transfer"]')
+           .replace('equals = true\n', "")
+           .replace('initial = "collect"', 'initial = "start"'))
+    assert problems(BASE + bad + 'summary_input_tokens = 300\n\n[[flow.nodes]]\nname = "collect"\nprompt = "x"\n'
+                    'summary_max_tokens = 100\n') == [
+        "agent.toml:7:1: flow.initial: node 'start' is not a node of the flow (nodes: collect, confirm, collect)",
+        "agent.toml:15:14: flow.nodes[0].transitions[0]: result and equals go together: the transition fires when "
+        "the result at that path equals it",
+        "agent.toml:17:1: flow.nodes[0].transitions[0].to: node 'confrim' is not a node of the flow",
+        "agent.toml:23:24: flow.nodes[1].tools[1]: tool 'transfer' is not in agent.tools",
+        "agent.toml:30:1: flow.nodes[2].name: node 'collect' is defined twice",
+        'agent.toml:32:1: flow.nodes[2].summary_max_tokens: applies only to strategy = "reset_with_summary"',
+    ]
+
+
+def test_the_scripted_demo_host_makes_no_summaries_and_a_summary_model_gets_its_own_provider() -> None:
+    clock = SimClock()
+    d = parse_agent_file(BASE, available_tools=TOOLS)
+    assert _summary_llm(d, scripted_demo_llm(clock), clock, {}) == (False, None)
+    assert _summary_llm(d, ScriptedLlm(clock, []), clock, {}) == (True, None)
+    cloud = parse_agent_file(BASE + '\n[window]\nsummary_model = "gpt-4o-mini"\n\n[llm]\nprovider = "openai"\n'
+                                    'api_key_env = "OPENAI_API_KEY"\noptions = { model = "gpt-4o" }\n',
+                             available_tools=TOOLS, environ={"OPENAI_API_KEY": "sk-test"})
+    summaries, llm = _summary_llm(cloud, ScriptedLlm(clock, []), clock, {})
+    assert summaries and llm is not None and llm.name != "scripted-llm"
+    assert llm._options.model == "gpt-4o-mini"  # type: ignore[attr-defined]
+
+
+async def test_a_served_call_runs_the_agent_files_flow() -> None:
+    clock = SimClock()
+    tools = ToolSet()
+    ran: list[str] = []
+
+    @tools.read_only(description="Is a day free?")
+    async def check_availability(arguments: dict[str, object], ctx: object) -> object:
+        ran.append("check")
+        return {"free": True}
+
+    @tools.side_effect(description="Book a table.")
+    async def book_table(arguments: dict[str, object], ctx: object) -> object:
+        ran.append("book")
+        return {"booked": True}
+
+    agent = parse_agent_file(BASE + FLOW.replace('strategy = "reset_with_summary"', 'strategy = "append"'),
+                             available_tools={"check_availability", "book_table"})
+    scenario = ScenarioBuilder().pause(0.4).say("a table on friday").pause(6.0).build()
+    script = [
+        [Call(name="book_table", arguments={})],  # not offered in "collect": refused, never run
+        [Call(name="check_availability", arguments={})],
+        [Speak("Friday is free. Shall I book it?")],
+    ]
+    llm = ScriptedLlm(clock, script)
+    providers = CallProviders(
+        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+    runner = engine_runner(agent, tools, clock, providers)
+
+    async def no_text(_: str) -> None:
+        return None
+
+    async with LoopbackTransport(clock) as transport:
+        client = await transport.connect(metadata={"sample_rate": "16000"})
+        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
+        for pcm in scenario.frames(0.02):
+            await client.send_audio(pcm)
+            await clock.sleep(0.02)
+        await client.hangup()
+        await call
+    assert ran == ["check"]
+    assert [[s.name for s in r.tools] for r in llm.requests] == [
+        ["check_availability"], ["check_availability"], ["book_table"],
+    ]
+    first, last = llm.requests[0].messages[0], llm.requests[-1].messages[0]
+    assert isinstance(first, SystemMessage) and first.text.startswith("You take table bookings.")
+    assert isinstance(last, SystemMessage) and "Ask the caller to confirm" in last.text
+    refused = [m for m in llm.requests[1].messages if isinstance(m, ToolMessage)]
+    assert json.loads(refused[0].content)["error"] == "tool_not_available"
