@@ -4,7 +4,8 @@ import brisvox.engine
 def test_the_engine_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.engine.__all__) == [
         "CallEvent", "CallEventKind", "CallObserver", "CallReport", "ClipCache", "EngineConfig", "FillerClip",
-        "FillerClipStore", "LlmConfig", "PlayoutBook", "Providers", "Speculation", "Timeouts", "render_clips",
+        "FillerClipStore", "LlmConfig", "PlayoutBook", "Providers", "Speculation", "SummaryConfig", "Timeouts",
+        "render_clips",
         "run_call",
     ]
     for name in brisvox.engine.__all__:

@@ -2,7 +2,7 @@
 
 from brisvox.engine.call import CallReport, Providers, run_call
 from brisvox.engine.clips import ClipCache, FillerClip, FillerClipStore, render_clips
-from brisvox.engine.config import EngineConfig, LlmConfig, Speculation, Timeouts
+from brisvox.engine.config import EngineConfig, LlmConfig, Speculation, SummaryConfig, Timeouts
 from brisvox.engine.observe import CallEvent, CallEventKind, CallObserver
 from brisvox.engine.playout import PlayoutBook
 
@@ -19,6 +19,7 @@ __all__ = [
     "PlayoutBook",
     "Providers",
     "Speculation",
+    "SummaryConfig",
     "Timeouts",
     "render_clips",
     "run_call",
