@@ -226,7 +226,7 @@ class CallMemory:
             log.warning("the window summary could not be refreshed; requests leave out what it does not cover",
                         exc_info=exc)
             result = exc.kept
-        except WindowError:
+        except Exception:  # a bug here must not end the call: logged with its traceback, counted
             self.stats.summary_failures += 1
             log.exception("the window summary could not be refreshed")
             return
