@@ -7,19 +7,20 @@ import json
 
 import pytest
 
-from brisvox.agent.context import SystemMessage, ToolMessage
+from brisvox.agent.context import SystemMessage, ToolMessage, UserMessage
 from brisvox.agent.flows import Append, ResetWithSummary, ResultEquals, Rule, Rules, Say, Success
 from brisvox.agent.window import WindowPolicy
 from brisvox.core.clock import SimClock
 from brisvox.engine import Providers
 from brisvox.engine.config import SummaryConfig
 from brisvox.inference.vad import energy_vad
-from brisvox.server.agent_file import AgentFileError, parse_agent_file
+from brisvox.server.agent_file import AgentDefinition, AgentFileError, parse_agent_file
 from brisvox.server.call import EngineCall, engine_config, engine_runner
 from brisvox.server.call_providers import CallProviders, _summary_llm
 from brisvox.server.demo_llm import scripted_demo_llm
+from brisvox.server.metrics import ServerMetrics
 from brisvox.server.tools import ToolSet
-from brisvox.sim import Call, MockStt, MockTts, ScenarioBuilder, ScriptedLlm
+from brisvox.sim import Call, CallerScenario, MockStt, MockTts, ScenarioBuilder, ScriptedLlm
 from brisvox.sim import Say as Speak
 from brisvox.transport import LoopbackTransport
 
@@ -169,11 +170,28 @@ async def test_a_served_call_runs_the_agent_files_flow() -> None:
         [Speak("Friday is free. Shall I book it?")],
     ]
     llm = ScriptedLlm(clock, script)
+    await _serve_one_call(clock, agent, tools, scenario, llm)
+    assert ran == ["check"]
+    assert [[s.name for s in r.tools] for r in llm.requests] == [
+        ["check_availability"], ["check_availability"], ["book_table"],
+    ]
+    first, last = llm.requests[0].messages[0], llm.requests[-1].messages[0]
+    assert isinstance(first, SystemMessage) and first.text.startswith("You take table bookings.")
+    assert isinstance(last, SystemMessage) and "Ask the caller to confirm" in last.text
+    refused = [m for m in llm.requests[1].messages if isinstance(m, ToolMessage)]
+    assert json.loads(refused[0].content)["error"] == "tool_not_available"
+
+
+async def _serve_one_call(
+    clock: SimClock, agent: AgentDefinition, tools: ToolSet, scenario: CallerScenario, llm: ScriptedLlm,
+    metrics: ServerMetrics | None = None,
+) -> None:
+    """One call through ``brisvox serve``'s session runner, the caller playing ``scenario``."""
     providers = CallProviders(
         providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
         llm_label="scripted (test)", vad_label="energy",
     )
-    runner = engine_runner(agent, tools, clock, providers)
+    runner = engine_runner(agent, tools, clock, providers, metrics)
 
     async def no_text(_: str) -> None:
         return None
@@ -186,12 +204,19 @@ async def test_a_served_call_runs_the_agent_files_flow() -> None:
             await clock.sleep(0.02)
         await client.hangup()
         await call
-    assert ran == ["check"]
-    assert [[s.name for s in r.tools] for r in llm.requests] == [
-        ["check_availability"], ["check_availability"], ["book_table"],
-    ]
-    first, last = llm.requests[0].messages[0], llm.requests[-1].messages[0]
-    assert isinstance(first, SystemMessage) and first.text.startswith("You take table bookings.")
-    assert isinstance(last, SystemMessage) and "Ask the caller to confirm" in last.text
-    refused = [m for m in llm.requests[1].messages if isinstance(m, ToolMessage)]
-    assert json.loads(refused[0].content)["error"] == "tool_not_available"
+
+
+async def test_requests_that_leave_out_turns_without_a_summary_are_counted_in_the_servers_metrics() -> None:
+    clock = SimClock()
+    agent = parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n\n[window]\nkeep_recent_turns = 1\n'
+                             'summarizer = "off"\n')
+    builder = ScenarioBuilder().pause(0.4)
+    for words in ("one", "two", "three"):
+        builder.say(words).pause(3.0)
+    metrics = ServerMetrics()
+    llm = ScriptedLlm(clock, [[Speak("Fine.")]] * 3)
+    await _serve_one_call(clock, agent, ToolSet(), builder.build(), llm, metrics)
+    assert [sum(isinstance(m, UserMessage) for m in r.messages) for r in llm.requests] == [1, 1, 1]
+    text = metrics.render().decode()
+    assert "brisvox_window_uncovered_requests_total 2.0" in text
+    assert 'brisvox_window_summaries_total{outcome="stored"} 0.0' in text

@@ -262,6 +262,8 @@ def engine_runner(
                     await forward
             except TimeoutError:
                 forward.cancel()
+        if metrics is not None:
+            metrics.record_memory(report.summaries, report.summary_failures, report.uncovered_requests)
         log.info("call %s ended (%s): %d turns, %d interrupts, %d fillers (%d clips), %d events dropped",
                  session.info.call_id, report.stop_reason.value if report.stop_reason else "unknown", report.turns,
                  report.interrupts, report.fillers, report.clips_played, observer.dropped)

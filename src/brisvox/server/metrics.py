@@ -70,6 +70,12 @@ class ServerMetrics:
                                   ["stage"], buckets=LATENCY_BUCKETS, registry=r)
         self._tools = Counter("brisvox_tool_calls", "Tool calls settled, by tool and outcome.",
                               ["tool", "outcome"], registry=r)
+        self._summaries = Counter("brisvox_window_summaries", "Window summary refreshes, by outcome.", ["outcome"],
+                                  registry=r)
+        self._uncovered = Counter("brisvox_window_uncovered_requests",
+                                  "Model requests that left out earlier turns no summary covered.", registry=r)
+        for outcome in ("stored", "failed"):
+            self._summaries.labels(outcome=outcome)
         for reason in ("at_capacity", "shutting_down"):
             self._refused.labels(reason=reason)
         for outcome in SessionOutcome:
@@ -102,6 +108,12 @@ class ServerMetrics:
     def record_tool(self, tool: str, outcome: str) -> None:
         """One settled tool call (outcome as the tool engine names it: ``ok``, ``timed_out``, ...)."""
         self._tools.labels(tool=tool[:_MAX_TOOL_NAME], outcome=outcome).inc()
+
+    def record_memory(self, summaries: int, failures: int, uncovered_requests: int) -> None:
+        """One call's long-call memory (``CallReport.summaries``, ``summary_failures``, ``uncovered_requests``)."""
+        self._summaries.labels(outcome="stored").inc(summaries)
+        self._summaries.labels(outcome="failed").inc(failures)
+        self._uncovered.inc(uncovered_requests)
 
     # --- export ------------------------------------------------------------------------
 
