@@ -74,8 +74,8 @@ class ServerMetrics:
                                   registry=r)
         self._uncovered = Counter("brisvox_window_uncovered_requests",
                                   "Model requests that left out earlier turns no summary covered.", registry=r)
-        for outcome in ("stored", "failed"):
-            self._summaries.labels(outcome=outcome)
+        for kind in ("stored", "failed"):
+            self._summaries.labels(outcome=kind)
         for reason in ("at_capacity", "shutting_down"):
             self._refused.labels(reason=reason)
         for outcome in SessionOutcome:
