@@ -17,6 +17,7 @@ from brisvox.agent.flows import Flow, FlowManager
 from brisvox.agent.tools import FillerPolicy, ToolCallContext, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, FillerClipStore, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
@@ -130,19 +131,25 @@ async def simulate(
                            name="call")
 
         async def listen() -> None:
-            while True:
-                heard.append(await client.recv())
+            try:
+                while True:
+                    heard.append(await client.recv())
+            except ChannelClosed:  # the engine hung up and everything it sent was heard
+                return
 
         listener = scope.spawn(listen(), name="listener")
         start = clock.now()
         keys = sorted(dtmf)  # (seconds from the start, digit)
-        for i, pcm in enumerate(scenario.frames(0.02)):
-            await clock.sleep_until(start + i * 0.02)
-            while keys and keys[0][0] <= i * 0.02:
-                await client.send_dtmf(keys.pop(0)[1])
-            await client.send_audio(pcm, RATE)
-        await clock.sleep(linger)
-        await client.hangup()
+        try:
+            for i, pcm in enumerate(scenario.frames(0.02)):
+                await clock.sleep_until(start + i * 0.02)
+                while keys and keys[0][0] <= i * 0.02:
+                    await client.send_dtmf(keys.pop(0)[1])
+                await client.send_audio(pcm, RATE)
+            await clock.sleep(linger)
+            await client.hangup()
+        except ChannelClosed:  # the engine hung up first (the report says so)
+            pass
         report = await call
         await asyncio.sleep(0)
         listener.cancel()

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 
-from brisvox.agent.context import SystemMessage, ToolMessage, UserMessage
+from brisvox.agent.context import AssistantMessage, SystemMessage, ToolMessage, UserMessage
 from brisvox.agent.flows import (
     FLOW_SUMMARY_PREFIX,
+    EndCall,
     Flow,
     FlowBuilder,
     Goto,
@@ -27,6 +28,7 @@ from brisvox.providers.summarizer import DEFAULT_SUMMARY_INSTRUCTIONS
 from brisvox.sim import Call, ScenarioBuilder, ScriptedLlm
 from brisvox.sim import Say as Speak
 from brisvox.sim.mock_llm import Script
+from brisvox.transport.events import StopReason, WireHangupOut
 from tests.engine.harness import OBJ, Counter, registry, simulate
 
 _SUMMARY_HEAD = DEFAULT_SUMMARY_INSTRUCTIONS.split("{", 1)[0]
@@ -131,3 +133,24 @@ async def test_a_reset_with_summary_node_is_summarized_by_the_calls_model_and_dr
     assert after[1].text.startswith(FLOW_SUMMARY_PREFIX) and "friday then" in after[1].text  # type: ignore[union-attr]
     assert report.uncovered_requests == 0
     report.context.validate()
+
+
+async def test_a_node_with_end_call_hangs_up_once_its_first_response_has_played() -> None:
+    clock = SimClock()
+    reg = registry(check=(CHECK, Counter(clock)), book=(BOOK, Counter(clock)))
+    flow = (
+        FlowBuilder()
+        .node(Node(name="collect", task_messages=("Ask for the day.",),
+                   tools=(ToolUse(tool="check_availability", transition=Goto("farewell")),)))
+        .node(Node(name="farewell", task_messages=("Say goodbye.",), post_actions=(EndCall(),)))
+        .build(reg)
+    )
+    script = [[Call(name="check_availability", arguments={"day": "friday"})], [Speak("Friday is free. Goodbye!")]]
+    llm = ScriptedLlm(clock, script)
+    scenario = ScenarioBuilder().pause(0.5).say("is friday free").pause(4.0).say("hello are you there").build()
+    result = await simulate(clock, scenario, llm, tools=reg, flow=flow)
+    assert result.report.stop_reason is StopReason.REQUESTED  # the engine ended the call, not the caller
+    assert result.report.turns == 1 and len(llm.requests) == 2
+    said = [m for m in result.report.context.messages if isinstance(m, AssistantMessage) and m.text]
+    assert said[-1].text == "Friday is free. Goodbye!"  # played to its end before the hang-up
+    assert isinstance(result.heard[-1].item, WireHangupOut)

@@ -8,9 +8,10 @@ import json
 import pytest
 
 from brisvox.agent.context import SystemMessage, ToolMessage, UserMessage
-from brisvox.agent.flows import Append, ResetWithSummary, ResultEquals, Rule, Rules, Say, Success
+from brisvox.agent.flows import Append, EndCall, ResetWithSummary, ResultEquals, Rule, Rules, Say, Success
 from brisvox.agent.window import WindowPolicy
 from brisvox.core.clock import SimClock
+from brisvox.core.errors import ChannelClosed
 from brisvox.engine import Providers
 from brisvox.engine.config import SummaryConfig
 from brisvox.inference.vad import energy_vad
@@ -55,6 +56,7 @@ tools = ["book_table"]
 strategy = "reset_with_summary"
 say = "Good news."
 keep_last_user = true
+end_call = true
 """
 
 
@@ -107,6 +109,7 @@ def test_a_flow_section_becomes_nodes_with_their_tools_transitions_and_strategie
     assert collect.tools[0].transition == Rules(Rule(ResultEquals("free", True), "confirm"))
     assert confirm.strategy == ResetWithSummary() and confirm.pre_actions == (Say("Good news."),)
     assert confirm.keep_last_user and confirm.tools[0].transition is None
+    assert confirm.post_actions == (EndCall(),) and collect.post_actions == ()
 
 
 def test_a_transition_without_a_result_test_fires_on_success() -> None:
@@ -128,8 +131,8 @@ def test_flow_problems_name_the_node_and_key() -> None:
         "the result at that path equals it",
         "agent.toml:17:1: flow.nodes[0].transitions[0].to: node 'confrim' is not a node of the flow",
         "agent.toml:23:24: flow.nodes[1].tools[1]: tool 'transfer' is not in agent.tools",
-        "agent.toml:30:1: flow.nodes[2].name: node 'collect' is defined twice",
-        'agent.toml:32:1: flow.nodes[2].summary_max_tokens: applies only to strategy = "reset_with_summary"',
+        "agent.toml:31:1: flow.nodes[2].name: node 'collect' is defined twice",
+        'agent.toml:33:1: flow.nodes[2].summary_max_tokens: applies only to strategy = "reset_with_summary"',
     ]
 
 
@@ -170,7 +173,7 @@ async def test_a_served_call_runs_the_agent_files_flow() -> None:
         [Speak("Friday is free. Shall I book it?")],
     ]
     llm = ScriptedLlm(clock, script)
-    await _serve_one_call(clock, agent, tools, scenario, llm)
+    assert await _serve_one_call(clock, agent, tools, scenario, llm)  # "confirm" ends the call (end_call)
     assert ran == ["check"]
     assert [[s.name for s in r.tools] for r in llm.requests] == [
         ["check_availability"], ["check_availability"], ["book_table"],
@@ -185,8 +188,9 @@ async def test_a_served_call_runs_the_agent_files_flow() -> None:
 async def _serve_one_call(
     clock: SimClock, agent: AgentDefinition, tools: ToolSet, scenario: CallerScenario, llm: ScriptedLlm,
     metrics: ServerMetrics | None = None,
-) -> None:
-    """One call through ``brisvox serve``'s session runner, the caller playing ``scenario``."""
+) -> bool:
+    """One call through ``brisvox serve``'s session runner, the caller playing ``scenario``;
+    True when the engine hung up before the caller did."""
     providers = CallProviders(
         providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
         llm_label="scripted (test)", vad_label="energy",
@@ -199,11 +203,16 @@ async def _serve_one_call(
     async with LoopbackTransport(clock) as transport:
         client = await transport.connect(metadata={"sample_rate": "16000"})
         call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
-        for pcm in scenario.frames(0.02):
-            await client.send_audio(pcm)
-            await clock.sleep(0.02)
-        await client.hangup()
+        try:
+            for pcm in scenario.frames(0.02):
+                await client.send_audio(pcm)
+                await clock.sleep(0.02)
+            await client.hangup()
+        except ChannelClosed:
+            await call
+            return True
         await call
+        return False
 
 
 async def test_requests_that_leave_out_turns_without_a_summary_are_counted_in_the_servers_metrics() -> None:
@@ -215,7 +224,7 @@ async def test_requests_that_leave_out_turns_without_a_summary_are_counted_in_th
         builder.say(words).pause(3.0)
     metrics = ServerMetrics()
     llm = ScriptedLlm(clock, [[Speak("Fine.")]] * 3)
-    await _serve_one_call(clock, agent, ToolSet(), builder.build(), llm, metrics)
+    assert not await _serve_one_call(clock, agent, ToolSet(), builder.build(), llm, metrics)
     assert [sum(isinstance(m, UserMessage) for m in r.messages) for r in llm.requests] == [1, 1, 1]
     text = metrics.render().decode()
     assert "brisvox_window_uncovered_requests_total 2.0" in text

@@ -170,9 +170,10 @@ async def run_call(
                                 greets=config.llm.greeting is not None)
             memory = CallMemory(config.window, summarizer if config.summary.enabled else None, config.summary,
                                 clock, scope)
+            hang_up = asyncio.Event()  # a flow's EndCall
             runner = LlmRunner(
                 providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, memory,
-                filler, speculation, flow_run,
+                filler, speculation, flow_run, hang_up.set,
             )
             speak = SpeakStage(
                 tts,
@@ -192,7 +193,7 @@ async def run_call(
             running = pipeline.start(clock)
             session.route_caller_audio(_audio_into(running))
             try:
-                await _pump(session, running, cancel)
+                await _pump(session, running, cancel, hang_up)
                 with contextlib.suppress(Exception):
                     await running.stop(config.timeouts.stop)
             finally:
@@ -244,15 +245,14 @@ async def _connect(what: str, aw: Awaitable[T], timeout: float) -> T:
         raise DeadlineExceeded(f"connecting {what}", timeout) from None
 
 
-async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None) -> None:
-    """Transport events into the pipeline until the call ends or ``cancel`` is set."""
-    if cancel is None:
-        await _pump_events(session, running)
-        return
+async def _pump(
+    session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None, hang_up: asyncio.Event
+) -> None:
+    """Transport events into the pipeline until the call ends, ``cancel`` or ``hang_up`` is set."""
     async with TaskScope("pump") as scope:
         events = scope.spawn(_pump_events(session, running), name="events")
-        stop = scope.spawn(cancel.wait(), name="cancel-watch")
-        await asyncio.wait((events, stop), return_when=asyncio.FIRST_COMPLETED)
+        stops = [scope.spawn(e.wait(), name="stop-watch") for e in (cancel, hang_up) if e is not None]
+        await asyncio.wait((events, *stops), return_when=asyncio.FIRST_COMPLETED)
         scope.cancel()
 
 

@@ -8,8 +8,9 @@ admitted ones in the tool engine, and hands the execution back.  A decided trans
 entered at once: its ``Say`` lines are spoken first, while a ``ResetWithSummary`` waits
 for its summary.
 
-Not performed: ``EndCall`` and ``CustomAction`` (the engine cannot end a call from the
-runner yet); a flow that has them is logged once at the start.
+``EndCall`` (a post action) is the runner's: the call ends once the node's first response
+has played (its ``BotAudioEnded``).  Not performed: ``CustomAction`` (the runner hands
+nothing to application code yet); a flow that has one is logged once at the start.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from brisvox.agent.context import Context, ToolCall
-from brisvox.agent.flows import Applied, Entered, FlowManager, Say, Screened
+from brisvox.agent.flows import Applied, EndCall, Entered, FlowManager, Say, Screened
 from brisvox.agent.flows.manager import ExecutionLike
 from brisvox.agent.tools.spec import ToolSpec
 from brisvox.agent.window import Summarizer
@@ -42,8 +43,8 @@ class FlowRun:
         self.manager.start(context)
         flow = self.manager.flow
         unperformed = sorted(
-            {type(a).__name__ for n in flow.nodes.values() for a in (*n.pre_actions, *n.post_actions)
-             if not isinstance(a, Say)}
+            {type(a).__name__ for n in flow.nodes.values() for a in n.pre_actions if not isinstance(a, Say)}
+            | {type(a).__name__ for n in flow.nodes.values() for a in n.post_actions if not isinstance(a, EndCall)}
         )
         if unperformed:
             log.warning("this flow's %s actions are not performed by the engine", ", ".join(unperformed))

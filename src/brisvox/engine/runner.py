@@ -43,14 +43,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context
+from brisvox.agent.flows import EndCall
 from brisvox.agent.played import TruncationOutcome, apply_truncation
 from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, Speculation, ToolEngine
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
+    BotAudioEnded,
     BotHeardFrame,
     BotResponseDone,
     Direction,
@@ -172,6 +175,7 @@ class LlmRunner(Processor):
         filler: FillerPolicy | None = None,
         speculation: SpeculationMode = SpeculationMode.OFF,
         flow: FlowRun | None = None,
+        hang_up: Callable[[], None] | None = None,
     ) -> None:
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
@@ -181,6 +185,9 @@ class LlmRunner(Processor):
         self.tools = tools
         self.memory = memory
         self.flow = flow
+        self._hang_up = hang_up
+        self._end_armed = False  # a node with an EndCall post action was entered
+        self._end_after: int | None = None  # the epoch whose played-out response ends the call
         self.llm = llm
         self.context = context
         self.book = book
@@ -208,6 +215,11 @@ class LlmRunner(Processor):
             await ctx.push(frame, direction)
             await self._start_turn(frame.epoch, ctx)
             return
+        if isinstance(frame, BotAudioEnded) and self._end_armed and frame.epoch == self._end_after:
+            self._end_armed = False
+            log.info("the flow's node ends the call: its response has played")
+            if self._hang_up is not None:
+                self._hang_up()
         if isinstance(frame, UserTurnTentative):
             await self._maybe_speculate(frame, ctx)
             await ctx.push(frame, direction)
@@ -270,6 +282,8 @@ class LlmRunner(Processor):
         for heard in self._settle(before_epoch=epoch):
             await ctx.push(heard)
         self._append_late_notes()
+        if self._end_armed and (self._end_after is None or self._end_after < epoch):
+            self._end_after = epoch  # the node's first response (or the one after a barge-in) is this turn's
         self.stats.turns += 1
         text = " ".join(self._user_text.pop(epoch, []))
         for stale in [e for e in self._user_text if e < epoch]:
@@ -434,6 +448,9 @@ class LlmRunner(Processor):
         for line in self.flow.pending_lines():
             await self._speak_line(turn, line, ctx, keep=False)
         entered = await self.flow.enter(self.context)
+        if entered is not None and any(isinstance(a, EndCall) for a in entered.post_actions):
+            self._end_armed = True
+            self._end_after = turn.epoch if entered.respond_immediately else None
         if entered is not None and entered.context_replaced:
             # Anything keyed by a message index refers to messages that are gone.
             self.book.forget_messages()

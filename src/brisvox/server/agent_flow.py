@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from brisvox.agent.flows import (
     Always,
     Append,
+    EndCall,
     Failure,
     Flow,
     FlowBuilder,
@@ -81,6 +82,7 @@ class NodeSection(_Strict):
     say: str | None = Field(default=None, min_length=1, max_length=500)
     respond_immediately: bool = True
     keep_last_user: bool = False
+    end_call: bool = False  # hang up once the node's first response has played
     summary_input_tokens: int | None = Field(default=None, ge=50, le=100_000)
     summary_max_tokens: int | None = Field(default=None, ge=20, le=10_000)
     transitions: list[TransitionSection] = []
@@ -188,6 +190,7 @@ def _node(i: int, n: NodeSection, names: set[str], agent_tools: Collection[str],
         tools=uses,
         strategy=_strategy(n),
         pre_actions=(Say(n.say),) if n.say is not None else (),
+        post_actions=(EndCall(),) if n.end_call else (),
         respond_immediately=n.respond_immediately,
         keep_last_user=n.keep_last_user,
     )
