@@ -154,3 +154,27 @@ async def test_a_node_with_end_call_hangs_up_once_its_first_response_has_played(
     said = [m for m in result.report.context.messages if isinstance(m, AssistantMessage) and m.text]
     assert said[-1].text == "Friday is free. Goodbye!"  # played to its end before the hang-up
     assert isinstance(result.heard[-1].item, WireHangupOut)
+
+
+async def test_a_timed_out_booking_is_withheld_until_its_late_result_arrives_then_offered_again() -> None:
+    clock = SimClock()
+    slow_book = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ,
+                         kind=ToolKind.SIDE_EFFECT, timeout=1.0)
+    book = Counter(clock, seconds=3.0, answer={"booked": True})
+    reg = registry(book=(slow_book, book))
+    flow = FlowBuilder().node(Node(name="book", task_messages=("Book the table.",),
+                                   tools=(ToolUse(tool="book_table"),))).build(reg)
+    friday = {"day": "friday"}
+    script = [
+        [Call(name="book_table", arguments=friday)],
+        [Speak("It is taking a while.")],  # offered nothing: the booking may still happen
+        [Speak("Your table is booked.")],
+    ]
+    llm = ScriptedLlm(clock, script)
+    scenario = (ScenarioBuilder().pause(0.5).say("book friday").pause(6.0)
+                .say("is it done").pause(4.0).build())
+    result = await simulate(clock, scenario, llm, tools=reg, flow=flow)
+    assert [_tool_names(r) for r in llm.requests] == [["book_table"], [], ["book_table"]]
+    assert len(book.calls) == 1
+    notes = [m for m in result.report.context.messages if isinstance(m, SystemMessage) and "book_table" in m.text]
+    assert len(notes) == 1  # the late result reached the context once
