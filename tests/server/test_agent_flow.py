@@ -43,6 +43,9 @@ name = "collect"
 prompt = "Ask for the day, then check it."
 tools = ["check_availability"]
 
+capture_args = ["check_availability"]
+capture_results = { check_availability = "availability" }
+
 [[flow.nodes.transitions]]
 tool = "check_availability"
 to = "confirm"
@@ -51,7 +54,7 @@ equals = true
 
 [[flow.nodes]]
 name = "confirm"
-prompt = "The day is free. Ask the caller to confirm, then book."
+prompt = "{day} is free. Ask the caller to confirm, then book."
 tools = ["book_table"]
 strategy = "reset_with_summary"
 say = "Good news."
@@ -107,6 +110,8 @@ def test_a_flow_section_becomes_nodes_with_their_tools_transitions_and_strategie
     collect, confirm = d.flow.nodes
     assert collect.strategy == Append() and collect.task_messages == ("Ask for the day, then check it.",)
     assert collect.tools[0].transition == Rules(Rule(ResultEquals("free", True), "confirm"))
+    assert collect.tools[0].capture_args and collect.tools[0].capture_result == "availability"
+    assert not confirm.tools[0].capture_args and confirm.tools[0].capture_result is None
     assert confirm.strategy == ResetWithSummary() and confirm.pre_actions == (Say("Good news."),)
     assert confirm.keep_last_user and confirm.tools[0].transition is None
     assert confirm.post_actions == (EndCall(),) and collect.post_actions == ()
@@ -127,12 +132,12 @@ def test_flow_problems_name_the_node_and_key() -> None:
     assert problems(BASE + bad + 'summary_input_tokens = 300\n\n[[flow.nodes]]\nname = "collect"\nprompt = "x"\n'
                     'summary_max_tokens = 100\n') == [
         "agent.toml:7:1: flow.initial: node 'start' is not a node of the flow (nodes: collect, confirm, collect)",
-        "agent.toml:15:14: flow.nodes[0].transitions[0]: result and equals go together: the transition fires when "
+        "agent.toml:18:14: flow.nodes[0].transitions[0]: result and equals go together: the transition fires when "
         "the result at that path equals it",
-        "agent.toml:17:1: flow.nodes[0].transitions[0].to: node 'confrim' is not a node of the flow",
-        "agent.toml:23:24: flow.nodes[1].tools[1]: tool 'transfer' is not in agent.tools",
-        "agent.toml:31:1: flow.nodes[2].name: node 'collect' is defined twice",
-        'agent.toml:33:1: flow.nodes[2].summary_max_tokens: applies only to strategy = "reset_with_summary"',
+        "agent.toml:20:1: flow.nodes[0].transitions[0].to: node 'confrim' is not a node of the flow",
+        "agent.toml:26:24: flow.nodes[1].tools[1]: tool 'transfer' is not in agent.tools",
+        "agent.toml:34:1: flow.nodes[2].name: node 'collect' is defined twice",
+        'agent.toml:36:1: flow.nodes[2].summary_max_tokens: applies only to strategy = "reset_with_summary"',
     ]
 
 
@@ -169,7 +174,7 @@ async def test_a_served_call_runs_the_agent_files_flow() -> None:
     scenario = ScenarioBuilder().pause(0.4).say("a table on friday").pause(6.0).build()
     script = [
         [Call(name="book_table", arguments={})],  # not offered in "collect": refused, never run
-        [Call(name="check_availability", arguments={})],
+        [Call(name="check_availability", arguments={"day": "Friday"})],
         [Speak("Friday is free. Shall I book it?")],
     ]
     llm = ScriptedLlm(clock, script)
@@ -180,7 +185,7 @@ async def test_a_served_call_runs_the_agent_files_flow() -> None:
     ]
     first, last = llm.requests[0].messages[0], llm.requests[-1].messages[0]
     assert isinstance(first, SystemMessage) and first.text.startswith("You take table bookings.")
-    assert isinstance(last, SystemMessage) and "Ask the caller to confirm" in last.text
+    assert isinstance(last, SystemMessage) and "Friday is free. Ask the caller to confirm" in last.text
     refused = [m for m in llm.requests[1].messages if isinstance(m, ToolMessage)]
     assert json.loads(refused[0].content)["error"] == "tool_not_available"
 
@@ -229,3 +234,15 @@ async def test_requests_that_leave_out_turns_without_a_summary_are_counted_in_th
     text = metrics.render().decode()
     assert "brisvox_window_uncovered_requests_total 2.0" in text
     assert 'brisvox_window_summaries_total{outcome="stored"} 0.0' in text
+
+
+def test_capture_keys_must_name_a_tool_of_the_node_and_a_plain_state_key() -> None:
+    text = BASE + FLOW.replace('capture_results = { check_availability = "availability" }',
+                               'capture_results = { check_availability = "a.b", book_table = "x" }\n'
+                               'capture_args = ["book_table"]').replace('capture_args = ["check_availability"]\n', "")
+    assert problems(text) == [
+        "agent.toml:15:21: flow.nodes[0].capture_results.check_availability: expected a state key (letters, digits, "
+        "'_'), got 'a.b'",
+        "agent.toml:15:49: flow.nodes[0].capture_results.book_table: tool 'book_table' is not in this node's tools",
+        "agent.toml:16:17: flow.nodes[0].capture_args[0]: tool 'book_table' is not in this node's tools",
+    ]

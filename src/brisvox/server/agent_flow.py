@@ -10,6 +10,7 @@ cross-field checks, reporting through the agent file's report.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Literal
@@ -51,6 +52,7 @@ Report = Callable[[KeyPath, str], None]
 DEFAULT_KEEP_RECENT_TURNS = WindowPolicy().keep_recent_turns
 DEFAULT_WINDOW_TOKENS = WindowPolicy().max_tokens
 DEFAULT_WINDOW_SUMMARY_TIMEOUT = 20.0
+_STATE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 class _Strict(BaseModel):
@@ -83,6 +85,8 @@ class NodeSection(_Strict):
     respond_immediately: bool = True
     keep_last_user: bool = False
     end_call: bool = False  # hang up once the node's first response has played
+    capture_args: list[str] = []  # tools whose arguments go into the flow state ({day} in a prompt)
+    capture_results: dict[str, str] = {}  # tool -> the state key its result goes under
     summary_input_tokens: int | None = Field(default=None, ge=50, le=100_000)
     summary_max_tokens: int | None = Field(default=None, ge=20, le=10_000)
     transitions: list[TransitionSection] = []
@@ -169,6 +173,14 @@ def _node(i: int, n: NodeSection, names: set[str], agent_tools: Collection[str],
         for key in ("summary_input_tokens", "summary_max_tokens"):
             if getattr(n, key) is not None:
                 report((*base, key), 'applies only to strategy = "reset_with_summary"')
+    for j, tool in enumerate(n.capture_args):
+        if tool not in n.tools:
+            report((*base, "capture_args", j), f"tool {tool!r} is not in this node's tools")
+    for tool, key in n.capture_results.items():
+        if tool not in n.tools:
+            report((*base, "capture_results", tool), f"tool {tool!r} is not in this node's tools")
+        if not _STATE_KEY.fullmatch(key):
+            report((*base, "capture_results", tool), f"expected a state key (letters, digits, '_'), got {key!r}")
     rules: dict[str, list[Rule]] = {}
     for j, t in enumerate(n.transitions):
         where: KeyPath = (*base, "transitions", j)
@@ -182,7 +194,9 @@ def _node(i: int, n: NodeSection, names: set[str], agent_tools: Collection[str],
             report((*where, "when"), "a result test fires on success only; remove when")
         rules.setdefault(t.tool, []).append(Rule(_condition(t), t.to))
     uses = tuple(
-        ToolUse(tool=tool, transition=Rules(*rules[tool]) if tool in rules else None) for tool in dict.fromkeys(n.tools)
+        ToolUse(tool=tool, transition=Rules(*rules[tool]) if tool in rules else None,
+                capture_args=tool in n.capture_args, capture_result=n.capture_results.get(tool))
+        for tool in dict.fromkeys(n.tools)
     )
     return Node(
         name=n.name,
