@@ -2,13 +2,17 @@
 
 At each user turn's end it first settles the earlier turns (the context is cut to what
 the caller heard, from the PlayoutBook), then adds the caller's words and starts one
-*round task* for the new epoch.  Each request carries the window of the context that
+*round task* for the new epoch.  The round task streams the model: text is spoken as it
+arrives, the assistant message is pushed once the response is done, and
+``BotResponseDone`` tells the later stages that nothing more will come for the epoch.
+
+Memory and flows: each request carries the window of the context that
 :class:`~brisvox.engine.memory.CallMemory` builds (the newest turns and a summary of the
 rest, refreshed in the background when a turn's answer is done).  With a flow
 (:class:`~brisvox.engine.flowrun.FlowRun`) the node prompt is message 0, a request offers
-the node's tools, and each round's calls are screened and applied through the flow.  The round task streams the model: text is spoken as it
-arrives, the assistant message is pushed once the response is done, and
-``BotResponseDone`` tells the later stages that nothing more will come for the epoch.
+the node's tools, each round's calls are screened and applied through the flow, a decided
+node is entered at once (its ``Say`` lines spoken first), and a node's ``EndCall`` hangs
+up once its first response has played.
 
 A model that sends no first token within ``first_token`` seconds, goes silent for
 ``idle`` seconds, or fails, is answered with the fixed fallback line (in the context too,
