@@ -13,6 +13,7 @@ from brisvox.agent.flows import (
     FlowBuilder,
     Goto,
     Node,
+    Reset,
     ResetWithSummary,
     Strategy,
     ToolUse,
@@ -178,3 +179,25 @@ async def test_a_timed_out_booking_is_withheld_until_its_late_result_arrives_the
     assert len(book.calls) == 1
     notes = [m for m in result.report.context.messages if isinstance(m, SystemMessage) and "book_table" in m.text]
     assert len(notes) == 1  # the late result reached the context once
+
+
+async def test_after_a_reset_in_the_same_turn_a_booking_gets_a_fresh_call_id_and_runs() -> None:
+    clock = SimClock()
+    check = Counter(clock, answer={"free": True})
+    book = Counter(clock, answer={"booked": True})
+    reg = registry(check=(CHECK, check), book=(BOOK, book))
+    flow = _flow(reg, confirm_strategy=Reset())
+    friday = {"day": "friday"}
+    script = [
+        [Call(name="check_availability", arguments=friday)],
+        [Call(name="book_table", arguments=friday)],  # the same turn, in the reset context
+        [Speak("Booked for Friday.")],
+    ]
+    llm = ScriptedLlm(clock, script)
+    scenario = ScenarioBuilder().pause(0.5).say("book friday if it is free").pause(5.0).build()
+    result = await simulate(clock, scenario, llm, tools=reg, flow=flow)
+    assert book.calls == [friday]  # a reused id would have been answered as already done
+    after_reset = llm.requests[1].messages
+    assert [type(m) for m in after_reset] == [SystemMessage, UserMessage]  # the prompt and the kept words
+    calls = [c for m in result.report.context.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert [(c.name, c.id) for c in calls] == [("book_table", "t0.1")]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -308,18 +308,17 @@ class ResponseAssembler:
         self._provider_data = None
         self._bytes = 0
 
-    def finish(self, epoch: int, context: Context, mint: Callable[[int, int], list[str]] | None = None) -> Response:
+    def finish(self, epoch: int, context: Context) -> Response:
         """Parses the buffered calls once, minting their ids in index order from ``context``.
 
         Push the response's assistant message before finishing the next response of
-        the same epoch: ids come from the calls already in the context.  ``mint(epoch, n)``
-        replaces ``context.next_tool_call_ids`` (a running flow mints past calls a reset removed).
+        the same epoch: ids come from the calls already in the context.
         """
         if self._closed:
             raise AssembleError(AssembleErrorKind.CLOSED, "the assembler was finished or cancelled")
         self._closed = True
         indices = sorted(self._slots)
-        ids = (mint or context.next_tool_call_ids)(epoch, len(indices))
+        ids = context.next_tool_call_ids(epoch, len(indices))
         calls: list[Assembled] = []
         for call_id, index in zip(ids, indices, strict=True):
             calls.append(self._parse(call_id, index, self._slots[index]))

@@ -1,10 +1,10 @@
 """A conversation flow inside the LLM runner: the runner protocol of docs/FLOWS.md.
 
 :class:`FlowRun` wraps the call's :class:`~brisvox.agent.flows.FlowManager` for the
-runner.  The flow owns message 0 of the context (the node prompt), decides which tools a
-request offers and mints call ids; the runner screens each response's calls through it
-(a tool outside the node is refused ``tool_not_available`` and never runs), runs the
-admitted ones in the tool engine, and hands the execution back.  A decided transition is
+runner.  The flow owns message 0 of the context (the node prompt) and decides which tools
+a request offers; the runner screens each response's calls through it (a tool outside
+the node is refused ``tool_not_available`` and never runs), runs the admitted ones in the
+tool engine, and hands the execution back.  A decided transition is
 entered at once: its ``Say`` lines are spoken first, while a ``ResetWithSummary`` waits
 for its summary.
 
@@ -16,7 +16,7 @@ nothing to application code yet); a flow that has one is logged once at the star
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from brisvox.agent.context import Context, ToolCall
 from brisvox.agent.flows import Applied, EndCall, Entered, FlowManager, Say, Screened
@@ -53,10 +53,6 @@ class FlowRun:
 
     def tool_specs(self) -> tuple[ToolSpec, ...]:
         return tuple(self.manager.tool_specs())
-
-    def mint(self, context: Context) -> Callable[[int, int], list[str]]:
-        """Call ids for the assembler, continuing after calls a reset removed."""
-        return lambda epoch, n: self.manager.next_tool_call_ids(context, epoch, n)
 
     def screen(self, calls: Sequence[object]) -> Screened:
         screened = self.manager.screen(calls)

@@ -597,7 +597,7 @@ class LlmRunner(Processor):
             message: AssistantMessage | None = AssistantMessage(text="".join(spoken))
             calls: tuple[Assembled, ...] = ()
         else:
-            response = assembler.finish(epoch, self.context, self.flow.mint(self.context) if self.flow else None)
+            response = assembler.finish(epoch, self.context)
             message, calls = response.assistant_message(), response.calls
         self._keep_round(epoch, round_, message)  # the filler goes after the request that answered it
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
