@@ -119,7 +119,7 @@ async def run_call(
     ``summarizer`` makes the window's summaries (with ``config.summary.enabled``; default: an
     :class:`~brisvox.providers.summarizer.LlmSummarizer` over ``providers.llm``); a flow's
     ``ResetWithSummary`` uses it too.  ``flow`` (a :class:`~brisvox.agent.flows.Flow`, or a
-    :class:`~brisvox.agent.flows.FlowManager` the application keeps) runs the call as that flow;
+    :class:`~brisvox.agent.flows.FlowManager` the application keeps, not yet started) runs the call as that flow;
     it needs ``tools`` (its tools are taken from them) and turns speculation off.
     """
     context = context if context is not None else Context()
