@@ -41,12 +41,14 @@ pytest:
 # BRISVOX_DEMO_LLM=scripted skips it.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX512=OFF
 
+# The demo agent's [llm] is provider = "auto": a key in the environment picks OpenAI or Anthropic,
+# so the demo installs the cloud extra (httpx) with the local models.
 demo: venv apt
-	$(PIP) install -q -e '.[local]'
+	$(PIP) install -q -e '.[local,cloud]'
 	$(PY) -m brisvox models fetch
 	@if [ "$$BRISVOX_DEMO_LLM" != "scripted" ] && ! $(PY) -c 'import llama_cpp' 2>/dev/null; then \
 	  echo "building the local LLM (llama.cpp; once, about 8 minutes)"; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q -e '.[local,local-llm]' \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q -e '.[local,cloud,local-llm]' \
 	    || echo "the local LLM did not build; the demo runs the scripted host"; \
 	fi
 	@if [ "$$BRISVOX_DEMO_LLM" != "scripted" ] && $(PY) -c 'import llama_cpp' 2>/dev/null; then \

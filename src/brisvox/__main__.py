@@ -19,6 +19,15 @@ def _add_server_parsers(sub: Any) -> None:
                              description="Run the server. Settings come from BRISVOX_* environment variables "
                                          "(see docs/OPERATIONS.md).")
     serve_p.add_argument("agent_file", nargs="?", type=Path, help="agent file (default: $BRISVOX_AGENT_FILE)")
+    serve_p.add_argument("--insecure", action="store_true",
+                         help="serve without authentication on an address that is not loopback")
+    token_p = sub.add_parser("token", help="print a signed call token (key from BRISVOX_AUTH_SECRET)",
+                             description="Print a call token signed with BRISVOX_AUTH_SECRET, for a server run "
+                                         "with BRISVOX_AUTH=signed (see docs/OPERATIONS.md, Security).")
+    token_p.add_argument("--ttl", type=float, default=600.0, help="seconds the token is valid (default 600)")
+    token_p.add_argument("--agent", default=None, help="valid only for the agent with this name")
+    token_p.add_argument("--subject", default=None, help="who the call is for (the token's sub claim)")
+    token_p.add_argument("--new-secret", action="store_true", help="print a new random signing key instead")
     check_p = sub.add_parser("check", help="validate an agent file offline",
                              description="Validate an agent file offline; exit 0 when it is valid, 1 otherwise.")
     check_p.add_argument("agent_file", type=Path)
@@ -30,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"brisvox {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_server_parsers(sub)
-    sub.add_parser("demo", help="run the local demonstration")
+    demo_p = sub.add_parser("demo", help="run the local demonstration")
+    demo_p.add_argument("--insecure", action="store_true",
+                        help="serve without authentication on an address that is not loopback")
     _add_models_parser(sub)
     return parser
 
@@ -56,10 +67,14 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None) -> int:
 
         toolset = tools if tools is not None else ToolSet()
         return run_serve(args, toolset) if args.command == "serve" else run_check(args, toolset)
+    if args.command == "token":
+        from brisvox.server.cli import run_token
+
+        return run_token(args)
     if args.command == "demo":
         from brisvox._demo import run_demo
 
-        return run_demo()
+        return run_demo(insecure=args.insecure)
     if args.command == "models":
         from brisvox.inference._cli import run_models_command
 

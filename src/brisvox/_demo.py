@@ -11,7 +11,7 @@ import argparse
 import sys
 
 
-def run_demo() -> int:
+def run_demo(*, insecure: bool = False) -> int:
     from brisvox.core.errors import ConfigError
     from brisvox.server.cli import run_serve
     from brisvox.server.settings import Settings
@@ -24,4 +24,4 @@ def run_demo() -> int:
         return 1
     print(f"brisvox demo: open http://{settings.host}:{settings.port}/ in Chromium, Chrome or Firefox and click "
           f"Talk (the models load first; Ctrl-C stops)", flush=True)
-    return run_serve(argparse.Namespace(agent_file=None), ToolSet())
+    return run_serve(argparse.Namespace(agent_file=None, insecure=insecure), ToolSet())

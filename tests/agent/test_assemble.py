@@ -25,13 +25,13 @@ from brisvox.agent.context import Context, ToolCall
 def test_text_and_interleaved_fragments_of_two_calls_assemble_in_index_order() -> None:
     a = ResponseAssembler()
     a.push(TextDelta("Let me "))
-    a.push(ToolCallDelta(index=1, id="call_b", name="weather", arguments='{"ci'))
-    a.push(ToolCallDelta(index=0, id="call_a", name="lookup", arguments='{"order'))
+    a.push(ToolCallDelta(index=1, id="call_b", name="weather", arguments_fragment='{"ci'))
+    a.push(ToolCallDelta(index=0, id="call_a", name="lookup", arguments_fragment='{"order'))
     a.push(TextDelta("check."))
-    a.push(ToolCallDelta(index=1, arguments='ty": "Iz\\u00'))
-    a.push(ToolCallDelta(index=0, arguments='": 12'))
-    a.push(ToolCallDelta(index=1, arguments='e9mir"}'))
-    a.push(ToolCallDelta(index=0, arguments="34}"))
+    a.push(ToolCallDelta(index=1, arguments_fragment='ty": "Iz\\u00'))
+    a.push(ToolCallDelta(index=0, arguments_fragment='": 12'))
+    a.push(ToolCallDelta(index=1, arguments_fragment='e9mir"}'))
+    a.push(ToolCallDelta(index=0, arguments_fragment="34}"))
     r = a.finish(2, Context())
     assert r.text == "Let me check."
     assert r.calls == (
@@ -48,7 +48,7 @@ def test_arguments_split_anywhere_parse_the_same(data: st.DataObject) -> None:
     a = ResponseAssembler()
     prev = 0
     for c in [*cuts, len(raw)]:
-        a.push(ToolCallDelta(index=0, name="f", arguments=raw[prev:c]))
+        a.push(ToolCallDelta(index=0, name="f", arguments_fragment=raw[prev:c]))
         prev = c
     (call,) = a.finish(0, Context()).calls
     assert isinstance(call, ToolCall) and call.arguments == json.loads(raw)
@@ -56,8 +56,8 @@ def test_arguments_split_anywhere_parse_the_same(data: st.DataObject) -> None:
 
 def test_nothing_is_parsed_while_streaming_so_broken_json_fails_only_at_finish() -> None:
     a = ResponseAssembler()
-    a.push(ToolCallDelta(index=0, name="f", arguments='{"a": '))  # partial JSON is fine mid-stream
-    a.push(ToolCallDelta(index=1, name="g", arguments='{"b": 1}'))
+    a.push(ToolCallDelta(index=0, name="f", arguments_fragment='{"a": '))  # partial JSON is fine mid-stream
+    a.push(ToolCallDelta(index=1, name="g", arguments_fragment='{"b": 1}'))
     r = a.finish(0, Context())
     bad, good = r.calls
     assert isinstance(bad, InvalidCall) and bad.error.kind is CallErrorKind.INVALID_JSON
@@ -67,16 +67,16 @@ def test_nothing_is_parsed_while_streaming_so_broken_json_fails_only_at_finish()
 def test_empty_or_blank_arguments_mean_an_empty_object() -> None:
     a = ResponseAssembler()
     a.push(ToolCallDelta(index=0, name="f"))
-    a.push(ToolCallDelta(index=1, name="g", arguments="  \n"))
+    a.push(ToolCallDelta(index=1, name="g", arguments_fragment="  \n"))
     r = a.finish(0, Context())
     assert [c.arguments for c in r.valid_calls()] == [{}, {}]
 
 
 def test_a_missing_name_and_a_non_object_are_invalid_calls_answered_with_a_structured_error() -> None:
     a = ResponseAssembler()
-    a.push(ToolCallDelta(index=0, arguments='{"x": 1}'))
-    a.push(ToolCallDelta(index=1, name="f", arguments="[1, 2]"))
-    a.push(ToolCallDelta(index=2, name="g", arguments="NaN"))
+    a.push(ToolCallDelta(index=0, arguments_fragment='{"x": 1}'))
+    a.push(ToolCallDelta(index=1, name="f", arguments_fragment="[1, 2]"))
+    a.push(ToolCallDelta(index=2, name="g", arguments_fragment="NaN"))
     r = a.finish(5, Context())
     kinds = [c.error.kind for c in r.invalid_calls()]
     assert kinds == [CallErrorKind.MISSING_NAME, CallErrorKind.NOT_AN_OBJECT, CallErrorKind.INVALID_JSON]
@@ -90,9 +90,9 @@ def test_the_recorded_assistant_message_keeps_invalid_calls_under_their_name_wit
     ctx = Context()
     a = ResponseAssembler()
     a.push(TextDelta("ok"))
-    a.push(ToolCallDelta(index=0, arguments="{}", provider_data={"sig": "A"}))
-    a.push(ToolCallDelta(index=1, name="book", arguments="{oops", provider_data={"sig": "B"}))
-    a.push(ToolCallDelta(index=2, name="lookup", arguments='{"id": 1}'))
+    a.push(ToolCallDelta(index=0, arguments_fragment="{}", provider_data={"sig": "A"}))
+    a.push(ToolCallDelta(index=1, name="book", arguments_fragment="{oops", provider_data={"sig": "B"}))
+    a.push(ToolCallDelta(index=2, name="lookup", arguments_fragment='{"id": 1}'))
     a.push(ProviderDataDelta({"thinking": "sig"}))
     r = a.finish(1, ctx)
     msg = r.assistant_message()
@@ -119,17 +119,17 @@ def test_no_text_and_no_call_is_no_message_even_with_provider_data() -> None:
 
 def test_the_first_non_empty_id_and_name_win_and_a_different_later_value_is_refused_unapplied() -> None:
     a = ResponseAssembler()
-    a.push(ToolCallDelta(index=0, id="", name="", arguments='{"a":'))
-    a.push(ToolCallDelta(index=0, id="call_1", name="f", arguments=""))
-    a.push(ToolCallDelta(index=0, id="call_1", name="f", arguments=" 1"))
-    a.push(ToolCallDelta(index=0, id="", name="", arguments=""))
+    a.push(ToolCallDelta(index=0, id="", name="", arguments_fragment='{"a":'))
+    a.push(ToolCallDelta(index=0, id="call_1", name="f", arguments_fragment=""))
+    a.push(ToolCallDelta(index=0, id="call_1", name="f", arguments_fragment=" 1"))
+    a.push(ToolCallDelta(index=0, id="", name="", arguments_fragment=""))
     with pytest.raises(AssembleError) as e:
-        a.push(ToolCallDelta(index=0, id="call_2", arguments="999"))
+        a.push(ToolCallDelta(index=0, id="call_2", arguments_fragment="999"))
     assert e.value.kind is AssembleErrorKind.CONFLICTING_ID
     with pytest.raises(AssembleError) as e:
-        a.push(ToolCallDelta(index=0, name="g", arguments="999"))
+        a.push(ToolCallDelta(index=0, name="g", arguments_fragment="999"))
     assert e.value.kind is AssembleErrorKind.CONFLICTING_NAME
-    a.push(ToolCallDelta(index=0, arguments="}"))
+    a.push(ToolCallDelta(index=0, arguments_fragment="}"))
     (call,) = a.finish(0, Context()).calls
     assert call == ToolCall(id="t0.0", name="f", arguments={"a": 1}, provider_id="call_1")
 
@@ -181,12 +181,12 @@ def test_provider_data_is_charged_at_its_serialized_size() -> None:
 def test_the_call_cap_refuses_a_new_call_but_accepts_fragments_of_open_ones() -> None:
     assert DEFAULT_MAX_CALLS == 32
     a = ResponseAssembler.with_limits(DEFAULT_MAX_BYTES, 2)
-    a.push(ToolCallDelta(index=0, name="f", arguments="{"))
+    a.push(ToolCallDelta(index=0, name="f", arguments_fragment="{"))
     a.push(ToolCallDelta(index=1, name="g"))
     with pytest.raises(AssembleError) as e:
         a.push(ToolCallDelta(index=2, name="h"))
     assert e.value.kind is AssembleErrorKind.TOO_MANY_CALLS
-    a.push(ToolCallDelta(index=0, arguments="}"))
+    a.push(ToolCallDelta(index=0, arguments_fragment="}"))
     assert len(a.finish(0, Context()).valid_calls()) == 2
 
 

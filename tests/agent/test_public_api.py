@@ -55,7 +55,7 @@ def test_the_tools_package_exports_exactly_its_public_api() -> None:
             "DEFAULT_TOOL_TIMEOUT",
             "CancelToken",
             "Confirmations",
-            "EngineConfig",
+            "ToolEngineConfig",
             "ErrorKind",
             "Execution",
             "IdempotencyKey",

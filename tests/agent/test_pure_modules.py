@@ -24,6 +24,7 @@ PURE = [
     "flows/example.py",
     "tools/_plan.py",
     "tools/_records.py",
+    "tools/_lifecycle.py",
     "tools/spec.py",
     "tools/results.py",
     "tools/store.py",

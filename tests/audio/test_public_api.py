@@ -13,6 +13,7 @@ def test_the_audio_package_exports_exactly_its_public_api() -> None:
         "decode_to_pcm16",
         "duration_of",
         "encode_from_pcm16",
+        "first_audible",
         "float_to_pcm16",
         "pcm16_to_array",
         "pcm16_to_float",

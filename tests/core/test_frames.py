@@ -19,8 +19,8 @@ def test_control_and_data_frames_of_an_older_epoch_are_stale() -> None:
     assert not F.LlmTextFrame(epoch=4, text="a").is_stale(3)
 
 
-def test_tool_results_and_word_timings_survive_any_interrupt() -> None:
-    assert not F.ToolResultFrame(epoch=0, call_id="t0.0", content="{}").is_stale(99)
+def test_playback_positions_and_word_timings_survive_any_interrupt() -> None:
+    assert not F.PlaybackFrame(epoch=0, utterance=1, samples=160, sample_rate=16000).is_stale(99)
     assert not F.WordTimingsFrame(epoch=0, utterance=1, words=()).is_stale(99)
 
 
@@ -44,11 +44,9 @@ def test_no_frame_repr_shows_text_or_samples() -> None:
         F.TranscriptFrame(epoch=1, text=secret, is_final=True),
         F.UserTextFrame(epoch=1, text=secret),
         F.TtsTextFrame(epoch=1, text=secret, utterance=2),
-        F.ToolResultFrame(epoch=1, call_id="t1.0", content=secret),
         F.WordTimingsFrame(epoch=1, utterance=2, words=(F.WordTiming(secret, 0.0, 0.5),)),
         F.InputAudioFrame(epoch=1, pcm=samples, sample_rate=8000),
         F.OutputAudioFrame(epoch=1, pcm=samples, sample_rate=8000),
-        F.ErrorFrame(stage="llm", message="x"),
     ]
     for frame in shown:
         text = repr(frame)

@@ -1,35 +1,47 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brisvox.core.channel import Overflow
 from brisvox.core.clock import run_virtual
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
+    DataFrame,
     Direction,
     Frame,
     InputAudioFrame,
     InterruptFrame,
     LlmTextFrame,
-    MetricsFrame,
+    OverflowClass,
+    PlaybackFrame,
     StartFrame,
-    ToolResultFrame,
     WordTimingsFrame,
 )
 from brisvox.core.inbox import (
     REALTIME_INPUT_POLICIES,
     Inbox,
     InboxState,
-    Overflow,
     OverflowPolicies,
     PutOutcome,
     QueueConfig,
 )
 
 DOWN, UP = Direction.DOWNSTREAM, Direction.UPSTREAM
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class MetricsFrame(DataFrame):
+    """A data frame of the metrics overflow class (the inbox's drop-newest default)."""
+
+    overflow: ClassVar[OverflowClass] = OverflowClass.METRICS
+    name: str
+    value: float
 
 
 def audio(seq: int, epoch: int = 0) -> InputAudioFrame:
@@ -122,16 +134,16 @@ def test_system_lanes_always_apply_backpressure_whatever_the_policies() -> None:
     assert inbox.try_put(InterruptFrame(new_epoch=1), DOWN) is PutOutcome.FULL
 
 
-def test_purge_drops_stale_data_but_never_tool_results_or_word_timings() -> None:
+def test_purge_drops_stale_data_but_never_frames_about_what_was_heard() -> None:
     inbox = Inbox()
     inbox.try_put(text("old", epoch=1), DOWN)
-    inbox.try_put(ToolResultFrame(epoch=1, call_id="t1.0", content="{}"), DOWN)
+    inbox.try_put(PlaybackFrame(epoch=1, utterance=3, samples=160, sample_rate=16000), DOWN)
     inbox.try_put(WordTimingsFrame(epoch=1, utterance=3, words=()), UP)
     inbox.try_put(text("new", epoch=2), DOWN)
     inbox.try_put(InterruptFrame(new_epoch=2), DOWN)
     assert inbox.purge_stale(2) == 1
     kinds = [type(f).__name__ for f, _ in drain(inbox)]
-    assert kinds == ["InterruptFrame", "ToolResultFrame", "WordTimingsFrame", "LlmTextFrame"]
+    assert kinds == ["InterruptFrame", "PlaybackFrame", "WordTimingsFrame", "LlmTextFrame"]
     assert inbox.stats.purged == 1
 
 
@@ -212,7 +224,7 @@ def _key(frame: Frame) -> int:
 
 
 @settings(max_examples=200, deadline=None)
-@given(ops=_ops, policy=st.sampled_from(list(Overflow)), cap=st.integers(1, 6))
+@given(ops=_ops, policy=st.sampled_from([o for o in Overflow if o is not Overflow.DISPLACE]), cap=st.integers(1, 6))
 def test_every_put_is_received_dropped_or_refused_and_lanes_stay_fifo(
     ops: list[tuple[str, Direction]], policy: Overflow, cap: int
 ) -> None:
@@ -297,3 +309,8 @@ async def test_a_purge_wakes_as_many_live_senders_as_it_freed_slots_skipping_fin
         sender.cancel()
         await asyncio.gather(sender, return_exceptions=True)
     assert done == {sender}
+
+
+def test_displace_is_refused_as_an_inbox_policy_because_frames_have_no_key() -> None:
+    with pytest.raises(ConfigError, match=r"OverflowPolicies\.audio"):
+        OverflowPolicies(audio=Overflow.DISPLACE)

@@ -12,9 +12,9 @@ from brisvox.core.frames import (
     Frame,
     InterruptFrame,
     LlmTextFrame,
+    PlaybackFrame,
     StartFrame,
     StopFrame,
-    ToolResultFrame,
 )
 from brisvox.core.inbox import QueueConfig
 from brisvox.core.pipeline import Links, Pipeline
@@ -82,19 +82,19 @@ async def test_an_interrupt_drops_frames_queued_behind_it_unlike_pipecat() -> No
     assert len(sink.of(InterruptFrame)) == 1
 
 
-async def test_tool_results_of_an_interrupted_turn_still_reach_the_end() -> None:
+async def test_what_was_heard_of_an_interrupted_turn_still_reaches_the_end() -> None:
     clock = SimClock()
     sink = Collect()
     gate = Gate("slow")
     async with Pipeline("p").then(gate).then(Passthrough("b")).start(clock, Links(downstream=sink)) as running:
         await running.send(text(0, "stale"))
-        await running.send(ToolResultFrame(epoch=0, call_id="t0.0", content='{"ok":true}'))
+        await running.send(PlaybackFrame(epoch=0, utterance=1, samples=160, sample_rate=16000))
         await settle()
         await running.send(InterruptFrame(new_epoch=1))
         await settle()
         gate.release.set()
         await running.stop(1.0)
-    assert [f.call_id for f in sink.of(ToolResultFrame)] == ["t0.0"]  # type: ignore[attr-defined]
+    assert [f.samples for f in sink.of(PlaybackFrame)] == [160]  # type: ignore[attr-defined]
     assert sink.texts() == []
 
 

@@ -4,6 +4,7 @@ import brisvox.core
 def test_the_public_api_of_core_is_exactly_this() -> None:
     assert sorted(brisvox.core.__all__) == [
         "BrisvoxError",
+        "Channel",
         "ChannelClosed",
         "Clock",
         "ConfigError",

@@ -8,6 +8,7 @@ others: jittered LLM and TTS latency drawn from that seed, so each run replays e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, FillerClipStore, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
-from brisvox.engine.observe import CallObserver
+from brisvox.engine.events import CallObserver
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
@@ -131,11 +132,9 @@ async def simulate(
                            name="call")
 
         async def listen() -> None:
-            try:
+            with contextlib.suppress(ChannelClosed):  # the call ended: nothing more to hear
                 while True:
                     heard.append(await client.recv())
-            except ChannelClosed:  # the engine hung up and everything it sent was heard
-                return
 
         listener = scope.spawn(listen(), name="listener")
         start = clock.now()

@@ -19,11 +19,12 @@ from brisvox.agent.flows import (
     ToolUse,
 )
 from brisvox.agent.flows import Say as SayLine
-from brisvox.agent.tools import ToolKind, ToolRegistry, ToolSpec
+from brisvox.agent.tools import Outcome, ToolKind, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.agent.window import WindowPolicy
 from brisvox.core.clock import SimClock
 from brisvox.engine import EngineConfig
+from brisvox.engine.events import CallObserver, EngineEvent, ToolCallSettled, ToolCallStarted
 from brisvox.providers.llm import LlmRequest
 from brisvox.providers.summarizer import DEFAULT_SUMMARY_INSTRUCTIONS
 from brisvox.sim import Call, ScenarioBuilder, ScriptedLlm
@@ -76,7 +77,8 @@ async def test_a_call_moves_between_two_nodes_on_a_tool_result_offering_only_eac
     llm = ScriptedLlm(clock, script)
     scenario = (ScenarioBuilder().pause(0.5).say("a table on friday").pause(5.0)
                 .say("yes please book it").pause(5.0).build())
-    result = await simulate(clock, scenario, llm, tools=reg, flow=_flow(reg))
+    seen: list[EngineEvent] = []
+    result = await simulate(clock, scenario, llm, tools=reg, flow=_flow(reg), observer=CallObserver(listener=seen.append))
     requests = llm.requests
     assert [_tool_names(r) for r in requests] == [
         ["check_availability"], ["check_availability"], ["book_table"], ["book_table"], ["book_table"],
@@ -92,6 +94,15 @@ async def test_a_call_moves_between_two_nodes_on_a_tool_result_offering_only_eac
         ("tool_not_available", "book_table"), ("tool_not_available", "check_availability"),
     ]
     assert result.report.flow_transitions == 1 and result.report.flow_refused_calls == 2
+    # Every call, refused or run, is started and settled once in the event stream, with its outcome.
+    started = [(e.call_id, e.name) for e in seen if isinstance(e, ToolCallStarted)]
+    settled = {e.call_id: (e.name, e.outcome) for e in seen if isinstance(e, ToolCallSettled)}
+    assert [name for _, name in started] == ["book_table", "check_availability", "check_availability", "book_table"]
+    assert [settled[call_id] for call_id, _ in started] == [
+        ("book_table", Outcome.UNKNOWN_TOOL), ("check_availability", Outcome.OK),
+        ("check_availability", Outcome.UNKNOWN_TOOL), ("book_table", Outcome.OK),
+    ]
+    assert len(settled) == len(started) == len([e for e in seen if isinstance(e, ToolCallSettled)])
     # The node's Say line was spoken but is not part of the conversation.
     assert result.tts is not None
     assert any("Good news." in t for session in result.tts.sessions for t in session.texts.values())

@@ -3,8 +3,8 @@ import brisvox.engine
 
 def test_the_engine_package_exports_exactly_its_public_api() -> None:
     assert sorted(brisvox.engine.__all__) == [
-        "CallEvent", "CallEventKind", "CallObserver", "CallReport", "ClipCache", "EngineConfig", "FillerClip",
-        "FillerClipStore", "LlmConfig", "PlayoutBook", "Providers", "Speculation", "SummaryConfig", "Timeouts",
+        "CallFailed", "CallObserver", "CallReport", "ClipCache", "EngineConfig", "EngineEvent", "FillerClip",
+        "FillerClipStore", "LlmConfig", "PlayoutBook", "Providers", "SpeculationMode", "SummaryConfig", "Timeouts",
         "render_clips",
         "run_call",
     ]

@@ -9,11 +9,11 @@ from brisvox.agent.tools import ToolKind, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.timeline import TurnEvent
-from brisvox.engine import EngineConfig, Speculation
+from brisvox.engine import EngineConfig, SpeculationMode
 from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
 from tests.engine.harness import OBJ, Counter, SimResult, registry, simulate
 
-SPECULATE = EngineConfig(turn=FixedSilence(silence=1.0), speculation=Speculation.AT_PAUSE)
+SPECULATE = EngineConfig(turn=FixedSilence(silence=1.0), speculation=SpeculationMode.AT_PAUSE)
 BOOK = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ, kind=ToolKind.SIDE_EFFECT)
 LOOKUP = ToolSpec(name="check_availability", description="Free tables on a day.", parameters=OBJ)
 
@@ -79,7 +79,7 @@ async def test_speculation_is_off_by_default_and_the_model_is_asked_only_at_the_
     lookup = Counter(clock, seconds=0.3)
     llm = ScriptedLlm(clock, [[Call(name="check_availability", arguments={"day": "friday"})], [Say("Friday is free.")]])
     scenario = one_request().build()
-    assert EngineConfig().speculation is Speculation.OFF
+    assert EngineConfig().speculation is SpeculationMode.OFF
     config = EngineConfig(turn=FixedSilence(silence=1.0))
     result = await simulate(clock, scenario, llm, config=config, tools=registry(lookup=(LOOKUP, lookup)))
     turn_end = turn_ended(result)

@@ -95,3 +95,17 @@ async def test_closing_a_stream_closes_the_generator_so_its_request_is_cancelled
         assert await anext(stream) == TextDelta(text="a")
     assert closed == [True]
     assert [e async for e in stream] == []
+
+
+def test_the_streamed_deltas_are_the_assemblers_own_types_so_nothing_rewraps_them() -> None:
+    from brisvox.agent import Context, assemble
+    from brisvox.providers import llm
+
+    assert (llm.TextDelta, llm.ToolCallDelta, llm.ProviderDataDelta) == (
+        assemble.TextDelta, assemble.ToolCallDelta, assemble.ProviderDataDelta
+    )
+    a = assemble.ResponseAssembler()
+    a.push(llm.TextDelta(text="ok"))
+    a.push(llm.ToolCallDelta(index=0, id="call_1", name="f", arguments_fragment='{"x": 1}'))
+    response = a.finish(0, Context())
+    assert response.text == "ok" and [c.arguments for c in response.valid_calls()] == [{"x": 1}]

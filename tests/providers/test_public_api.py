@@ -7,7 +7,6 @@ def test_the_providers_package_exports_exactly_its_interfaces() -> None:
     assert sorted(brisvox.providers.__all__) == sorted(
         [
             "DEFAULT_EVENT_CAPACITY",
-            "Channel",
             "Done",
             "FinishReason",
             "GeneratorLlmStream",
@@ -16,7 +15,6 @@ def test_the_providers_package_exports_exactly_its_interfaces() -> None:
             "LlmProvider",
             "LlmRequest",
             "LlmStream",
-            "Overflow",
             "ProviderDataDelta",
             "ProviderError",
             "ProviderErrorKind",

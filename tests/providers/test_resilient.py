@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import asyncio
-from datetime import datetime
-
 import pytest
 
 from brisvox.core.clock import SimClock
-from brisvox.core.errors import ConfigError, DeadlineExceeded
+from brisvox.core.errors import ConfigError
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, deadline, retry_before_effect
+from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, retry_before_effect
 
 
 def test_the_default_policy_has_the_deadlines_of_the_spec() -> None:
@@ -24,44 +21,6 @@ def test_backoff_grows_exponentially_up_to_its_cap() -> None:
 def test_a_policy_rejects_non_positive_deadlines() -> None:
     with pytest.raises(ConfigError, match="idle_timeout"):
         ResiliencePolicy(idle_timeout=0)
-
-
-async def test_a_deadline_cancels_the_body_on_the_injected_clock() -> None:
-    clock = SimClock()
-    t0 = clock.now()
-    with pytest.raises(DeadlineExceeded) as info:
-        async with deadline(clock, 5.0, "connect"):
-            await clock.sleep(60)
-    assert clock.now() - t0 == pytest.approx(5.0)
-    assert info.value.what == "connect"
-
-
-class _OffsetClock:
-    """A clock that is not the loop's own: the deadline must use a watchdog on it."""
-
-    def __init__(self) -> None:
-        self._inner = SimClock()
-
-    def now(self) -> float:
-        return self._inner.now() + 1000.0
-
-    def wall(self) -> datetime:
-        return self._inner.wall()
-
-    async def sleep_until(self, deadline: float) -> None:
-        await self._inner.sleep_until(deadline - 1000.0)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-async def test_a_deadline_on_a_foreign_clock_uses_a_watchdog_and_leaves_no_task() -> None:
-    clock = _OffsetClock()
-    with pytest.raises(DeadlineExceeded):
-        async with deadline(clock, 2.0, "first token"):
-            await asyncio.sleep(10)
-    async with deadline(clock, 2.0, "fast"):
-        await asyncio.sleep(0.5)
 
 
 async def test_only_failures_that_prove_no_effect_are_retried() -> None:

@@ -28,7 +28,7 @@ def need_models() -> None:
         pytest.skip("models not fetched (brisvox models fetch)")
 
 
-LLM_LABELS = {"scripted": "scripted restaurant host", "local": "the local LLM"}
+LLM_LABELS = {"scripted": "llm auto: scripted (", "local": "llm auto: local ("}
 """What the start-up line says for each LLM a test asks for."""
 
 

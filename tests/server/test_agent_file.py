@@ -96,7 +96,7 @@ def test_an_llm_temperature_out_of_range_or_of_the_wrong_type_is_reported_at_its
     assert problems(LLM + "temperature = 2.5\nmax_tokens = 0\n") == [
         "agent.toml:10:15: llm.options.temperature: expected a value from 0 to 2 for llm provider 'openai', "
         "got 2.5 (a number)",
-        "agent.toml:11:14: llm.options.max_tokens: expected at least 1 for llm provider 'openai', got 0 (an integer)",
+        "agent.toml:11:14: llm.options.max_tokens: expected a value from 1 to 1000000 for llm provider 'openai', got 0 (an integer)",
     ]
     assert problems(LLM + "temperature = \"warm\"\n") == [
         "agent.toml:10:15: llm.options.temperature: expected a number for llm provider 'openai', got 'warm' (a string)"
@@ -154,7 +154,7 @@ def test_a_missing_agent_table_is_reported_at_the_top() -> None:
 def test_an_out_of_range_value_is_reported_at_the_value() -> None:
     text = BASE + "\n[interruption]\nmin_speech = -0.5\n"
     assert problems(text) == [
-        "agent.toml:6:14: interruption.min_speech: input should be greater than or equal to 0 (got -0.5)"
+        "agent.toml:6:14: interruption.min_speech: expected a value from 0 to 5 (got -0.5)"
     ]
 
 
@@ -276,7 +276,7 @@ def test_an_unknown_provider_and_an_unspoken_language_are_reported_at_the_provid
     text = BASE + "language = \"tr\"\n\n[stt]\nprovider = \"local\"\n\n[llm]\nprovider = \"gpt\"\n"
     assert problems(text) == [
         "agent.toml:7:12: stt.provider: stt provider 'local' does not speak 'tr' (it speaks en)",
-        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: scripted, local, openai, "
+        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: auto, scripted, local, openai, "
         "openrouter, ollama, vllm, anthropic, gemini)",
     ]
 
@@ -313,3 +313,48 @@ def test_filler_phrases_must_say_something_and_mean_nothing_with_fillers_off() -
     found = problems(text)
     assert any("filler.phrases[1]: a filler phrase must say something" in p for p in found), found
     assert any("filler.phrases: has no effect with enabled = false" in p for p in found), found
+
+
+def test_non_finite_and_absurd_numbers_are_refused_with_their_position_and_the_allowed_range() -> None:
+    text = BASE + "\n[turn]\nfallback_silence = 1e308\nfinal_grace = nan\n\n[filler]\ndelay = inf\n"
+    assert problems(text) == [
+        "agent.toml:6:20: turn.fallback_silence: expected a value from 0 to 30 (got 1e+308)",
+        "agent.toml:7:15: turn.final_grace: expected a value from 0 to 10 (got nan)",
+        "agent.toml:10:9: filler.delay: expected a value from 0 to 30 (got inf)",
+    ]
+    assert problems(BASE + "\n[interruption]\nmin_words = 1000\n") == [
+        "agent.toml:6:13: interruption.min_words: expected a value from 0 to 20 (got 1000)"]
+
+
+def test_a_provider_option_that_is_not_finite_is_refused_with_its_range() -> None:
+    text = BASE + '\n[stt]\nprovider = "deepgram"\napi_key_env = "K"\noptions = { keepalive_interval = inf }\n'
+    assert problems(text) == [
+        "agent.toml:8:34: stt.options.keepalive_interval: expected a value from 1 to 9 for stt provider 'deepgram', "
+        "got inf (a number)"]
+
+
+def test_every_numeric_key_of_every_section_has_an_allowed_range() -> None:
+    from brisvox.server._section import Section
+
+    with pytest.raises(TypeError, match=r"_Window\.seconds is a number without an allowed range"):
+        type("_Window", (Section,), {"__annotations__": {"seconds": float}, "seconds": 1.0})
+
+
+def test_deeply_nested_inline_tables_are_refused_at_the_bracket_that_goes_too_deep() -> None:
+    text = BASE + "x = " + "{a = " * 340 + "1" + "}" * 340 + "\n"
+    assert problems(text) == [
+        "agent.toml:4:105: TOML: arrays and inline tables nested more than 20 deep"]
+
+
+def test_a_syntax_error_at_the_end_of_the_file_has_its_line_and_column() -> None:
+    assert problems(BASE + "greeting = ") == ["agent.toml:4:12: TOML syntax: Invalid value"]
+    assert problems(BASE + 'greeting = "hello') == ["agent.toml:4:18: TOML syntax: Unterminated string"]
+
+
+def test_a_file_that_is_not_utf8_is_reported_at_the_bad_byte(tmp_path: Path) -> None:
+    f = tmp_path / "agent.toml"
+    f.write_bytes(BASE.encode() + b'greeting = "caf\xe9"\n')
+    with pytest.raises(AgentFileError) as info:
+        load_agent_file(f)
+    assert [str(p) for p in info.value.problems] == [
+        f"{f}:4:16: not UTF-8 text: byte 0xe9 (invalid continuation byte)"]

@@ -91,7 +91,7 @@ def test_the_window_section_sets_the_engines_window_and_summaries() -> None:
 
 def test_window_problems_are_reported_at_their_keys() -> None:
     assert problems(BASE + "\n[window]\nkeep_recent_turns = 0\n") == [
-        "agent.toml:7:21: window.keep_recent_turns: input should be greater than or equal to 1 (got 0)"
+        "agent.toml:7:21: window.keep_recent_turns: expected a value from 1 to 200 (got 0)"
     ]
     assert problems(BASE + "\n[window]\nenabled = false\nmax_tokens = 3000\n") == [
         "agent.toml:8:1: window.max_tokens: has no effect with enabled = false"
@@ -101,6 +101,19 @@ def test_window_problems_are_reported_at_their_keys() -> None:
     ]
     assert problems(BASE + '\n[window]\nsummary_model = "small"\n') == [
         "agent.toml:7:1: window.summary_model: the agent's llm provider takes no model option"
+    ]
+
+
+def test_window_and_flow_numbers_outside_their_ranges_or_not_finite_are_reported_with_the_range() -> None:
+    assert problems(BASE + "\n[window]\nsummary_timeout = inf\n") == [
+        "agent.toml:7:19: window.summary_timeout: expected a value from 0.1 to 300 (got inf)"
+    ]
+    assert problems(BASE + FLOW.replace("summary_timeout = 3.0", "summary_timeout = 0.0")) == [
+        "agent.toml:8:19: flow.summary_timeout: expected a value from 0.1 to 60 (got 0.0)"
+    ]
+    assert problems(BASE + FLOW.replace("equals = true", "equals = nan")) == [
+        "agent.toml:22:10: flow.nodes[0].transitions[0].equals: expected a value from -1000000000000000 to "
+        "1000000000000000 (got nan)"
     ]
 
 

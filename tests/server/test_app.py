@@ -7,10 +7,10 @@ import asyncio
 import httpx
 import pytest
 from starlette.testclient import TestClient, WebSocketDenialResponse
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from brisvox.core.clock import SimClock
-from brisvox.server.app import NO_ENGINE_REASON, build_app
+from brisvox.server.app import build_app
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionManager, SessionSlot, ShutdownPolicy
 
@@ -19,8 +19,14 @@ async def idle_runner(item: asyncio.Event, cancel: SessionCancel) -> None:
     await item.wait()
 
 
+async def release_slot(websocket: WebSocket, slot: SessionSlot[asyncio.Event]) -> None:
+    """A call endpoint for tests that never open a call: gives the slot back."""
+    slot.release()
+    await websocket.close()
+
+
 def client(manager: SessionManager[asyncio.Event], metrics: ServerMetrics | None = None) -> httpx.AsyncClient:
-    app = build_app(manager, metrics or ServerMetrics())
+    app = build_app(manager, metrics or ServerMetrics(), call_endpoint=release_slot)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
 
 
@@ -59,7 +65,7 @@ async def test_readyz_is_200_with_room_and_503_when_full_or_draining() -> None:
 
 async def test_metrics_are_in_the_prometheus_text_format_and_fed_by_the_engine_hooks() -> None:
     m = SessionManager(idle_runner, max_sessions=3, clock=SimClock())
-    metrics = ServerMetrics()
+    metrics = ServerMetrics(tool_names=("get_time", "save_note"))
     metrics.record_turn({"voice_to_voice": 0.45, "llm_first_token": 0.2, "stt": None})
     metrics.record_tool("get_time", "ok")
     metrics.record_tool("save_note", "timed_out_running")
@@ -83,19 +89,6 @@ async def test_metrics_are_in_the_prometheus_text_format_and_fed_by_the_engine_h
         assert line in text, line
     assert 'stage="stt"' not in text
     await m.shutdown(ShutdownPolicy())
-
-
-def test_an_admitted_call_is_refused_with_1013_until_an_engine_is_mounted() -> None:
-    async def runner(item: object, cancel: SessionCancel) -> None:
-        return None
-
-    m: SessionManager[object] = SessionManager(runner, max_sessions=1, clock=SimClock())
-    with TestClient(build_app(m, ServerMetrics())) as tc, tc.websocket_connect("/ws") as ws:
-        try:
-            ws.receive_text()
-        except WebSocketDisconnect as exc:
-            assert (exc.code, exc.reason) == (1013, NO_ENGINE_REASON)
-    assert (m.active, m.reserved) == (0, 0)
 
 
 def test_a_call_past_the_limit_is_denied_before_the_upgrade_and_counted() -> None:

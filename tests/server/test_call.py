@@ -16,10 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, StaticClips
+from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, FillerPolicy, Outcome, StaticClips
 from brisvox.audio.wav import WavAudio
-from brisvox.core.clock import SimClock, SystemClock
-from brisvox.engine import CallEvent, CallEventKind, Providers, Speculation
+from brisvox.core.clock import Clock, SimClock, SystemClock
+from brisvox.core.frames import TurnEndReason
+from brisvox.engine import Providers, SpeculationMode
+from brisvox.engine import events as ev
 from brisvox.inference.vad import energy_vad
 from brisvox.server.agent_file import load_agent_file, parse_agent_file
 from brisvox.server.call import (
@@ -27,8 +29,8 @@ from brisvox.server.call import (
     EngineEndpoint,
     engine_config,
     engine_runner,
+    event_message,
     filler_clips,
-    filler_policy,
     metrics_listener,
 )
 from brisvox.server.call_providers import CallProviders
@@ -40,7 +42,7 @@ from brisvox.server.metrics import ServerMetrics
 from brisvox.server.page import page_routes
 from brisvox.server.settings import Settings
 from brisvox.server.tools import ToolSet
-from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim import Call, CallerScenario, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.transport import LoopbackTransport
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
@@ -56,7 +58,7 @@ def test_the_engine_config_takes_the_agent_files_prompt_turn_policy_and_interrup
     config = engine_config(agent)
     assert config.llm.system_prompt.startswith("You are the phone assistant of Lokanta Deniz")
     assert config.turn == agent.turn and config.interruption == agent.interruption
-    assert config.speculation is Speculation.OFF and config.llm.greeting == agent.greeting
+    assert config.speculation is SpeculationMode.OFF and config.llm.greeting == agent.greeting
 
 
 def test_the_llms_temperature_and_max_tokens_options_reach_the_engines_llm_settings() -> None:
@@ -83,11 +85,11 @@ def test_the_agent_files_filler_phrases_are_what_its_fillers_say_in_turn() -> No
     text = ("[agent]\nname = \"a\"\nprompt = \"p\"\n\n[filler]\n"
             "phrases = [\"Bir saniye lütfen.\", \" Hemen bakıyorum. \"]\n")
     definition = parse_agent_file(text)
-    policy = filler_policy(definition, engine_config(definition))
+    policy = FillerPolicy.from_config(engine_config(definition).llm.filler)
     said = [choice.text for choice in (policy.choose("t") for _ in range(3)) if choice is not None]
     assert said == ["Bir saniye lütfen.", "Hemen bakıyorum.", "Bir saniye lütfen."]
     default = parse_agent_file("[agent]\nname = \"a\"\nprompt = \"p\"\n")
-    first = filler_policy(default, engine_config(default)).choose("t")
+    first = FillerPolicy.from_config(engine_config(default).llm.filler).choose("t")
     assert first is not None and first.text == DEFAULT_FILLER_TEXT
 
 
@@ -97,9 +99,9 @@ def test_prerendered_fillers_name_their_clips_and_get_a_clip_cache_only_when_ask
     for extra, cached in (("prerender = true\n", True), ("", False)):
         definition = parse_agent_file(base + extra)
         config = engine_config(definition)
-        cache = filler_clips(definition, config, MockTts(clock), clock)
+        cache = filler_clips(config, MockTts(clock), clock)
         assert (cache is not None) is cached
-        choice = filler_policy(definition, config).with_clips(StaticClips(["filler-0", "filler-1"])).choose("t")
+        choice = FillerPolicy.from_config(config.llm.filler).with_clips(StaticClips(["filler-0", "filler-1"])).choose("t")
         assert choice is not None and choice.clip == ("filler-0" if cached else None)
 
 
@@ -109,7 +111,16 @@ def test_an_agent_file_that_enables_speculation_gets_speculative_starts(tmp_path
     path = tmp_path / "agent.toml"
     path.write_text(text + "\n[speculation]\nenabled = true\n")
     agent = load_agent_file(path, available_tools=demo_tools())
-    assert engine_config(agent).speculation is Speculation.AT_PAUSE
+    assert engine_config(agent).speculation is SpeculationMode.AT_PAUSE
+
+
+def scripted_providers(clock: Clock, scenario: CallerScenario, tts: MockTts) -> CallProviders:
+    """The demo's scripted model with the mock STT hearing ``scenario`` and ``tts``."""
+    return CallProviders(
+        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=scripted_demo_llm(clock), tts=tts,
+                            vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
 
 
 @pytest.mark.realtime
@@ -118,13 +129,9 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
     tools = demo_tools()
     agent = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
     scenario = ScenarioBuilder().pause(0.4).say("a table for four tomorrow at seven").pause(3.0).build()
-    providers = CallProviders(
-        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=scripted_demo_llm(clock),
-                            tts=MockTts(clock), vad=energy_vad),
-        llm_label="scripted (test)", vad_label="energy",
-    )
+    providers = scripted_providers(clock, scenario, MockTts(clock))
     endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
-    metrics = ServerMetrics()
+    metrics = ServerMetrics(tool_names=tools.names())
     parts = ServerParts(runner=engine_runner(agent, tools, clock, providers, metrics), call_endpoint=endpoint,
                         on_stop_calls=endpoint.close, extra_routes=tuple(page_routes(providers.page_info(agent))),
                         metrics=metrics)
@@ -165,34 +172,59 @@ async def test_a_call_on_the_engine_endpoint_books_through_the_tools_and_its_eve
     assert f'brisvox_turn_latency_seconds_count{{stage="voice_to_voice"}} {float(turns)}' in exported
 
 
-def test_the_metrics_listener_counts_a_latency_event_as_a_turn_and_a_tool_result_by_name_and_outcome() -> None:
-    metrics = ServerMetrics()
+def test_the_metrics_listener_counts_a_latency_as_a_turn_a_settled_tool_by_its_outcome_and_a_failure() -> None:
+    metrics = ServerMetrics(tool_names=("book_table",))
     listen = metrics_listener(metrics)
-    listen(CallEvent(kind=CallEventKind.LATENCY, epoch=1, at=2.0,
-                     data={"speech_end_to_audio_ms": 640.0, "turn_end_to_audio_ms": 90.0, "turn_end_reason": "model"}))
-    listen(CallEvent(kind=CallEventKind.TOOL_RESULT, epoch=1, at=2.0,
-                     data={"name": "book_table", "outcome": "confirmation_required"}))
-    listen(CallEvent(kind=CallEventKind.BOT_TEXT, epoch=1, at=2.0, data={"text": "hello"}))
+    listen(ev.TurnLatency(epoch=1, at=2.0, speech_end_to_audio=0.64, speech_end_to_turn_end=None,
+                          turn_end_to_audio=0.09, turn_end_to_first_token=None, turn_end_reason=TurnEndReason.MODEL))
+    listen(ev.ToolCallSettled(epoch=1, at=2.0, call_id="t1", name="book_table",
+                              outcome=Outcome.CONFIRMATION_REQUIRED, content="{}", is_error=False))
+    listen(ev.BotText(epoch=1, at=2.0, round=0, text="hello"))
+    listen(ev.EngineFailure(epoch=1, at=2.0, stage="llm-runner", error="KeyError", fatal=False))
     text = metrics.render().decode()
     assert "brisvox_turns_total 1.0" in text
     assert 'brisvox_turn_latency_seconds_sum{stage="voice_to_voice"} 0.64' in text
     assert 'brisvox_turn_latency_seconds_count{stage="turn_end_to_audio"} 1.0' in text
     assert 'stage="llm_first_token"' not in text  # not measured, not observed
     assert 'brisvox_tool_calls_total{outcome="confirmation_required",tool="book_table"} 1.0' in text
+    assert 'brisvox_engine_failures_total{fatal="false",stage="llm-runner"} 1.0' in text
 
 
-def test_the_demo_llm_is_a_configured_endpoint_first_and_the_scripted_host_last() -> None:
+def test_each_engine_event_the_client_sees_has_its_documented_shape() -> None:
+    def message(event: ev.EngineEvent) -> dict[str, object] | None:
+        return event_message(event)
+
+    assert message(ev.UserTranscript(epoch=2, at=1.23456, text="hi", final=True)) == {
+        "type": "event", "kind": "user_transcript", "epoch": 2, "at": 1.235, "text": "hi", "final": True}
+    assert message(ev.TurnStarted(epoch=3, at=1.0, barge_in=True)) == {
+        "type": "event", "kind": "interrupted", "epoch": 3, "at": 1.0}
+    assert message(ev.TurnStarted(epoch=3, at=1.0)) is None
+    assert message(ev.ToolCallSettled(epoch=1, at=1.0, call_id="t1", name="book", outcome=Outcome.TIMED_OUT,
+                                      content="x" * 600, is_error=True)) == {
+        "type": "event", "kind": "tool_result", "epoch": 1, "at": 1.0, "id": "t1", "name": "book",
+        "outcome": "timed_out", "content": "x" * 499 + "…"}
+    latency = message(ev.TurnLatency(epoch=1, at=5.0, speech_end_to_audio=0.7, speech_end_to_turn_end=0.5,
+                                     turn_end_to_audio=0.2, turn_end_to_first_token=None,
+                                     turn_end_reason=TurnEndReason.SILENCE))
+    assert latency == {"type": "event", "kind": "latency", "epoch": 1, "at": 5.0, "speech_end_to_audio_ms": 700.0,
+                       "speech_end_to_turn_end_ms": 500.0, "turn_end_to_audio_ms": 200.0,
+                       "turn_end_reason": "silence"}
+    assert message(ev.BotAudible(epoch=1, at=5.0)) is None
+
+
+def test_the_demo_agent_names_auto_and_auto_takes_a_configured_endpoint_first_and_the_scripted_host_last() -> None:
     from brisvox.server.call_providers import choose_llm
 
     agent = load_agent_file(DEMO_AGENT_FILE, available_tools=demo_tools())
+    assert agent.llm.provider == "auto"
     clock = SystemClock()
     _, label = choose_llm(agent, clock, {"BRISVOX_LLM_BASE_URL": "http://127.0.0.1:9/v1", "BRISVOX_LLM_MODEL": "m",
                                          "OPENAI_API_KEY": "k"})
-    assert label == "OpenAI-compatible endpoint http://127.0.0.1:9/v1 (m)"
+    assert label == "auto: openai (m at http://127.0.0.1:9/v1); BRISVOX_LLM_BASE_URL is set"
     _, label = choose_llm(agent, clock, {"OPENAI_API_KEY": "k"})
-    assert label.startswith("OpenAI (")
+    assert label == "auto: openai (gpt-4o-mini); OPENAI_API_KEY is set"
     _, label = choose_llm(agent, clock, {"BRISVOX_LLM_SCRIPTED": "1"})
-    assert label.startswith("the scripted restaurant host")
+    assert label.startswith("auto: scripted (")
 
 
 async def test_prerendered_fillers_render_in_the_first_call_and_play_as_clips_in_the_next(
@@ -232,3 +264,34 @@ async def test_prerendered_fillers_render_in_the_first_call_and_play_as_clips_in
     ended = [r.getMessage() for r in caplog.records if "ended" in r.getMessage()]
     assert len(ended) == 2
     assert "1 fillers (0 clips)" in ended[0] and "1 fillers (1 clips)" in ended[1]
+
+
+async def test_a_call_that_fails_ends_the_session_as_an_error_and_is_counted_in_the_metrics() -> None:
+    from brisvox.engine import CallFailed
+    from brisvox.providers.errors import ProviderErrorKind
+    from brisvox.sim import MockTtsConfig
+    from brisvox.transport import LoopbackTransport
+    from brisvox.transport.events import WireHangupOut
+
+    clock = SimClock()
+    tools = demo_tools()
+    agent = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
+    scenario = ScenarioBuilder().pause(0.4).say("hello").pause(1.0).build()
+    providers = scripted_providers(clock, scenario, MockTts(clock, MockTtsConfig(fail_connect=ProviderErrorKind.CONNECT)))
+    metrics = ServerMetrics()
+    runner = engine_runner(agent, tools, clock, providers, metrics)
+    sent: list[str] = []
+
+    async def send_text(text: str) -> None:
+        sent.append(text)
+
+    async with LoopbackTransport(clock) as transport:
+        client = await transport.connect(metadata={"sample_rate": "16000"})
+        link = await transport.accept()
+        with pytest.raises(CallFailed, match="failed in run_call"):
+            await runner(EngineCall(link, send_text), asyncio.Event())
+        heard = await client.read_until_hangup(within=1.0)
+    hangup = heard[-1].item
+    assert isinstance(hangup, WireHangupOut) and hangup.error is not None
+    assert 'brisvox_engine_failures_total{fatal="true",stage="run_call"} 1.0' in metrics.render().decode()
+    assert any('"kind":"engine_failure"' in text for text in sent)

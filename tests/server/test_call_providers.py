@@ -114,7 +114,7 @@ temperature = 0.4
 max_tokens = 200
 """
     llm, label = choose_llm(agent(text), SystemClock(), {})
-    assert isinstance(llm, OpenAiCompatLlm) and label == "vllm (qwen3-8b)"
+    assert isinstance(llm, OpenAiCompatLlm) and label == "vllm (qwen3-8b at http://10.0.0.5:8000/v1)"
     assert repr(llm) == "OpenAiCompatLlm(preset='vllm', model='qwen3-8b', base_url='http://10.0.0.5:8000/v1')"
 
 
@@ -127,7 +127,7 @@ options = { model = "claude-x", base_url = "http://127.0.0.1:9", thinking_budget
 """
     definition = parse_agent_file(text, source=Path("agent.toml"), environ={"AN_KEY": "an-secret"})
     llm, label = choose_llm(definition, SystemClock(), {})
-    assert label == "anthropic (claude-x)" and "an-secret" not in repr(llm)
+    assert label == "anthropic (claude-x at http://127.0.0.1:9)" and "an-secret" not in repr(llm)
     without_key = parse_agent_file(text, source=Path("agent.toml"))
     with pytest.raises(ConfigError, match=r"llm provider 'anthropic' needs its key in the environment variable AN_KEY"):
         choose_llm(without_key, SystemClock(), {})
@@ -177,3 +177,46 @@ async def test_a_resampling_tts_passes_a_rate_its_provider_speaks_straight_throu
         session = await tts.connect(TtsConfig(sample_rate=rate))
         await session.aclose()
     assert inner.rates == [16_000, 24_000]
+
+
+def test_a_named_llm_runs_as_named_whatever_llm_variables_the_environment_holds() -> None:
+    env = {"OPENAI_API_KEY": "sk-env-0123456789", "ANTHROPIC_API_KEY": "an-env", "BRISVOX_LLM_BASE_URL": "http://x/v1"}
+    scripted = agent(BASE + '\n[llm]\nprovider = "scripted"\n')
+    llm, label = choose_llm(scripted, SystemClock(), env)
+    assert not isinstance(llm, OpenAiCompatLlm) and label.startswith("scripted (")
+    # No [llm] section: the documented default (scripted), not what the environment offers.
+    llm, label = choose_llm(agent(BASE), SystemClock(), env)
+    assert not isinstance(llm, OpenAiCompatLlm) and label.startswith("scripted (")
+
+
+def test_a_named_vllm_without_api_key_env_sends_no_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_API_KEY", "vllm-env-0123456789")
+    llm, _ = choose_llm(agent(BASE + '\n[llm]\nprovider = "vllm"\n'), SystemClock(), {"VLLM_API_KEY": "x"})
+    assert isinstance(llm, OpenAiCompatLlm) and llm._options.api_key is None  # no Authorization header
+
+
+def test_auto_takes_the_first_llm_the_environment_offers_in_the_documented_order() -> None:
+    auto = agent(BASE + '\n[llm]\nprovider = "auto"\n')
+    llm, label = choose_llm(auto, SystemClock(), {"ANTHROPIC_API_KEY": "an-0123456789", "OPENAI_API_KEY": "sk-0123456789"})
+    assert isinstance(llm, OpenAiCompatLlm) and label == "auto: openai (gpt-4o-mini); OPENAI_API_KEY is set"
+    _, label = choose_llm(auto, SystemClock(), {"ANTHROPIC_API_KEY": "an-0123456789", "BRISVOX_LLM_MODEL": "claude-y"})
+    assert label == "auto: anthropic (claude-y); ANTHROPIC_API_KEY is set"
+
+
+def test_auto_with_a_key_but_without_the_cloud_extra_is_a_config_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "brisvox.providers.cloud.openai_compat", None)  # as without httpx
+    auto = agent(BASE + '\n[llm]\nprovider = "auto"\n')
+    with pytest.raises(ConfigError, match=r"llm provider 'openai' needs the 'openai' extra"):
+        choose_llm(auto, SystemClock(), {"OPENAI_API_KEY": "sk-0123456789"})
+    with pytest.raises(ConfigError, match=r"llm provider 'openai' needs the 'openai' extra"):
+        choose_llm(auto, SystemClock(), {"BRISVOX_LLM_BASE_URL": "http://127.0.0.1:9/v1"})
+
+
+def test_the_page_and_the_built_providers_name_the_resolved_llm(built: list[CallProviders]) -> None:
+    text = BASE + '\n[llm]\nprovider = "auto"\n'
+    providers = build_call_providers(agent(text), SystemClock(), {"OPENAI_API_KEY": "sk-0123456789"})
+    built.append(providers)
+    assert providers.llm_label == "auto: openai (gpt-4o-mini); OPENAI_API_KEY is set"
+    assert providers.page_info(agent(text))["llm"] == providers.llm_label

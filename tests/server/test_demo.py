@@ -52,3 +52,20 @@ def test_serve_without_an_agent_file_names_the_demo_agent_on_its_start_up_line()
             proc.wait()
     assert "agent 'lokanta-deniz' (tools: check_availability, book_table" in line, line
     assert proc.returncode == 0
+
+
+def test_make_demo_installs_every_library_an_auto_llm_needs() -> None:
+    import re
+    import tomllib
+
+    from brisvox.server.providers import AUTO_CLOUD_LLMS, Stage, lookup
+
+    demo = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    first_install = re.search(r"pip\)? install -q -e '\.\[([^\]]*)\]'", demo.replace("$(PIP)", "pip)"))
+    assert first_install is not None, demo
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    installed = {dep for extra in first_install.group(1).split(",") for dep in extras[extra]}
+    for provider, _ in AUTO_CLOUD_LLMS:
+        entry = lookup(Stage.LLM, provider)
+        assert entry is not None
+        assert set(extras[entry.extra]) <= installed, (provider, entry.extra, first_install.group(0))

@@ -117,7 +117,7 @@ def test_a_spoken_request_to_the_demo_server_is_answered_with_a_tool_call_and_sp
 def test_the_demo_server_with_the_local_llm_answers_a_spoken_request_with_speech(tmp_path: Path) -> None:
     need_local_llm()
     call = call_demo(tmp_path, "local", linger_ms=20000, max_duration=90)
-    assert call.events[0]["llm"].startswith("the local LLM")
+    assert call.events[0]["llm"].startswith("auto: local (")
     assert_greeted_heard_and_drained(call)
     # The 0.5B model on two shared cores is slow (seconds to the first token) and often gets
     # tool arguments wrong; what must hold is that it answered for real: a tool call it made,

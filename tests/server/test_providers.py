@@ -50,6 +50,15 @@ def test_an_llms_request_options_are_fields_of_the_engines_llm_config_with_that_
 def test_every_provider_lists_its_options_and_every_model_llm_takes_temperature_and_max_tokens() -> None:
     for entry in CATALOG:
         assert entry.options is not None, entry.name
-        if entry.stage is Stage.LLM and entry.name != "scripted":
+        if entry.stage is Stage.LLM and entry.name not in ("scripted", "auto"):
             assert {"temperature", "max_tokens"} <= set(entry.options), entry.name
-            assert entry.bounds["temperature"] == (0.0, 2.0) and entry.bounds["max_tokens"] == (1, None)
+            assert entry.bounds["temperature"] == (0.0, 2.0) and entry.bounds["max_tokens"][0] == 1
+
+
+def test_every_numeric_option_has_a_finite_range() -> None:
+    for entry in CATALOG:
+        assert entry.options is not None
+        for option, kind in entry.options.items():
+            if kind in (int, float):
+                low, high = entry.bounds[option]
+                assert low is not None and high is not None and low <= high, (entry.name, option)

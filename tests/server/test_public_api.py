@@ -4,7 +4,7 @@ import brisvox.server
 
 def test_the_public_api_of_server_is_exactly_this() -> None:
     assert sorted(brisvox.server.__all__) == [
-        "AgentDefinition", "AgentFileError", "AtCapacity", "CallEndpoint", "FillerSettings",
+        "AgentDefinition", "AgentFileError", "AtCapacity", "CallEndpoint",
         "Problem", "ProviderChoice", "Refusal", "ServerMetrics", "SessionCancel", "SessionEnded",
         "SessionManager", "SessionOutcome", "SessionRunner", "SessionSlot", "Settings", "SettingsError",
         "ShutdownOutcome", "ShutdownPolicy", "ShutdownReport", "ShuttingDown", "StopRequests", "ToolSet",

@@ -1,7 +1,10 @@
+import re
 from pathlib import Path
 
 import pytest
 
+from brisvox.core.secret import Secret
+from brisvox.server.auth import AuthMode
 from brisvox.server.settings import VARIABLES, Settings, SettingsError
 
 
@@ -37,3 +40,41 @@ def test_all_bad_values_are_reported_together() -> None:
     with pytest.raises(SettingsError) as info:
         Settings.from_env({"BRISVOX_PORT": "x", "BRISVOX_MAX_CALLS": "y"})
     assert len(info.value.problems) == 2
+
+
+def test_the_auth_variables_are_read() -> None:
+    s = Settings.from_env({
+        "BRISVOX_AUTH": "Signed", "BRISVOX_AUTH_SECRET": "k" * 32,
+        "BRISVOX_AUTH_TOKENS": " scraper-token-0123456 ,other-token-0123456789", "BRISVOX_ALLOWED_HOSTS":
+        "Voice.Example.com:443, [::1]", "BRISVOX_ALLOWED_ORIGINS": "https://App.example.com,http://localhost:3000",
+    })
+    assert s.auth is AuthMode.SIGNED and s.auth_secret == Secret("k" * 32)
+    assert s.auth_tokens == (Secret("scraper-token-0123456"), Secret("other-token-0123456789"))
+    assert s.allowed_hosts == frozenset({"voice.example.com", "::1"}) == s.host_names
+    assert s.allowed_origins == frozenset({"https://app.example.com", "http://localhost:3000"})
+    assert "k" * 32 not in repr(s) and "scraper-token" not in repr(s)
+
+
+@pytest.mark.parametrize(("env", "words"), [
+    ({"BRISVOX_AUTH": "open"}, "BRISVOX_AUTH='open': expected one of none, bearer, signed"),
+    ({"BRISVOX_AUTH": "bearer"}, "BRISVOX_AUTH=bearer needs BRISVOX_AUTH_TOKENS"),
+    ({"BRISVOX_AUTH": "signed"}, "BRISVOX_AUTH=signed needs BRISVOX_AUTH_SECRET"),
+    ({"BRISVOX_AUTH_SECRET": "k" * 40}, "is set but BRISVOX_AUTH is none"),
+    ({"BRISVOX_AUTH": "bearer", "BRISVOX_AUTH_TOKENS": "a" * 20, "BRISVOX_AUTH_SECRET": "k" * 40},
+     "BRISVOX_AUTH_SECRET is set but BRISVOX_AUTH is bearer"),
+    ({"BRISVOX_ALLOWED_HOSTS": "bad host"}, "'bad host': expected a host name"),
+    ({"BRISVOX_ALLOWED_ORIGINS": "https://a.example/path"}, "expected scheme://host[:port]"),
+])
+def test_auth_settings_that_cannot_work_are_refused(env: dict[str, str], words: str) -> None:
+    with pytest.raises(SettingsError, match=re.escape(words)):
+        Settings.from_env(env)
+
+
+def test_a_bad_secret_value_is_reported_without_the_value() -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env({"BRISVOX_AUTH": "signed", "BRISVOX_AUTH_SECRET": "tooshort-secret",
+                           "BRISVOX_AUTH_TOKENS": "short,bad token with spaces"})
+    text = str(info.value)
+    assert "BRISVOX_AUTH_SECRET=(hidden): expected at least 32 characters" in text
+    assert "BRISVOX_AUTH_TOKENS=(hidden): token 1 of 2" in text
+    assert "tooshort" not in text and "spaces" not in text

@@ -1,4 +1,4 @@
-"""The WebSocket transport mounted in the app: a real call through uvicorn and the placeholder runner."""
+"""The WebSocket transport mounted in the app: a real call through uvicorn with an echo session runner."""
 
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
 from brisvox.server.session import SessionSlot
 from brisvox.server.settings import Settings
-from brisvox.server.ws_endpoint import TransportEndpoint, _server_transport, echo_runner
+from brisvox.server.ws_endpoint import TransportEndpoint, _server_transport
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
+from tests.server._echo import echo_runner
 
 
 def tone(seconds: float, rate: int = 16000) -> bytes:

@@ -537,3 +537,30 @@ async def test_an_utterance_that_played_out_reports_its_last_position_without_a_
         await clock.sleep(0.1)
         positions = [e for e in drain_events(session) if isinstance(e, PlaybackPosition) and e.utterance == 3]
         assert positions[-1].played == pytest.approx(0.14)
+
+
+async def test_a_clear_that_cuts_nothing_the_client_could_play_is_not_written_to_the_client() -> None:
+    async with loopback_call() as (clock, client, session):
+        for i in range(5):
+            await session.send(audio(i))
+        await clock.sleep(1.0)  # the audio played out long ago (past the playout grace)
+        assert session.commands().clear(1)  # the epoch advances all the same
+        await session.send(audio(99, epoch=1))
+        heard = [await client.recv() for _ in range(6)]
+        assert not any(isinstance(h.item, WireClear) for h in heard)
+        assert tag_of(heard[-1].item) == 99
+
+
+async def test_a_clear_right_after_the_last_audio_went_out_is_written_the_client_may_still_play_it() -> None:
+    async with loopback_call(SessionConfig(playout_grace=0.3)) as (clock, client, session):
+        for i in range(5):
+            await session.send(audio(i))
+        await clock.sleep(0.2)  # every frame released; the client's buffer may still hold them
+        session.commands().clear(1)
+        heard = [await client.recv() for _ in range(6)]
+        assert isinstance(heard[-1].item, WireClear)
+
+
+def test_a_negative_playout_grace_is_refused() -> None:
+    with pytest.raises(ConfigError, match="playout_grace"):
+        SessionConfig(playout_grace=-1.0).validate()

@@ -1,7 +1,8 @@
 """The streaming response assembler: provider-neutral deltas in, one parsed response out.
 
-An LLM adapter translates its stream events into :data:`Delta` values and pushes them
-into a :class:`ResponseAssembler`.  Text is appended in order; tool-call fragments are
+These deltas are the one vocabulary of a streamed response: LLM adapters
+(``brisvox.providers.llm``) yield them as they are, and the runner pushes them into a
+:class:`ResponseAssembler` unchanged.  Text is appended in order; tool-call fragments are
 buffered per index (fragments of different calls and text may interleave, and JSON may
 be split anywhere).  Nothing is parsed while streaming: :meth:`ResponseAssembler.finish`
 parses every call once, so partial JSON can never execute.
@@ -58,25 +59,44 @@ UNKNOWN_TOOL_NAME = "unknown_tool"
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
+    """A piece of the spoken answer, in order."""
+
     text: str
+
+    def __repr__(self) -> str:
+        return f"TextDelta(<{len(self.text)} chars>)"
 
 
 @dataclass(frozen=True, slots=True)
 class ProviderDataDelta:
     """Round-trip data for the whole response (sent whole, never concatenated)."""
 
-    value: Any
+    data: Any
+
+    def __repr__(self) -> str:
+        return "ProviderDataDelta(<data>)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallDelta:
-    """A fragment of the call at ``index``; ``id``/``name`` may come on any fragment."""
+    """A fragment of the call at ``index``; ``id``/``name`` may come on any fragment.
+
+    ``arguments_fragment`` pieces concatenate to the call's JSON arguments, split anywhere;
+    ``provider_data`` (a signature to echo back with the call) comes whole on one fragment.
+    """
 
     index: int
     id: str | None = None
     name: str | None = None
-    arguments: str = ""
+    arguments_fragment: str = ""
     provider_data: Any = None
+
+    def __repr__(self) -> str:
+        # Arguments are personal data: sizes only.
+        return (
+            f"ToolCallDelta(index={self.index}, id={self.id!r}, name={self.name!r}, "
+            f"arguments=<{len(self.arguments_fragment)} chars>)"
+        )
 
 
 Delta: TypeAlias = TextDelta | ProviderDataDelta | ToolCallDelta
@@ -231,18 +251,18 @@ class ResponseAssembler:
             self._text.append(delta.text)
             self._bytes += n
         elif isinstance(delta, ProviderDataDelta):
-            if delta.value is None:
+            if delta.data is None:
                 return
             if self._provider_data is not None:
-                if self._provider_data != delta.value:
+                if self._provider_data != delta.data:
                     raise AssembleError(
                         AssembleErrorKind.CONFLICTING_RESPONSE_PROVIDER_DATA,
                         "response provider data differs from the value already received",
                     )
                 return
-            n = _json_size(delta.value)
+            n = _json_size(delta.data)
             self._charge(n)
-            self._provider_data = delta.value
+            self._provider_data = delta.data
             self._bytes += n
         elif isinstance(delta, ToolCallDelta):
             self._push_call(delta)
@@ -286,7 +306,7 @@ class ResponseAssembler:
             cost += len(new_name.encode())
         if set_pd:
             cost += _json_size(delta.provider_data)
-        cost += len(delta.arguments.encode())
+        cost += len(delta.arguments_fragment.encode())
         self._charge(cost)
         if slot is None:
             slot = self._slots[delta.index] = _Slot()
@@ -296,8 +316,8 @@ class ResponseAssembler:
             slot.name = new_name
         if set_pd:
             slot.provider_data = delta.provider_data
-        if delta.arguments:
-            slot.fragments.append(delta.arguments)
+        if delta.arguments_fragment:
+            slot.fragments.append(delta.arguments_fragment)
         self._bytes += cost
 
     def cancel(self) -> None:

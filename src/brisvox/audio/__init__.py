@@ -5,6 +5,7 @@ from brisvox.audio.g711 import alaw_decode, alaw_encode, ulaw_decode, ulaw_encod
 from brisvox.audio.pcm import (
     array_to_pcm16,
     duration_of,
+    first_audible,
     float_to_pcm16,
     pcm16_to_array,
     pcm16_to_float,
@@ -26,6 +27,7 @@ __all__ = [
     "decode_to_pcm16",
     "duration_of",
     "encode_from_pcm16",
+    "first_audible",
     "float_to_pcm16",
     "pcm16_to_array",
     "pcm16_to_float",

@@ -12,10 +12,12 @@ import numpy.typing as npt
 from brisvox.core.errors import InvalidInput
 
 __all__ = [
+    "AUDIBLE_LEVEL",
     "PCM16_DTYPE",
     "array_to_pcm16",
     "check_whole_samples",
     "duration_of",
+    "first_audible",
     "float_to_pcm16",
     "pcm16_to_array",
     "pcm16_to_float",
@@ -25,6 +27,10 @@ __all__ = [
 ]
 
 PCM16_DTYPE: np.dtype[np.int16] = np.dtype("<i2")
+
+AUDIBLE_LEVEL = 33
+"""The smallest PCM16 peak counted as audible: about -60 dBFS (a synthesized voice's
+leading near-silence stays below it, its first phoneme is far above)."""
 
 Int16Array = npt.NDArray[np.int16]
 Float32Array = npt.NDArray[np.float32]
@@ -94,3 +100,11 @@ def samples_for(seconds: float, sample_rate: int) -> int:
 def silence(seconds: float, sample_rate: int) -> bytes:
     """PCM16 silence of the given length."""
     return bytes(2 * samples_for(seconds, sample_rate))
+
+
+def first_audible(pcm: bytes | bytearray | memoryview, level: int = AUDIBLE_LEVEL) -> int | None:
+    """The index of the first sample whose magnitude reaches ``level``; None when every
+    sample stays below it (silence, or the near-silence a TTS voice starts with)."""
+    samples = pcm16_to_array(pcm)
+    loud = np.flatnonzero(np.abs(samples.astype(np.int32)) >= level)
+    return int(loud[0]) if loud.size else None

@@ -1,5 +1,6 @@
-"""brisvox.core: time, frames, inboxes, processors and pipelines."""
+"""brisvox.core: time, frames, channels, inboxes, processors and pipelines."""
 
+from brisvox.core.channel import Channel, Overflow
 from brisvox.core.clock import Clock, SimClock, SystemClock, VirtualTimeLoop, run_virtual
 from brisvox.core.errors import (
     BrisvoxError,
@@ -12,7 +13,7 @@ from brisvox.core.errors import (
     StopTimeout,
 )
 from brisvox.core.frames import Direction, Frame
-from brisvox.core.inbox import Inbox, Overflow, OverflowPolicies, QueueConfig
+from brisvox.core.inbox import Inbox, OverflowPolicies, QueueConfig
 from brisvox.core.pipeline import Links, Pipeline, RunningPipeline
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.secret import Secret
@@ -20,6 +21,7 @@ from brisvox.core.tasks import TaskScope, wait_for_task_baseline
 
 __all__ = [
     "BrisvoxError",
+    "Channel",
     "ChannelClosed",
     "Clock",
     "ConfigError",

@@ -11,8 +11,13 @@ Two clocks exist:
   :class:`VirtualTimeLoop`, whose clock jumps to the next timer whenever every task
   waits on one; its wall time starts at a fixed origin (2026-01-01T00:00:00Z).
 
-This module is the only place that may call ``time.time``, ``time.monotonic`` or
-``asyncio.sleep`` (a test scans the package for violations).
+Bounded waits use :func:`deadline` / :func:`deadline_at` (a context manager) or
+:func:`bounded` (one awaitable): a wait that runs out raises
+:class:`~brisvox.core.errors.DeadlineExceeded` naming the wait and its bound.
+
+This module is the only place that may call ``time.time``, ``time.monotonic``,
+``asyncio.sleep``, ``asyncio.timeout``, ``asyncio.timeout_at`` or ``asyncio.wait_for``
+(a test scans the package for violations).
 """
 
 from __future__ import annotations
@@ -23,15 +28,22 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import Executor
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
 from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from brisvox.core.errors import DeadlineExceeded
 
 __all__ = [
     "SIM_WALL_ORIGIN",
     "Clock",
+    "Deadline",
     "SimClock",
     "SystemClock",
     "VirtualTimeDeadlock",
     "VirtualTimeLoop",
+    "bounded",
+    "deadline",
+    "deadline_at",
     "hold_time_for",
     "monotonic_ns",
     "run_virtual",
@@ -114,6 +126,90 @@ class SimClock(_LoopClock):
 
     def __repr__(self) -> str:
         return f"SimClock(origin={self._origin.isoformat()})"
+
+
+class Deadline:
+    """The body of ``async with`` is cancelled when ``clock`` reaches ``at``; it then raises
+    :class:`DeadlineExceeded` (``what``, ``seconds``).  Made by :func:`deadline` / :func:`deadline_at`.
+
+    On the loop clocks (:class:`SystemClock`, :class:`SimClock`) clock instants are loop
+    time, so the deadline is one loop timer (``asyncio.timeout_at``: no task, which matters
+    on paths that run several times per audio frame) and lands on the same timeline under
+    virtual time.  Any other clock gets a watchdog task that sleeps on it and cancels the
+    body.  A ``TimeoutError`` the body raises itself passes through unchanged; an inner
+    deadline that runs out is reported by its own name.
+    """
+
+    __slots__ = ("_at", "_clock", "_dog", "_fired", "_owner", "_timer", "seconds", "what")
+
+    def __init__(self, clock: Clock, at: float, seconds: float, what: str) -> None:
+        self._clock = clock
+        self._at = at
+        self.seconds = seconds
+        self.what = what
+        self._timer: asyncio.Timeout | None = None
+        self._dog: asyncio.Task[None] | None = None
+        self._owner: asyncio.Task[Any] | None = None
+        self._fired = False
+
+    async def __aenter__(self) -> Deadline:
+        if isinstance(self._clock, _LoopClock):
+            self._timer = asyncio.timeout_at(self._at)
+            await self._timer.__aenter__()
+        else:
+            self._owner = asyncio.current_task()
+            assert self._owner is not None, "a deadline needs a running task"
+            self._dog = asyncio.get_running_loop().create_task(self._watch(), name=f"deadline/{self.what}")
+        return self
+
+    async def _watch(self) -> None:
+        await self._clock.sleep_until(self._at)
+        self._fired = True
+        assert self._owner is not None
+        self._owner.cancel()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        timer = self._timer
+        if timer is not None:
+            try:
+                await timer.__aexit__(exc_type, exc, tb)
+            except TimeoutError:
+                if timer.expired():
+                    raise DeadlineExceeded(self.what, self.seconds) from None
+                raise
+            return
+        dog = self._dog
+        assert dog is not None and self._owner is not None
+        dog.cancel()
+        # Waits for the watchdog to end without taking its cancellation for ours.
+        await asyncio.wait((dog,))
+        if self._fired and exc_type is not None and issubclass(exc_type, asyncio.CancelledError):
+            self._owner.uncancel()
+            raise DeadlineExceeded(self.what, self.seconds) from None
+
+
+def deadline(clock: Clock, seconds: float, what: str) -> Deadline:
+    """``async with deadline(clock, 5.0, "connect"):`` bounds the body by ``seconds`` of ``clock`` time."""
+    seconds = max(0.0, seconds)
+    return Deadline(clock, clock.now() + seconds, seconds, what)
+
+
+def deadline_at(clock: Clock, at: float, what: str) -> Deadline:
+    """Like :func:`deadline`, up to the instant ``at`` of ``clock``."""
+    return Deadline(clock, at, max(0.0, at - clock.now()), what)
+
+
+async def bounded(clock: Clock, seconds: float, aw: Awaitable[T], what: str) -> T:
+    """Await ``aw`` in this task; raise DeadlineExceeded(what, seconds) when ``clock`` passes the bound first.
+
+    On the deadline (or when this task is cancelled) ``aw`` is cancelled and has ended
+    before this returns (pass ``asyncio.shield(task)`` to leave a task running).  A
+    ``TimeoutError`` that ``aw`` raises itself passes through.
+    """
+    async with deadline(clock, seconds, what):
+        return await aw
 
 
 class VirtualTimeDeadlock(RuntimeError):

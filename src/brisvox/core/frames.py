@@ -2,16 +2,16 @@
 
 Three classes of frame travel between processors:
 
-* **System** frames (start, stop, cancel, interrupt, errors, VAD events) carry no epoch,
+* **System** frames (start, stop, cancel, interrupt, timers, VAD events) carry no epoch,
   are never stale and overtake data on each inbox's system lane.
 * **Control** frames (turn and response boundaries) carry the turn epoch they were
   produced in.
-* **Data** frames (audio, text, transcripts, tool results, metrics) carry it too.
+* **Data** frames (audio, text, transcripts) carry it too.
 
 ``is_stale(current)`` is the purge predicate of an interruption: a control or data frame
-from an older epoch is dropped, except a tool result (a side-effecting call may already
-have run, so its result must reach the context) and word timings (they say what the
-caller actually heard).
+from an older epoch is dropped, except the frames that describe the past (word timings,
+playback positions, what was heard of a cut reply): they say what the caller actually
+heard.
 
 The repr of a frame shows sizes only: never audio samples, never caller or model text.
 """
@@ -28,15 +28,12 @@ from brisvox.core.errors import InvalidAudio
 __all__ = [
     "BotAudioEnded",
     "BotAudioStarted",
-    "BotHeardFrame",
     "BotResponseDone",
     "CancelFrame",
     "ControlFrame",
     "DataFrame",
     "Direction",
     "DtmfFrame",
-    "EndCallFrame",
-    "ErrorFrame",
     "Frame",
     "FrameClass",
     "InputAudioFrame",
@@ -44,7 +41,6 @@ __all__ = [
     "LlmResponseEnded",
     "LlmResponseStarted",
     "LlmTextFrame",
-    "MetricsFrame",
     "OutputAudioFrame",
     "OverflowClass",
     "PlaybackFrame",
@@ -52,7 +48,6 @@ __all__ = [
     "StopFrame",
     "SystemFrame",
     "TimerFrame",
-    "ToolResultFrame",
     "TranscriptFrame",
     "TtsTextFrame",
     "TurnEndReason",
@@ -169,13 +164,6 @@ class InterruptFrame(SystemFrame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class ErrorFrame(SystemFrame):
-    stage: str
-    message: str
-    fatal: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class TimerFrame(SystemFrame):
     """A stage's own timer fired (the stage puts it into its own inbox: a self-wake).
 
@@ -270,11 +258,6 @@ class BotResponseDone(ControlFrame):
     """No more bot audio will come for this epoch's response (it may still be playing)."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class EndCallFrame(ControlFrame):
-    """Hang up once what was queued before it has played."""
-
-
 # --- data frames ---------------------------------------------------------------------------
 
 
@@ -359,27 +342,6 @@ class TtsTextFrame(DataFrame):
     utterance: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class BotHeardFrame(DataFrame):
-    """A reply round of ``epoch`` was cut short: ``text`` is what the caller heard of it.
-
-    The runner sends it when it cuts the context to what was heard, which happens after
-    the epoch is over, so it survives the interruption (watchers show the heard part).
-    """
-
-    survives_interrupt: ClassVar[bool] = True
-    round: int
-    text: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class ToolResultFrame(DataFrame):
-    survives_interrupt: ClassVar[bool] = True
-    call_id: str
-    content: str
-    is_error: bool = False
-
-
 @dataclass(frozen=True, slots=True)
 class WordTiming:
     """One word of an utterance, in seconds from the utterance's first sample."""
@@ -416,10 +378,3 @@ class PlaybackFrame(DataFrame):
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class DtmfFrame(DataFrame):
     digit: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class MetricsFrame(DataFrame):
-    overflow: ClassVar[OverflowClass] = OverflowClass.METRICS
-    name: str
-    value: float

@@ -6,7 +6,11 @@ FIFO.
 
 Every lane is bounded.  System lanes always apply backpressure.  On a data lane the
 policy depends on the frame's overflow class: audio and metrics follow the inbox's
-:class:`OverflowPolicies`, every other frame applies backpressure.  Drop-oldest evicts the
+:class:`OverflowPolicies` (the channel's :class:`~brisvox.core.channel.Overflow` names;
+``DISPLACE`` has no meaning for frames and is refused), every other frame applies
+backpressure.  The lanes are not channels (:mod:`brisvox.core.channel`): one task
+receives from four of them in priority order, a purge on an epoch advance and the
+interrupt watch reach into them, and a graceful stop discards late frames quietly.  Drop-oldest evicts the
 oldest queued frame of the same overflow class (never reordering the rest); drop-newest
 discards the arriving frame.  Every drop is counted in :class:`QueueStats`.
 
@@ -23,6 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
+from brisvox.core.channel import Overflow, SpaceWaiters
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import Direction, Frame, FrameClass, InterruptFrame, OverflowClass
 
@@ -31,7 +36,6 @@ __all__ = [
     "REALTIME_INPUT_POLICIES",
     "Inbox",
     "InboxState",
-    "Overflow",
     "OverflowPolicies",
     "PutOutcome",
     "QueueConfig",
@@ -42,12 +46,6 @@ _SYS_DOWN: Final = 0
 _SYS_UP: Final = 1
 _DATA_DOWN: Final = 2
 _DATA_UP: Final = 3
-
-
-class Overflow(enum.Enum):
-    BACKPRESSURE = "backpressure"
-    DROP_OLDEST = "drop_oldest"
-    DROP_NEWEST = "drop_newest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +68,11 @@ class OverflowPolicies:
 
     audio: Overflow = Overflow.BACKPRESSURE
     metrics: Overflow = Overflow.DROP_NEWEST
+
+    def __post_init__(self) -> None:
+        for name in ("audio", "metrics"):
+            if getattr(self, name) is Overflow.DISPLACE:
+                raise ConfigError(f"OverflowPolicies.{name}: displace needs a key, which frames do not have")
 
 
 DEFAULT_POLICIES: Final = OverflowPolicies()
@@ -140,7 +143,7 @@ class Inbox:
         self._policies = policies or OverflowPolicies()
         self._capacity = (config.system, config.system, config.data, config.data)
         self._lanes: tuple[deque[tuple[Frame, int]], ...] = (deque(), deque(), deque(), deque())
-        self._space_waiters: tuple[list[asyncio.Future[None]], ...] = ([], [], [], [])
+        self._space_waiters = (SpaceWaiters(), SpaceWaiters(), SpaceWaiters(), SpaceWaiters())
         self._recv_waiter: asyncio.Future[None] | None = None
         self._watchers: list[asyncio.Future[None]] = []
         self._next_up = False
@@ -193,9 +196,7 @@ class Inbox:
 
     def space_waiter(self, frame: Frame, direction: Direction) -> asyncio.Future[None]:
         """A future resolved when the lane ``frame`` goes to may have room (or the inbox closes)."""
-        fut = asyncio.get_running_loop().create_future()
-        self._space_waiters[_lane_of(frame, direction)].append(fut)
-        return fut
+        return self._space_waiters[_lane_of(frame, direction)].add()
 
     async def wait_for_space(self, frame: Frame, direction: Direction) -> None:
         fut = self.space_waiter(frame, direction)
@@ -205,12 +206,11 @@ class Inbox:
             self.release_space(fut, frame, direction)
             raise
         finally:
-            self._discard_space_waiter(fut, frame, direction)
+            self.forget_space_waiter(fut, frame, direction)
 
-    def _discard_space_waiter(self, fut: asyncio.Future[None], frame: Frame, direction: Direction) -> None:
-        waiters = self._space_waiters[_lane_of(frame, direction)]
-        if fut in waiters:
-            waiters.remove(fut)
+    def forget_space_waiter(self, fut: asyncio.Future[None], frame: Frame, direction: Direction) -> None:
+        """Stop tracking a waiter from :meth:`space_waiter` (its sender is done waiting)."""
+        self._space_waiters[_lane_of(frame, direction)].discard(fut)
 
     def release_space(self, fut: asyncio.Future[None], frame: Frame, direction: Direction) -> None:
         """A sender leaving without putting passes the wakeup ``fut`` received to the next waiter.
@@ -218,20 +218,11 @@ class Inbox:
         Without this, a woken sender that gives up (cancelled, or its frame went stale)
         swallows the only wakeup and a second blocked sender waits beside a free slot.
         """
-        if not fut.done() or fut.cancelled():
+        if not SpaceWaiters.was_woken(fut):
             return  # it was never woken: nothing to pass on
         lane_index = _lane_of(frame, direction)
         if len(self._lanes[lane_index]) < self._capacity[lane_index]:
-            self._wake_space(lane_index, 1)
-
-    def _wake_space(self, lane_index: int, count: int) -> None:
-        """Resolve the next ``count`` live space waiters of a lane (done ones are skipped)."""
-        waiters = self._space_waiters[lane_index]
-        while count > 0 and waiters:
-            fut = waiters.pop(0)
-            if not fut.done():
-                fut.set_result(None)
-                count -= 1
+            self._space_waiters[lane_index].wake()
 
     def interrupt_watcher(self) -> asyncio.Future[None]:
         """A future resolved when a newer interrupt is enqueued here (or the inbox closes)."""
@@ -309,8 +300,9 @@ class Inbox:
     def _take(self, lane_index: int, direction: Direction) -> tuple[Frame, Direction, int]:
         frame, source = self._lanes[lane_index].popleft()
         self.stats.received += 1
-        if self._space_waiters[lane_index]:
-            self._wake_space(lane_index, 1)
+        waiters = self._space_waiters[lane_index]
+        if waiters:
+            waiters.wake()
         return frame, direction, source
 
     def purge_stale(self, epoch: int) -> int:
@@ -326,7 +318,7 @@ class Inbox:
                 lane.clear()
                 lane.extend(keep)
                 purged += removed
-                self._wake_space(lane_index, removed)
+                self._space_waiters[lane_index].wake(removed)
         self.stats.purged += purged
         return purged
 
@@ -364,10 +356,7 @@ class Inbox:
         """End the inbox: CLOSED makes senders fail, STOPPED makes them discard quietly."""
         self.state = state
         for waiters in self._space_waiters:
-            for fut in waiters:
-                if not fut.done():
-                    fut.set_result(None)
-            waiters.clear()
+            waiters.wake_all()
         self._wake_watchers()
         self._wake_receiver()
 

@@ -26,7 +26,7 @@ from typing import Final
 
 from brisvox.core.frames import CancelFrame, Direction, Frame, FrameClass, InterruptFrame, StopFrame
 from brisvox.core.inbox import Inbox, InboxState
-from brisvox.core.processor import LAYERS, FrameSink, ProcessorContext
+from brisvox.core.processor import FrameSink, ProcessorContext
 
 __all__ = ["MAX_BRANCHES", "BroadcastLedger", "LedgerVerdict", "run_fan_unit"]
 
@@ -206,14 +206,14 @@ def _gate(ctx: ProcessorContext, frame: Frame) -> bool:
     if isinstance(frame, InterruptFrame):
         if frame.new_epoch > ctx.epoch:
             ctx.epoch = frame.new_epoch
-            if LAYERS.purge:
+            if ctx.layers.purge:
                 ctx.inbox.purge_stale(ctx.epoch)
             return True
-        if LAYERS.gate:
+        if ctx.layers.gate:
             ctx.stats.duplicate_interrupts += 1
             return False
         return True
-    if LAYERS.gate and frame.is_stale(ctx.epoch):
+    if ctx.layers.gate and frame.is_stale(ctx.epoch):
         ctx.stats.stale_dropped_in += 1
         return False
     return True

@@ -25,12 +25,20 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed, PipelineError, ProcessorFailed, StopTimeout
+from brisvox.core.clock import Clock, deadline
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded, PipelineError, ProcessorFailed, StopTimeout
 from brisvox.core.frames import Direction, Frame, StartFrame, StopFrame
 from brisvox.core.inbox import Inbox, PutOutcome, QueueConfig
 from brisvox.core.parallel import MAX_BRANCHES, BroadcastLedger, run_fan_unit
-from brisvox.core.processor import FrameSink, Processor, ProcessorContext, ProcessorStats, run_processor
+from brisvox.core.processor import (
+    ALL_LAYERS,
+    EpochLayers,
+    FrameSink,
+    Processor,
+    ProcessorContext,
+    ProcessorStats,
+    run_processor,
+)
 from brisvox.core.tasks import TaskScope
 
 __all__ = ["Links", "Pipeline", "RunningPipeline"]
@@ -99,12 +107,22 @@ class Pipeline:
                 nodes.append(_Parallel(flat))
         return nodes
 
-    def start(self, clock: Clock, links: Links | None = None, queue: QueueConfig | None = None) -> RunningPipeline:
-        """Start every unit as a task on the running loop and send Start downstream."""
+    def start(
+        self,
+        clock: Clock,
+        links: Links | None = None,
+        queue: QueueConfig | None = None,
+        *,
+        layers: EpochLayers = ALL_LAYERS,
+    ) -> RunningPipeline:
+        """Start every unit as a task on the running loop and send Start downstream.
+
+        ``layers`` switches the epoch layers (all on; mutation tests turn some off).
+        """
         nodes = self.flatten()
         if not nodes:
             raise PipelineError(f"pipeline {self.name!r} has no processors")
-        running = RunningPipeline(self.name, clock)
+        running = RunningPipeline(self.name, clock, layers)
         chain = _build_chain(running, nodes, queue, prefix=self.name)
         links = links or Links()
         if links.downstream is not None:
@@ -155,13 +173,13 @@ def _build_unit(running: RunningPipeline, node: _Node, queue: QueueConfig | None
     if isinstance(node, Processor):
         name = node.name
         inbox = Inbox(name, queue or node.queue_config, node.overflow)
-        ctx = ProcessorContext(name, running.clock, inbox)
+        ctx = ProcessorContext(name, running.clock, inbox, running.layers)
         running._contexts[f"{path}:{name}"] = ctx
         return _Chain(inbox, inbox, [ctx], [ctx], [(name, run_processor(node, ctx))])
     branches = [_build_chain(running, b, queue, f"{path}.b{i}") for i, b in enumerate(node.branches)]
     n = len(branches)
-    fan = ProcessorContext(f"{path}.fanout", running.clock, Inbox(f"{path}.fanout", queue))
-    merge = ProcessorContext(f"{path}.merge", running.clock, Inbox(f"{path}.merge", queue))
+    fan = ProcessorContext(f"{path}.fanout", running.clock, Inbox(f"{path}.fanout", queue), running.layers)
+    merge = ProcessorContext(f"{path}.merge", running.clock, Inbox(f"{path}.merge", queue), running.layers)
     down_ledger, up_ledger = BroadcastLedger(n), BroadcastLedger(n)
     for i, branch in enumerate(branches):
         branch.set_upstream((fan.inbox, i))
@@ -179,9 +197,10 @@ def _build_unit(running: RunningPipeline, node: _Node, queue: QueueConfig | None
 class RunningPipeline:
     """A started pipeline: feed it, stop it, cancel it, wait for it."""
 
-    def __init__(self, name: str, clock: Clock) -> None:
+    def __init__(self, name: str, clock: Clock, layers: EpochLayers = ALL_LAYERS) -> None:
         self.name = name
         self.clock = clock
+        self.layers = layers
         self._scope = TaskScope(f"pipeline:{name}")
         self._contexts: dict[str, ProcessorContext] = {}
         self._failure: BaseException | None = None
@@ -251,12 +270,11 @@ class RunningPipeline:
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Graceful stop bounded by ``timeout``: drain in order, then end."""
-        deadline = self.clock.now() + timeout
         try:
-            async with asyncio.timeout_at(deadline):
+            async with deadline(self.clock, timeout, "pipeline stop"):
                 await self.send(StopFrame())
                 await self._done.wait()
-        except TimeoutError:
+        except DeadlineExceeded:
             self.cancel()
             await self._scope.aclose()
             if self.failure is not None:

@@ -14,8 +14,9 @@ epoch rules, so a processor never sees a frame from an interrupted turn:
    own inbox and gives up as soon as an interrupt makes its frame stale.
 5. *Originating*: pushing a newer interrupt advances the pusher's own epoch.
 
-The layers overlap on purpose; :data:`LAYERS` lets a test switch each one off to show
-that every path is covered by more than one.
+The layers overlap on purpose; the :class:`EpochLayers` a pipeline is started with
+(``Pipeline.start(..., layers=...)``, all on by default) lets a test switch each one off
+to show that every path is covered by more than one.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from brisvox.core.frames import CancelFrame, Direction, Frame, InterruptFrame, S
 from brisvox.core.inbox import DEFAULT_POLICIES, Inbox, InboxState, OverflowPolicies, PutOutcome, QueueConfig
 
 __all__ = [
-    "LAYERS",
+    "ALL_LAYERS",
     "EpochLayers",
     "EpochPolicy",
     "FrameSink",
@@ -50,9 +51,10 @@ class EpochPolicy(enum.Enum):
     KEEP_ALL = "keep_all"  # recorders and the user side of a call keep every frame
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EpochLayers:
-    """Switches for the redundant epoch layers.  Always all on, except in mutation tests."""
+    """Switches for the redundant epoch layers.  Always all on, except in mutation tests,
+    which inject a copy with some off through ``Pipeline.start(..., layers=...)``."""
 
     gate: bool = True
     purge: bool = True
@@ -61,7 +63,7 @@ class EpochLayers:
     originate: bool = True
 
 
-LAYERS = EpochLayers()
+ALL_LAYERS = EpochLayers()
 
 
 class FrameSink(Protocol):
@@ -101,12 +103,13 @@ class Processor:
 class ProcessorContext:
     """What a processor sees of its task: its epoch, its clock, and ``push``."""
 
-    __slots__ = ("clock", "downstream", "epoch", "inbox", "name", "stats", "upstream")
+    __slots__ = ("clock", "downstream", "epoch", "inbox", "layers", "name", "stats", "upstream")
 
-    def __init__(self, name: str, clock: Clock, inbox: Inbox) -> None:
+    def __init__(self, name: str, clock: Clock, inbox: Inbox, layers: EpochLayers = ALL_LAYERS) -> None:
         self.name = name
         self.clock = clock
         self.inbox = inbox
+        self.layers = layers
         self.epoch = 0
         self.stats = ProcessorStats()
         # (target, source tag) of each neighbour; None past the pipeline's edge.
@@ -116,7 +119,7 @@ class ProcessorContext:
     async def push(self, frame: Frame, direction: Direction = Direction.DOWNSTREAM) -> bool:
         """Send ``frame`` to the neighbour in ``direction``.  False when it was dropped as stale."""
         if isinstance(frame, InterruptFrame):
-            if LAYERS.originate and frame.new_epoch > self.epoch:
+            if self.layers.originate and frame.new_epoch > self.epoch:
                 self.epoch = frame.new_epoch
         elif self.is_stale_outgoing(frame):
             self.stats.stale_dropped_out += 1
@@ -127,7 +130,7 @@ class ProcessorContext:
         return await self.push_to(neighbour[0], neighbour[1], frame, direction)
 
     def is_stale_outgoing(self, frame: Frame) -> bool:
-        if not LAYERS.push_check:
+        if not self.layers.push_check:
             return False
         current = self.epoch
         if self.inbox.newest_interrupt > current:
@@ -149,7 +152,7 @@ class ProcessorContext:
     async def _blocked_push(self, target: Inbox, source: int, frame: Frame, direction: Direction) -> bool:
         while True:
             space = target.space_waiter(frame, direction)
-            watch = self.inbox.interrupt_watcher() if LAYERS.push_watch else None
+            watch = self.inbox.interrupt_watcher() if self.layers.push_watch else None
             try:
                 if watch is None:
                     await space
@@ -160,11 +163,11 @@ class ProcessorContext:
                 raise
             finally:
                 space.cancel()
-                target._discard_space_waiter(space, frame, direction)
+                target.forget_space_waiter(space, frame, direction)
                 if watch is not None:
                     watch.cancel()
                     self.inbox.forget_watcher(watch)
-            if LAYERS.push_watch and frame.is_stale(max(self.epoch, self.inbox.newest_interrupt)):
+            if self.layers.push_watch and frame.is_stale(max(self.epoch, self.inbox.newest_interrupt)):
                 self.stats.abandoned_pushes += 1
                 target.release_space(space, frame, direction)
                 return False
@@ -178,6 +181,7 @@ async def run_processor(processor: Processor, ctx: ProcessorContext) -> None:
     inbox = ctx.inbox
     keep_all = processor.epoch_policy is EpochPolicy.KEEP_ALL
     stats = ctx.stats
+    layers = ctx.layers
     try:
         while True:
             item = inbox.get_nowait()
@@ -189,7 +193,7 @@ async def run_processor(processor: Processor, ctx: ProcessorContext) -> None:
             if isinstance(frame, InterruptFrame):
                 if frame.new_epoch > ctx.epoch:
                     _advance(ctx, frame.new_epoch, keep_all)
-                elif LAYERS.gate:
+                elif layers.gate:
                     # Not newer than this task's epoch: a copy that arrived from the other
                     # side, or the echo of an interrupt this task originated.
                     stats.duplicate_interrupts += 1
@@ -201,13 +205,13 @@ async def run_processor(processor: Processor, ctx: ProcessorContext) -> None:
                 inbox.drop_all()
                 await processor.process(frame, direction, ctx)
                 return
-            elif LAYERS.gate and not keep_all and frame.is_stale(ctx.epoch):
+            elif layers.gate and not keep_all and frame.is_stale(ctx.epoch):
                 stats.stale_dropped_in += 1
                 continue
             stats.processed += 1
             before = ctx.epoch
             await processor.process(frame, direction, ctx)
-            if ctx.epoch > before and LAYERS.originate:
+            if ctx.epoch > before and layers.originate:
                 _advance(ctx, ctx.epoch, keep_all)  # this processor originated an interrupt
     finally:
         if inbox.state is InboxState.OPEN:
@@ -216,7 +220,7 @@ async def run_processor(processor: Processor, ctx: ProcessorContext) -> None:
 
 def _advance(ctx: ProcessorContext, epoch: int, keep_all: bool) -> None:
     ctx.epoch = epoch
-    if LAYERS.purge and not keep_all:
+    if ctx.layers.purge and not keep_all:
         ctx.inbox.purge_stale(epoch)
 
 

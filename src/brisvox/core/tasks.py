@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -32,10 +32,16 @@ class ScopeClosed(BrisvoxError):
 
 
 class TaskScope:
-    """Owns a set of tasks; the first child failure cancels the rest and is re-raised on exit."""
+    """Owns a set of tasks; the first child failure cancels the rest and is re-raised on exit.
 
-    def __init__(self, name: str) -> None:
+    ``on_failure`` (optional) is told of that first failure at once, with the child's name
+    (without the scope's prefix): an owner that waits on something else (a call waits on
+    its caller) learns that its helpers are gone.  It must not raise.
+    """
+
+    def __init__(self, name: str, on_failure: Callable[[str, BaseException], None] | None = None) -> None:
         self.name = name
+        self._on_failure = on_failure
         self._tasks: set[asyncio.Task[Any]] = set()
         self._failure: BaseException | None = None
         self._closing = False
@@ -66,6 +72,8 @@ class TaskScope:
                 self._failure = exc
                 log.debug("task %s failed: %r; cancelling its siblings", task.get_name(), exc)
                 self.cancel()
+                if self._on_failure is not None:
+                    self._on_failure(task.get_name().removeprefix(f"{self.name}/"), exc)
         if not self._tasks and self._idle is not None:
             self._idle.set()
 

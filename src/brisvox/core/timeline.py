@@ -29,6 +29,7 @@ class TurnEvent(enum.Enum):
     FIRST_TTS_AUDIO = "first_tts_audio"
     FIRST_AUDIO_SENT = "first_audio_sent"  # handed to the transport
     BOT_AUDIO_STARTED = "bot_audio_started"  # released to the caller
+    BOT_AUDIBLE = "bot_audible"  # its first audible sample released (a voice's leading silence skipped)
     BARGE_IN = "barge_in"  # the decision
     CLEAR_APPLIED = "clear_applied"
     FILLER_STARTED = "filler_started"  # the turn's first filler round began

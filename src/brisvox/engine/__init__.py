@@ -1,24 +1,24 @@
 """brisvox.engine: the production pipeline of one call."""
 
-from brisvox.engine.call import CallReport, Providers, run_call
+from brisvox.engine.call import CallFailed, CallReport, Providers, run_call
 from brisvox.engine.clips import ClipCache, FillerClip, FillerClipStore, render_clips
-from brisvox.engine.config import EngineConfig, LlmConfig, Speculation, SummaryConfig, Timeouts
-from brisvox.engine.observe import CallEvent, CallEventKind, CallObserver
+from brisvox.engine.config import EngineConfig, LlmConfig, SpeculationMode, SummaryConfig, Timeouts
+from brisvox.engine.events import CallObserver, EngineEvent
 from brisvox.engine.playout import PlayoutBook
 
 __all__ = [
-    "CallEvent",
-    "CallEventKind",
+    "CallFailed",
     "CallObserver",
     "CallReport",
     "ClipCache",
     "EngineConfig",
+    "EngineEvent",
     "FillerClip",
     "FillerClipStore",
     "LlmConfig",
     "PlayoutBook",
     "Providers",
-    "Speculation",
+    "SpeculationMode",
     "SummaryConfig",
     "Timeouts",
     "render_clips",

@@ -6,6 +6,16 @@ The pump (this module) turns transport events into frames: caller audio into the
 of the pipeline, position reports into its tail (upstream, for TransportOut).  Every
 helper task belongs to the call's TaskScope; every provider session is an async context
 manager closed with the call; ``cancel`` (an Event) or the caller's hang-up ends it.
+
+Failures: the pump also watches the pipeline and the call's helper tasks.  The first
+stage, helper or provider connection that fails ends the call: it is logged once with its
+traceback and the call's id, an ``EngineFailure`` (fatal) goes to the event stream, the
+client is told (``TransportSession.close(error=...)``: an ``error`` and ``stop{error}``
+on the WebSocket), the context is cut to what was heard, and ``run_call`` raises
+:class:`CallFailed` carrying the report (``CallReport.failure``).  A failure the call
+survives (a turn that failed and got the fallback line) is counted in
+``CallReport.failures``.  A stage that ends because the transport ended first (the
+caller hung up while it was sending) is the end of the call, not a failure.
 """
 
 from __future__ import annotations
@@ -14,9 +24,8 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from brisvox.agent.context import Context
 from brisvox.agent.flows import Flow, FlowManager
@@ -24,19 +33,19 @@ from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
 from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
+from brisvox.core.clock import Clock, bounded
+from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
 from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
 from brisvox.engine.clips import FillerClipStore
-from brisvox.engine.config import EngineConfig, Speculation
+from brisvox.engine.config import EngineConfig, SpeculationMode
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
+from brisvox.engine.events import CallEvents, CallObserver, EngineFailure
 from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.listen import ListenStage
 from brisvox.engine.memory import CallMemory
-from brisvox.engine.observe import CallObserver, ObserverTap
 from brisvox.engine.out import TransportOut
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
@@ -51,10 +60,9 @@ from brisvox.providers.tts import TtsProvider, TtsSession
 from brisvox.transport.events import Dtmf, PlaybackPosition, Stopped, StopReason
 from brisvox.transport.session import TransportSession
 
-__all__ = ["CallReport", "Providers", "run_call"]
+__all__ = ["CallFailed", "CallReport", "Providers", "run_call"]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +102,40 @@ class CallReport:
     uncovered_requests: int = 0  # requests that left out turns no summary covered (each logged)
     flow_transitions: int = 0  # nodes entered (a flow passed to run_call)
     flow_refused_calls: int = 0  # calls to tools the node does not offer, answered tool_not_available
+    failures: int = 0  # failures logged (with their traceback), the one that ended the call included
+    failure: EngineFailure | None = None  # what ended the call, when it failed
+
+
+class CallFailed(BrisvoxError):
+    """The call ended because a stage, a helper or a provider failed (see the module docs).
+
+    ``report`` is the call's report (``report.failure`` says what failed); ``__cause__``
+    is the exception (already logged with its traceback)."""
+
+    def __init__(self, report: CallReport) -> None:
+        failure = report.failure
+        what = f" in {failure.stage} ({failure.error})" if failure is not None else ""
+        super().__init__(f"the call failed{what}")
+        self.report = report
+
+
+class _Fault:
+    """The first failure that ends a call; later ones follow from it and are not logged again."""
+
+    def __init__(self, events: CallEvents, clock: Clock, epoch: Callable[[], int]) -> None:
+        self._events, self._clock, self._epoch = events, clock, epoch
+        self.failure: EngineFailure | None = None
+        self.cause: BaseException | None = None
+        self.raised = asyncio.Event()
+
+    def record(self, stage: str, exc: BaseException) -> None:
+        if isinstance(exc, ProcessorFailed):
+            stage, exc = exc.stage, exc.cause
+        if self.failure is not None or isinstance(exc, asyncio.CancelledError):
+            return
+        self.failure = self._events.failed(stage, exc, epoch=self._epoch(), at=self._clock.now(), fatal=True)
+        self.cause = exc
+        self.raised.set()
 
 
 async def run_call(
@@ -113,7 +155,7 @@ async def run_call(
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
     ``filler`` replaces the filler policy built from ``config.llm.filler`` (phrases, clips).
-    ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.observe`).
+    ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.events`).
     ``clips`` (optional) are pre-rendered filler clips (:mod:`brisvox.engine.clips`): the
     filler policy takes them as its clip cache, and the speak stage plays them.
     ``summarizer`` makes the window's summaries (with ``config.summary.enabled``; default: an
@@ -121,109 +163,184 @@ async def run_call(
     ``ResetWithSummary`` uses it too.  ``flow`` (a :class:`~brisvox.agent.flows.Flow`, or a
     :class:`~brisvox.agent.flows.FlowManager` the application keeps, not yet started) runs the call as that flow;
     it needs ``tools`` (its tools are taken from them) and turns speculation off.
+
+    Raises :class:`CallFailed` when a failure ended the call (see the module docs).
     """
     context = context if context is not None else Context()
-    rates = session.info.sample_rate()
-    in_rate = rates.input if rates else config.stt.sample_rate
-    out_rate = output_rate(session, config)
-    stt_rate = config.stt_rate or in_rate
-    stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
-    tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
-    book = PlayoutBook()
     timeline = TimelineRecorder()
+    events = CallEvents(session.info.call_id, observer, timeline)
     machine = TurnMachine(config.turn, config.interruption)
-    if clips is not None:
-        filler = (filler if filler is not None else FillerPolicy.from_config(config.llm.filler)).with_clips(clips)
-    commands = session.commands()
-    if summarizer is None and config.summary.enabled:
-        summarizer = LlmSummarizer(provider=providers.llm)
     if flow is not None and tools is None:
         raise ConfigError("run_call got a flow but no tools: pass the registry the flow was built with")
+    if summarizer is None and config.summary.enabled:
+        summarizer = LlmSummarizer(provider=providers.llm)
     flow_run = _flow_run(flow, clock, summarizer) if flow is not None else None
-    speculation = config.speculation
-    if flow_run is not None and speculation is not Speculation.OFF:
+    if flow_run is not None and config.speculation is not SpeculationMode.OFF:
         log.info("speculation is off for this call: a flow decides each round's tools")
-        speculation = Speculation.OFF
-
-    def clear(epoch: int) -> None:
-        with contextlib.suppress(ChannelClosed):
-            commands.clear(epoch)
-
-    async with TaskScope("call") as scope:
-        stt: SttSession = await _connect("speech-to-text", providers.stt.connect(stt_config), config.timeouts.connect)
+        config = dataclasses.replace(config, speculation=SpeculationMode.OFF)
+    fault = _Fault(events, clock, lambda: machine.epoch)
+    call = _Call(session, config, providers, clock, context, timeline, events, machine, fault)
+    try:
+        await call.run(cancel, tools, filler, clips, summarizer, flow_run)
+    except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
+        fault.record("run_call", exc)
+    if call.runner is not None:
         try:
-            tts: TtsSession = await _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect)
-        except BaseException:
-            await stt.aclose()
-            raise
-        engine = ToolEngine(tools, session.info.call_id, clock, config.tools) if tools is not None else None
-        async with stt, tts, contextlib.AsyncExitStack() as stack:
-            if engine is not None:
-                await stack.enter_async_context(engine)
-            analyzer = providers.end_of_turn if in_rate == END_OF_TURN_RATE else None
-            if providers.end_of_turn is not None and analyzer is None:
-                log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
-            turn_audio = TurnAudio() if analyzer is not None else None
-            resample = ResampleStream(in_rate, stt_rate) if stt_rate != in_rate else None
-            listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio, resample)
-            driver = TurnDriver(machine, clear, scope, analyzer, turn_audio, timeline,
-                                greets=config.llm.greeting is not None)
-            memory = CallMemory(config.window, summarizer if config.summary.enabled else None, config.summary,
-                                clock, scope)
-            hang_up = asyncio.Event()  # a flow's EndCall
-            runner = LlmRunner(
-                providers.llm, context, book, config.llm, config.timeouts, scope, timeline, engine, memory,
-                filler, speculation, flow_run, hang_up.set,
-            )
-            speak = SpeakStage(
-                tts,
-                book,
-                config.segmenter,
-                scope,
-                timeline,
-                reconnect=lambda: _connect("text-to-speech", providers.tts.connect(tts_config), config.timeouts.connect),
-                clips=clips,
-                clip_rate=out_rate,
-            )
-            out = TransportOut(commands, book, timeline)
-            taps = ObserverTap.pair(observer, context, timeline) if observer is not None else ()
-            pipeline = Pipeline("call").then(listen)
-            for stage in (*taps[:1], driver, runner, *taps[1:], speak, out):
-                pipeline.then(stage)
-            running = pipeline.start(clock)
-            session.route_caller_audio(_audio_into(running))
+            call.runner.settle_all(clock.now())  # no stage runs any more: the record ends with what was heard
+        except Exception as exc:  # a bug in settling must not keep the client from hearing the call end
+            fault.record("llm-runner", exc)
+    failure = fault.failure
+    error = None if failure is None else f"the call ended after an internal failure ({failure.stage})"
+    reason = await session.close(config.timeouts.stop, error=error)
+    report = call.report(reason)
+    if failure is not None:
+        raise CallFailed(report) from fault.cause
+    return report
+
+
+class _Call:
+    """One call's stages and their run (``run_call`` is the entry point)."""
+
+    def __init__(self, session: TransportSession, config: EngineConfig, providers: Providers, clock: Clock,
+                 context: Context, timeline: TimelineRecorder, events: CallEvents, machine: TurnMachine,
+                 fault: _Fault) -> None:
+        self.session, self.config, self.providers, self.clock = session, config, providers, clock
+        self.context, self.timeline, self.events, self.machine, self.fault = (
+            context, timeline, events, machine, fault)
+        self.runner: LlmRunner | None = None
+        self.driver: TurnDriver | None = None
+        self.speak: SpeakStage | None = None
+        self.out: TransportOut | None = None
+        self.memory: CallMemory | None = None
+        self.flow_run: FlowRun | None = None
+
+    async def run(self, cancel: asyncio.Event | None, tools: ToolRegistry | None, filler: FillerPolicy | None,
+                  clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None) -> None:
+        session, config, providers, clock = self.session, self.config, self.providers, self.clock
+        rates = session.info.sample_rate()
+        in_rate = rates.input if rates else config.stt.sample_rate
+        out_rate = output_rate(session, config)
+        stt_rate = config.stt_rate or in_rate
+        stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
+        tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
+        book = PlayoutBook()
+        timeline, events = self.timeline, self.events
+        if clips is not None:
+            filler = (filler if filler is not None else FillerPolicy.from_config(config.llm.filler)).with_clips(clips)
+        commands = session.commands()
+        self.flow_run = flow_run
+
+        def clear(epoch: int) -> None:
+            # A transport that has ended plays nothing any more; the pump ends the call.
+            with contextlib.suppress(ChannelClosed):
+                commands.clear(epoch)
+
+        async with TaskScope("call", on_failure=self.fault.record) as scope:
+            stt: SttSession = await bounded(clock, config.timeouts.connect, providers.stt.connect(stt_config),
+                                            "connecting speech-to-text")
             try:
-                await _pump(session, running, cancel, hang_up)
-                with contextlib.suppress(Exception):
-                    await running.stop(config.timeouts.stop)
-            finally:
-                session.route_caller_audio(None)
-                # Helpers first: a reader still pushing into a closed inbox would fail the call.
-                scope.cancel()
-                await running.aclose()
-                await speak.aclose()
-    reason = await session.close(config.timeouts.stop)
-    return CallReport(
-        stop_reason=reason,
-        context=context,
-        turns=runner.stats.turns,
-        interrupts=driver.interrupts,
-        fallbacks=runner.stats.fallbacks,
-        stale_audio_dropped=out.stale_audio_dropped,
-        timeline=tuple(timeline.records()),
-        fillers=runner.stats.fillers,
-        fillers_in_context=runner.stats.fillers_in_context,
-        speculations=runner.stats.speculations,
-        speculations_committed=runner.stats.speculations_committed,
-        clips_played=speak.clips_played,
-        clips_dropped=speak.clips_dropped,
-        clip_fallbacks=speak.clip_fallbacks,
-        summaries=memory.stats.summaries,
-        summary_failures=memory.stats.summary_failures,
-        uncovered_requests=memory.stats.uncovered_requests,
-        flow_transitions=flow_run.transitions if flow_run is not None else 0,
-        flow_refused_calls=flow_run.refused if flow_run is not None else 0,
-    )
+                tts: TtsSession = await bounded(clock, config.timeouts.connect, providers.tts.connect(tts_config),
+                                                "connecting text-to-speech")
+            except BaseException:
+                await stt.aclose()
+                raise
+            engine = ToolEngine(tools, session.info.call_id, clock, config.tools) if tools is not None else None
+            async with stt, tts, contextlib.AsyncExitStack() as stack:
+                if engine is not None:
+                    await stack.enter_async_context(engine)
+                analyzer = providers.end_of_turn if in_rate == END_OF_TURN_RATE else None
+                if providers.end_of_turn is not None and analyzer is None:
+                    log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
+                turn_audio = TurnAudio() if analyzer is not None else None
+                resample = ResampleStream(in_rate, stt_rate) if stt_rate != in_rate else None
+                listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio, resample)
+                self.driver = driver = TurnDriver(self.machine, clear, scope, analyzer, turn_audio, timeline,
+                                                  greets=config.llm.greeting is not None, events=events)
+                self.memory = memory = CallMemory(config.window, summarizer if config.summary.enabled else None,
+                                                  config.summary, clock, scope)
+                hang_up = asyncio.Event()  # a flow's EndCall
+                self.runner = runner = LlmRunner(
+                    providers.llm, self.context, book, config.llm, config.timeouts, scope, timeline, engine,
+                    memory, filler, config.speculation, flow_run, hang_up.set, events=events,
+                )
+                self.speak = speak = SpeakStage(
+                    tts,
+                    book,
+                    config.segmenter,
+                    scope,
+                    timeline,
+                    reconnect=lambda: bounded(clock, config.timeouts.connect, providers.tts.connect(tts_config),
+                                              "connecting text-to-speech"),
+                    clips=clips,
+                    clip_rate=out_rate,
+                    events=events,
+                )
+                self.out = out = TransportOut(commands, book, timeline, events)
+                pipeline = Pipeline("call")
+                for stage in (listen, driver, runner, speak, out):
+                    pipeline.then(stage)
+                running = pipeline.start(clock)
+                session.route_caller_audio(_audio_into(running))
+                try:
+                    await _pump(session, running, cancel, self.fault, hang_up)
+                    runner.hang_up()  # no side effect starts once the caller is gone
+                    if self.fault.failure is None:
+                        await self._stop(running)
+                finally:
+                    session.route_caller_audio(None)
+                    # Helpers first: a reader still pushing into a closed inbox would fail the call.
+                    scope.cancel()
+                    await running.aclose()
+                    await speak.aclose()
+                    await runner.finish(clock)  # before the engine closes: running side effects get their time
+
+    async def _stop(self, running: RunningPipeline) -> None:
+        """The graceful stop: every stage drains what it holds (the runner settles the context)."""
+        try:
+            await running.stop(self.config.timeouts.stop)
+        except ProcessorFailed as exc:
+            if not _ended_with_transport(exc, self.session):
+                self.fault.record(exc.stage, exc.cause)
+        except StopTimeout as exc:
+            self.fault.record("pipeline", exc)
+        except ChannelClosed as exc:
+            # The stop found the pipeline already ended: a stage found the transport gone
+            # (the caller hung up while the bot spoke), which ends the call, not a failure.
+            failure = running.failure
+            if not (isinstance(failure, ProcessorFailed) and _ended_with_transport(failure, self.session)):
+                self.fault.record("pipeline", exc)
+
+    def report(self, reason: StopReason | None) -> CallReport:
+        runner, driver, speak, out, memory, flow_run = (
+            self.runner, self.driver, self.speak, self.out, self.memory, self.flow_run)
+        return CallReport(
+            stop_reason=reason,
+            context=self.context,
+            turns=runner.stats.turns if runner else 0,
+            interrupts=driver.interrupts if driver else 0,
+            fallbacks=runner.stats.fallbacks if runner else 0,
+            stale_audio_dropped=out.stale_audio_dropped if out else 0,
+            timeline=tuple(self.timeline.records()),
+            fillers=runner.stats.fillers if runner else 0,
+            fillers_in_context=runner.stats.fillers_in_context if runner else 0,
+            speculations=runner.stats.speculations if runner else 0,
+            speculations_committed=runner.stats.speculations_committed if runner else 0,
+            clips_played=speak.clips_played if speak else 0,
+            clips_dropped=speak.clips_dropped if speak else 0,
+            clip_fallbacks=speak.clip_fallbacks if speak else 0,
+            summaries=memory.stats.summaries if memory else 0,
+            summary_failures=memory.stats.summary_failures if memory else 0,
+            uncovered_requests=memory.stats.uncovered_requests if memory else 0,
+            flow_transitions=flow_run.transitions if flow_run else 0,
+            flow_refused_calls=flow_run.refused if flow_run else 0,
+            failures=self.events.failures,
+            failure=self.fault.failure,
+        )
+
+
+def _ended_with_transport(exc: ProcessorFailed, session: TransportSession) -> bool:
+    """A stage that found the transport gone (the caller hung up while it sent) ended with the call."""
+    return isinstance(exc.cause, ChannelClosed) and session.stop_reason() is not None
 
 
 def _flow_run(flow: Flow | FlowManager, clock: Clock, summarizer: Summarizer | None) -> FlowRun:
@@ -237,22 +354,29 @@ def output_rate(session: TransportSession, config: EngineConfig) -> int:
     return rates.output if rates else config.tts.sample_rate
 
 
-async def _connect(what: str, aw: Awaitable[T], timeout: float) -> T:
-    try:
-        async with asyncio.timeout(timeout):
-            return await aw
-    except TimeoutError:
-        raise DeadlineExceeded(f"connecting {what}", timeout) from None
+async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None,
+                fault: _Fault, hang_up: asyncio.Event) -> None:
+    """Transport events into the pipeline until the call ends, ``cancel`` or ``hang_up`` (a
+    flow's EndCall) is set, the pipeline ends or a helper fails (the first failure is
+    recorded in ``fault``)."""
 
+    async def watch_pipeline() -> None:
+        try:
+            await running.wait()
+        except ProcessorFailed as exc:
+            if not _ended_with_transport(exc, session):
+                fault.record(exc.stage, exc.cause)
 
-async def _pump(
-    session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None, hang_up: asyncio.Event
-) -> None:
-    """Transport events into the pipeline until the call ends, ``cancel`` or ``hang_up`` is set."""
     async with TaskScope("pump") as scope:
-        events = scope.spawn(_pump_events(session, running), name="events")
-        stops = [scope.spawn(e.wait(), name="stop-watch") for e in (cancel, hang_up) if e is not None]
-        await asyncio.wait((events, *stops), return_when=asyncio.FIRST_COMPLETED)
+        waits = [
+            scope.spawn(_pump_events(session, running), name="events"),
+            scope.spawn(watch_pipeline(), name="pipeline-watch"),
+            scope.spawn(fault.raised.wait(), name="failure-watch"),
+        ]
+        if cancel is not None:
+            waits.append(scope.spawn(cancel.wait(), name="cancel-watch"))
+        waits.append(scope.spawn(hang_up.wait(), name="hang-up-watch"))
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         scope.cancel()
 
 
@@ -262,8 +386,12 @@ def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
     the pump (one wake-up less per 20 ms frame)."""
 
     def sink(frame: InputAudioFrame) -> None:
-        with contextlib.suppress(ChannelClosed):  # the pipeline has stopped: nobody listens any more
+        try:
             running.try_send(frame)
+        except ChannelClosed:
+            # The pipeline has ended (the pump sees why and ends the call): this frame has
+            # nobody to hear it.
+            return
 
     return sink
 
@@ -271,7 +399,7 @@ def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
 async def _pump_events(session: TransportSession, running: RunningPipeline) -> None:
     # Every transport event but caller audio (see _audio_into).  A ChannelClosed ends the
     # pump: the transport or the pipeline (which may stop while an event is on its way in)
-    # is gone.
+    # is gone; the pipeline's own end is watched by _pump, which records a failure.
     with contextlib.suppress(ChannelClosed):
         while running.running:
             event = await session.recv()

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from brisvox.audio.pcm import duration_of
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ConfigError, DeadlineExceeded
+from brisvox.core.clock import Clock, bounded
+from brisvox.core.errors import ConfigError
 from brisvox.core.frames import WordTiming
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
@@ -101,11 +101,8 @@ async def render_clips(
     Raises DeadlineExceeded when the whole rendering takes longer than ``timeout`` seconds,
     and ProviderError naming the key whose phrase the provider refused.
     """
-    try:
-        async with asyncio.timeout_at(clock.now() + timeout):
-            return FillerClipStore(await _render(provider, config, phrases))
-    except TimeoutError:
-        raise DeadlineExceeded(f"rendering {len(phrases)} filler clip(s)", timeout) from None
+    return FillerClipStore(await bounded(clock, timeout, _render(provider, config, phrases),
+                                         f"rendering {len(phrases)} filler clip(s)"))
 
 
 async def _render(provider: TtsProvider, config: TtsConfig, phrases: Mapping[str, str]) -> dict[str, FillerClip]:

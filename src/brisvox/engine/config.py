@@ -7,21 +7,19 @@ from dataclasses import dataclass, field
 
 from brisvox.agent.interrupt import InterruptionPolicy
 from brisvox.agent.segmenter import SegmenterConfig
-from brisvox.agent.tools import EngineConfig as ToolEngineConfig
-from brisvox.agent.tools import FillerConfig
+from brisvox.agent.tools import FillerConfig, ToolEngineConfig
 from brisvox.agent.turn import Adaptive, TurnPolicy
 from brisvox.agent.window import WindowPolicy
 from brisvox.core.errors import ConfigError
-from brisvox.inference.vad import VadParams
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig
 
-__all__ = ["DEFAULT_FALLBACK_LINE", "EngineConfig", "LlmConfig", "Speculation", "SummaryConfig", "Timeouts"]
+__all__ = ["DEFAULT_FALLBACK_LINE", "EngineConfig", "LlmConfig", "SpeculationMode", "SummaryConfig", "Timeouts"]
 
 DEFAULT_FALLBACK_LINE = "Sorry, I'm having trouble answering right now. Could you say that again?"
 
 
-class Speculation(enum.Enum):
+class SpeculationMode(enum.Enum):
     """When the model may start before the turn is final."""
 
     OFF = "off"  # the request waits for the end of the turn (the default)
@@ -84,11 +82,11 @@ class LlmConfig:
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
-    """One call's behaviour.  Providers are passed to ``run_call`` separately."""
+    """One call's behaviour.  Providers are passed to ``run_call`` separately (the VAD's
+    parameters belong to the ``Providers.vad`` factory, which builds one detector per call)."""
 
     turn: TurnPolicy = field(default_factory=Adaptive)
     interruption: InterruptionPolicy = field(default_factory=InterruptionPolicy.disabled)
-    vad: VadParams = field(default_factory=VadParams)
     stt: SttConfig = field(default_factory=SttConfig)
     tts: TtsConfig = field(default_factory=TtsConfig)
     llm: LlmConfig = field(default_factory=LlmConfig)
@@ -98,7 +96,7 @@ class EngineConfig:
     # Each request carries the newest turns (None: the whole context) and a summary of the rest.
     window: WindowPolicy | None = field(default_factory=WindowPolicy)
     summary: SummaryConfig = field(default_factory=SummaryConfig)
-    speculation: Speculation = Speculation.OFF
+    speculation: SpeculationMode = SpeculationMode.OFF
     # The rate the speech-to-text provider is fed; None: the call's input rate.  When it
     # differs from the call's rate the listen stage resamples (the VAD keeps the call's rate).
     stt_rate: int | None = None

@@ -25,6 +25,11 @@ bot-audio reports and its own timer, and carries out the machine's actions:
   last 8 s of audio (shared with the listen stage) and its verdict comes back the same
   way, as a ``TurnVerdictFrame``.  Without a model (or when its executor refuses the
   job) no verdict comes and the machine ends the turn at its fallback deadline.
+
+Events (:mod:`brisvox.engine.events`): the driver is where turns are decided, so it emits
+``TurnStarted`` (``barge_in`` after an interrupt), ``TurnEnded`` (with the caller's last
+VAD stop inside the turn) and every non-empty transcript as a ``UserTranscript`` of the
+turn it went to (the machine's epoch once the transcript was handled).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ from brisvox.core.frames import (
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
+from brisvox.engine.events import CallEvents, TurnEnded, TurnStarted, UserTranscript
 from brisvox.inference.errors import InferenceError
 from brisvox.inference.smart_turn import TurnAudio, TurnVerdict
 
@@ -91,8 +97,13 @@ class TurnDriver(Processor):
         turn_audio: TurnAudio | None = None,
         timeline: TimelineRecorder | None = None,
         greets: bool = False,
+        events: CallEvents | None = None,
     ) -> None:
         self.machine = machine
+        self._events = events or CallEvents("")
+        self._barge_in = False  # an Interrupt came before the StartUserTurn being carried out
+        self._turn_at: float | None = None  # when the turn in progress started
+        self._speech_ended: float | None = None  # the caller's latest VAD stop
         self._greets = greets
         self._timeline = timeline or TimelineRecorder()
         self._analyzer = analyzer
@@ -123,6 +134,7 @@ class TurnDriver(Processor):
             await self._act(self.machine.handle(T.SttFinal(at=frame.at, text=frame.text)), ctx)  # the owed stop
             self._typed.append(frame.text.strip())
             await self._act(self.machine.handle(T.UserText(at=frame.at, text=frame.text.strip())), ctx)
+            self._transcript(frame)
             return
         inp = self._input_for(frame, ctx)
         if inp is None:
@@ -133,12 +145,21 @@ class TurnDriver(Processor):
             if not isinstance(frame, TimerFrame | TurnVerdictFrame | BotAudioStarted | BotAudioEnded):
                 await ctx.push(frame, direction)
             return
+        if isinstance(frame, VadStoppedFrame):
+            self._speech_ended = frame.at
         await self._act(self.machine.handle(inp), ctx)
+        if isinstance(frame, TranscriptFrame):
+            self._transcript(frame)
         if self._typed:  # the caller is speaking: the text joins the turn in progress
             self._turn_text.extend(self._typed)
             self._typed.clear()
         if isinstance(inp, T.SttFinal | T.VadStop) and self.machine.state is T.TurnState.USER_PAUSED:
             await self._tentative_end(inp.at, ctx)
+
+    def _transcript(self, frame: TranscriptFrame) -> None:
+        text = frame.text.strip()
+        if text:
+            self._events.emit(UserTranscript(epoch=self.machine.epoch, at=frame.at, text=text, final=frame.is_final))
 
     async def _tentative_end(self, at: float, ctx: ProcessorContext) -> None:
         text = " ".join(self._turn_text)
@@ -194,12 +215,16 @@ class TurnDriver(Processor):
                 self._timeline.mark(action.epoch, TurnEvent.BARGE_IN, ctx.clock.now())
                 self._clear(action.epoch)  # fast path: the caller stops hearing the bot now
                 self._timeline.mark(action.epoch, TurnEvent.CLEAR_APPLIED, ctx.clock.now())
+                self._barge_in = True
                 await ctx.push(InterruptFrame(new_epoch=action.epoch))
             elif isinstance(action, T.StartUserTurn):
                 self._ended_empty = None
                 self._turn_text = list(self._typed)
                 self._typed.clear()
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_STARTED, action.at)
+                self._turn_at = action.at
+                self._events.emit(TurnStarted(epoch=action.epoch, at=action.at, barge_in=self._barge_in))
+                self._barge_in = False
                 await ctx.push(UserTurnStarted(epoch=action.epoch, at=action.at))
             elif isinstance(action, T.EndUserTurn):
                 self._turn_text.extend(self._typed)
@@ -207,7 +232,13 @@ class TurnDriver(Processor):
                 text = " ".join(self._turn_text)
                 self._turn_text = []
                 self._ended_empty = None if text else action.epoch
-                self._timeline.mark(action.epoch, TurnEvent.USER_TURN_ENDED, ctx.clock.now())
+                now = ctx.clock.now()
+                self._timeline.mark(action.epoch, TurnEvent.USER_TURN_ENDED, now)
+                speech = self._speech_ended
+                if speech is not None and self._turn_at is not None and speech < self._turn_at:
+                    speech = None  # the stop belongs to an earlier turn (this one was typed)
+                self._events.emit(TurnEnded(epoch=action.epoch, at=now, reason=action.reason.frame_reason,
+                                            speech_ended=speech))
                 await ctx.push(UserTextFrame(epoch=action.epoch, text=text))
                 await ctx.push(UserTurnEnded(epoch=action.epoch, at=action.at, reason=action.reason.frame_reason))
             elif isinstance(action, T.ArmTimer):

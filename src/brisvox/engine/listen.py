@@ -6,17 +6,21 @@ the call's when they differ; the VAD and the end-of-turn audio keep the call's r
 The user side of a call keeps every frame (it stays on epoch 0 and never drops): the VAD
 and the STT stream follow the caller, not the bot's turns.  Audio is consumed here; the
 VAD's start/stop frames and the STT's transcripts go downstream to the turn driver.
+
+A speech-to-text session that fails for good (its event stream raises, or reports a fatal
+error) leaves the call deaf: the transcript reader raises :class:`HearingLost` and the
+call ends with an error.  A failed ``send_audio``/``finalize`` is logged and counted
+(``stt_errors``); the call goes on.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable
 from typing import ClassVar
 
 from brisvox.audio.resample import ResampleStream
-from brisvox.core.errors import ChannelClosed
+from brisvox.core.errors import BrisvoxError, ChannelClosed
 from brisvox.core.frames import Direction, Frame, InputAudioFrame, StopFrame, TranscriptFrame, VadStoppedFrame
 from brisvox.core.inbox import REALTIME_INPUT_POLICIES, OverflowPolicies
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
@@ -26,9 +30,13 @@ from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.errors import ProviderError
 from brisvox.providers.stt import SttError, SttSession, Transcript
 
-__all__ = ["ListenStage"]
+__all__ = ["HearingLost", "ListenStage"]
 
 log = logging.getLogger(__name__)
+
+
+class HearingLost(BrisvoxError):
+    """The speech-to-text session failed for good: the call can no longer hear the caller."""
 
 
 class ListenStage(Processor):
@@ -86,22 +94,22 @@ class ListenStage(Processor):
             log.warning("speech-to-text failed: %s", exc)
 
     async def _read_transcripts(self, ctx: ProcessorContext) -> None:
-        # A provider that fails ends the transcripts; a stopped pipeline ends the reader.
-        with contextlib.suppress(ProviderError, ChannelClosed):
+        # A failed provider ends the call (HearingLost); a stopped pipeline ends the reader.
+        try:
             async for event in self._stt:
                 if isinstance(event, Transcript):
-                    await ctx.push(
-                        TranscriptFrame(
-                            epoch=0,
-                            text=event.text,
-                            is_final=event.is_final,
-                            speech_final=event.speech_final,
-                            from_finalize=event.from_finalize,
-                            at=ctx.clock.now(),
-                        )
-                    )
+                    frame = TranscriptFrame(epoch=0, text=event.text, is_final=event.is_final,
+                                            speech_final=event.speech_final, from_finalize=event.from_finalize,
+                                            at=ctx.clock.now())
+                    try:
+                        await ctx.push(frame)
+                    except ChannelClosed:
+                        return  # the pipeline has stopped: the call is ending
                 elif isinstance(event, SttError):
                     self.stt_errors += 1
-                    log.warning("speech-to-text error: %s", event.error)
                     if event.fatal:
-                        return
+                        raise HearingLost(f"speech-to-text failed: {event.error}")
+                    log.warning("speech-to-text error: %s", event.error)
+        except ProviderError as exc:
+            self.stt_errors += 1
+            raise HearingLost(f"speech-to-text failed: {exc}") from exc

@@ -30,7 +30,6 @@ import logging
 from dataclasses import dataclass
 
 from brisvox.agent.context import Context, Message, UserMessage
-from brisvox.agent.flows._wait import wait_on_clock
 from brisvox.agent.window import (
     Summarizer,
     SummarizerFailed,
@@ -43,7 +42,7 @@ from brisvox.agent.window import (
     needs_summary,
     refresh_summary,
 )
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.engine.config import SummaryConfig
@@ -91,7 +90,7 @@ class _Bounded:
         left = self._until - self._clock.now()
         if left <= 0:
             raise DeadlineExceeded("the window summary", 0.0)
-        return await wait_on_clock(self._clock, self._inner.summarize(request), left, "the window summary")
+        return await bounded(self._clock, left, self._inner.summarize(request), "the window summary")
 
 
 class CallMemory:

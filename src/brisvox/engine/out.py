@@ -3,9 +3,14 @@
 There is no pacer here: the transport session's pacer already releases one 20 ms frame
 per tick.  Before the first audio of an epoch newer than the last one cleared it sends
 ``Clear(epoch)`` (the transport's ledger advances only through clears; on an idle
-transport it cuts nothing).  Position reports come back upstream from the pump as
-``PlaybackFrame``: the first one of an epoch becomes ``BotAudioStarted``, and once the
-response is done and has played out, ``BotAudioEnded`` goes upstream to the turn driver.
+transport it cuts nothing, and the transport writes no clear to the client).  Position
+reports come back upstream from the pump as ``PlaybackFrame``: the first one of an epoch
+becomes ``BotAudioStarted``, and once the response is done and has played out,
+``BotAudioEnded`` goes upstream to the turn driver.  The report that covers the epoch's
+first audible sample (the PlayoutBook finds it in the audio sent) marks
+``TurnEvent.BOT_AUDIBLE`` at the moment that sample went out (the transport releases
+audio in real time, so it went out as long ago as the audio released after it lasts) and
+emits ``BotAudible``: the latency the caller perceives ends there.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
+from brisvox.audio.pacer import FRAME_DURATION
 from brisvox.core.frames import (
     BotAudioEnded,
     BotAudioStarted,
@@ -24,6 +30,7 @@ from brisvox.core.frames import (
 )
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
+from brisvox.engine.events import BotAudible, CallEvents
 from brisvox.engine.playout import PlayoutBook
 from brisvox.transport.events import SendAudio
 from brisvox.transport.session import CommandSender
@@ -37,8 +44,10 @@ class TransportOut(Processor):
     # It drops and counts stale audio itself, and must see position reports of every epoch.
     epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
 
-    def __init__(self, commands: CommandSender, book: PlayoutBook, timeline: TimelineRecorder | None = None) -> None:
+    def __init__(self, commands: CommandSender, book: PlayoutBook, timeline: TimelineRecorder | None = None,
+                 events: CallEvents | None = None) -> None:
         self._timeline = timeline or TimelineRecorder()
+        self._events = events or CallEvents("")
         self._commands = commands
         self._book = book
         self._cleared = 0
@@ -57,17 +66,24 @@ class TransportOut(Processor):
             if frame.epoch > self._cleared:
                 self._cleared = frame.epoch
                 self._commands.clear(frame.epoch)
-            self._book.audio_sent(frame.utterance, frame.sample_count, frame.sample_rate)
+            self._book.audio_sent(frame.utterance, frame.pcm, frame.sample_rate)
             await self._commands.send(SendAudio(frame))
             self._timeline.mark(frame.epoch, TurnEvent.FIRST_AUDIO_SENT, ctx.clock.now())
             self.frames_sent += 1
             return
         if isinstance(frame, PlaybackFrame):
-            first = self._book.released(frame.utterance, frame.samples, frame.sample_rate)
+            released = self._book.released(frame.utterance, frame.samples, frame.sample_rate)
             now = ctx.clock.now()
-            if first is not None:
-                self._timeline.mark(first, TurnEvent.BOT_AUDIO_STARTED, now)
-                await ctx.push(BotAudioStarted(epoch=first, at=now), Direction.UPSTREAM)
+            if released.audible is not None:
+                # The report comes as the frame ending at its position is released; frames go
+                # out in real time, so the audible sample played as long ago as the audio
+                # released from it on lasts, less the frame being released now.
+                at = now - max(0.0, released.audible_ago - FRAME_DURATION)
+                self._timeline.mark(released.audible, TurnEvent.BOT_AUDIBLE, at)
+                self._events.emit(BotAudible(epoch=released.audible, at=at))
+            if released.started is not None:
+                self._timeline.mark(released.started, TurnEvent.BOT_AUDIO_STARTED, now)
+                await ctx.push(BotAudioStarted(epoch=released.started, at=now), Direction.UPSTREAM)
             epoch = self._book.epoch_of(frame.utterance)
             if epoch is not None and self._book.take_ended(epoch):
                 await ctx.push(BotAudioEnded(epoch=epoch, at=now), Direction.UPSTREAM)

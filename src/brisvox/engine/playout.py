@@ -7,8 +7,11 @@ Writers, each from its own stage:
 * the TTS stage opens one utterance per round (``open_utterance``), records the exact
   text it sent (``push_sent``), the word timings the TTS reported (``push_words``) and
   marks the response done (``response_done``) once every utterance was flushed;
-* TransportOut records the audio it handed to the transport (``audio_sent``) and the
-  positions the transport released to the caller (``released``).
+* TransportOut records the audio it handed to the transport (``audio_sent``, which also
+  finds where each epoch's audible audio begins: a voice's leading near-silence is not
+  what the caller waits for) and the positions the transport released to the caller
+  (``released``, which says when an epoch's first audio, and its first audible audio,
+  went out).
 
 At the next turn the runner asks ``cuts(before_epoch)`` for every unsettled round of
 an older epoch and applies each cut to the context, newest message first, so the context
@@ -24,9 +27,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from brisvox.agent.played import PlayedText, Truncation
+from brisvox.audio.pcm import first_audible, sample_count
 from brisvox.core.frames import WordTiming
 
-__all__ = ["Cut", "PlayoutBook", "PlayoutStats"]
+__all__ = ["Cut", "PlayoutBook", "PlayoutStats", "Released"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,7 @@ class _Utterance:
     released_samples: int = 0
     sample_rate: int = 0
     msg_index: int | None = None
+    audible: int | None = None  # the sample where its audible audio begins
 
     @property
     def position(self) -> float:
@@ -60,6 +65,20 @@ class Cut:
     truncation: Truncation
 
 
+@dataclass(frozen=True, slots=True)
+class Released:
+    """What a position report revealed: the epoch whose first audio it is (``started``), and
+    the epoch whose first audible sample it covers (``audible``) with the seconds of audio
+    released from that sample on (``audible_ago``)."""
+
+    started: int | None = None
+    audible: int | None = None
+    audible_ago: float = 0.0
+
+
+_NOTHING = Released()
+
+
 @dataclass(slots=True)
 class PlayoutStats:
     utterances: int = 0
@@ -73,6 +92,7 @@ class PlayoutBook:
         self._by_round: dict[tuple[int, int], int] = {}
         self._done: set[int] = set()
         self._started: set[int] = set()
+        self._audible: set[int] = set()  # epochs whose first audible audio was released
         self._ended: set[int] = set()
         self._next_id = 1
         self._max_rounds = max_rounds
@@ -123,22 +143,34 @@ class PlayoutBook:
 
     # --- TransportOut --------------------------------------------------------------------
 
-    def audio_sent(self, utterance: int, samples: int, sample_rate: int) -> None:
+    def audio_sent(self, utterance: int, pcm: bytes, sample_rate: int) -> None:
         if (u := self._utterances.get(utterance)) is not None:
-            u.sent_samples += samples
+            if u.audible is None and u.epoch not in self._audible:
+                first = first_audible(pcm)  # scanned only until the utterance's voice begins
+                if first is not None:
+                    u.audible = u.sent_samples + first
+            u.sent_samples += sample_count(pcm)
             u.sample_rate = sample_rate
 
-    def released(self, utterance: int, samples: int, sample_rate: int) -> int | None:
-        """Record a position; returns the epoch when it is that epoch's first audio heard."""
+    def released(self, utterance: int, samples: int, sample_rate: int) -> Released:
+        """Record a position (``samples`` of the utterance released so far, in real time)."""
         u = self._utterances.get(utterance)
         if u is None:
-            return None
+            return _NOTHING
         u.released_samples = max(u.released_samples, samples)
         u.sample_rate = u.sample_rate or sample_rate
+        started = audible = None
+        ago = 0.0
         if u.epoch not in self._started and samples > 0:
             self._started.add(u.epoch)
-            return u.epoch
-        return None
+            started = u.epoch
+        if u.epoch not in self._audible and u.audible is not None and samples > u.audible:
+            self._audible.add(u.epoch)
+            audible = u.epoch
+            ago = (samples - u.audible) / u.sample_rate if u.sample_rate else 0.0
+        if started is None and audible is None:
+            return _NOTHING
+        return Released(started, audible, ago)
 
     def take_ended(self, epoch: int) -> bool:
         """True once (and only once) when the epoch's response is done and has played out."""

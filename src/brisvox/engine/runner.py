@@ -40,25 +40,42 @@ side-effect calls.  The turn's first round then takes that answer when the turn 
 with the same words over the same context (its text is spoken, its held calls run once
 through ``ToolEngine.commit``, its read-only results are reused); otherwise the run is
 dropped and the round asks the model afresh.  A barge-in or the end of the call drops it.
+The run starts on a settled copy of the context (calls a barge-in left open are closed
+there), since the live context is settled only when the turn ends.
+
+The end of the call: :meth:`LlmRunner.hang_up` (called by ``run_call`` as soon as the
+transport reports it) stops every later side effect from starting; :meth:`LlmRunner.finish`
+(called after the pipeline ended, cleanly or not) completes the call's record: open calls
+closed, replies cut to what was heard, the side effects still running given
+``Timeouts.stop`` to finish and their late notes appended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import sys
 from collections.abc import Callable
 
-from brisvox.agent import assemble as A
 from brisvox.agent.assemble import Assembled, ResponseAssembler
-from brisvox.agent.context import AssistantMessage, Context
-from brisvox.agent.flows import EndCall
+from brisvox.agent.context import AssistantMessage, Context, ToolCall
+from brisvox.agent.flows import EndCall, Screened
 from brisvox.agent.played import TruncationOutcome, apply_truncation
-from brisvox.agent.tools import CancelToken, Execution, FillerPolicy, Speculation, ToolEngine
+from brisvox.agent.tools import (
+    CancelToken,
+    Execution,
+    FillerPolicy,
+    LateNote,
+    Outcome,
+    Speculation,
+    ToolEngine,
+)
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
     BotAudioEnded,
-    BotHeardFrame,
     BotResponseDone,
     Direction,
     Frame,
@@ -75,12 +92,12 @@ from brisvox.core.frames import (
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
-from brisvox.engine.config import LlmConfig, Timeouts
-from brisvox.engine.config import Speculation as SpeculationMode
+from brisvox.engine.config import LlmConfig, SpeculationMode, Timeouts
+from brisvox.engine.events import BotHeard, CallEvents, ToolCallSettled, ToolCallStarted, UserTurn
 from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.memory import CallMemory
 from brisvox.engine.playout import PlayoutBook
-from brisvox.engine.speculate import HeldAnswer, SpeculativeStart
+from brisvox.engine.speculate import HeldAnswer, SpeculativeStart, settled_copy
 from brisvox.providers.llm import (
     Done,
     LlmError,
@@ -179,8 +196,12 @@ class LlmRunner(Processor):
         filler: FillerPolicy | None = None,
         speculation: SpeculationMode = SpeculationMode.OFF,
         flow: FlowRun | None = None,
-        hang_up: Callable[[], None] | None = None,
+        end_call: Callable[[], None] | None = None,
+        events: CallEvents | None = None,
     ) -> None:
+        self.events = events or CallEvents("")
+        self._started_calls: dict[str, tuple[int, str]] = {}  # call id -> (epoch, tool), until settled
+        self._turn_epoch = 0  # the epoch of the last turn answered
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
         self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
@@ -189,7 +210,7 @@ class LlmRunner(Processor):
         self.tools = tools
         self.memory = memory
         self.flow = flow
-        self._hang_up = hang_up
+        self._end_call = end_call
         self._end_armed = False  # a node with an EndCall post action was entered
         self._end_after: int | None = None  # the epoch whose played-out response ends the call
         self.llm = llm
@@ -222,8 +243,8 @@ class LlmRunner(Processor):
         if isinstance(frame, BotAudioEnded) and self._end_armed and frame.epoch == self._end_after:
             self._end_armed = False
             log.info("the flow's node ends the call: its response has played")
-            if self._hang_up is not None:
-                self._hang_up()
+            if self._end_call is not None:
+                self._end_call()
         if isinstance(frame, UserTurnTentative):
             await self._maybe_speculate(frame, ctx)
             await ctx.push(frame, direction)
@@ -240,11 +261,40 @@ class LlmRunner(Processor):
                 # The caller may not have heard what they would confirm.
                 self.stats.confirmations_cleared += self.tools.confirmations.clear()
         elif isinstance(frame, StopFrame):
+            self.hang_up()
             await self._join_round(cancel=False)
-            for heard in self._settle(before_epoch=ctx.epoch + 1):
-                await ctx.push(heard, direction)
-            self._append_late_notes()  # the record of the call ends with every known result
+            self._settle(before_epoch=ctx.epoch + 1, at=ctx.clock.now())
+            self._append_late_notes(ctx.clock.now())  # the record of the call ends with every known result
         await ctx.push(frame, direction)
+
+    def hang_up(self) -> None:
+        """The caller is gone: no side effect starts from now on, from any round or speculation.
+
+        ``run_call`` calls it as soon as the transport reports the end of the call (before the
+        pipeline's stop travels down to this stage); the ``StopFrame`` calls it again.
+        """
+        if self.tools is not None:
+            self.tools.hang_up()
+
+    async def finish(self, clock: Clock) -> None:
+        """Completes the call's record after the pipeline ended, however it ended.
+
+        A stop that went through the stages already settled the context; a pipeline that
+        failed (a stage crashed, the transport closed under it) was cancelled before the
+        ``StopFrame`` reached this stage.  Either way: the round still running is
+        cancelled, calls it left open are closed, replies are cut to what was heard, and
+        the side effects still running get up to ``Timeouts.stop`` to finish, so that every
+        side effect that finished is in the context (its slot or a late note).
+        """
+        self.hang_up()
+        await self._drop_speculation()
+        await self._join_round()
+        self._settle(before_epoch=sys.maxsize, at=clock.now())
+        if self.tools is not None:
+            still = await self.tools.wait_side_effects(self.timeouts.stop)
+            if still:
+                log.warning("%d side-effect call(s) still running at the end of the call; outcome unknown", still)
+        self._append_late_notes(clock.now())
 
     async def _join_round(self, cancel: bool = True) -> None:
         task, self._round_task = self._round_task, None
@@ -255,14 +305,28 @@ class LlmRunner(Processor):
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
-    def _settle(self, before_epoch: int) -> list[BotHeardFrame]:
-        """Close calls a barge-in left open, then cut older turns to what the caller heard.
+    def settle_all(self, at: float) -> None:
+        """The end of a call whose pipeline is gone: every turn cut to what was heard, every
+        known result in the context (no round task may run any more)."""
+        self._settle(before_epoch=1 << 62, at=at)
+        self._append_late_notes(at)
 
-        Returns one frame per round that was cut short, for the watchers downstream.
-        """
-        self.stats.interrupted_tool_calls += len(self.context.interrupt_pending_tool_calls())
+    def _interrupt_open_calls(self, at: float) -> int:
+        """Close every open call with an ``interrupted`` result; emits one settled event each."""
+        names = {call.id: call.name for call in self.context.open_tool_calls()}
+        closed = self.context.interrupt_pending_tool_calls()
+        for call_id in closed:
+            epoch, _ = self._started_calls.pop(call_id, (self._turn_epoch, ""))  # cut before it started
+            self.events.emit(ToolCallSettled(epoch=epoch, at=at, call_id=call_id, name=names.get(call_id, ""),
+                                             outcome=Outcome.INTERRUPTED, content="", is_error=True))
+        self._started_calls.clear()  # nothing is open any more
+        return len(closed)
+
+    def _settle(self, before_epoch: int, at: float) -> None:
+        """Close calls a barge-in left open, then cut older turns to what the caller heard
+        (a ``BotHeard`` event for each round that was cut short)."""
+        self.stats.interrupted_tool_calls += self._interrupt_open_calls(at)
         self._place_filler()
-        heard: list[BotHeardFrame] = []
         for cut in self.book.cuts(before_epoch):
             said = self._text_at(cut.msg_index)
             try:
@@ -274,8 +338,7 @@ class LlmRunner(Processor):
             text = cut.truncation.text
             # Trimming trailing blanks off a reply heard in full is not a cut worth showing.
             if outcome is not TruncationOutcome.UNCHANGED and text.rstrip() != said.rstrip():
-                heard.append(BotHeardFrame(epoch=cut.epoch, round=cut.round, text=text))
-        return heard
+                self.events.emit(BotHeard(epoch=cut.epoch, at=at, round=cut.round, text=text))
 
     def _text_at(self, index: int) -> str:
         message = self.context[index] if -len(self.context) <= index < len(self.context) else None
@@ -283,9 +346,8 @@ class LlmRunner(Processor):
 
     async def _start_turn(self, epoch: int, ctx: ProcessorContext) -> None:
         await self._join_round()  # a round still running belongs to an older epoch
-        for heard in self._settle(before_epoch=epoch):
-            await ctx.push(heard)
-        self._append_late_notes()
+        self._settle(before_epoch=epoch, at=ctx.clock.now())
+        self._append_late_notes(ctx.clock.now())
         if self._end_armed and (self._end_after is None or self._end_after < epoch):
             self._end_after = epoch  # the node's first response (or the one after a barge-in) is this turn's
         self.stats.turns += 1
@@ -303,6 +365,8 @@ class LlmRunner(Processor):
             await head.drop()
             head = None
         self.context.push_user(text)
+        self._turn_epoch = epoch
+        self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
         self._round_task = self._scope.spawn(self._respond(epoch, ctx, head), name=f"turn-{epoch}")
@@ -318,8 +382,10 @@ class LlmRunner(Processor):
                 return
             await self._drop_speculation()
         cancel = CancelToken()
-        base = self.context.messages
-        task = self._scope.spawn(self._speculate(frame.epoch, frame.text, cancel, ctx), name=f"speculation-{frame.epoch}")
+        context = settled_copy(self.context)
+        base = context.messages
+        context.push_user(frame.text)
+        task = self._scope.spawn(self._speculate(frame.epoch, context, cancel, ctx), name=f"speculation-{frame.epoch}")
         self._speculative = SpeculativeStart(frame.epoch, frame.text, base, task, cancel)
         self.stats.speculations += 1
 
@@ -328,10 +394,11 @@ class LlmRunner(Processor):
         if run is not None:
             await run.drop()
 
-    async def _speculate(self, epoch: int, text: str, cancel: CancelToken, ctx: ProcessorContext) -> HeldAnswer | None:
-        """The model on a copy of the context plus ``text``; nothing is spoken, side effects are held."""
-        context = Context(self.context.messages, estimator=self.context.estimator)
-        context.push_user(text)
+    async def _speculate(
+        self, epoch: int, context: Context, cancel: CancelToken, ctx: ProcessorContext
+    ) -> HeldAnswer | None:
+        """The model on ``context`` (a settled copy plus the caller's words): nothing is spoken,
+        side effects are held."""
         assembler = ResponseAssembler()
         chunks: list[str] = []
         try:
@@ -346,15 +413,50 @@ class LlmRunner(Processor):
             speculation = await self.tools.speculate(response.calls, epoch, cancel)
         return HeldAnswer(chunks, response.assistant_message(), response.calls, speculation)
 
-    def _append_late_notes(self) -> None:
+    def _append_late_notes(self, at: float) -> None:
         """SideEffect results that finished after their turn, before the next user message."""
         if self.tools is None or self.context.has_open_tool_calls():
             return
         for note in self.tools.take_late_notes():
             self.context.push(note.message())
             self.stats.late_notes += 1
+            self._late_note_settled(note, at)
             if self.flow is not None:
                 self.flow.late_result(note.call_id, note.tool, note.content, note.is_error)
+
+    def _late_note_settled(self, note: LateNote, at: float) -> None:
+        self.events.emit(ToolCallSettled(epoch=note.epoch, at=at, call_id=note.call_id, name=note.tool,
+                                         outcome=Outcome.LATE_RESULT, content=note.content, is_error=note.is_error))
+
+    def _tools_started(self, epoch: int, calls: tuple[Assembled, ...], at: float) -> None:
+        for call in calls:
+            self._started_calls[call.id] = (epoch, call.name or "")
+            arguments = json.dumps(call.arguments, separators=(",", ":")) if isinstance(call, ToolCall) \
+                else call.raw_arguments
+            self.events.emit(ToolCallStarted(epoch=epoch, at=at, call_id=call.id, name=call.name or "",
+                                             arguments=arguments))
+
+    def _deliver(self, execution: Execution, at: float) -> None:
+        """The round's results (and late notes) into the context; one settled event per result."""
+        execution.append_to(self.context)
+        self._settled(execution, at)
+
+    def _settled(self, execution: Execution, at: float, screened: Screened | None = None) -> None:
+        """One settled event per result of the round (a flow's refusals included) and late note."""
+        for message, outcome in zip(execution.results, execution.outcomes, strict=True):
+            self._call_settled(execution.epoch, at, message.call_id, outcome, message.content, message.is_error)
+        for refusal in screened.refused if screened is not None else ():
+            # A tool the node does not offer: answered tool_not_available, never run.
+            self._call_settled(execution.epoch, at, refusal.call_id, Outcome.UNKNOWN_TOOL, refusal.content,
+                               refusal.is_error)
+        for note in execution.late_notes:
+            self._late_note_settled(note, at)
+
+    def _call_settled(self, epoch: int, at: float, call_id: str, outcome: Outcome, content: str,
+                      is_error: bool) -> None:
+        _, name = self._started_calls.pop(call_id, (0, ""))
+        self.events.emit(ToolCallSettled(epoch=epoch, at=at, call_id=call_id, name=name, outcome=outcome,
+                                         content=content, is_error=is_error))
 
     def _place_filler(self) -> None:
         """The spoken filler into the context, once no call is open (see the module doc)."""
@@ -393,9 +495,10 @@ class LlmRunner(Processor):
                     log.error(
                         "the model called a tool, but this call offers no tools; speaking the fallback line"
                     )
-                    self.context.interrupt_pending_tool_calls()
+                    self._interrupt_open_calls(ctx.clock.now())
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
+                self._tools_started(epoch, calls, ctx.clock.now())
                 if held is not None and held.speculation is not None:
                     execution = await self.tools.commit(held.speculation, cancel)  # reads reused, held calls run
                 elif self.flow is not None:
@@ -404,17 +507,17 @@ class LlmRunner(Processor):
                     continue
                 else:
                     execution = await self._run_tools(self.tools, turn, calls, cancel, ctx)
-                execution.append_to(self.context)
+                self._deliver(execution, ctx.clock.now())
                 if execution.budget_exhausted:
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
         except asyncio.CancelledError:
             cancel.cancel("barge-in")
             raise
-        except Exception:
+        except Exception as exc:
             # A bug in one turn must not end the call: the caller hears the fallback line.
-            log.exception("turn %d failed", epoch)
-            self.context.interrupt_pending_tool_calls()
+            self.events.failed("llm-runner", exc, epoch=epoch, at=ctx.clock.now(), fatal=False)
+            self._interrupt_open_calls(ctx.clock.now())
             await self._say(turn, self.config.fallback_line, ctx)
         finally:
             if not cancel.is_cancelled:
@@ -439,6 +542,7 @@ class LlmRunner(Processor):
         admitted = tuple(screened.take_admitted())
         execution = await self._run_tools(tools, turn, admitted, cancel, ctx)
         applied = flow.decide(self.context, screened, execution)
+        self._settled(execution, ctx.clock.now(), screened)
         if applied.budget_exhausted:  # no transition is decided then
             await self._say(turn, self.config.fallback_line, ctx)
             return False
@@ -624,7 +728,7 @@ class LlmRunner(Processor):
             wait = self.timeouts.first_token
             while True:
                 try:
-                    async with asyncio.timeout(wait):
+                    async with deadline(ctx.clock, wait, "llm token"):
                         event = await anext(it)
                 except StopAsyncIteration:
                     break
@@ -637,22 +741,12 @@ class LlmRunner(Processor):
                     if round_ is not None:
                         self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
                 if isinstance(event, TextDelta):
-                    assembler.push(A.TextDelta(event.text))
+                    assembler.push(event)
                     spoken.append(event.text)
                     if round_ is not None:
                         await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=round_))
-                elif isinstance(event, ToolCallDelta):
-                    assembler.push(
-                        A.ToolCallDelta(
-                            index=event.index,
-                            id=event.id,
-                            name=event.name,
-                            arguments=event.arguments_fragment,
-                            provider_data=event.provider_data,
-                        )
-                    )
-                elif isinstance(event, ProviderDataDelta):
-                    assembler.push(A.ProviderDataDelta(event.data))
+                elif isinstance(event, ToolCallDelta | ProviderDataDelta):
+                    assembler.push(event)
                 elif isinstance(event, LlmError):
                     raise _NoAnswer(str(event.error))
                 elif isinstance(event, Done):

@@ -11,6 +11,12 @@ A TTS session that fails for good (a fatal error, or its event stream ends) ends
 utterances it held, so the turn machine hears that the bot went silent, and the stage
 reconnects (at most ``RECONNECT_ATTEMPTS`` tries with a doubling backoff on the clock);
 what was already said stays said, the next response speaks through the new session.
+When no new session comes, the reader raises :class:`SpeechLost`: a call without speech
+cannot go on, so it ends with an error.  A session method that raises anything but a
+``ProviderError`` is a bug: it fails the stage, and the call ends with an error.
+
+Events: each piece of reply text as it arrives (``BotText``) and the runner's
+``BotResponseDone`` (``BotDone``: no more text will come for the epoch).
 
 Filler clips (:mod:`brisvox.engine.clips`): a round whose ``LlmResponseStarted`` names a
 clip the store holds at the call's output rate is spoken by the clip, not the provider
@@ -33,7 +39,8 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from brisvox.agent.segmenter import Segmenter, SegmenterConfig
-from brisvox.core.errors import ChannelClosed
+from brisvox.core.clock import deadline
+from brisvox.core.errors import BrisvoxError, ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import (
     BotResponseDone,
     Direction,
@@ -50,17 +57,22 @@ from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.clips import FillerClip, FillerClipStore
+from brisvox.engine.events import BotDone, BotText, CallEvents
 from brisvox.engine.playout import PlayoutBook
-from brisvox.providers.errors import ProviderError
-from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsFlushed, TtsSession, TtsWords
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsEvent, TtsFlushed, TtsSession, TtsWords
 
-__all__ = ["CLIP_WAIT_LIMIT", "RECONNECT_ATTEMPTS", "SpeakStage"]
+__all__ = ["CLIP_WAIT_LIMIT", "RECONNECT_ATTEMPTS", "SpeakStage", "SpeechLost"]
 
 log = logging.getLogger(__name__)
 
 RECONNECT_ATTEMPTS: Final = 3
 RECONNECT_BACKOFF: Final = 0.5  # seconds before the first retry; doubles after each
 CLIP_WAIT_LIMIT: Final = 30.0  # seconds a clip waits for the audio before it, and a context for a clip
+
+
+class SpeechLost(BrisvoxError):
+    """The TTS session is gone and no new one could be opened: the call cannot speak."""
 
 
 class SpeakStage(Processor):
@@ -74,8 +86,10 @@ class SpeakStage(Processor):
         reconnect: Callable[[], Awaitable[TtsSession]] | None = None,
         clips: FillerClipStore | None = None,
         clip_rate: int = 0,
+        events: CallEvents | None = None,
     ) -> None:
         """``clips`` (optional) are played at ``clip_rate``, the call's output rate."""
+        self._events = events or CallEvents("")
         self._timeline = timeline or TimelineRecorder()
         self._reconnect = reconnect
         self.reconnects = 0
@@ -120,6 +134,7 @@ class SpeakStage(Processor):
                 else:
                     self._clip_of[self._current] = clip
         elif isinstance(frame, LlmTextFrame):
+            self._events.emit(BotText(epoch=frame.epoch, at=ctx.clock.now(), round=frame.round, text=frame.text))
             if self._current is not None:
                 for piece in self._segmenter.push(frame.text):
                     await self._send(self._current, frame.epoch, piece, ctx)
@@ -137,6 +152,7 @@ class SpeakStage(Processor):
                     self._clip_task = self._scope.spawn(self._play_clip(utt, frame.epoch, clip, ctx),
                                                         name=f"filler-clip-{utt}")
         elif isinstance(frame, BotResponseDone):
+            self._events.emit(BotDone(epoch=frame.epoch, at=ctx.clock.now()))
             self._done_epochs.add(frame.epoch)
             await self._maybe_done(frame.epoch, ctx)
             return
@@ -173,9 +189,9 @@ class SpeakStage(Processor):
         self.clip_waits += 1
         barge_in = ctx.inbox.interrupt_watcher()
         try:
-            async with asyncio.timeout_at(ctx.clock.now() + CLIP_WAIT_LIMIT):
+            async with deadline(ctx.clock, CLIP_WAIT_LIMIT, "a filler clip"):
                 await asyncio.wait((task, barge_in), return_when=asyncio.FIRST_COMPLETED)
-        except TimeoutError:
+        except DeadlineExceeded:
             log.warning("a filler clip held the next reply for %.0f s; the reply goes ahead", CLIP_WAIT_LIMIT)
         finally:
             barge_in.cancel()
@@ -184,11 +200,11 @@ class SpeakStage(Processor):
     async def _play_clip(self, utt: int, epoch: int, clip: FillerClip, ctx: ProcessorContext) -> None:
         try:
             try:
-                async with asyncio.timeout_at(ctx.clock.now() + CLIP_WAIT_LIMIT):
+                async with deadline(ctx.clock, CLIP_WAIT_LIMIT, "the audio before a filler clip"):
                     while utt in self._open and any(u < utt for u in self._open):  # earlier audio first
                         self._closed.clear()
                         await self._closed.wait()
-            except TimeoutError:
+            except DeadlineExceeded:
                 log.warning("a filler clip waited %.0f s for the audio before it; dropped", CLIP_WAIT_LIMIT)
                 self.clips_dropped += 1
                 if self._close(utt) is not None:
@@ -223,13 +239,16 @@ class SpeakStage(Processor):
             await ctx.push(BotResponseDone(epoch=epoch))
 
     async def _read(self, ctx: ProcessorContext) -> None:
-        with contextlib.suppress(ChannelClosed):  # the pipeline behind us has stopped: so do we
+        with contextlib.suppress(ChannelClosed):  # the pipeline behind us has stopped (a push failed): so do we
             await self._read_loop(ctx)
 
     async def _read_loop(self, ctx: ProcessorContext) -> None:
         while True:
-            with contextlib.suppress(ProviderError):
+            try:
                 await self._read_session(ctx)
+            except ProviderError as exc:
+                self.tts_errors += 1
+                log.warning("text-to-speech session failed: %s", exc)
             # The session is gone: end what it held, then try to get a new one.
             for utt, epoch in list(self._open.items()):
                 if utt not in self._clip_of:  # a clip does not need the provider
@@ -237,14 +256,12 @@ class SpeakStage(Processor):
                     await self._maybe_done(epoch, ctx)
             self._current = None
             if not await self._renew(ctx):
-                return
+                raise SpeechLost("text-to-speech is gone and could not be reopened")
 
     async def _renew(self, ctx: ProcessorContext) -> bool:
         if self._reconnect is None:
             return False
-        old = self._tts
-        with contextlib.suppress(ProviderError):
-            await old.aclose()
+        await _close_quietly(self._tts)
         delay = RECONNECT_BACKOFF
         for attempt in range(1, RECONNECT_ATTEMPTS + 1):
             await ctx.clock.sleep(delay)
@@ -258,17 +275,26 @@ class SpeakStage(Processor):
             self._owned.append(self._tts)
             log.info("text-to-speech reconnected (attempt %d)", attempt)
             return True
-        log.error("text-to-speech is gone after %d reconnects; the call goes on without speech", RECONNECT_ATTEMPTS)
+        log.warning("text-to-speech is gone after %d reconnects", RECONNECT_ATTEMPTS)
         return False
 
     async def aclose(self) -> None:
         """Close the sessions this stage opened itself (the first one belongs to the call)."""
         for session in self._owned:
-            with contextlib.suppress(ProviderError):
-                await session.aclose()
+            await _close_quietly(session)
+
+    async def _next_event(self) -> TtsEvent | None:
+        """The session's next event; None when it ended.  A session whose own channel closed
+        under it failed like any provider (the ChannelClosed ``_read`` ends on is the pipeline's)."""
+        try:
+            return await anext(self._tts)
+        except StopAsyncIteration:
+            return None
+        except ChannelClosed as exc:
+            raise ProviderError("text-to-speech", ProviderErrorKind.CLOSED, "the session closed under the call") from exc
 
     async def _read_session(self, ctx: ProcessorContext) -> None:
-        async for event in self._tts:
+        while (event := await self._next_event()) is not None:
             if isinstance(event, TtsAudio):
                 epoch = self._book.epoch_of(event.context_id)
                 if epoch is not None:
@@ -296,3 +322,11 @@ class SpeakStage(Processor):
                         await self._maybe_done(epoch, ctx)
                 if event.fatal:
                     return
+
+
+async def _close_quietly(session: TtsSession) -> None:
+    """Close a session that failed or is no longer needed; its close error changes nothing."""
+    try:
+        await session.aclose()
+    except ProviderError as exc:
+        log.info("closing a text-to-speech session failed: %s", exc)

@@ -1,9 +1,10 @@
-"""Speculative starts of the LLM runner (``EngineConfig.speculation = Speculation.AT_PAUSE``).
+"""Speculative starts of the LLM runner (``EngineConfig.speculation = SpeculationMode.AT_PAUSE``).
 
 At a pause with words (``UserTurnTentative``) the runner may ask the model before the turn
-is final.  The run works on a copy of the context with the caller's words appended and
-keeps everything it gets to itself: the text is held back (nothing is spoken before the
-commit), the read-only calls run, the side-effect calls are held by
+is final.  The run works on a settled copy of the context (:func:`settled_copy`) with the
+caller's words appended, and keeps everything it gets to itself: the text is held back
+(nothing is spoken before the commit), the read-only calls run, the side-effect calls are
+held by
 :meth:`ToolEngine.speculate <brisvox.agent.tools.ToolEngine.speculate>`.
 
 At the real end of the turn the runner either *commits* the run (same epoch, same words,
@@ -18,10 +19,24 @@ import asyncio
 from dataclasses import dataclass
 
 from brisvox.agent.assemble import Assembled
-from brisvox.agent.context import AssistantMessage, Message
+from brisvox.agent.context import AssistantMessage, Context, Message
 from brisvox.agent.tools import CancelToken, Speculation
 
-__all__ = ["HeldAnswer", "SpeculativeStart"]
+__all__ = ["HeldAnswer", "SpeculativeStart", "settled_copy"]
+
+
+def settled_copy(context: Context) -> Context:
+    """A copy of ``context`` as the next turn will find it: calls a barge-in left open closed.
+
+    A speculation starts while the last turn may still be unsettled (the caller talked
+    over a tool round, and the runner settles only when the turn ends), so the caller's
+    words cannot follow the live messages.  The turn's settling closes those calls with
+    the same ``interrupted`` results; whatever else it changes (a cut reply, a filler, a
+    late note) makes the context differ from this base, and the run is dropped.
+    """
+    copy = Context(context.messages, estimator=context.estimator)
+    copy.interrupt_pending_tool_calls()
+    return copy
 
 
 @dataclass(slots=True)

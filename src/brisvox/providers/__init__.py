@@ -4,7 +4,6 @@ Adapters live in subpackages (``local`` for the embedded models); mocks live in
 ``brisvox.sim``.  See docs/PROVIDERS.md.
 """
 
-from brisvox.providers.channel import DEFAULT_EVENT_CAPACITY, Channel, Overflow, SessionBase
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
@@ -22,6 +21,7 @@ from brisvox.providers.llm import (
     ToolChoiceMode,
     Usage,
 )
+from brisvox.providers.session import DEFAULT_EVENT_CAPACITY, SessionBase
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, SttSession, Transcript
 from brisvox.providers.tts import (
     TtsAudio,
@@ -38,7 +38,6 @@ from brisvox.providers.tts import (
 
 __all__ = [
     "DEFAULT_EVENT_CAPACITY",
-    "Channel",
     "Done",
     "FinishReason",
     "GeneratorLlmStream",
@@ -47,7 +46,6 @@ __all__ = [
     "LlmProvider",
     "LlmRequest",
     "LlmStream",
-    "Overflow",
     "ProviderDataDelta",
     "ProviderError",
     "ProviderErrorKind",

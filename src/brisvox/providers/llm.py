@@ -13,8 +13,9 @@
 * exactly one terminal event: :class:`Done` (finish reason and token usage) or
   :class:`LlmError`.  Nothing follows it.
 
-The events map one to one onto the deltas of ``brisvox.agent``'s response assembler, which
-buffers the fragments and parses them once at the end; nothing here parses arguments.
+The three deltas are ``brisvox.agent.assemble``'s own types (re-exported here): the runner
+pushes them into the response assembler as they come, which buffers the fragments and
+parses them once at the end; nothing here parses arguments.
 
 The stream is pull-based: nothing is read from the network faster than the consumer
 iterates (the buffer is the socket's).  Leaving ``async with`` or ``aclose()`` cancels the
@@ -27,9 +28,10 @@ import enum
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, Self
+from typing import ClassVar, Protocol, Self
 
 from brisvox.agent import Message, ToolSpec
+from brisvox.agent.assemble import ProviderDataDelta, TextDelta, ToolCallDelta
 from brisvox.core.errors import InvalidInput
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 
@@ -125,38 +127,6 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0  # part of input_tokens served from the provider's prompt cache
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TextDelta:
-    text: str
-
-    def __repr__(self) -> str:
-        return f"TextDelta(<{len(self.text)} chars>)"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolCallDelta:
-    index: int
-    id: str | None = None
-    name: str | None = None
-    arguments_fragment: str = ""
-    provider_data: Any = None
-
-    def __repr__(self) -> str:
-        # Arguments are personal data: sizes only.
-        return (
-            f"ToolCallDelta(index={self.index}, id={self.id!r}, name={self.name!r}, "
-            f"arguments=<{len(self.arguments_fragment)} chars>)"
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProviderDataDelta:
-    data: Any
-
-    def __repr__(self) -> str:
-        return "ProviderDataDelta(<data>)"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,26 +18,24 @@ A deadline that runs out is a :class:`~brisvox.providers.errors.ProviderError` o
   connection drops; a TTS context that was in flight is failed, never replayed (part of
   it may already have been heard).
 
-:func:`deadline` is the one timeout primitive: ``async with deadline(clock, 5.0, "connect")``.
+:func:`brisvox.core.clock.deadline` is the one timeout primitive: ``async with deadline(clock, 5.0, "connect")``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import TypeVar
 
-from brisvox.core.clock import Clock, SimClock, SystemClock
-from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
+from brisvox.core.clock import Clock
+from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 
 __all__ = [
     "DEFAULT_POLICY",
     "ResiliencePolicy",
-    "deadline",
     "guarded",
     "not_processed",
     "retry_before_effect",
@@ -85,47 +83,6 @@ DEFAULT_POLICY = ResiliencePolicy()
 
 def timeout_error(provider: str, what: str, seconds: float) -> ProviderError:
     return ProviderError(provider, ProviderErrorKind.TIMEOUT, f"{what} took longer than {seconds:g} s")
-
-
-@contextlib.asynccontextmanager
-async def deadline(clock: Clock, seconds: float, what: str) -> AsyncIterator[None]:
-    """Cancel the body when ``seconds`` pass on ``clock``; raises DeadlineExceeded(what, seconds).
-
-    The loop clocks (:class:`SystemClock`, :class:`SimClock`) read the loop's own time, so
-    the deadline is a loop timer (no task).  Any other clock gets a watchdog task that
-    sleeps on it and cancels the body.
-    """
-    if isinstance(clock, SystemClock | SimClock):
-        try:
-            async with asyncio.timeout(seconds):
-                yield
-        except TimeoutError as exc:
-            if isinstance(exc, DeadlineExceeded):
-                raise
-            raise DeadlineExceeded(what, seconds) from None
-        return
-    me = asyncio.current_task()
-    assert me is not None
-    fired = False
-
-    async def watchdog() -> None:
-        nonlocal fired
-        await clock.sleep(seconds)
-        fired = True
-        me.cancel()
-
-    dog = asyncio.get_running_loop().create_task(watchdog(), name=f"deadline/{what}")
-    try:
-        yield
-    except asyncio.CancelledError:
-        if fired:
-            me.uncancel()
-            raise DeadlineExceeded(what, seconds) from None
-        raise
-    finally:
-        dog.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await dog
 
 
 def not_processed(error: ProviderError) -> bool:

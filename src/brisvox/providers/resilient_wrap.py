@@ -25,10 +25,9 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Protocol, TypeVar
 
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.channel import SessionBase
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
@@ -44,11 +43,11 @@ from brisvox.providers.llm import (
 from brisvox.providers.resilient import (
     DEFAULT_POLICY,
     ResiliencePolicy,
-    deadline,
     guarded,
     not_processed,
     timeout_error,
 )
+from brisvox.providers.session import SessionBase
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, SttSession, Transcript
 from brisvox.providers.tts import (
     TtsCancelled,

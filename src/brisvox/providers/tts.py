@@ -31,8 +31,8 @@ from typing import Protocol, Self
 
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import WordTiming
-from brisvox.providers.channel import DEFAULT_EVENT_CAPACITY, SessionBase
 from brisvox.providers.errors import ProviderError
+from brisvox.providers.session import DEFAULT_EVENT_CAPACITY, SessionBase
 
 __all__ = [
     "FlushInput",
@@ -209,10 +209,10 @@ class TtsSessionBase(SessionBase[TtsEvent]):
         if context_id in self._cancelled or self.closed:
             return
         self._cancelled.add(context_id)
-        self._events.remove_if(lambda event: _context_of(event) == context_id)
+        self._events.purge(lambda event: _context_of(event) == context_id)
         notice = TtsCancelled(context_id=context_id)
         try:
-            queued = self._events.put_nowait(notice)
+            queued = self._events.try_send(notice)
         except ChannelClosed:
             queued = True  # the session ended: nobody reads a notice
         if not queued:

@@ -3,7 +3,6 @@
 from brisvox.server.agent_file import (
     AgentDefinition,
     AgentFileError,
-    FillerSettings,
     Problem,
     ProviderChoice,
     load_agent_file,
@@ -34,7 +33,6 @@ __all__ = [
     "AgentFileError",
     "AtCapacity",
     "CallEndpoint",
-    "FillerSettings",
     "Problem",
     "ProviderChoice",
     "Refusal",

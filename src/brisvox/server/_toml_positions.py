@@ -8,6 +8,12 @@ valid document can hold: comments, bare, quoted and dotted keys, ``[table]`` and
 ``[[array-of-tables]]`` headers, inline tables, (nested, multi-line) arrays and the four
 string forms.  It is lenient: on a document ``tomllib`` would refuse it records what
 it can and never raises.
+
+:func:`excess_nesting` runs *before* ``tomllib``: ``tomllib`` parses nested arrays and
+inline tables recursively, so a few hundred levels end in a ``RecursionError``; the
+agent-file loader refuses a document nested deeper than its limit at the bracket that
+goes too deep.  :func:`end_position` is where a document ends (``tomllib`` says "at end
+of document" without a line and column).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-__all__ = ["KeyPath", "Position", "Positions", "index_positions"]
+__all__ = ["KeyPath", "Position", "Positions", "end_position", "excess_nesting", "index_positions"]
 
 KeyPath = tuple[str | int, ...]
 
@@ -263,6 +269,36 @@ def _escaped(s: str, j: int) -> bool:
         backslashes += 1
         k -= 1
     return backslashes % 2 == 1
+
+
+def excess_nesting(text: str, limit: int) -> Position | None:
+    """Where ``text`` first opens more than ``limit`` nested arrays or inline tables (None:
+    it never does).  Brackets inside strings and comments do not count; a table header
+    counts as the one or two brackets it is written with."""
+    sc = _Scanner(text)
+    depth = 0
+    while sc.i < sc.n:
+        ch = sc.s[sc.i]
+        if ch == '"' or ch == "'":
+            sc.string()  # always moves on, also over an unterminated string
+            continue
+        if ch == "#":
+            sc.skip_line()
+            continue
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return sc.pos(sc.i)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+        sc.i += 1
+    return None
+
+
+def end_position(text: str) -> Position:
+    """The line and column just past the last character of ``text``."""
+    last = text.rfind("\n")
+    return Position(text.count("\n") + 1, len(text) - last)
 
 
 def index_positions(text: str) -> Positions:

@@ -34,10 +34,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
-from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT
+from brisvox.agent.tools.filler import DEFAULT_FILLER_DELAY, DEFAULT_FILLER_TEXT, FillerConfig
 from brisvox.agent.tools.spec import ToolKind
 from brisvox.agent.turn import (
     DEFAULT_FALLBACK_SILENCE,
@@ -48,7 +48,8 @@ from brisvox.agent.turn import (
 )
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
-from brisvox.server._toml_positions import KeyPath, Positions, index_positions
+from brisvox.server._section import Section, in_bounds, range_text
+from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.agent_flow import (
     FlowSection,
     FlowSettings,
@@ -69,18 +70,18 @@ from brisvox.server.providers import (
 )
 
 __all__ = [
-    "DEFAULT_FILLER_DELAY",
     "AgentDefinition",
     "AgentFileError",
-    "FillerSettings",
     "Problem",
     "ProviderChoice",
     "load_agent_file",
     "parse_agent_file",
 ]
 
-DEFAULT_FILLER_DELAY = 1.2
-"""Seconds into a tool round before a filler phrase plays (fixed-delay policy)."""
+
+MAX_NESTING = 20
+"""Arrays and inline tables nested deeper than this are refused before parsing (an agent file
+needs three or four levels; ``tomllib`` recurses, and a few hundred end in a RecursionError)."""
 
 _ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
 _LANGUAGE = re.compile(r"[a-z]{2,3}(-[A-Za-z0-9]{2,8})*")
@@ -129,59 +130,61 @@ def _dotted(path: KeyPath) -> str:
 # --- the file's shape ------------------------------------------------------------------------
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class _Agent(_Section):
+class _Agent(Section):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     prompt: str = Field(min_length=1)
     language: str = "en"
     greeting: str | None = None
-    tools: list[str] = []
-    confirm_tools: list[str] = []
+    tools: list[str] = Field(default_factory=list)
+    confirm_tools: list[str] = Field(default_factory=list)
 
 
-class _Turn(_Section):
+class _Turn(Section):
+    ranges = MappingProxyType({"silence": (0.0, 10.0), "fallback_silence": (0.0, 30.0), "final_grace": (0.0, 10.0)})
     policy: Literal["adaptive", "fixed_silence"] = "adaptive"
-    silence: float | None = Field(default=None, ge=0)
-    fallback_silence: float | None = Field(default=None, ge=0)
+    silence: float | None = None
+    fallback_silence: float | None = None
     require_final: bool | None = None
-    final_grace: float | None = Field(default=None, ge=0)
+    final_grace: float | None = None
 
 
-class _Interruption(_Section):
+class _Interruption(Section):
+    ranges = MappingProxyType({
+        "min_speech": (0.0, 5.0), "min_words": (0, 20), "echo_guard": (0.0, 5.0), "echo_min_words": (0, 20),
+        "transcript_wait": (0.0, 5.0), "backchannel_cap": (0.0, 10.0), "vad_hangover": (0.0, 2.0),
+    })
     preset: Literal["disabled", "recommended"] = "disabled"
-    min_speech: float | None = Field(default=None, ge=0)
-    min_words: int | None = Field(default=None, ge=0)
+    min_speech: float | None = None
+    min_words: int | None = None
     confirm: Literal["all", "any"] | None = None
-    echo_guard: float | None = Field(default=None, ge=0)
-    echo_min_words: int | None = Field(default=None, ge=0)
-    transcript_wait: float | None = Field(default=None, ge=0)
+    echo_guard: float | None = None
+    echo_min_words: int | None = None
+    transcript_wait: float | None = None
     backchannels: list[Literal["english", "turkish"]] | None = None
-    backchannel_cap: float | None = Field(default=None, ge=0)
-    vad_hangover: float | None = Field(default=None, ge=0)
+    backchannel_cap: float | None = None
+    vad_hangover: float | None = None
 
 
-class _Speculation(_Section):
+class _Speculation(Section):
     enabled: bool = False
 
 
-class _Filler(_Section):
+class _Filler(Section):
+    ranges = MappingProxyType({"delay": (0.0, 30.0)})
     enabled: bool = True
-    delay: float | None = Field(default=None, ge=0)
+    delay: float | None = None
     per_tool: bool = False
     phrases: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1)
     prerender: bool | None = None
 
 
-class _Provider(_Section):
+class _Provider(Section):
     provider: str = Field(min_length=1)
     api_key_env: str | None = None
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
-class _File(_Section):
+class _File(Section):
     agent: _Agent
     turn: _Turn = _Turn()
     interruption: _Interruption = _Interruption()
@@ -198,18 +201,6 @@ _SECTIONS = tuple(_File.model_fields)
 
 
 # --- the result ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class FillerSettings:
-    """``enabled``; ``delay``: seconds into a tool round (fixed policy); ``per_tool``: each tool's own
-    delay; ``phrases``: what a filler says, in turn; ``prerender``: play them as clips."""
-
-    enabled: bool = True
-    delay: float = DEFAULT_FILLER_DELAY
-    per_tool: bool = False
-    phrases: tuple[str, ...] = (DEFAULT_FILLER_TEXT,)  # spoken in turn, one per slow tool round
-    prerender: bool = False  # render the phrases once per output rate and play them as clips
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +229,7 @@ class AgentDefinition:
     turn: TurnPolicy
     interruption: InterruptionPolicy
     speculation: bool
-    filler: FillerSettings
+    filler: FillerConfig  # the [filler] section, as the engine takes it
     stt: ProviderChoice
     llm: ProviderChoice
     tts: ProviderChoice
@@ -280,9 +271,15 @@ def load_agent_file(
     """Read and check the agent file at ``path`` (see the module docs)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        data = p.read_bytes()
+    except OSError as exc:
         raise AgentFileError([Problem(str(p), 0, 0, "", f"cannot read the file: {exc}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = end_position(data[: exc.start].decode("utf-8"))
+        raise AgentFileError([Problem(str(p), at.line, at.column, "",
+                                      f"not UTF-8 text: byte 0x{data[exc.start]:02x} ({exc.reason})")]) from None
     return parse_agent_file(text, source=p, available_tools=available_tools, environ=environ)
 
 
@@ -295,11 +292,16 @@ def parse_agent_file(
 ) -> AgentDefinition:
     """Check the agent file ``text`` (named ``source`` in errors); see :func:`load_agent_file`."""
     file = str(source)
+    if (deep := excess_nesting(text, MAX_NESTING)) is not None:
+        raise AgentFileError([Problem(file, deep.line, deep.column, "",
+                                      f"TOML: arrays and inline tables nested more than {MAX_NESTING} deep")])
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(exc))
-        line, col = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+        # tomllib gives no line and column for an error at the end of the document: that is where it is.
+        at = end_position(text)
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (at.line, at.column)
         msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
         raise AgentFileError([Problem(file, line, col, "", f"TOML syntax: {msg}")]) from None
     report = _Report(file, index_positions(text))
@@ -473,7 +475,7 @@ def _interruption(i: _Interruption, report: _Report) -> InterruptionPolicy | Non
         return None
 
 
-def _filler(fl: _Filler, report: _Report) -> FillerSettings:
+def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     if fl.per_tool and fl.delay is not None:
         report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
     if not fl.enabled:
@@ -483,9 +485,11 @@ def _filler(fl: _Filler, report: _Report) -> FillerSettings:
     for i, phrase in enumerate(fl.phrases or ()):
         if not phrase.strip():
             report.at_key(("filler", "phrases", i), "a filler phrase must say something")
-    phrases = tuple(p.strip() for p in fl.phrases) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
-    return FillerSettings(enabled=fl.enabled, delay=fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY,
-                          per_tool=fl.per_tool, phrases=phrases, prerender=bool(fl.prerender))
+    # Blank phrases are reported above; what is built from a file with problems is never used.
+    phrases = tuple(p.strip() for p in fl.phrases if p.strip()) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
+    delay = None if fl.per_tool else (fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY)
+    return FillerConfig(enabled=fl.enabled, delay=delay, per_tool=fl.per_tool, phrases=phrases,
+                        prerender=bool(fl.prerender))
 
 
 def _provider(
@@ -560,12 +564,7 @@ def _out_of_bounds(value: object, bounds: Bounds | None) -> str | None:
     """What is wrong with a numeric ``value`` outside ``bounds`` (None: it is within them)."""
     if bounds is None or not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    low, high = bounds
-    if (low is not None and value < low) or (high is not None and value > high) or math.isnan(value):
-        if low is not None and high is not None:
-            return f"expected a value from {low:g} to {high:g}"
-        return f"expected at least {low:g}" if low is not None else f"expected at most {high:g}"
-    return None
+    return None if in_bounds(value, bounds) else range_text(bounds)
 
 
 _TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", float: "a number", bool: "a boolean"}

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from brisvox.agent.flows import (
     Always,
@@ -43,6 +44,7 @@ from brisvox.agent.flows.definition import (
 )
 from brisvox.agent.flows.manager import DEFAULT_SUMMARY_TIMEOUT
 from brisvox.agent.window import WindowPolicy
+from brisvox.server._section import Section
 
 __all__ = ["FlowSettings", "WindowSettings", "flow_settings", "window_settings"]
 
@@ -55,20 +57,21 @@ DEFAULT_WINDOW_SUMMARY_TIMEOUT = 20.0
 _STATE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class WindowSection(_Strict):
+class WindowSection(Section):
+    ranges = MappingProxyType({
+        "keep_recent_turns": (1, 200), "max_tokens": (500, 1_000_000), "summary_timeout": (0.1, 300.0),
+    })
     enabled: bool = True
-    keep_recent_turns: int | None = Field(default=None, ge=1, le=200)
-    max_tokens: int | None = Field(default=None, ge=500, le=1_000_000)
+    keep_recent_turns: int | None = None
+    max_tokens: int | None = None
     summarizer: Literal["llm", "off"] | None = None
     summary_model: str | None = Field(default=None, min_length=1, max_length=200)
-    summary_timeout: float | None = Field(default=None, gt=0, le=300)
+    summary_timeout: float | None = None
 
 
-class TransitionSection(_Strict):
+class TransitionSection(Section):
+    # ``equals`` may be any number a result holds; the range only keeps out inf and nan.
+    ranges = MappingProxyType({"equals": (-1e15, 1e15)})
     tool: str = Field(min_length=1)
     to: str = Field(min_length=1)
     when: Literal["success", "failure", "always"] = "success"
@@ -76,25 +79,27 @@ class TransitionSection(_Strict):
     equals: str | int | float | bool | None = None
 
 
-class NodeSection(_Strict):
+class NodeSection(Section):
+    ranges = MappingProxyType({"summary_input_tokens": (50, 100_000), "summary_max_tokens": (20, 10_000)})
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     prompt: str = Field(min_length=1)
-    tools: list[str] = []
+    tools: list[str] = Field(default_factory=list)
     strategy: Literal["append", "reset", "reset_with_summary"] = "append"
     say: str | None = Field(default=None, min_length=1, max_length=500)
     respond_immediately: bool = True
     keep_last_user: bool = False
     end_call: bool = False  # hang up once the node's first response has played
-    capture_args: list[str] = []  # tools whose arguments go into the flow state ({day} in a prompt)
-    capture_results: dict[str, str] = {}  # tool -> the state key its result goes under
-    summary_input_tokens: int | None = Field(default=None, ge=50, le=100_000)
-    summary_max_tokens: int | None = Field(default=None, ge=20, le=10_000)
-    transitions: list[TransitionSection] = []
+    capture_args: list[str] = Field(default_factory=list)  # tools whose arguments go into the state ({day})
+    capture_results: dict[str, str] = Field(default_factory=dict)  # tool -> the state key its result goes under
+    summary_input_tokens: int | None = None
+    summary_max_tokens: int | None = None
+    transitions: list[TransitionSection] = Field(default_factory=list)
 
 
-class FlowSection(_Strict):
+class FlowSection(Section):
+    ranges = MappingProxyType({"summary_timeout": (0.1, 60.0)})
     initial: str | None = None
-    summary_timeout: float | None = Field(default=None, gt=0, le=60)
+    summary_timeout: float | None = None
     nodes: list[NodeSection] = Field(min_length=1, max_length=64)
 
 

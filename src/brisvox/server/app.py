@@ -6,15 +6,16 @@ Routes:
 * ``GET /readyz``: 200 when a call would be admitted now, 503 when full or draining; the
   body is JSON ``{"ready", "draining", "active", "reserved", "max"}``.
 * ``GET /metrics``: the Prometheus text exposition of :class:`~brisvox.server.metrics.ServerMetrics`.
+* Before any route, with an ``access`` policy: the Host, Origin and token checks
+  (:mod:`brisvox.server.access`); a refused request gets 401/403 and reaches no route.
 * ``WS <ws_path>``: the call endpoint.  Admission happens *before* the upgrade: a
   refused call gets an HTTP 503 with ``Retry-After`` (when the ASGI server supports
   denial responses, as uvicorn does) and is counted; an admitted one is handed, with its
   :class:`~brisvox.server.session.SessionSlot`, to the :class:`CallEndpoint`.
 
 The call endpoint is a seam: the WebSocket transport's per-connection code plugs in
-there (it reads ``start``, builds the call link and spawns the slot with it).  Until it
-does, :func:`refuse_calls` answers every admitted call with close code 1013 and a
-reason that says the server runs no engine.
+there (:class:`~brisvox.server.ws_endpoint.TransportEndpoint` reads ``start``, builds the
+call link and spawns the slot with it).
 """
 
 from __future__ import annotations
@@ -24,20 +25,21 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from brisvox.server.access import AccessGuard, AccessPolicy
 from brisvox.server.metrics import CONTENT_TYPE, ServerMetrics
 from brisvox.server.session import AtCapacity, SessionManager, SessionSlot
 
-__all__ = ["NO_ENGINE_REASON", "RETRY_AFTER_SECONDS", "CallEndpoint", "build_app", "refuse_calls"]
+__all__ = ["RETRY_AFTER_SECONDS", "CallEndpoint", "build_app"]
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
-NO_ENGINE_REASON = "this server runs no call engine yet"
 _TRY_AGAIN = 1013
 
 
@@ -48,23 +50,19 @@ class CallEndpoint(Protocol):
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None: ...
 
 
-async def refuse_calls(websocket: WebSocket, slot: SessionSlot[Any]) -> None:
-    """The placeholder endpoint: releases the slot and closes with 1013 and :data:`NO_ENGINE_REASON`."""
-    slot.release()
-    await websocket.accept()
-    await websocket.close(code=_TRY_AGAIN, reason=NO_ENGINE_REASON)
-
-
 def build_app(
     manager: SessionManager[Any],
     metrics: ServerMetrics,
     *,
     ws_path: str = "/ws",
-    call_endpoint: CallEndpoint | None = None,
+    call_endpoint: CallEndpoint,
     extra_routes: Sequence[BaseRoute] = (),
+    access: AccessPolicy | None = None,
 ) -> Starlette:
-    """The server's ASGI application over ``manager`` (see the module docs)."""
-    endpoint: CallEndpoint = call_endpoint if call_endpoint is not None else refuse_calls
+    """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
+    Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
+    application that embeds this one and checks its requests itself)."""
+    endpoint = call_endpoint
     metrics.watch(manager)
 
     async def healthz(request: Request) -> Response:
@@ -102,7 +100,8 @@ def build_app(
         WebSocketRoute(ws_path, call),
         *extra_routes,
     ]
-    return Starlette(routes=routes)
+    guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []
+    return Starlette(routes=routes, middleware=guard)
 
 
 async def _deny(websocket: WebSocket, text: str) -> None:

@@ -10,14 +10,17 @@ own writes and bounded by the transport's ``write_timeout``).
 :class:`~brisvox.transport.session.TransportSession` on the link, sends a ``call_info``
 event (agent, LLM), and runs :func:`brisvox.engine.run_call` with the agent's settings,
 the shared providers, a fresh tool registry of the agent's tools and a
-:class:`~brisvox.engine.CallObserver` whose events are forwarded to the client as
-``{"type": "event", ...}`` messages (docs/WEBSOCKET_PROTOCOL.md).  The shutdown's
-cooperative stop is the engine's ``cancel``.
+:class:`~brisvox.engine.CallObserver` whose typed events (:mod:`brisvox.engine.events`)
+are forwarded to the client as ``{"type": "event", ...}`` messages (:func:`event_message`,
+docs/WEBSOCKET_PROTOCOL.md).  The shutdown's cooperative stop is the engine's ``cancel``.
+A call that fails raises :class:`~brisvox.engine.CallFailed` out of the runner (the
+engine has logged it and told the client), so the session ends as ``error``.
 
 The same events feed the server's ``/metrics`` (:func:`metrics_listener`): each
-``latency`` event is an answered turn with its timeline, each ``tool_result`` a settled
-tool call.  The listener sees every event as it is emitted, so a slow page that loses
-events to the observer's drop-oldest queue does not make the counters lie.
+``TurnLatency`` is an answered turn with its latencies, each ``ToolCallSettled`` a
+settled tool call with the tool engine's outcome, each ``EngineFailure`` a failure.  The
+listener sees every event as it is emitted, so a slow page that loses events to the
+observer's drop-oldest queue does not make the counters lie.
 """
 
 from __future__ import annotations
@@ -34,14 +37,23 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
-from brisvox.agent.tools import FillerConfig, FillerPhrase, FillerPolicy
-from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed
+from brisvox.agent.tools import FillerPolicy
+from brisvox.core.clock import Clock, bounded, deadline
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
-from brisvox.engine import CallObserver, ClipCache, EngineConfig, LlmConfig, Speculation, run_call
+from brisvox.engine import (
+    CallFailed,
+    CallObserver,
+    CallReport,
+    ClipCache,
+    EngineConfig,
+    LlmConfig,
+    SpeculationMode,
+    run_call,
+)
+from brisvox.engine import events as ev
 from brisvox.engine.call import output_rate
 from brisvox.engine.config import SummaryConfig
-from brisvox.engine.observe import CallEvent, CallEventKind, EventListener
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
@@ -55,7 +67,10 @@ from brisvox.transport.session import TransportSession
 from brisvox.transport.websocket import PeerClosed
 from brisvox.transport.websocket import run_call as run_ws_call
 
-__all__ = ["LATENCY_STAGES", "EngineCall", "EngineEndpoint", "engine_config", "engine_runner", "metrics_listener"]
+__all__ = [
+    "LATENCY_STAGES", "MAX_TEXT", "EngineCall", "EngineEndpoint", "engine_config", "engine_runner", "event_message",
+    "metrics_listener",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +88,11 @@ class EngineCall:
 class _SharedPeer:
     """A WsPeer whose sends are serialized, so the event stream can share the socket."""
 
-    __slots__ = ("_answered", "_lock", "_peer", "_timeout")
+    __slots__ = ("_answered", "_clock", "_lock", "_peer", "_timeout")
 
-    def __init__(self, peer: StarletteWsPeer, write_timeout: float) -> None:
+    def __init__(self, peer: StarletteWsPeer, write_timeout: float, clock: Clock) -> None:
         self._peer = peer
+        self._clock = clock
         self._lock = asyncio.Lock()
         self._timeout = write_timeout
         self._answered = asyncio.Event()  # the transport's first text message (``started``) went out
@@ -97,11 +113,11 @@ class _SharedPeer:
     async def send_event(self, text: str) -> None:
         """One event message; raises PeerClosed when the socket is gone or stays blocked."""
         try:
-            async with asyncio.timeout(self._timeout):
+            async with deadline(self._clock, self._timeout, "event send"):
                 await self._answered.wait()  # never before ``started``
                 async with self._lock:
                     await self._peer.send(text)
-        except TimeoutError:
+        except DeadlineExceeded:
             raise PeerClosed(by_peer=False) from None
 
     async def ping(self) -> Awaitable[object]:
@@ -119,7 +135,7 @@ class EngineEndpoint(TransportEndpoint):
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
         await websocket.accept()
-        peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout)
+        peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout, self.clock)
 
         async def deliver(link: CallLink) -> bool:
             slot.spawn(EngineCall(link, peer.send_event), name="call")
@@ -134,41 +150,24 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
     ``temperature`` and ``max_tokens`` options go with every request, ``[filler]`` decides the
     filler policy."""
     llm_options = definition.llm.options
-    fl = definition.filler
-    filler = FillerConfig(enabled=fl.enabled, delay=None if fl.per_tool else fl.delay, per_tool=fl.per_tool)
     return EngineConfig(
         turn=definition.turn,
         interruption=definition.interruption,
         llm=LlmConfig(system_prompt=definition.prompt.strip(), greeting=definition.greeting,
                       max_tokens=llm_options.get("max_tokens"), temperature=llm_options.get("temperature"),
-                      filler=filler),
+                      filler=definition.filler),
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
-        speculation=Speculation.AT_PAUSE if definition.speculation else Speculation.OFF,
+        speculation=SpeculationMode.AT_PAUSE if definition.speculation else SpeculationMode.OFF,
         window=definition.window.policy,
         summary=SummaryConfig(enabled=definition.window.summarize, timeout=definition.window.summary_timeout),
     )
 
 
-def filler_policy(definition: AgentDefinition, config: EngineConfig) -> FillerPolicy:
-    """The agent file's filler phrases on the engine's filler timing; each call takes a clone,
-    so every call rotates its phrases from the first.  With ``prerender`` each phrase names
-    its clip (:func:`filler_clips`)."""
-    phrases = [FillerPhrase(text, clip=_clip_key(i) if definition.filler.prerender else None)
-               for i, text in enumerate(definition.filler.phrases)]
-    return FillerPolicy.from_config(config.llm.filler).with_phrases(phrases)
-
-
-def filler_clips(definition: AgentDefinition, config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
+def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
     """The process's clip cache of the agent's filler phrases, when ``[filler] prerender`` asks for it."""
-    fl = definition.filler
-    if not (fl.enabled and fl.prerender):
-        return None
-    return ClipCache(tts, config.tts, {_clip_key(i): text for i, text in enumerate(fl.phrases)}, clock)
-
-
-def _clip_key(index: int) -> str:
-    return f"filler-{index}"
+    texts = config.llm.filler.clip_texts()
+    return ClipCache(tts, config.tts, texts, clock) if texts else None
 
 
 def _agent_flow(definition: AgentDefinition, tools: ToolSet) -> Flow | None:
@@ -186,26 +185,69 @@ def _flow_manager(definition: AgentDefinition, flow: Flow | None, clock: Clock) 
 
 
 LATENCY_STAGES = {
-    "speech_end_to_audio_ms": "voice_to_voice",
-    "speech_end_to_turn_end_ms": "turn_detection",
-    "turn_end_to_first_token_ms": "llm_first_token",
-    "turn_end_to_audio_ms": "turn_end_to_audio",
+    "speech_end_to_audio": "voice_to_voice",
+    "speech_end_to_turn_end": "turn_detection",
+    "turn_end_to_first_token": "llm_first_token",
+    "turn_end_to_audio": "turn_end_to_audio",
 }
-"""``latency`` event fields and the ``brisvox_turn_latency_seconds{stage}`` label each one feeds."""
+"""``TurnLatency`` fields (``<field>_ms`` in the ``latency`` message) and the
+``brisvox_turn_latency_seconds{stage}`` label each one feeds."""
+
+MAX_TEXT = 500
+"""Text fields of event messages are cut to this many characters."""
 
 
-def metrics_listener(metrics: ServerMetrics) -> EventListener:
-    """An observer listener that counts turns, their latencies and tool outcomes into ``metrics``."""
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
-    def listen(event: CallEvent) -> None:
-        if event.kind is CallEventKind.LATENCY:
-            latencies: dict[str, float | None] = {}
-            for field_name, stage in LATENCY_STAGES.items():
-                value = event.data.get(field_name)
-                latencies[stage] = value / 1000.0 if isinstance(value, int | float) else None
-            metrics.record_turn(latencies)
-        elif event.kind is CallEventKind.TOOL_RESULT:
-            metrics.record_tool(str(event.data.get("name") or "unknown"), str(event.data.get("outcome", "ok")))
+
+def event_message(event: ev.EngineEvent) -> dict[str, Any] | None:
+    """The client's ``{"type": "event", ...}`` message for an engine event (None: not sent)."""
+    body: dict[str, Any]
+    if isinstance(event, ev.UserTranscript):
+        body = {"kind": "user_transcript", "text": _cut(event.text), "final": event.final}
+    elif isinstance(event, ev.UserTurn):
+        body = {"kind": "user_turn", "text": _cut(event.text)}
+    elif isinstance(event, ev.BotText):
+        body = {"kind": "bot_text", "text": _cut(event.text), "round": event.round}
+    elif isinstance(event, ev.BotDone):
+        body = {"kind": "bot_done"}
+    elif isinstance(event, ev.BotHeard):
+        body = {"kind": "bot_heard", "text": _cut(event.text), "round": event.round}
+    elif isinstance(event, ev.TurnStarted):
+        if not event.barge_in:
+            return None
+        body = {"kind": "interrupted"}
+    elif isinstance(event, ev.ToolCallStarted):
+        body = {"kind": "tool_call", "id": event.call_id, "name": event.name, "arguments": _cut(event.arguments)}
+    elif isinstance(event, ev.ToolCallSettled):
+        body = {"kind": "tool_result", "id": event.call_id, "name": event.name, "outcome": event.outcome.value,
+                "content": _cut(event.content)}
+    elif isinstance(event, ev.TurnLatency):
+        body = {"kind": "latency"}
+        for name in LATENCY_STAGES:
+            value = getattr(event, name)
+            if value is not None:
+                body[f"{name}_ms"] = round(value * 1000.0, 1)
+        if event.turn_end_reason is not None:
+            body["turn_end_reason"] = event.turn_end_reason.value
+    elif isinstance(event, ev.EngineFailure):
+        body = {"kind": "engine_failure", "stage": event.stage, "fatal": event.fatal}
+    else:  # TurnEnded, BotAudible: the engine's own marks (TurnLatency carries them)
+        return None
+    return {"type": "event", "kind": body.pop("kind"), "epoch": event.epoch, "at": round(event.at, 3), **body}
+
+
+def metrics_listener(metrics: ServerMetrics) -> ev.EventListener:
+    """An observer listener that counts turns, their latencies, tool outcomes and failures into ``metrics``."""
+
+    def listen(event: ev.EngineEvent) -> None:
+        if isinstance(event, ev.TurnLatency):
+            metrics.record_turn({stage: getattr(event, name) for name, stage in LATENCY_STAGES.items()})
+        elif isinstance(event, ev.ToolCallSettled):
+            metrics.record_tool(event.name or "unknown", event.outcome.value)
+        elif isinstance(event, ev.EngineFailure):
+            metrics.record_failure(event.stage, fatal=event.fatal)
 
     return listen
 
@@ -214,8 +256,9 @@ async def _forward(observer: CallObserver, send: SendText) -> None:
     """Observer events to the client until the observer closes or the socket goes."""
     try:
         while True:
-            event = await observer.get()
-            await send(event.to_json())
+            message = event_message(await observer.get())
+            if message is not None:
+                await send(json.dumps(message, separators=(",", ":")))
     except (ChannelClosed, PeerClosed):
         return
 
@@ -232,8 +275,8 @@ def engine_runner(
     if not providers.summaries:
         config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
     flow = _agent_flow(definition, tools)
-    fillers = filler_policy(definition, config)
-    clips = filler_clips(definition, config, providers.providers.tts, clock)
+    fillers = FillerPolicy.from_config(config.llm.filler)
+    clips = filler_clips(config, providers.providers.tts, clock)
     listener = metrics_listener(metrics) if metrics is not None else None
     info = json.dumps({"type": "event", "kind": "call_info", **providers.page_info(definition)})
 
@@ -248,24 +291,35 @@ def engine_runner(
             out_rate = output_rate(session, config)
             # The first call at a rate renders the clips for the later ones (its fillers are text).
             rendering = clips.start(out_rate, scope) if clips is not None else None
+            failed: CallFailed | None = None
             try:
                 report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
                                         filler=fillers.clone(), observer=observer,
                                         clips=clips.store(out_rate) if clips is not None else None,
                                         summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock))
+            except CallFailed as exc:  # logged by the engine, told to the client; the session ends as error
+                failed, report = exc, exc.report
             finally:
                 observer.close()
                 if rendering is not None:
                     rendering.cancel()  # unfinished: the next call starts it again
             try:
-                async with asyncio.timeout(1.0):
-                    await forward
-            except TimeoutError:
-                forward.cancel()
+                await bounded(clock, 1.0, forward, "event forwarding")  # cancelled on the deadline
+            except DeadlineExceeded:
+                log.info("call %s: the last events did not reach the client within 1 s; dropped",
+                         session.info.call_id)
         if metrics is not None:
             metrics.record_memory(report.summaries, report.summary_failures, report.uncovered_requests)
-        log.info("call %s ended (%s): %d turns, %d interrupts, %d fillers (%d clips), %d events dropped",
-                 session.info.call_id, report.stop_reason.value if report.stop_reason else "unknown", report.turns,
-                 report.interrupts, report.fillers, report.clips_played, observer.dropped)
+        _log_end(session.info.call_id, report, observer.dropped)
+        if failed is not None:
+            raise failed
 
     return run
+
+
+def _log_end(call_id: str, report: CallReport, dropped: int) -> None:
+    ended = f"failed in {report.failure.stage}" if report.failure is not None else (
+        report.stop_reason.value if report.stop_reason else "unknown")
+    log.info("call %s ended (%s): %d turns, %d interrupts, %d fillers (%d clips), %d failures, %d events dropped",
+             call_id, ended, report.turns, report.interrupts, report.fillers, report.clips_played, report.failures,
+             dropped)

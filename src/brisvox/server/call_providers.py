@@ -10,23 +10,20 @@
   models only for a ``local`` stage.  Cartesia speaks every call rate itself; hibari and
   OpenAI speech speak 24 kHz only and ElevenLabs all but 48 kHz, so :class:`ResamplingTts`
   converts their audio to the call's rate where they cannot produce it.
-* LLM: the agent file's choice, its adapter built from its ``options`` (``model``,
-  ``base_url`` ...; ``temperature`` and ``max_tokens`` go with each request through
-  ``engine_config``, not to the adapter).  ``scripted`` (what the demo agent leaves it at) is
-  replaced by a configured model when the environment has one, in this order:
-  ``BRISVOX_LLM_BASE_URL`` (any OpenAI-compatible server; ``BRISVOX_LLM_MODEL``,
-  optional ``BRISVOX_LLM_API_KEY``), ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, the local
-  LLM (llama.cpp, when the ``local-llm`` extra is installed and its GGUF fetched; skipped
-  with ``BRISVOX_LLM_SCRIPTED=1``); with none, the scripted restaurant host of
-  :mod:`brisvox.server.demo_llm`.  :attr:`CallProviders.llm_label` says which one
-  runs (the start-up line, the page and each call's ``call_info`` event show it).
+* LLM: the agent file's choice as :func:`~brisvox.server.providers.resolve_llm` resolves it
+  (a named provider runs as named; ``provider = "auto"``, the demo agent's, takes the first
+  LLM the environment offers, in the documented order), its adapter built from its
+  ``options`` (``model``, ``base_url`` ...; ``temperature`` and ``max_tokens`` go with each
+  request through ``engine_config``, not to the adapter).  The environment supplies only the
+  key the file names (or auto's variables).  :attr:`CallProviders.llm_label` is the
+  resolution's label (the start-up line, ``/agent.json`` and each call's ``call_info``
+  event show it, and ``brisvox check`` prints the same).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import logging
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -46,14 +43,18 @@ from brisvox.providers.stt import SttProvider
 from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsFlushed, TtsProvider, TtsSession
 from brisvox.server.agent_file import AgentDefinition, ProviderChoice
-from brisvox.server.providers import LLM_REQUEST_OPTIONS, lookup
+from brisvox.server.providers import (
+    LLM_REQUEST_OPTIONS,
+    LlmChoice,
+    Stage,
+    local_llm_ready,
+    lookup,
+    resolve_llm,
+)
 
 __all__ = ["CallProviders", "ResamplingTts", "build_call_providers", "choose_llm"]
 
 log = logging.getLogger(__name__)
-
-DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
-DEFAULT_ANTHROPIC_MODEL = "claude-3-5-haiku-latest"
 
 
 class _ResamplingSession:
@@ -128,80 +129,62 @@ class ResamplingTts:
 
 
 def choose_llm(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> tuple[LlmProvider, str]:
-    """The agent's LLM and a label for it (see the module docs for the order)."""
-    # The cloud adapters (and httpx) are imported only when one is chosen.
-    choice = definition.llm
-    # temperature and max_tokens go with each request (engine_config); the rest is the adapter's.
-    options = {k: v for k, v in choice.options.items() if k not in LLM_REQUEST_OPTIONS}
-    model = str(options.pop("model", ""))
-    if choice.provider in ("openai", "openrouter", "ollama", "vllm"):
-        with _extra(choice):
-            from brisvox.providers.cloud import openai_compat as oa
+    """The agent's LLM as :func:`~brisvox.server.providers.resolve_llm` resolves it, and its label."""
+    section = definition.llm
+    resolved = resolve_llm(section.provider, section.options, section.api_key_env, environ)
+    if resolved.auto is None:
+        # temperature and max_tokens go with each request (engine_config); the rest is the adapter's.
+        options = {k: v for k, v in section.options.items() if k not in (*LLM_REQUEST_OPTIONS, "model")}
+        key = _key(definition, section) if section.api_key_env is not None else None
+    else:
+        options = {}
+        # auto's variables were checked by name only; the key is read here, at the one place that builds it.
+        key = Secret(environ[resolved.key_env]) if resolved.key_env else None
+    return _build_llm(definition, resolved, options, key, clock), resolved.label
 
-        opts = oa.OpenAiCompatOptions.preset(choice.provider, model=model or DEFAULT_OPENAI_MODEL,
-                                             api_key=choice.api_key, **options)
-        return oa.OpenAiCompatLlm(opts, clock), f"{choice.provider} ({opts.model})"
-    if choice.provider == "anthropic":
-        llm_key = _key(definition, choice)
-        with _extra(choice):
+
+def _build_llm(definition: AgentDefinition, resolved: LlmChoice, options: dict[str, Any], key: Secret | None,
+               clock: Clock) -> LlmProvider:
+    # The cloud adapters (and httpx) are imported only when one is chosen.
+    name, model = resolved.provider, resolved.model or ""
+    if name in ("openai", "openrouter", "ollama", "vllm"):
+        with _extra(Stage.LLM, name):
+            from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm, OpenAiCompatOptions
+        if resolved.auto is not None and resolved.base_url is not None:
+            # auto's BRISVOX_LLM_BASE_URL: any OpenAI-compatible server, with the key auto found or none.
+            opts = OpenAiCompatOptions(model=model, base_url=resolved.base_url, api_key=key)
+        else:
+            opts = OpenAiCompatOptions.preset(name, model=model, api_key=key, **options)
+            if key is None:  # the preset reads vllm's optional variable; only a key the file names is sent
+                opts = dataclasses.replace(opts, api_key=None)
+        return OpenAiCompatLlm(opts, clock)
+    if name == "anthropic":
+        with _extra(Stage.LLM, name):
             from brisvox.providers.cloud.anthropic import AnthropicLlm, AnthropicOptions
-        a = AnthropicOptions(model=model or DEFAULT_ANTHROPIC_MODEL, api_key=llm_key, **options)
-        return AnthropicLlm(a, clock), f"anthropic ({a.model})"
-    if choice.provider == "gemini":
-        llm_key = _key(definition, choice)
-        with _extra(choice):
+        return AnthropicLlm(AnthropicOptions(model=model, api_key=_required(definition, name, key), **options), clock)
+    if name == "gemini":
+        with _extra(Stage.LLM, name):
             from brisvox.providers.cloud.gemini import GeminiLlm, GeminiOptions
-        g = GeminiOptions(model=model or "gemini-2.0-flash", api_key=llm_key, **options)
-        return GeminiLlm(g, clock), f"gemini ({g.model})"
-    if choice.provider == "local":
-        local = _local_llm()
-        if local is None:
+        return GeminiLlm(GeminiOptions(model=model, api_key=_required(definition, name, key), **options), clock)
+    if name == "local":
+        if not local_llm_ready():
             raise ConfigError(f"{definition.source}: llm provider 'local' needs the local-llm extra and "
                               "`brisvox models fetch qwen2_5_coder_0_5b_q4`")
-        return local
-    if choice.provider != "scripted":
-        raise ConfigError(f"{definition.source}: llm provider {choice.provider!r} is not available in this build")
-    base_url = environ.get("BRISVOX_LLM_BASE_URL")
-    if base_url:
-        from brisvox.providers.cloud import openai_compat as oa
+        from brisvox.providers.local.llama import LlamaLlm
 
-        key = environ.get("BRISVOX_LLM_API_KEY")
-        opts = oa.OpenAiCompatOptions(model=environ.get("BRISVOX_LLM_MODEL", DEFAULT_OPENAI_MODEL), base_url=base_url,
-                                   api_key=Secret(key) if key else None)
-        return oa.OpenAiCompatLlm(opts, clock), f"OpenAI-compatible endpoint {base_url} ({opts.model})"
-    if environ.get("OPENAI_API_KEY"):
-        from brisvox.providers.cloud import openai_compat as oa
+        return LlamaLlm()
+    if name == "scripted":
+        from brisvox.server.demo_llm import scripted_demo_llm
 
-        opts = oa.OpenAiCompatOptions.preset("openai", model=environ.get("BRISVOX_LLM_MODEL", DEFAULT_OPENAI_MODEL),
-                                          api_key=Secret(environ["OPENAI_API_KEY"]))
-        return oa.OpenAiCompatLlm(opts, clock), f"OpenAI ({opts.model}, key from OPENAI_API_KEY)"
-    if environ.get("ANTHROPIC_API_KEY"):
-        from brisvox.providers.cloud.anthropic import AnthropicLlm, AnthropicOptions
-
-        a = AnthropicOptions(model=environ.get("BRISVOX_LLM_MODEL", DEFAULT_ANTHROPIC_MODEL),
-                             api_key=Secret(environ["ANTHROPIC_API_KEY"]))
-        return AnthropicLlm(a, clock), f"Anthropic ({a.model}, key from ANTHROPIC_API_KEY)"
-    if environ.get("BRISVOX_LLM_SCRIPTED") != "1":
-        local = _local_llm()
-        if local is not None:
-            return local
-    from brisvox.server.demo_llm import scripted_demo_llm
-
-    return scripted_demo_llm(clock), ("the scripted restaurant host (no LLM configured: set BRISVOX_LLM_BASE_URL, "
-                                      "OPENAI_API_KEY or ANTHROPIC_API_KEY for a real model)")
+        return scripted_demo_llm(clock)
+    raise ConfigError(f"{definition.source}: llm provider {name!r} is not available in this build")
 
 
-def _local_llm() -> tuple[LlmProvider, str] | None:
-    """The embedded GGUF model through llama.cpp, when the extra is installed and the model fetched."""
-    # find_spec, not an import: the extra is optional, so type checking cannot assume it.
-    if importlib.util.find_spec("llama_cpp") is None:
-        return None
-    from brisvox.inference.models import QWEN_CODER_0_5B, model_path
-    from brisvox.providers.local.llama import LlamaLlm
-
-    if not model_path(QWEN_CODER_0_5B).exists():
-        return None
-    return LlamaLlm(), "the local LLM (Qwen2.5-Coder-0.5B through llama.cpp)"
+def _required(definition: AgentDefinition, provider: str, key: Secret | None) -> Secret:
+    if key is None:
+        raise ConfigError(f"{definition.source}: llm provider {provider!r} needs its key (name the variable "
+                          "that holds it with api_key_env)")
+    return key
 
 
 @dataclass(slots=True)
@@ -266,7 +249,7 @@ def _stt(definition: AgentDefinition, clock: Clock) -> SttProvider:
         return WhisperStt()
     if choice.provider == "deepgram":
         key = _key(definition, choice)
-        with _extra(choice):
+        with _extra(choice.stage, choice.provider):
             from brisvox.providers.cloud.deepgram import DeepgramOptions, DeepgramStt
         return DeepgramStt(DeepgramOptions(api_key=key, **choice.options), clock)
     raise ConfigError(f"{definition.source}: stt provider {choice.provider!r} is not available in this build")
@@ -281,19 +264,19 @@ def _tts(definition: AgentDefinition, clock: Clock) -> TtsProvider:
         return ResamplingTts(HibariTts(), HIBARI_SAMPLE_RATE)
     if choice.provider == "cartesia":
         key = _key(definition, choice)
-        with _extra(choice):
+        with _extra(choice.stage, choice.provider):
             from brisvox.providers.cloud.cartesia import CartesiaOptions, CartesiaTts
         return CartesiaTts(CartesiaOptions(api_key=key, **choice.options), clock)  # 8 to 48 kHz: every call rate
     if choice.provider == "elevenlabs":
         key = _key(definition, choice)
-        with _extra(choice):
+        with _extra(choice.stage, choice.provider):
             from brisvox.providers.cloud import elevenlabs as el
         tts = el.ElevenLabsTts(el.ElevenLabsOptions(api_key=key, **choice.options), clock)
         return ResamplingTts(tts, 24_000, direct=el.SAMPLE_RATES)  # no 48 kHz: that call gets 24 kHz resampled
     if choice.provider == "openai":
         # The key is optional (an OpenAI-compatible speech server may take none); a named one must be set.
         speech_key = _key(definition, choice) if choice.api_key_env is not None else None
-        with _extra(choice):
+        with _extra(choice.stage, choice.provider):
             from brisvox.providers.cloud import openai_speech as osp
         speech = osp.OpenAiSpeechOptions(api_key=speech_key, **choice.options)
         return ResamplingTts(osp.OpenAiSpeechTts(speech, clock),
@@ -309,14 +292,14 @@ def _key(definition: AgentDefinition, choice: ProviderChoice) -> Secret:
 
 
 @contextlib.contextmanager
-def _extra(choice: ProviderChoice) -> Iterator[None]:
+def _extra(stage: Stage, provider: str) -> Iterator[None]:
     """Turns a missing transport library into a ConfigError naming the extra that installs it."""
     try:
         yield
     except ImportError as exc:
-        entry = lookup(choice.stage, choice.provider)
+        entry = lookup(stage, provider)
         extra = entry.extra if entry is not None else "cloud"
-        raise ConfigError(f"{choice.stage.value} provider {choice.provider!r} needs the {extra!r} extra "
+        raise ConfigError(f"{stage.value} provider {provider!r} needs the {extra!r} extra "
                           f"(pip install 'brisvox[{extra}]'): {exc}") from None
 
 

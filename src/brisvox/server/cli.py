@@ -7,6 +7,11 @@ WebSocket endpoint run the production engine (:mod:`brisvox.server.call`) with t
 agent's providers (:mod:`brisvox.server.call_providers`); ``/`` serves the demo page
 (:mod:`brisvox.server.page`).
 
+Without authentication (``BRISVOX_AUTH=none``) ``serve`` refuses to listen on an address
+that is not loopback unless given ``--insecure`` (:func:`brisvox.server.access.exposure_problem`).
+``brisvox token`` prints a signed call token (:func:`brisvox.server.auth.issue_call_token`
+with ``BRISVOX_AUTH_SECRET``), or with ``--new-secret`` a new signing key.
+
 ``brisvox check AGENT_FILE`` validates an agent file offline against the tools this
 program provides (exit 0, or 1 with every problem on stderr); ``--env`` also checks that
 each ``api_key_env`` variable is set.
@@ -32,17 +37,27 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
 
-__all__ = ["run_check", "run_serve", "session_runner"]
+__all__ = ["configure_logging", "run_check", "run_serve", "run_token", "session_runner"]
 
 
 
-def _summary(d: AgentDefinition) -> str:
+def _summary(d: AgentDefinition, llm_label: str) -> str:
+    """The agent in one line; ``llm_label``: the resolved LLM (``resolve_llm``), as serve and /agent.json say it."""
     tools = ", ".join(d.tools) if d.tools else "none"
-    return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {d.llm.provider}, tts {d.tts.provider})"
+    return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {llm_label}, tts {d.tts.provider})"
+
+
+def configure_logging(level: str) -> None:
+    """The server's logging: one line per record on stderr, every held secret masked in it."""
+    from brisvox.core.secret import install_log_masking
+
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_masking()  # every Secret's value is masked in every log line, vendor texts included
 
 
 def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.agent_file import AgentFileError, load_agent_file
+    from brisvox.server.providers import resolve_llm
 
     try:
         definition = load_agent_file(args.agent_file, available_tools=tools,
@@ -52,7 +67,37 @@ def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
             print(problem, file=sys.stderr)
         print(f"{args.agent_file}: {len(exc.problems)} problem(s)", file=sys.stderr)
         return 1
-    print(f"{args.agent_file}: ok, {_summary(definition)}")
+    llm = definition.llm
+    label = resolve_llm(llm.provider, llm.options, llm.api_key_env, os.environ).label
+    print(f"{args.agent_file}: ok, {_summary(definition, label)}")
+    return 0
+
+
+_SECRET_VARIABLE = "BRISVOX_AUTH_SECRET"
+
+
+def run_token(args: argparse.Namespace) -> int:
+    import secrets
+
+    from brisvox.core.clock import SystemClock
+    from brisvox.core.errors import InvalidInput
+    from brisvox.server.auth import issue_call_token
+
+    if args.new_secret:
+        print(secrets.token_urlsafe(48))
+        return 0
+    key = os.environ.get(_SECRET_VARIABLE, "")
+    if not key:
+        print(f"brisvox token: {_SECRET_VARIABLE} is not set (`brisvox token --new-secret` makes a key)",
+              file=sys.stderr)
+        return 1
+    try:
+        token = issue_call_token(key, now=SystemClock().wall().timestamp(), ttl=args.ttl, agent=args.agent,
+                                 subject=args.subject)
+    except InvalidInput as exc:
+        print(f"brisvox token: {exc}", file=sys.stderr)
+        return 1
+    print(token)
     return 0
 
 
@@ -69,11 +114,11 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 def session_runner(
     definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics
-) -> tuple[SessionRunner[EngineCall], str]:
-    """The session runner of ``brisvox serve`` (the engine) and how the start-up line describes it."""
+) -> SessionRunner[EngineCall]:
+    """The session runner of ``brisvox serve``: the engine."""
     from brisvox.server.call import engine_runner
 
-    return engine_runner(definition, tools, clock, providers, metrics), f"llm: {providers.llm_label}"
+    return engine_runner(definition, tools, clock, providers, metrics)
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders) -> int:
@@ -91,6 +136,7 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
 def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
+    from brisvox.server.access import exposure_problem, exposure_warnings
     from brisvox.server.agent_file import AgentFileError, load_agent_file
     from brisvox.server.call import EngineEndpoint
     from brisvox.server.call_providers import build_call_providers
@@ -106,14 +152,19 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    logging.basicConfig(level=settings.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(settings.log_level)
     agent_path = args.agent_file or settings.agent_file
     if agent_path is None:
         from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 
         agent_path = DEMO_AGENT_FILE
         tools = demo_tools(into=_copy(tools))
+    exposed = exposure_problem(settings, insecure=args.insecure)
+    if exposed is not None:
+        print(f"brisvox serve: {exposed}; not starting", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
+    for warning in exposure_warnings(settings, insecure=args.insecure):
+        print(f"brisvox serve: warning: {warning}", file=sys.stderr)
     try:
         definition = load_agent_file(agent_path, available_tools=tools, environ=os.environ)
     except AgentFileError as exc:
@@ -127,9 +178,9 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    metrics = ServerMetrics()
-    runner, what = session_runner(definition, tools, clock, providers, metrics)
-    description = f"{_summary(definition)}; {what}"
+    metrics = ServerMetrics(tool_names=tools.names())
+    runner = session_runner(definition, tools, clock, providers, metrics)
+    description = _summary(definition, providers.llm_label)
     ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
                              max_calls=settings.max_calls)
     endpoint = EngineEndpoint(clock, ws_config)
@@ -137,6 +188,6 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
         ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
-        extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics,
+        extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
     )
     return asyncio.run(_serve_with(settings, parts, providers))

@@ -21,9 +21,10 @@ from typing import Any, TextIO
 import uvicorn
 from starlette.routing import BaseRoute
 
-from brisvox.core.clock import Clock, SystemClock
+from brisvox.core.clock import Clock, SystemClock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
+from brisvox.server.access import AccessPolicy
 from brisvox.server.app import CallEndpoint, build_app
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
@@ -51,7 +52,7 @@ class ServerParts:
     """What :func:`serve` runs: the session runner, the call endpoint and a description for the banner."""
 
     runner: SessionRunner[Any]
-    call_endpoint: CallEndpoint | None = None
+    call_endpoint: CallEndpoint
     description: str = ""
     on_stop_calls: Callable[[], None] | None = None
     """The endpoint's goodbye to connected calls: called when the shutdown's cancel stage begins
@@ -63,6 +64,8 @@ class ServerParts:
     """More routes of the app (the demo page)."""
     metrics: ServerMetrics | None = None
     """The metrics ``/metrics`` exports; the runner feeds the same object (a fresh one when None)."""
+    agent: str | None = None
+    """The served agent's name: signed call tokens that name another agent are refused."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -106,8 +109,12 @@ async def serve(
     manager: SessionManager[Any] = SessionManager(
         parts.runner, max_sessions=settings.max_calls, clock=clock, name="calls", on_end=on_end
     )
+    wall_clock = clock
+    # Token expiry is wall time by necessity: the tokens are minted on another machine.
+    access = AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp())
+    log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
-                    extra_routes=parts.extra_routes)
+                    extra_routes=parts.extra_routes, access=access)
     config = uvicorn.Config(
         app, log_level=settings.log_level, lifespan="off", ws="websockets-sansio",
         timeout_graceful_shutdown=int(HTTP_STOP_TIMEOUT), access_log=False,
@@ -141,7 +148,8 @@ async def serve(
                 parts.on_stop_calls()
             http.should_exit = True
             try:
-                await _bounded(clock, HTTP_STOP_TIMEOUT, http_task)
+                async with deadline(clock, HTTP_STOP_TIMEOUT, "HTTP server stop"):
+                    await asyncio.wait([http_task])  # leaves the task to its scope (and to the cancel below)
             except DeadlineExceeded:
                 log.warning("the HTTP server did not stop within %.0f s; leaving it", HTTP_STOP_TIMEOUT)
                 http_task.cancel()
@@ -155,13 +163,3 @@ async def serve(
         remove_signals()
         sock.close()
 
-
-async def _bounded(clock: Clock, seconds: float, task: asyncio.Task[Any]) -> None:
-    timer = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait([task, timer], return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        timer.cancel()
-        await asyncio.gather(timer, return_exceptions=True)
-    if not task.done():
-        raise DeadlineExceeded("HTTP server stop", seconds)

@@ -10,33 +10,41 @@ Metric names (all prefixed ``brisvox_``):
 
 * ``active_calls``, ``reserved_calls``, ``max_calls`` (gauges, read from the manager at scrape time)
 * ``admissions_refused_total{reason}`` (``at_capacity``, ``shutting_down``)
+* ``auth_refused_total{reason}`` (the values of :class:`brisvox.server.auth.RefusalReason`)
 * ``calls_ended_total{outcome}`` (``ok``, ``error``, ``crashed``, ``cancelled``, ``aborted``)
 * ``call_duration_seconds`` (histogram)
 * ``turns_total``
 * ``turn_latency_seconds{stage}`` (histogram; ``voice_to_voice``, ``turn_detection``,
   ``llm_first_token``, ``turn_end_to_audio``: see ``brisvox.server.call.LATENCY_STAGES``)
-* ``tool_calls_total{tool,outcome}``
+* ``tool_calls_total{tool,outcome}``: ``tool`` is a registered tool's name (the names given
+  to :class:`ServerMetrics`, plus the built-in ``confirm_pending``) or ``unknown``, so a
+  model that invents tool names cannot add series; ``outcome`` is the tool engine's.
+* ``engine_failures_total{stage,fatal}`` (a stage or provider failed; ``fatal="true"``: it ended the call)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from brisvox.agent.tools.registry import CONFIRM_PENDING
+from brisvox.server.auth import RefusalReason
 from brisvox.server.session import SessionEnded, SessionOutcome
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "AdmissionView", "ServerMetrics"]
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "ServerMetrics"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+_MAX_STAGE_NAME = 64  # stage names are the engine's own; the cap only guards a label's size
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 """Seconds; dense around the 300 ms to 1 s voice-to-voice range."""
 
 _CALL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
-_MAX_TOOL_NAME = 64
+UNKNOWN_TOOL = "unknown"
+"""The ``tool`` label of a call to a name no tool is registered under (a model's invention)."""
 
 
 class AdmissionView(Protocol):
@@ -53,15 +61,19 @@ class AdmissionView(Protocol):
 
 
 class ServerMetrics:
-    """One server's metrics (see the module docs)."""
+    """One server's metrics (see the module docs); ``tool_names``: the registered tools, the
+    only values the ``tool`` label takes besides ``confirm_pending`` and ``unknown``."""
 
-    def __init__(self) -> None:
+    def __init__(self, tool_names: Collection[str] = ()) -> None:
+        self._tool_names = frozenset((*tool_names, CONFIRM_PENDING))
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self._active = Gauge("brisvox_active_calls", "Calls running now.", registry=r)
         self._reserved = Gauge("brisvox_reserved_calls", "Admitted calls not started yet.", registry=r)
         self._max = Gauge("brisvox_max_calls", "The call limit.", registry=r)
         self._refused = Counter("brisvox_admissions_refused", "Calls refused at admission.", ["reason"], registry=r)
+        self._auth_refused = Counter("brisvox_auth_refused", "Requests refused by the access checks (Host, Origin, token).",
+                                     ["reason"], registry=r)
         self._ended = Counter("brisvox_calls_ended", "Calls ended, by outcome.", ["outcome"], registry=r)
         self._duration = Histogram("brisvox_call_duration_seconds", "Call durations.",
                                    buckets=_CALL_BUCKETS, registry=r)
@@ -70,6 +82,8 @@ class ServerMetrics:
                                   ["stage"], buckets=LATENCY_BUCKETS, registry=r)
         self._tools = Counter("brisvox_tool_calls", "Tool calls settled, by tool and outcome.",
                               ["tool", "outcome"], registry=r)
+        self._failures = Counter("brisvox_engine_failures", "Stage or provider failures, by stage.",
+                                 ["stage", "fatal"], registry=r)
         self._summaries = Counter("brisvox_window_summaries", "Window summary refreshes, by outcome.", ["outcome"],
                                   registry=r)
         self._uncovered = Counter("brisvox_window_uncovered_requests",
@@ -78,6 +92,8 @@ class ServerMetrics:
             self._summaries.labels(outcome=kind)
         for reason in ("at_capacity", "shutting_down"):
             self._refused.labels(reason=reason)
+        for why in RefusalReason:
+            self._auth_refused.labels(reason=why.value)
         for outcome in SessionOutcome:
             self._ended.labels(outcome=outcome.value)
 
@@ -91,6 +107,10 @@ class ServerMetrics:
 
     def record_refusal(self, reason: str) -> None:
         self._refused.labels(reason=reason).inc()
+
+    def record_auth_refusal(self, reason: str) -> None:
+        """A request refused by the access checks (``reason``: a RefusalReason value)."""
+        self._auth_refused.labels(reason=reason).inc()
 
     def record_call_ended(self, ended: SessionEnded) -> None:
         self._ended.labels(outcome=ended.outcome.value).inc()
@@ -106,8 +126,15 @@ class ServerMetrics:
                 self._latency.labels(stage=stage).observe(seconds)
 
     def record_tool(self, tool: str, outcome: str) -> None:
-        """One settled tool call (outcome as the tool engine names it: ``ok``, ``timed_out``, ...)."""
-        self._tools.labels(tool=tool[:_MAX_TOOL_NAME], outcome=outcome).inc()
+        """One settled tool call (outcome as the tool engine names it: ``ok``, ``timed_out``, ...).
+
+        A name that is not registered counts as ``unknown``: the name comes from the model."""
+        label = tool if tool in self._tool_names else UNKNOWN_TOOL
+        self._tools.labels(tool=label, outcome=outcome).inc()
+
+    def record_failure(self, stage: str, *, fatal: bool) -> None:
+        """One failure of an engine stage or provider (logged by the engine with its traceback)."""
+        self._failures.labels(stage=stage[:_MAX_STAGE_NAME], fatal="true" if fatal else "false").inc()
 
     def record_memory(self, summaries: int, failures: int, uncovered_requests: int) -> None:
         """One call's long-call memory (``CallReport.summaries``, ``summary_failures``, ``uncovered_requests``)."""

@@ -37,8 +37,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from brisvox.core.clock import Clock
-from brisvox.core.errors import BrisvoxError, ConfigError
+from brisvox.core.clock import Clock, deadline_at
+from brisvox.core.errors import BrisvoxError, ConfigError, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 
 __all__ = [
@@ -392,14 +392,14 @@ class SessionManager(Generic[T]):
             if self._clock.now() >= deadline or (skip is not None and skip.is_set()):
                 return False
             self._changed = asyncio.Event()
-            waits: list[asyncio.Task[object]] = [
-                asyncio.ensure_future(self._changed.wait()),
-                asyncio.ensure_future(self._clock.sleep_until(deadline)),
-            ]
+            waits: list[asyncio.Task[object]] = [asyncio.ensure_future(self._changed.wait())]
             if skip is not None:
                 waits.append(asyncio.ensure_future(skip.wait()))
             try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                async with deadline_at(self._clock, deadline, "sessions to end"):
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            except DeadlineExceeded:
+                return self._idle()  # idle at the deadline still counts as idle
             finally:
                 for w in waits:
                     w.cancel()

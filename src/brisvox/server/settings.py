@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from brisvox.core.errors import ConfigError
+from brisvox.core.secret import Secret
+from brisvox.server.auth import ANY, LOOPBACK_NAMES, MIN_KEY_CHARS, AuthMode, host_name, is_wildcard
 from brisvox.server.session import ShutdownPolicy
 
 __all__ = ["VARIABLES", "Settings", "SettingsError", "Variable"]
@@ -91,15 +93,85 @@ def _file(raw: str) -> Path:
     return Path(raw)
 
 
+# --- who may call (brisvox.server.auth; docs/OPERATIONS.md "Security") ----------------------
+
+_STATIC_TOKEN = re.compile(r"[A-Za-z0-9._~+-]{16,512}")
+_ORIGIN = re.compile(r"https?://[^/?#\s]+")
+
+
+def _auth_mode(raw: str) -> AuthMode:
+    try:
+        return AuthMode(raw.strip().lower())
+    except ValueError:
+        raise ValueError(f"expected one of {', '.join(m.value for m in AuthMode)}") from None
+
+
+def _items(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def _static_tokens(raw: str) -> tuple[Secret, ...]:
+    items = _items(raw)
+    for i, item in enumerate(items, 1):
+        if not _STATIC_TOKEN.fullmatch(item):
+            raise ValueError(f"token {i} of {len(items)}: expected 16 to 512 characters from A-Z a-z 0-9 . _ ~ + - "
+                             "(python -c 'import secrets; print(secrets.token_urlsafe(32))' makes one)")
+    return tuple(Secret(item) for item in items)
+
+
+def _signing_key(raw: str) -> Secret:
+    if len(raw) < MIN_KEY_CHARS:
+        raise ValueError(f"expected at least {MIN_KEY_CHARS} characters (`brisvox token --new-secret` makes one)")
+    return Secret(raw)
+
+
+def _allowed_hosts(raw: str) -> frozenset[str]:
+    names = set()
+    for item in _items(raw):
+        try:
+            names.add(ANY if item == ANY else _host(host_name(item)))
+        except ValueError:
+            raise ValueError(f"{item!r}: expected a host name, an IP address or '*'") from None
+    return frozenset(names)
+
+
+def _allowed_origins(raw: str) -> frozenset[str]:
+    origins = set()
+    for item in _items(raw):
+        if item != ANY and not _ORIGIN.fullmatch(item):
+            raise ValueError(f"{item!r}: expected scheme://host[:port] (http or https, no path) or '*'")
+        origins.add(item.lower())
+    return frozenset(origins)
+
+
+def _auth_problems(values: Mapping[str, Any]) -> list[str]:
+    """The auth variables that contradict each other (a credential the mode would ignore is one:
+    the operator meant another mode)."""
+    mode, tokens, key = values.get("auth"), values.get("auth_tokens"), values.get("auth_secret")
+    problems = []
+    if mode is AuthMode.BEARER and not tokens:
+        problems.append("BRISVOX_AUTH=bearer needs BRISVOX_AUTH_TOKENS (one or more tokens, comma-separated)")
+    if mode is AuthMode.SIGNED and key is None:
+        problems.append("BRISVOX_AUTH=signed needs BRISVOX_AUTH_SECRET (the key that signs call tokens)")
+    if mode is AuthMode.NONE and (tokens or key is not None):
+        problems.append("BRISVOX_AUTH_TOKENS or BRISVOX_AUTH_SECRET is set but BRISVOX_AUTH is none: "
+                        "set BRISVOX_AUTH to bearer or signed")
+    if mode is AuthMode.BEARER and key is not None:
+        problems.append("BRISVOX_AUTH_SECRET is set but BRISVOX_AUTH is bearer: set BRISVOX_AUTH=signed to use it")
+    return problems
+
+
 @dataclass(frozen=True, slots=True)
 class Variable:
-    """One environment variable: its name, the Settings field, the default and the parser."""
+    """One environment variable: its name, the Settings field, the default and the parser
+    (``secret``: a bad value is reported without the value)."""
 
     name: str
     field: str
     default: Any
     parse: Callable[[str], Any]
     help: str
+    secret: bool = False
 
 
 VARIABLES: tuple[Variable, ...] = (
@@ -116,6 +188,17 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_AGENT_FILE", "agent_file", None, _file,
              "agent file served when `brisvox serve` gets none"),
     Variable("BRISVOX_LOG_LEVEL", "log_level", "info", _level, "debug, info, warning or error"),
+    # who may call (brisvox.server.auth; docs/OPERATIONS.md "Security")
+    Variable("BRISVOX_AUTH", "auth", AuthMode.NONE, _auth_mode,
+             "who may call: none (loopback only, unless --insecure), bearer (static tokens) or signed (call tokens)"),
+    Variable("BRISVOX_AUTH_TOKENS", "auth_tokens", (), _static_tokens,
+             "static bearer tokens, comma-separated (mode bearer; also accepted in mode signed)", secret=True),
+    Variable("BRISVOX_AUTH_SECRET", "auth_secret", None, _signing_key,
+             "the key that signs call tokens (mode signed; at least 32 characters)", secret=True),
+    Variable("BRISVOX_ALLOWED_HOSTS", "allowed_hosts", frozenset(), _allowed_hosts,
+             "Host names the server answers, comma-separated, or '*' (default: loopback names and BRISVOX_HOST)"),
+    Variable("BRISVOX_ALLOWED_ORIGINS", "allowed_origins", frozenset(), _allowed_origins,
+             "web origins whose pages may start calls, comma-separated, or '*' (default: the server's own)"),
 )
 
 
@@ -132,6 +215,12 @@ class Settings:
     ws_path: str = "/ws"
     agent_file: Path | None = None
     log_level: str = "info"
+    # who may call (brisvox.server.auth)
+    auth: AuthMode = AuthMode.NONE
+    auth_tokens: tuple[Secret, ...] = ()
+    auth_secret: Secret | None = None
+    allowed_hosts: frozenset[str] = frozenset()
+    allowed_origins: frozenset[str] = frozenset()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -146,10 +235,19 @@ class Settings:
             try:
                 values[var.field] = var.parse(raw)
             except ValueError as exc:
-                problems.append(f"{var.name}={raw!r}: {exc}")
+                problems.append(f"{var.name}={'(hidden)' if var.secret else repr(raw)}: {exc}")
+        problems.extend(_auth_problems(values))
         if problems:
             raise SettingsError(problems)
         return cls(**values)
+
+    @property
+    def host_names(self) -> frozenset[str]:
+        """The Host names the server answers: ``allowed_hosts``, or by default the loopback names
+        and the listener's own address (unless it is a wildcard such as 0.0.0.0)."""
+        if self.allowed_hosts:
+            return self.allowed_hosts
+        return LOOPBACK_NAMES if is_wildcard(self.host) else LOOPBACK_NAMES | {host_name(self.host)}
 
     @property
     def shutdown_policy(self) -> ShutdownPolicy:

@@ -5,8 +5,8 @@ admitted connection it accepts the upgrade and runs the transport's per-connecti
 (:func:`brisvox.transport.websocket.run_call`: ``start``, the call pair, reader, writer
 and monitor) over a :class:`StarletteWsPeer`.  When the call has started, its
 :class:`~brisvox.transport.link.CallLink` is handed to the session manager
-(``slot.spawn(link)``), so the session runner (the engine, or the placeholder
-:func:`echo_runner`) owns the call while this endpoint owns the socket.
+(``slot.spawn(link)``), so the session runner (the engine) owns the call while this
+endpoint owns the socket.
 
 ASGI has no ping frames: the peer's ``ping()`` completes at once and liveness is left
 to uvicorn's own WebSocket pings (``ws_ping_interval``/``ws_ping_timeout``, set from
@@ -26,12 +26,11 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from brisvox.core.clock import Clock
-from brisvox.server.session import SessionCancel, SessionSlot
-from brisvox.transport.echo import echo_call
+from brisvox.server.session import SessionSlot
 from brisvox.transport.link import CallEnds, CallLink
 from brisvox.transport.websocket import PeerClosed, ServerConfig, ServerStats, run_call
 
-__all__ = ["StarletteWsPeer", "TransportEndpoint", "echo_runner"]
+__all__ = ["StarletteWsPeer", "TransportEndpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -159,19 +158,3 @@ class TransportEndpoint:
         for ends in list(self._live):
             ends.out.wake()
 
-
-def echo_runner(clock: Clock) -> Callable[[CallLink, SessionCancel], Awaitable[None]]:
-    """The placeholder session runner: plays each caller frame back (the transport's echo engine)
-    until the call ends or the shutdown asks it to stop."""
-
-    async def run(link: CallLink, cancel: SessionCancel) -> None:
-        call = asyncio.ensure_future(echo_call(clock, link))
-        stop = asyncio.ensure_future(cancel.wait())
-        try:
-            await asyncio.wait([call, stop], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (call, stop):
-                t.cancel()
-            await asyncio.gather(call, stop, return_exceptions=True)
-
-    return run

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from brisvox.core.channel import Channel
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import WordTiming
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.channel import Channel, SessionBase
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.session import SessionBase
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, Transcript
 from brisvox.sim.latency import INSTANT, LatencyProfile
 from brisvox.sim.scenario import CallerScenario, SpokenUtterance
@@ -105,12 +106,12 @@ class MockSttSession(SessionBase[SttEvent]):
         self._check_open()
         if len(pcm) % 2:
             raise ConfigError(f"{self._provider}: PCM16 audio must hold whole samples, got {len(pcm)} bytes")
-        await self._input.put(pcm)
+        await self._input.send(pcm)
 
     async def finalize(self) -> None:
         self._check_open()
         self.finalize_calls += 1
-        await self._input.put(_FINALIZE)
+        await self._input.send(_FINALIZE)
 
     async def _shutdown(self) -> None:
         self._input.abort()

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from brisvox.core.channel import Channel
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import WordTiming
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.channel import Channel
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import (
     FlushInput,
@@ -115,16 +115,16 @@ class MockTtsSession(TtsSessionBase):
         if self.is_cancelled(context_id) or not text:
             return
         self.texts[context_id] = self.texts.get(context_id, "") + text
-        await self._input.put(TextInput(context_id, text))
+        await self._input.send(TextInput(context_id, text))
 
     async def flush(self, context_id: int) -> None:
         self._check_open()
         if not self.is_cancelled(context_id):
-            await self._input.put(FlushInput(context_id))
+            await self._input.send(FlushInput(context_id))
 
     def _on_cancel(self, context_id: int) -> None:
         self.cancelled.append(context_id)
-        self._input.remove_if(lambda cmd: cmd.context_id == context_id)
+        self._input.purge(lambda cmd: cmd.context_id == context_id)
 
     async def _shutdown(self) -> None:
         self._input.abort()

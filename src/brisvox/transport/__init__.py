@@ -1,11 +1,10 @@
 """brisvox.transport: the boundary between a caller and a session.
 
 The core (no socket code): :class:`TransportSession` over a :class:`CallLink`, the
-epoch :class:`~brisvox.transport.ledger.Ledger`, bounded :class:`Channel` queues.
+epoch :class:`~brisvox.transport.ledger.Ledger`, bounded :class:`~brisvox.core.channel.Channel` queues.
 Adapters: :class:`LoopbackTransport` (in memory) and ``brisvox.transport.websocket``.
 """
 
-from brisvox.transport.channel import Channel, ItemPolicy, Overflow
 from brisvox.transport.events import (
     CallerAudio,
     CallInfo,
@@ -36,19 +35,16 @@ __all__ = [
     "CallLink",
     "CallRates",
     "CallerAudio",
-    "Channel",
     "Clear",
     "CommandSender",
     "Dtmf",
     "Heard",
-    "ItemPolicy",
     "LoopbackClient",
     "LoopbackConfig",
     "LoopbackTransport",
     "Mark",
     "MarkCleared",
     "MarkPlayed",
-    "Overflow",
     "PlaybackLead",
     "PlaybackPosition",
     "SendAudio",

@@ -272,7 +272,9 @@ class WireMark:
 
 @dataclass(frozen=True, slots=True)
 class WireHangupOut:
-    pass
+    """The call is over; ``error`` (a short text for the client) when the engine failed."""
+
+    error: str | None = None
 
 
 WireOut = WireAudioOut | WireClear | WireMark | WireHangupOut

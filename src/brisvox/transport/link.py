@@ -20,7 +20,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
-from brisvox.transport.channel import Channel, ItemPolicy, Overflow
+from brisvox.core.channel import Channel, ItemPolicy, Overflow
 from brisvox.transport.events import CallInfo, WireAudio, WireEvent, WireOut
 
 __all__ = ["WIRE_EVENTS_CAPACITY", "WIRE_OUT_CAPACITY", "CallEnds", "CallLink", "Transport", "call_pair"]

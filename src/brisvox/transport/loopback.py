@@ -21,11 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 
-from brisvox.core.clock import Clock
+from brisvox.core.channel import WAKE, Channel
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
-from brisvox.transport._timeout import bounded
-from brisvox.transport.channel import WAKE, Channel
 from brisvox.transport.events import (
     CallInfo,
     WireAudio,

@@ -23,7 +23,14 @@
   ``final_send_timeout``).
 
 ``Clear`` is out of band: :meth:`CommandSender.send` applies it before it returns (see
-:meth:`CommandSender.clear`).
+:meth:`CommandSender.clear`).  The client is told (``WireClear``) only when the clear cut
+audio it may still play: audio queued in the session or on the wire, or released less
+than ``SessionConfig.playout_grace`` ago (the client's own buffer).  A clear that only
+advances the epoch of an idle call (the engine does that before every reply) writes
+nothing.
+
+``close(error=...)`` ends a call whose engine failed: the adapter gets
+``WireHangupOut(error)`` and tells the client.
 """
 
 from __future__ import annotations
@@ -37,12 +44,11 @@ from types import TracebackType
 from typing import Any
 
 from brisvox.audio.pacer import FRAME_DURATION, OutputPacer
-from brisvox.core.clock import Clock
+from brisvox.core.channel import Channel, ItemPolicy, Overflow
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.core.frames import InputAudioFrame, OutputAudioFrame
 from brisvox.core.tasks import TaskScope
-from brisvox.transport._timeout import bounded
-from brisvox.transport.channel import Channel, ItemPolicy, Overflow
 from brisvox.transport.events import (
     CallerAudio,
     CallInfo,
@@ -96,13 +102,17 @@ class SessionConfig:
     wire_write_timeout: float = 10.0
     final_send_timeout: float = 1.0
     wire_closed_grace: float = 1.0
+    # Audio released this recently may still be in the client's playout buffer (its jitter
+    # buffer, the network): a clear within it is written to the client.
+    playout_grace: float = 0.5
 
     def validate(self) -> None:
         for name in ("events_capacity", "commands_capacity", "pacer_capacity", "sink_capacity"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SessionConfig.{name} must be at least 1, got {getattr(self, name)}")
-        if self.pacer_resync_after < 0:
-            raise ConfigError(f"SessionConfig.pacer_resync_after must be >= 0, got {self.pacer_resync_after}")
+        for name in ("pacer_resync_after", "playout_grace"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"SessionConfig.{name} must be >= 0, got {getattr(self, name)}")
         for name in ("position_interval", "frame_duration", "wire_write_timeout", "final_send_timeout",
                      "wire_closed_grace"):
             if not getattr(self, name) > 0:
@@ -168,9 +178,13 @@ class CommandSender:
         s = self._s
         if s._finished:
             raise ChannelClosed("the transport session has ended")
+        queued = s._ledger.accepted > s._ledger.released  # in the pacer or the sink, not yet released
         if not s._ledger.clear(epoch):
             return False
-        s._link.out.purge(_is_old_wire_item(epoch))
+        purged = s._link.out.purge(_is_old_wire_item(epoch))
+        playing = s._clock.now() < s._playout_end + s._config.playout_grace
+        if queued or playing or any(isinstance(w, WireAudioOut) for w in purged):
+            s._cut_pending = True  # the output task tells the client
         s._sink.purge(lambda f: f.epoch < epoch)
         s._sink.wake()
         s._pacer.interrupt(epoch)
@@ -203,6 +217,9 @@ class TransportSession:
         self._supervisor: asyncio.Task[None] | None = None
         self._scope = TaskScope(f"transport[{link.info.call_id}]")
         self._audio_sink: Callable[[InputAudioFrame], object] | None = None
+        self._playout_end = -float("inf")  # when the audio released so far ends, played in real time
+        self._cut_pending = False  # a clear cut audio the client may still play: write WireClear
+        self._error: str | None = None  # the engine failed: the hang-up says so
         self.stale_audio_dropped = 0
 
     # --- public API ------------------------------------------------------------------------
@@ -257,9 +274,12 @@ class TransportSession:
     def events_dropped(self) -> int:
         return self._events.dropped
 
-    async def close(self, timeout: float = 5.0) -> StopReason:
+    async def close(self, timeout: float = 5.0, error: str | None = None) -> StopReason:
         """End the session (REQUESTED unless it already had a reason) and join every task.
-        Returns TIMEOUT, after aborting the supervisor, when that takes longer than ``timeout``."""
+        Returns TIMEOUT, after aborting the supervisor, when that takes longer than ``timeout``.
+        ``error``: the engine failed; the client is told (a short text, no internals)."""
+        if error is not None and not self._finished:
+            self._error = error
         self._set_reason(StopReason.REQUESTED)
         self._first_done.set()
         sup = self._supervisor
@@ -343,7 +363,7 @@ class TransportSession:
             pass
         if not link.out.closed:
             with contextlib.suppress(DeadlineExceeded, ChannelClosed):
-                await bounded(clock, cfg.final_send_timeout, link.out.send(WireHangupOut()), "hang-up")
+                await bounded(clock, cfg.final_send_timeout, link.out.send(WireHangupOut(self._error)), "hang-up")
         link.ended.set()
         link.out.wake()  # an adapter waiting for output sees the end at once
         assert self._reason is not None
@@ -405,7 +425,9 @@ class TransportSession:
         while True:
             if ledger.generation != seen:
                 seen = ledger.generation
-                await self._wire(WireClear(ledger.epoch))
+                if self._cut_pending:
+                    self._cut_pending = False
+                    await self._wire(WireClear(ledger.epoch))
                 await self._flush_reports()
                 continue
             for mid in ledger.due_marks():
@@ -423,6 +445,7 @@ class TransportSession:
             if got.epoch != ledger.epoch:
                 continue
             ledger.release(got.epoch, got.utterance, got.sample_count, got.sample_rate)
+            self._playout_end = max(self._playout_end, self._clock.now()) + got.duration
             if not len(self._pacer) and not len(self._sink):
                 ledger.report_current()  # nothing follows for now: report where playback stands
             await self._wire(WireAudioOut(got))

@@ -9,7 +9,7 @@ from typing import Any
 
 from brisvox.agent.context import Context, ToolCall, ToolMessage
 from brisvox.agent.tools.cancel import CancelToken
-from brisvox.agent.tools.engine import EngineConfig, ToolEngine
+from brisvox.agent.tools.engine import ToolEngine, ToolEngineConfig
 from brisvox.agent.tools.execution import Execution
 from brisvox.agent.tools.registry import ToolCallContext, ToolError, ToolRegistry
 from brisvox.agent.tools.spec import ToolKind, ToolSpec
@@ -85,7 +85,7 @@ def call(cid: str, name: str, **args: Any) -> ToolCall:
 
 
 def engine(registry: ToolRegistry, clock: SimClock, **cfg: Any) -> ToolEngine:
-    return ToolEngine(registry, "sess-1", clock, EngineConfig(**cfg))
+    return ToolEngine(registry, "sess-1", clock, ToolEngineConfig(**cfg))
 
 
 def body(msg: ToolMessage) -> Any:

@@ -127,8 +127,8 @@ async def test_an_invalid_call_from_the_assembler_is_answered_and_its_valid_sibl
     probe = Probe(clock)
     ctx = Context()
     asm = ResponseAssembler()
-    asm.push(ToolCallDelta(index=0, name="a", arguments="{broken"))
-    asm.push(ToolCallDelta(index=1, name="b", arguments="{}"))
+    asm.push(ToolCallDelta(index=0, name="a", arguments_fragment="{broken"))
+    asm.push(ToolCallDelta(index=1, name="b", arguments_fragment="{}"))
     response = asm.finish(1, ctx)
     msg = response.assistant_message()
     assert msg is not None

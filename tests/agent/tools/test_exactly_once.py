@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brisvox.agent.tools.cancel import CancelToken
-from brisvox.agent.tools.engine import EngineConfig, ToolEngine
+from brisvox.agent.tools.engine import ToolEngine, ToolEngineConfig
 from brisvox.agent.tools.registry import ToolCallContext, ToolRegistry
 from brisvox.core.clock import SimClock, run_virtual
 
@@ -55,7 +55,7 @@ def test_every_side_effect_result_reaches_the_model_exactly_once(rounds: list[di
         reg = ToolRegistry()
         reg.register(spec("book", SE, timeout=timeout), book)
         seen: list[str] = []
-        async with ToolEngine(reg, "s", clock, EngineConfig()) as eng:
+        async with ToolEngine(reg, "s", clock, ToolEngineConfig()) as eng:
             for epoch, r in enumerate(rounds, start=1):
                 calls = [call(f"t{epoch}.{i}", "book", delay=d, n=i) for i, d in enumerate(r["delays"])]
                 token = CancelToken()
@@ -128,7 +128,7 @@ def test_side_effects_never_run_speculatively_never_twice_in_a_turn_and_arrive_o
         seen: list[str] = []
         discarded_ids: set[str] = set()
         seq: dict[int, int] = {}
-        async with ToolEngine(reg, "s", clock, EngineConfig()) as eng:
+        async with ToolEngine(reg, "s", clock, ToolEngineConfig()) as eng:
             for r in responses:
                 epoch = r["epoch"]
                 calls = []

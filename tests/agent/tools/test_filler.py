@@ -95,3 +95,21 @@ def test_config_builds_either_policy_and_rejects_combining_per_tool_with_a_delay
         FillerConfig(per_tool=True, delay=1.0)
     with pytest.raises(ConfigError):
         FillerConfig(delay=-1.0)
+
+
+def test_config_phrases_are_what_the_policy_says_in_turn_and_name_their_clips_only_when_prerendered() -> None:
+    config = FillerConfig(phrases=("One.", "Two."), prerender=True)
+    assert config.clip_texts() == {"filler-0": "One.", "filler-1": "Two."}
+    policy = FillerPolicy.from_config(config).with_clips(StaticClips(["filler-0", "filler-1"]))
+    said = [(c.text, c.clip) for c in (policy.choose("t") for _ in range(3)) if c is not None]
+    assert said == [("One.", "filler-0"), ("Two.", "filler-1"), ("One.", "filler-0")]
+    plain = FillerPolicy.from_config(FillerConfig(phrases=("One.",))).with_clips(StaticClips(["filler-0"]))
+    choice = plain.choose("t")
+    assert choice is not None and choice.clip is None
+    assert FillerConfig(phrases=("One.",)).clip_texts() == {}
+    assert FillerConfig(enabled=False, prerender=True).clip_texts() == {}
+
+
+def test_config_refuses_a_blank_phrase_naming_its_position() -> None:
+    with pytest.raises(ConfigError, match="phrase 1"):
+        FillerConfig(phrases=("One.", "  "))

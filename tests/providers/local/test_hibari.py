@@ -2,12 +2,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
+from brisvox.audio.pcm import first_audible
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.local.hibari import HIBARI_SAMPLE_RATE, HibariConfig, HibariTts, HibariTtsSession
+from brisvox.providers.local.hibari import (
+    HIBARI_SAMPLE_RATE,
+    HibariConfig,
+    HibariTts,
+    HibariTtsSession,
+    trim_leading_silence,
+)
 from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsConfig, TtsEvent, TtsFlushed, TtsWords
 
 pytestmark = pytest.mark.slow
@@ -57,6 +65,9 @@ async def test_the_local_tts_speaks_at_24_khz_a_plausible_length_then_flushes_an
     after = events[events.index(TtsCancelled(context_id=2)) :]
     assert not any(getattr(e, "context_id", None) == 2 for e in after[1:])
     assert TtsFlushed(context_id=2) not in events
+    # The reply's first sound comes at once: the voice's leading ~0.3 s of silence is cut.
+    first = first_audible(b"".join(a.pcm for a in audio))
+    assert first is not None and first / HIBARI_SAMPLE_RATE < 0.03
 
 
 async def test_the_local_tts_refuses_a_rate_or_voice_it_cannot_produce() -> None:
@@ -70,3 +81,14 @@ async def test_the_local_tts_refuses_a_rate_or_voice_it_cannot_produce() -> None
         await tts.aclose()
     with pytest.raises(ConfigError, match="bundled"):
         HibariConfig(voice="emma")
+
+
+def test_the_leading_silence_is_cut_to_the_lead_in_and_faded_in_and_the_rest_is_kept() -> None:
+    voice = np.concatenate([np.full(7200, 1e-5, dtype=np.float32), np.full(2400, 0.5, dtype=np.float32)])
+    out = trim_leading_silence(voice, keep=240)
+    assert out.size == 240 + 2400
+    assert out[0] == 0.0 and np.all(out[240:] == 0.5)
+    silent = np.zeros(100, dtype=np.float32)
+    assert trim_leading_silence(silent, keep=10).size == 100  # nothing audible: nothing cut
+    with pytest.raises(ConfigError, match="lead_in"):
+        HibariConfig(lead_in=-0.1)

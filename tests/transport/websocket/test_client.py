@@ -20,7 +20,7 @@ from brisvox.core.clock import SimClock, SystemClock
 from brisvox.core.tasks import TaskScope
 from brisvox.transport.echo import EchoOptions, run_echo
 from brisvox.transport.websocket import ServerConfig, WebSocketServer
-from brisvox.transport.websocket.client import ClientOptions, main, run
+from brisvox.transport.websocket.client import ClientOptions, _options, _parser, main, run
 from tests.transport.websocket._helpers import ws_server
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
@@ -51,13 +51,13 @@ async def test_the_reference_client_speaks_mulaw() -> None:
     assert bytes(result.recording) == ulaw_decode(ulaw_encode(audio.pcm))
 
 
-async def test_a_clear_cuts_the_unplayed_audio_from_the_recording() -> None:
+async def test_a_clear_before_any_bot_audio_cuts_nothing_and_is_not_sent_to_the_client() -> None:
     audio = tone(1.0)
     async with ws_server() as (clock, server, _scope):
         # '*' makes the echo engine clear (a new epoch) right after the call starts.
         result = await run(ClientOptions(url=server.url, audio=audio, dtmf="*", linger=0.5), clock)
     assert result.ok, result.failure
-    assert result.clears == 1
+    assert result.clears == 0
     assert len(result.recording) <= len(audio.pcm)
 
 
@@ -225,3 +225,15 @@ async def test_a_clear_drops_the_audio_that_has_not_played_from_the_recording() 
         result = await run(ClientOptions(url=url, audio=tone(2.0)), clock)
     assert result.clears == 1 and result.marks_echoed == [] and result.marks_dropped == 1
     assert abs(len(result.recording) - 0.1 * 16000 * 2) <= 640  # only the 100 ms that played
+
+
+def test_the_token_comes_from_the_option_or_brisvox_token_and_never_shows_in_the_options(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wav = _wav(tmp_path, tone(0.1))
+    base = ["ws://127.0.0.1:9/ws", "--input", wav, "--output", str(tmp_path / "o.wav")]
+    monkeypatch.delenv("BRISVOX_TOKEN", raising=False)
+    assert _options(_parser().parse_args(base)).token is None
+    opts = _options(_parser().parse_args([*base, "--token", "tok-from-option"]))
+    assert opts.token == "tok-from-option" and "tok-from-option" not in repr(opts)
+    monkeypatch.setenv("BRISVOX_TOKEN", "tok-from-env")
+    assert _options(_parser().parse_args(base)).token == "tok-from-env"

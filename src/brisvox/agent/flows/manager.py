@@ -28,7 +28,6 @@ from brisvox.agent.context import (
     UserMessage,
     parse_tool_call_id,
 )
-from brisvox.agent.flows._wait import wait_on_clock
 from brisvox.agent.flows.definition import (
     Action,
     Append,
@@ -43,7 +42,7 @@ from brisvox.agent.flows.definition import (
 from brisvox.agent.flows.render import FlowState, render_prompt
 from brisvox.agent.tools.spec import ToolSpec
 from brisvox.agent.window import Summarizer, Summary, SummaryRequest, clip_message
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ConfigError, DeadlineExceeded
 
 __all__ = [
@@ -705,8 +704,8 @@ class FlowManager:
             max_tokens=strategy.summary_max_tokens,
         )
         try:
-            text = await wait_on_clock(
-                self._clock, summarizer.summarize(request), self._config.summary_timeout, "flow summary"
+            text = await bounded(
+                self._clock, self._config.summary_timeout, summarizer.summarize(request), "flow summary"
             )
         except DeadlineExceeded:
             log.warning(

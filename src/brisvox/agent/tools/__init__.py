@@ -3,7 +3,7 @@
 from brisvox.agent.tools._records import LateNote
 from brisvox.agent.tools.cancel import CancelToken
 from brisvox.agent.tools.confirm import Confirmations
-from brisvox.agent.tools.engine import EngineConfig, ToolEngine
+from brisvox.agent.tools.engine import ToolEngine, ToolEngineConfig
 from brisvox.agent.tools.execution import Execution, Speculation
 from brisvox.agent.tools.filler import (
     DEFAULT_FILLER_DELAY,
@@ -38,7 +38,6 @@ __all__ = [
     "DEFAULT_TOOL_TIMEOUT",
     "CancelToken",
     "Confirmations",
-    "EngineConfig",
     "ErrorKind",
     "Execution",
     "FillerChoice",
@@ -58,6 +57,7 @@ __all__ = [
     "Tool",
     "ToolCallContext",
     "ToolEngine",
+    "ToolEngineConfig",
     "ToolError",
     "ToolKind",
     "ToolRegistry",

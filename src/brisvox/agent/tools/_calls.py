@@ -50,6 +50,7 @@ def timed_out_running(timeout: float) -> str:
 STALE = "this call belongs to a turn that was superseded; it was not run"
 EXHAUSTED = "too many invalid tool calls in this turn; no more tools run now. Answer the caller without tools"
 NOT_STARTED = "the caller interrupted before this call started; it did not run"
+HUNG_UP = "the caller hung up before this action started; it did not run"
 INTERRUPTED_RO = "the caller interrupted; the lookup was cancelled"
 INTERRUPTED_SE = (
     "the caller interrupted, but the action keeps running; its result will follow as a note. Do not repeat it"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 from typing import Any
 
 from brisvox.agent.tools.cancel import CancelToken
-from brisvox.core.clock import Clock
-from brisvox.core.tasks import TaskScope
+from brisvox.core.clock import Clock, deadline_at
+from brisvox.core.errors import DeadlineExceeded
 
 __all__ = ["Ended", "race"]
 
@@ -29,15 +30,14 @@ async def race(clock: Clock, fut: asyncio.Future[Any], deadline: float | None, c
     if cancel is not None and cancel.is_cancelled:
         return Ended.CANCELLED
     cancelled = cancel.future() if cancel is not None else None
+    waiters: set[asyncio.Future[Any]] = {fut} if cancelled is None else {fut, cancelled}
+    bound = deadline_at(clock, deadline, "tool call") if deadline is not None else contextlib.nullcontext()
     try:
-        async with TaskScope("race") as scope:
-            waiters: set[asyncio.Future[Any]] = {fut}
-            if deadline is not None:
-                waiters.add(scope.spawn(clock.sleep_until(deadline), name="deadline"))
-            if cancelled is not None:
-                waiters.add(cancelled)
+        async with bound:
+            # asyncio.wait never cancels what it waits on: fut stays its owner's.
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            scope.cancel()
+    except DeadlineExceeded:
+        pass  # the deadline came first: decided below, where a tie goes to fut
     finally:
         if cancelled is not None and not cancelled.done():
             cancelled.cancel()

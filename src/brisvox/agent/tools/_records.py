@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from brisvox.agent.context import SystemMessage, ToolCall, ToolMessage, late_note_text
+from brisvox.agent.tools._lifecycle import ORPHAN_PHASES, Event, Phase, next_phase
 from brisvox.agent.tools.registry import RegisteredTool
 from brisvox.agent.tools.results import Outcome
 from brisvox.agent.tools.store import IdempotencyKey, fnv1a64
@@ -70,26 +72,36 @@ class LateNote:
 
 @dataclass(slots=True, eq=False)
 class Record:
-    """One SideEffect call the engine started (or, for a delivered replay, stands for)."""
+    """One SideEffect call the engine started (or, for a delivered replay, stands for).
+
+    ``phase`` says where its result is on its way to the model; it changes only through
+    :meth:`move` and the table of :mod:`brisvox.agent.tools._lifecycle`.  ``claimed_by``
+    is the run whose pending execution answers an identical call from this record.
+    """
 
     key: IdempotencyKey
     tool: str
     digest: int
     run_id: int
     started_at: float
-    gated: bool = False
-    replay: bool = False
+    phase: Phase = Phase.AWAITED
     waiter: asyncio.Future[Settled] | None = None
     settled: Settled | None = None
-    orphan: bool = False
-    delivered: bool = False
-    note_reported: bool = False
-    consumed: bool = False
     claimed_by: int | None = field(default=None)
 
     @property
     def epoch(self) -> int:
         return self.key.epoch
+
+    @property
+    def is_orphan(self) -> bool:
+        """Its result can no longer reach its own slot."""
+        return self.phase in ORPHAN_PHASES
+
+    def move(self, event: Event) -> Phase:
+        """Applies ``event`` (raises :class:`LifecycleError` if the phase does not allow it)."""
+        self.phase = next_phase(self.phase, event, self.key.call_id)
+        return self.phase
 
     def note(self) -> LateNote:
         assert self.settled is not None
@@ -118,8 +130,13 @@ class Mailbox:
         self._items.clear()
         return items
 
-    def put_back(self, items: list[tuple[LateNote, Record]]) -> None:
-        """Returns notes taken by an undelivered execution to the front, oldest first."""
+    def put_back(self, items: Sequence[tuple[LateNote, Record]]) -> None:
+        """Returns notes taken by an undelivered execution to the front, oldest first.
+
+        A note whose call was replayed to the model in the meantime stays out (it would say
+        the same thing twice).
+        """
+        items = [item for item in items if item[1].phase is not Phase.REPLAYED]
         room = self.capacity - len(self._items)
         keep = items[:room] if room > 0 else []
         self.dropped += len(items) - len(keep)

@@ -15,21 +15,45 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from brisvox.agent.context import Context, ContextError, ToolCall, ToolMessage
 from brisvox.agent.tools._records import LateNote, Record, ReplayClaim, Slot
-from brisvox.core.errors import BrisvoxError
+from brisvox.agent.tools.results import Outcome
+from brisvox.core.errors import BrisvoxError, InvalidInput
 
-__all__ = ["AlreadySettled", "Execution", "Speculation"]
+__all__ = ["AlreadySettled", "DeliveryHooks", "Execution", "Receipt", "Speculation"]
 
 log = logging.getLogger(__name__)
 
 
-class _Hooks(Protocol):
-    def _delivered(self, execution: Execution) -> None: ...
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """What one execution carries of the engine's SideEffect bookkeeping (engine-internal).
 
-    def _discarded(self, execution: Execution) -> None: ...
+    The engine builds it; the execution hands it back through :class:`DeliveryHooks` when it
+    is delivered or discarded, so neither side reaches into the other's private members.
+    """
+
+    ran: tuple[Record, ...] = ()  # SideEffect calls this round started
+    carried: tuple[Record, ...] = ()  # of those, the ones whose result answers their slot
+    claims: tuple[ReplayClaim, ...] = ()  # orphans answered from their record in this execution
+    taken: tuple[tuple[LateNote, Record], ...] = ()  # late notes taken from the mailbox
+
+    @property
+    def late_notes(self) -> tuple[LateNote, ...]:
+        """Notes to append after the results (an orphan replayed here has its note held back)."""
+        replayed = {id(c.orphan) for c in self.claims}
+        return tuple(note for note, rec in self.taken if id(rec) not in replayed)
+
+
+class DeliveryHooks(Protocol):
+    """Who an execution reports its fate to (the engine's SideEffect book)."""
+
+    def on_delivered(self, receipt: Receipt) -> None: ...
+
+    def on_discarded(self, receipt: Receipt) -> None: ...
 
 
 class AlreadySettled(BrisvoxError, RuntimeError):
@@ -43,37 +67,37 @@ class _State(enum.Enum):
 
 
 class Execution:
-    """One tool message per call, in issue order, plus the late notes to append after them."""
+    """One tool message per call, in issue order, plus the late notes to append after them.
 
-    __slots__ = ("_carried", "_claims", "_hooks", "_ran", "_state", "_taken", "budget_exhausted", "epoch", "results")
+    ``outcomes`` says how each call settled (parallel to ``results``), for watchers.
+    """
+
+    __slots__ = ("_hooks", "_receipt", "_state", "budget_exhausted", "epoch", "outcomes", "results")
 
     def __init__(
         self,
-        hooks: _Hooks,
+        hooks: DeliveryHooks,
         *,
         epoch: int,
         results: Sequence[ToolMessage],
         budget_exhausted: bool,
-        ran: Sequence[Record] = (),
-        carried: Sequence[Record] = (),
-        claims: Sequence[ReplayClaim] = (),
-        taken: Sequence[tuple[LateNote, Record]] = (),
+        outcomes: Sequence[Outcome],
+        receipt: Receipt | None = None,
     ) -> None:
+        if len(outcomes) != len(results):
+            raise InvalidInput(f"Execution: {len(results)} results but {len(outcomes)} outcomes")
         self._hooks = hooks
         self.epoch = epoch
         self.results: tuple[ToolMessage, ...] = tuple(results)
+        self.outcomes: tuple[Outcome, ...] = tuple(outcomes)
         self.budget_exhausted = budget_exhausted
-        self._ran = tuple(ran)
-        self._carried = tuple(carried)
-        self._claims = tuple(claims)
-        self._taken = list(taken)
+        self._receipt = receipt if receipt is not None else Receipt()
         self._state = _State.PENDING
 
     @property
     def late_notes(self) -> tuple[LateNote, ...]:
         """Notes to append after the results (an orphan replayed here has its note held back)."""
-        consumed = {id(c.orphan) for c in self._claims}
-        return tuple(note for note, rec in self._taken if id(rec) not in consumed)
+        return self._receipt.late_notes
 
     @property
     def is_delivered(self) -> bool:
@@ -103,13 +127,13 @@ class Execution:
         """For a caller that wrote the results and notes into its context itself."""
         if self._state is _State.PENDING:
             self._state = _State.DELIVERED
-            self._hooks._delivered(self)
+            self._hooks.on_delivered(self._receipt)
 
     def discard(self) -> None:
         """The execution never reached the model (for example a barge-in right after it returned)."""
         if self._state is _State.PENDING:
             self._state = _State.DISCARDED
-            self._hooks._discarded(self)
+            self._hooks.on_discarded(self._receipt)
 
     def __del__(self) -> None:
         if getattr(self, "_state", None) is _State.PENDING:
@@ -120,7 +144,7 @@ class Execution:
                 log.exception("discarding a dropped execution failed")
 
     def __repr__(self) -> str:
-        return f"Execution(epoch={self.epoch}, results={len(self.results)}, notes={len(self._taken)}, {self._state.value})"
+        return f"Execution(epoch={self.epoch}, results={len(self.results)}, notes={len(self._receipt.taken)}, {self._state.value})"
 
 
 class Speculation:
@@ -151,7 +175,8 @@ class Speculation:
         """Drops the speculation: its held calls never run (close them in the context)."""
         self._state = _State.DISCARDED
 
-    def _take(self) -> list[Slot]:
+    def take_slots(self) -> list[Slot]:
+        """The round's slots, once, for :meth:`ToolEngine.commit` (which runs the held ones)."""
         if self._state is not _State.PENDING:
             raise AlreadySettled(f"speculation already {self._state.value}; commit accepts a pending speculation once")
         self._state = _State.DELIVERED

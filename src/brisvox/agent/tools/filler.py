@@ -16,6 +16,10 @@ start of the tool round and calls :meth:`FillerPolicy.choose` when it passes.
   rotation and shares only the clip cache.
 * **Clips.** A phrase may name a pre-rendered clip; the key reaches the choice only
   when the clip cache reports it available.
+
+:class:`FillerConfig` is the one filler configuration (the engine's ``LlmConfig.filler``,
+and what an agent file's ``[filler]`` section parses to); :meth:`FillerPolicy.from_config`
+builds the per-call policy from it.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ __all__ = [
     "FillerPlan",
     "FillerPolicy",
     "StaticClips",
+    "filler_clip_key",
 ]
 
 DEFAULT_FILLER_DELAY = 1.2
@@ -84,9 +89,16 @@ class FillerPlan:
     tool: str
 
 
+def filler_clip_key(index: int) -> str:
+    """The clip key of a configured phrase (its position in :attr:`FillerConfig.phrases`)."""
+    return f"filler-{index}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FillerConfig:
-    """Session configuration: on/off, and either one fixed delay or each tool's own delay."""
+    """The filler configuration: on/off; either one fixed delay or each tool's own delay;
+    ``phrases``, spoken in turn, one per slow tool round; ``prerender``: the phrases are
+    rendered once as clips (keys :func:`filler_clip_key`) and played as such."""
 
     DEFAULT: ClassVar[FillerConfig]
     PER_TOOL: ClassVar[FillerConfig]
@@ -95,8 +107,19 @@ class FillerConfig:
     enabled: bool = True
     delay: float | None = DEFAULT_FILLER_DELAY
     per_tool: bool = False
+    phrases: tuple[str, ...] = (DEFAULT_FILLER_TEXT,)
+    prerender: bool = False
+
+    def clip_texts(self) -> dict[str, str]:
+        """The clips to render (key to phrase): none unless the fillers are on and prerendered."""
+        if not (self.enabled and self.prerender):
+            return {}
+        return {filler_clip_key(i): text for i, text in enumerate(self.phrases)}
 
     def __post_init__(self) -> None:
+        for i, phrase in enumerate(self.phrases):
+            if not isinstance(phrase, str) or not phrase.strip():
+                raise ConfigError(f"filler: phrase {i} must say something, got {phrase!r}")
         if self.per_tool and self.delay is not None:
             raise ConfigError("filler: per_tool and a fixed delay exclude each other (one would be ignored)")
         if not self.per_tool and self.delay is None:
@@ -160,10 +183,13 @@ class FillerPolicy:
 
     @classmethod
     def from_config(cls, config: FillerConfig) -> FillerPolicy:
+        """The policy of ``config``: its timing and its phrases (naming their clips when prerendered)."""
+        phrases = tuple(FillerPhrase(text, clip=filler_clip_key(i) if config.prerender else None)
+                        for i, text in enumerate(config.phrases))
         if config.per_tool:
-            return cls(per_tool=True, enabled=config.enabled)
+            return cls(per_tool=True, enabled=config.enabled, phrases=phrases)
         assert config.delay is not None
-        return cls(config.delay, enabled=config.enabled)
+        return cls(config.delay, enabled=config.enabled, phrases=phrases)
 
     def _copy(self, **changes: object) -> FillerPolicy:
         fields: dict[str, object] = {

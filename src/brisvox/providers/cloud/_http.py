@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.providers.cloud._errors import error_from_status, retry_after_header, vendor_message
 from brisvox.providers.cloud._sse import SseDecoder, SseEvent
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.resilient import ResiliencePolicy, deadline, timeout_error
+from brisvox.providers.resilient import ResiliencePolicy, timeout_error
 
 __all__ = ["HttpStreamer", "StreamState"]
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from brisvox.agent import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from brisvox.core.clock import Clock
+from brisvox.providers.cloud._errors import vendor_text
 from brisvox.providers.cloud._http import HttpStreamer, StreamState
 from brisvox.providers.cloud._sse import SseEvent
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
@@ -204,7 +205,7 @@ def stream_error(provider: str, payload: Any) -> ProviderError:
     if isinstance(payload, Mapping):
         err = payload.get("error", payload)
         if isinstance(err, Mapping):
-            message = str(err.get("message") or err.get("type") or message)[:200]
+            message = vendor_text(err.get("message") or err.get("type") or message)
             etype = str(err.get("type") or err.get("code") or "")
             code = err.get("code")
             if isinstance(code, int):

@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import DeadlineExceeded
-from brisvox.providers.cloud._errors import error_from_status
+from brisvox.providers.cloud._errors import error_from_status, vendor_text
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.resilient import ResiliencePolicy, deadline, timeout_error
+from brisvox.providers.resilient import ResiliencePolicy, timeout_error
 
 __all__ = ["close_error", "close_ws", "open_ws"]
 
@@ -59,7 +59,7 @@ def close_error(provider: str, exc: ConnectionClosed) -> ProviderError:
     """The typed error for a connection the vendor (or the network) closed."""
     frame = exc.rcvd
     code = frame.code if frame is not None else 1006
-    reason = frame.reason[:200] if frame is not None else "no close frame"
+    reason = vendor_text(frame.reason) if frame is not None else "no close frame"
     if code == 1008:
         kind = ProviderErrorKind.INVALID_REQUEST
     elif code in (1011, 1012, 1013, 1014):

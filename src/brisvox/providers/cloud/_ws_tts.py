@@ -33,12 +33,12 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.cloud._ws import close_error, close_ws, open_ws
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.resilient import ResiliencePolicy, deadline, guarded
+from brisvox.providers.resilient import ResiliencePolicy, guarded
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsError, TtsEvent, TtsFlushed, TtsSessionBase
 
 __all__ = ["ContextState", "WsTtsSession", "decode_audio"]

@@ -22,6 +22,7 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError
 from brisvox.core.frames import WordTiming
 from brisvox.core.secret import Secret
+from brisvox.providers.cloud._errors import vendor_text
 from brisvox.providers.cloud._ws_tts import ContextState, WsTtsSession, decode_audio
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy
@@ -110,7 +111,7 @@ class CartesiaSession(WsTtsSession):
         ctx = self._lookup(message.get("context_id"))
         kind = message.get("type")
         if kind == "error":
-            text = str(message.get("message") or message.get("error") or message.get("title") or "error")[:200]
+            text = vendor_text(message.get("message") or message.get("error") or message.get("title") or "error")
             status = message.get("status_code")
             code = status if isinstance(status, int) else None
             kind_ = ProviderErrorKind.INVALID_REQUEST if code is not None and 400 <= code < 500 else ProviderErrorKind.SERVER

@@ -35,10 +35,11 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.channel import SessionBase
+from brisvox.providers.cloud._errors import vendor_text
 from brisvox.providers.cloud._ws import close_error, close_ws, open_ws
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, guarded
+from brisvox.providers.session import SessionBase
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, Transcript
 
 __all__ = ["DeepgramOptions", "DeepgramSession", "DeepgramStt"]
@@ -90,7 +91,7 @@ def parse_message(raw: str | bytes, offset: float) -> Transcript | ProviderError
         return ProviderError("deepgram", ProviderErrorKind.PROTOCOL, "a message is not a JSON object")
     kind = msg.get("type")
     if kind == "Error" or "err_code" in msg:
-        text = str(msg.get("description") or msg.get("err_msg") or msg.get("message") or "error")[:200]
+        text = vendor_text(msg.get("description") or msg.get("err_msg") or msg.get("message") or "error")
         return ProviderError("deepgram", ProviderErrorKind.SERVER, text)
     if kind != "Results":
         return None

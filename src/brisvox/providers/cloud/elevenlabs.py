@@ -27,6 +27,7 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError
 from brisvox.core.frames import WordTiming
 from brisvox.core.secret import Secret
+from brisvox.providers.cloud._errors import vendor_text
 from brisvox.providers.cloud._ws_tts import ContextState, WsTtsSession, decode_audio
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy
@@ -163,7 +164,7 @@ class ElevenLabsSession(WsTtsSession):
 
     def _parse(self, message: dict[str, Any]) -> tuple[ContextState | None, list[TtsEvent], bool]:
         if "error" in message and "contextId" not in message:
-            text = str(message.get("message") or message.get("error"))[:200]
+            text = vendor_text(message.get("message") or message.get("error"))
             raise ProviderError(self.provider, ProviderErrorKind.SERVER, text)
         ctx = self._lookup(message.get("contextId", message.get("context_id")))
         if ctx is None:

@@ -21,11 +21,11 @@ from typing import Any
 
 import httpx
 
+from brisvox.core.channel import Channel
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.secret import Secret
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.channel import Channel
 from brisvox.providers.cloud._http import HttpStreamer, StreamState
 from brisvox.providers.errors import ProviderError
 from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy, guarded, retry_before_effect
@@ -103,15 +103,15 @@ class OpenAiSpeechSession(TtsSessionBase):
     async def send_text(self, context_id: int, text: str) -> None:
         self._check_open()
         if not self.is_cancelled(context_id) and text.strip():
-            await self._input.put(_Segment(context_id, text))
+            await self._input.send(_Segment(context_id, text))
 
     async def flush(self, context_id: int) -> None:
         self._check_open()
         if not self.is_cancelled(context_id):
-            await self._input.put(_Segment(context_id, None))
+            await self._input.send(_Segment(context_id, None))
 
     def _on_cancel(self, context_id: int) -> None:
-        self._input.remove_if(lambda seg: seg.context_id == context_id)
+        self._input.purge(lambda seg: seg.context_id == context_id)
         current = self._current
         if current is not None and current[0] == context_id:
             current[1].cancel()

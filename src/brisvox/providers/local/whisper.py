@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from brisvox.audio import pcm16_to_float
+from brisvox.core.channel import Channel
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope
 from brisvox.inference import InferenceError, InferencePool, PoolConfig, model_path
 from brisvox.inference.models import WHISPER_TINY_EN
-from brisvox.providers.channel import Channel, SessionBase
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.session import SessionBase
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, Transcript
 
 __all__ = ["WHISPER_DIR_ENV", "WhisperConfig", "WhisperStt", "WhisperSttSession"]
@@ -194,7 +195,7 @@ class WhisperSttSession(SessionBase[SttEvent]):
         self._check_open()
         segment, start = bytes(self._buffer), self._buffer_start
         self._buffer.clear()
-        await self._jobs.put((segment, start))
+        await self._jobs.send((segment, start))
 
     async def _shutdown(self) -> None:
         self._jobs.abort()

@@ -4,6 +4,8 @@ const RATE = 16000;
 const LEAD = 0.06; // seconds of playout lead that absorb network jitter
 const params = new URLSearchParams(location.search);
 const raw = params.get("raw") === "1"; // no echo cancellation, noise suppression or gain control
+// A token for a server that requires one: in the fragment (#token=...), which the browser never sends.
+const token = new URLSearchParams(location.hash.slice(1)).get("token");
 const $ = (id) => document.getElementById(id);
 const logEl = $("log");
 let ws = null, ctx = null, stream = null, node = null;
@@ -12,7 +14,7 @@ let userEl = null, userFinal = "";
 const bots = new Map(); // epoch -> {el, text, done}
 const tools = new Map(); // call id -> element
 
-fetch("/agent.json").then((r) => r.json()).then((a) => {
+fetch("/agent.json", token ? { headers: { Authorization: `Bearer ${token}` } } : {}).then((r) => r.json()).then((a) => {
   $("agent-name").textContent = a.agent;
   $("agent").textContent = `LLM: ${a.llm} · VAD: ${a.vad} · STT: ${a.stt} · TTS: ${a.tts}`;
 }).catch(() => { $("agent").textContent = "agent info unavailable"; });
@@ -53,7 +55,8 @@ async function call() {
     if (started && ws && ws.readyState === WebSocket.OPEN) ws.send(e.data.pcm);
   };
   const scheme = location.protocol === "https:" ? "wss" : "ws";
-  ws = new WebSocket(`${scheme}://${location.host}/ws`);
+  // Browsers cannot set headers on a WebSocket: the token travels as a subprotocol.
+  ws = new WebSocket(`${scheme}://${location.host}/ws`, token ? ["brisvox", `brisvox.token.${token}`] : []);
   ws.binaryType = "arraybuffer";
   ws.onopen = () => ws.send(JSON.stringify({ type: "start", encoding: "pcm16", sample_rate: RATE }));
   ws.onmessage = (m) => (typeof m.data === "string" ? onMessage(JSON.parse(m.data)) : play(m.data));
@@ -225,10 +228,13 @@ function onEvent(ev) {
       const parts = [];
       if (ev.turn_end_to_audio_ms !== undefined) parts.push(`turn end → audio ${Math.round(ev.turn_end_to_audio_ms)} ms`);
       if (ev.turn_end_to_first_token_ms !== undefined) parts.push(`first token ${Math.round(ev.turn_end_to_first_token_ms)} ms`);
-      span.textContent = `latency ${main !== undefined ? Math.round(main) + " ms" : "?"} from end of speech to first audio` +
+      span.textContent = `latency ${main !== undefined ? Math.round(main) + " ms" : "?"} from end of speech to first audible audio` +
         (parts.length ? ` (${parts.join(", ")})` : "");
       b.el.appendChild(span);
       break;
     }
+    case "engine_failure":
+      add("note", ev.fatal ? `the call failed (${ev.stage}) and ends` : `a turn failed (${ev.stage}); the bot said its fallback line`);
+      break;
   }
 }

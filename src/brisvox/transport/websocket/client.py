@@ -10,6 +10,9 @@ the server's goodbye.  The server's messages are applied in one place
 (:meth:`_Call.on_server`), and receiving runs in its own task, so a long send never
 starves the receive side.
 
+``--token`` (or ``BRISVOX_TOKEN``) is sent as ``Authorization: Bearer <token>`` to a server
+that requires authentication.
+
 Exit codes: 0 the call ended cleanly; 1 the call failed (refused, fatal error, lost
 connection, over ``--max-duration``; the recording is still written); 2 usage or input
 errors (bad options, missing or invalid WAV, unwritable output).
@@ -35,10 +38,9 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from brisvox.audio.codec import AudioEncoding
 from brisvox.audio.g711 import ulaw_decode, ulaw_encode
 from brisvox.audio.wav import WavAudio, read_wav, write_wav
-from brisvox.core.clock import Clock, SystemClock
+from brisvox.core.clock import Clock, SystemClock, bounded
 from brisvox.core.errors import DeadlineExceeded, InvalidInput
 from brisvox.core.tasks import TaskScope
-from brisvox.transport._timeout import bounded
 
 __all__ = ["ClientOptions", "ClientResult", "main", "run"]
 
@@ -57,6 +59,8 @@ class ClientOptions:
     max_duration: float = 600.0
     connect_timeout: float = 5.0
     close_timeout: float = 3.0
+    token: str | None = field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer <token>`` (a server with BRISVOX_AUTH set needs one)."""
 
 
 @dataclass(slots=True)
@@ -213,13 +217,16 @@ async def run(opts: ClientOptions, clock: Clock | None = None) -> ClientResult:
     """One call; never raises for a failed call (see ``ClientResult.failure``)."""
     clock = clock or SystemClock()
     result = ClientResult(sample_rate=opts.audio.sample_rate)
+    headers = {"Authorization": f"Bearer {opts.token}"} if opts.token else None
     try:
         ws = await bounded(clock, opts.connect_timeout,
                            connect(opts.url, compression=None, open_timeout=None, ping_interval=None,
-                                   close_timeout=opts.close_timeout, max_size=None),
+                                   close_timeout=opts.close_timeout, max_size=None, additional_headers=headers),
                            "connect")
     except InvalidStatus as exc:
-        result.failure = f"the server refused the connection: HTTP {exc.response.status_code}"
+        why = exc.response.body.decode("utf-8", "replace").strip()[:200] if exc.response.body else ""
+        result.failure = f"the server refused the connection: HTTP {exc.response.status_code}" + (
+            f" ({why})" if why else "")
         return result
     except (OSError, InvalidHandshake, DeadlineExceeded) as exc:
         result.failure = f"could not connect to {opts.url}: {exc}"
@@ -278,6 +285,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE", help="start metadata")
     p.add_argument("--linger-ms", type=int, default=1000, help="listen this long after the input (ms)")
     p.add_argument("--max-duration", type=float, default=600.0, help="fail the call after this many seconds")
+    p.add_argument("--token", default=None,
+                   help="token for a server that requires one (sent as Authorization: Bearer; default: "
+                        "$BRISVOX_TOKEN)")
     p.add_argument("--events", default=None, metavar="PATH",
                    help="write the server's event messages (transcripts, tool calls) to PATH as JSON lines")
     return p
@@ -310,7 +320,8 @@ def _options(args: argparse.Namespace) -> ClientOptions:
         raise _UsageError(f"--output {args.output}: cannot write there")
     return ClientOptions(url=args.url, audio=audio, encoding=AudioEncoding(args.encoding),
                          realtime=not args.no_realtime, dtmf=args.dtmf, metadata=meta,
-                         linger=args.linger_ms / 1000, max_duration=args.max_duration)
+                         linger=args.linger_ms / 1000, max_duration=args.max_duration,
+                         token=args.token or os.environ.get("BRISVOX_TOKEN") or None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,11 +31,10 @@ from typing import Protocol
 
 from brisvox.audio.codec import AudioEncoding
 from brisvox.audio.g711 import ulaw_decode, ulaw_encode
-from brisvox.core.clock import Clock
+from brisvox.core.channel import WAKE
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
-from brisvox.transport._timeout import bounded
-from brisvox.transport.channel import WAKE
 from brisvox.transport.events import (
     CallInfo,
     WireAudio,
@@ -412,7 +411,11 @@ class _Call:
                     else:
                         await self._write(mark_message(got.id))
                 elif isinstance(got, WireHangupOut):
-                    await self._goodbye(StopKind.ENDED, CloseCode.NORMAL)
+                    if got.error is not None:  # the engine failed: the client hears why the call ends
+                        await self._goodbye(StopKind.ERROR, CloseCode.INTERNAL_ERROR,
+                                            error_message(ErrorCode.ENGINE_FAILED, got.error, fatal=True))
+                    else:
+                        await self._goodbye(StopKind.ENDED, CloseCode.NORMAL)
                     return
         except PeerClosed:
             self.peer_gone = True

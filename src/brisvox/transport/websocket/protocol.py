@@ -48,6 +48,7 @@ class CloseCode(enum.IntEnum):
     PROTOCOL_ERROR = 1002  # a frame the WebSocket layer refuses (bad opcode, invalid UTF-8)
     POLICY = 1008  # invalid or missing start, too many faults, ping timeout
     TOO_BIG = 1009  # a message over max_audio_bytes / max_control_bytes
+    INTERNAL_ERROR = 1011  # the engine failed (after error{engine_failed} and stop{error})
     TRY_AGAIN = 1013  # the server cannot take the call now (accept queue full, engine overloaded)
 
 
@@ -61,6 +62,7 @@ class ErrorCode(enum.Enum):
     SERVER_BUSY = "server_busy"
     OVERLOADED = "overloaded"
     PROTOCOL_ERROR = "protocol_error"
+    ENGINE_FAILED = "engine_failed"
     # non-fatal: counted (at most 16 per call), the call goes on
     MALFORMED_MESSAGE = "malformed_message"
     UNKNOWN_TYPE = "unknown_type"

@@ -28,10 +28,9 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
-from brisvox.core.clock import Clock
+from brisvox.core.channel import Channel
+from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
-from brisvox.transport._timeout import bounded
-from brisvox.transport.channel import Channel
 from brisvox.transport.link import CallEnds, CallLink
 from brisvox.transport.websocket.config import ServerConfig
 from brisvox.transport.websocket.connection import PeerClosed, run_call

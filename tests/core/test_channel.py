@@ -1,3 +1,5 @@
+"""The bounded channel: per-item and channel-wide overflow policies, waiting, purge, wake, close and abort."""
+
 from __future__ import annotations
 
 import asyncio
@@ -5,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from brisvox.core.channel import WAKE, Channel, ItemPolicy, Overflow
 from brisvox.core.clock import SimClock
-from brisvox.core.errors import ChannelClosed
-from brisvox.transport.channel import WAKE, Channel, ItemPolicy, Overflow
+from brisvox.core.errors import ChannelClosed, ConfigError
 
 
 @dataclass(frozen=True)
@@ -133,3 +135,117 @@ async def test_close_wakes_a_blocked_sender_with_channel_closed() -> None:
     ch.close()
     with pytest.raises(ChannelClosed):
         await sender
+
+
+# --- one overflow policy for the whole channel ------------------------------------------
+
+
+async def test_a_full_backpressure_channel_makes_the_writer_wait_until_the_reader_takes_one() -> None:
+    ch: Channel[int] = Channel(2)
+    await ch.send(1)
+    await ch.send(2)
+    writer = asyncio.ensure_future(ch.send(3))
+    await asyncio.sleep(0)
+    assert not writer.done()
+    assert await ch.recv() == 1
+    await writer
+    assert [await ch.recv(), await ch.recv()] == [2, 3]
+    assert ch.dropped == 0
+
+
+async def test_drop_oldest_evicts_the_oldest_item_and_counts_it() -> None:
+    ch: Channel[int] = Channel(2, Overflow.DROP_OLDEST)
+    for i in range(4):
+        await ch.send(i)
+    assert ch.dropped == 2
+    assert [ch.try_recv(), ch.try_recv(), ch.try_recv()] == [2, 3, None]
+
+
+def test_drop_newest_drops_the_new_item_without_waiting_and_counts_it() -> None:
+    ch: Channel[int] = Channel(1, Overflow.DROP_NEWEST)
+    assert ch.try_send(1)
+    assert ch.try_send(2)  # lossy items never wait: True, and the drop is counted
+    assert ch.dropped == 1
+    assert ch.try_recv() == 1
+    assert ch.try_recv() is None
+
+
+def test_a_full_backpressure_channel_refuses_try_send_without_counting_a_drop() -> None:
+    ch: Channel[int] = Channel(1)
+    assert ch.try_send(1)
+    assert not ch.try_send(2)
+    assert ch.dropped == 0
+
+
+async def test_close_lets_the_reader_drain_then_ends_iteration() -> None:
+    ch: Channel[int] = Channel(4)
+    await ch.send(1)
+    await ch.send(2)
+    ch.close()
+    assert [x async for x in ch] == [1, 2]
+    with pytest.raises(ChannelClosed):
+        await ch.send(3)
+
+
+async def test_abort_drops_queued_items_and_releases_a_waiting_writer_with_channel_closed() -> None:
+    ch: Channel[int] = Channel(1)
+    await ch.send(1)
+    writer = asyncio.ensure_future(ch.send(2))
+    await asyncio.sleep(0)
+    assert ch.abort() == 1
+    with pytest.raises(ChannelClosed):
+        await writer
+    assert [x async for x in ch] == []
+
+
+async def test_a_waiting_reader_wakes_at_close() -> None:
+    ch: Channel[int] = Channel(1)
+    clock = SimClock()
+    reader = asyncio.ensure_future(ch.recv())
+    await clock.sleep(5.0)
+    ch.close()
+    with pytest.raises(ChannelClosed):
+        await reader
+
+
+async def test_purge_returns_the_matching_items_and_makes_room_for_a_writer() -> None:
+    ch: Channel[int] = Channel(3)
+    for i in (1, 2, 3):
+        await ch.send(i)
+    writer = asyncio.ensure_future(ch.send(4))
+    await asyncio.sleep(0)
+    assert ch.purge(lambda x: x % 2 == 1) == [1, 3]
+    await writer
+    assert [ch.try_recv(), ch.try_recv(), ch.try_recv()] == [2, 4, None]
+
+
+def test_a_channel_needs_a_capacity_of_at_least_one() -> None:
+    with pytest.raises(ConfigError, match="capacity"):
+        Channel(0, name="stt audio")
+
+
+def test_one_policy_for_the_channel_and_a_policy_per_item_exclude_each_other() -> None:
+    with pytest.raises(ConfigError, match="not both"):
+        Channel(2, Overflow.DROP_OLDEST, policy=policy)
+
+
+async def test_a_woken_sender_that_is_cancelled_hands_the_room_to_the_next_sender() -> None:
+    ch: Channel[int] = Channel(1)
+    await ch.send(0)
+    first = asyncio.ensure_future(ch.send(1))
+    second = asyncio.ensure_future(ch.send(2))
+    await asyncio.sleep(0)
+    assert ch.try_recv() == 0  # wakes the first sender only
+    first.cancel()  # before it ran: it leaves without putting
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert second.done()
+    assert first.cancelled()
+    assert ch.try_recv() == 2
+
+
+def test_try_recv_on_a_closed_and_drained_channel_raises_channel_closed() -> None:
+    ch: Channel[int] = Channel(1)
+    ch.close()
+    with pytest.raises(ChannelClosed):
+        ch.try_recv()

@@ -1,10 +1,11 @@
-"""Bounded channels with an overflow policy per item.
+"""The bounded channel: every queue between tasks (transport, provider sessions) is one.
 
-Every queue of the transport is a :class:`Channel` with a fixed capacity.  What happens
-when it is full is decided per item by the channel's ``policy`` function, which returns
-an :class:`ItemPolicy`:
+A :class:`Channel` has a fixed capacity.  What happens when it is full is its
+:class:`Overflow` policy: one for the whole channel (``Channel(8, Overflow.DROP_OLDEST)``),
+or one per item, decided by a ``policy`` function that returns an :class:`ItemPolicy`:
 
-* ``BACKPRESSURE``: the sender waits for room (never lost).
+* ``BACKPRESSURE`` (the default): the sender waits for room (never lost).  A slow reader
+  slows the producer, which in turn stops reading its socket, so the peer sees the pressure.
 * ``DROP_OLDEST``: the oldest queued item of the same class (``key``) is evicted; with
   nothing of its class queued the new item is dropped.  Either way one item is counted in
   ``dropped``.  Never waits.
@@ -14,12 +15,17 @@ an :class:`ItemPolicy`:
   does the sender wait.
 * ``DROP_NEWEST``: a full queue drops the new item (counted).  Never waits.
 
-``purge(pred)`` removes queued items synchronously; ``wake()`` makes a blocked
-``recv_or_wake`` return :data:`WAKE` (used to hand a receiver out-of-band work).
-``close()`` ends the channel for both sides: senders get :class:`ChannelClosed`, the
-receiver drains what is queued, then gets :class:`ChannelClosed`.
+``purge(pred)`` removes queued items synchronously (a TTS cancel drops the audio of a
+cancelled context still waiting to be read); ``wake()`` makes a blocked ``recv_or_wake``
+return :data:`WAKE` (used to hand a receiver out-of-band work).  Closing has two flavours:
+``close()`` (the writer is done: senders get :class:`ChannelClosed`, the receiver drains
+what is queued, then gets :class:`ChannelClosed` and iteration ends) and ``abort()`` (the
+reader is gone: queued items are dropped as well).  A sender cancelled after it was woken
+hands the wakeup on, so a second blocked sender never waits beside a free slot.
 
-The channel lives on one event loop and is not thread-safe.
+The same :class:`Overflow` names the data-lane policies of a processor's inbox
+(:mod:`brisvox.core.inbox`).  A channel has one receiver and any number of senders; it
+lives on one event loop and is not thread-safe.
 """
 
 from __future__ import annotations
@@ -29,20 +35,22 @@ import enum
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, Self, TypeVar
 
-from brisvox.core.errors import ChannelClosed
+from brisvox.core.errors import ChannelClosed, ConfigError
 
-__all__ = ["WAKE", "Channel", "ItemPolicy", "Overflow", "Wake"]
+__all__ = ["WAKE", "Channel", "ItemPolicy", "Overflow", "SpaceWaiters", "Wake"]
 
 T = TypeVar("T")
 
 
 class Overflow(enum.Enum):
+    """What a full queue does with one more item."""
+
     BACKPRESSURE = "backpressure"
     DROP_OLDEST = "drop_oldest"
-    DISPLACE = "displace"
     DROP_NEWEST = "drop_newest"
+    DISPLACE = "displace"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +65,62 @@ class Wake(enum.Enum):
 
 WAKE: Final = Wake.WAKE
 
-_BACKPRESSURE = ItemPolicy(Overflow.BACKPRESSURE)
+
+class SpaceWaiters(deque[asyncio.Future[None]]):
+    """The senders blocked on a full queue, woken in arrival order.
+
+    Shared by the channel and the inbox's lanes.  A sender that was woken but leaves
+    without putting (cancelled, or its frame went stale) must hand the wakeup on
+    (:meth:`was_woken`, then :meth:`wake`), or a second blocked sender waits beside a free slot.
+    A deque underneath, so the per-frame "anyone waiting?" test stays a C-level truth test.
+    """
+
+    __slots__ = ()
+
+    def add(self) -> asyncio.Future[None]:
+        """A future resolved when this sender may find room (or the queue closes)."""
+        fut = asyncio.get_running_loop().create_future()
+        self.append(fut)
+        return fut
+
+    def discard(self, fut: asyncio.Future[None]) -> None:
+        if fut in self:
+            self.remove(fut)
+
+    def wake(self, count: int = 1) -> None:
+        """Resolve the next ``count`` live waiters (done ones are skipped)."""
+        while count > 0 and self:
+            fut = self.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                count -= 1
+
+    def wake_all(self) -> None:
+        while self:
+            fut = self.popleft()
+            if not fut.done():
+                fut.set_result(None)
+
+    @staticmethod
+    def was_woken(fut: asyncio.Future[None]) -> bool:
+        """True when ``fut`` carries a wakeup (resolved, not cancelled)."""
+        return fut.done() and not fut.cancelled()
 
 
-def _always_backpressure(_: object) -> ItemPolicy:
-    return _BACKPRESSURE
+class _Uniform:
+    """The policy function of a channel with one overflow policy for every item."""
+
+    __slots__ = ("policy",)
+
+    def __init__(self, overflow: Overflow) -> None:
+        self.policy = ItemPolicy(overflow)
+
+    def __call__(self, _: object) -> ItemPolicy:
+        return self.policy
 
 
 class Channel(Generic[T]):
-    """A bounded FIFO with per-item overflow policies (see module docs)."""
+    """A bounded FIFO with an overflow policy (see module docs)."""
 
     __slots__ = ("_closed", "_items", "_name", "_policy", "_recv_waiter", "_send_waiters", "_woken",
                  "capacity", "dropped")
@@ -73,27 +128,31 @@ class Channel(Generic[T]):
     def __init__(
         self,
         capacity: int,
+        overflow: Overflow = Overflow.BACKPRESSURE,
         *,
         name: str = "channel",
-        policy: Callable[[T], ItemPolicy] = _always_backpressure,
+        policy: Callable[[T], ItemPolicy] | None = None,
     ) -> None:
         if capacity < 1:
-            raise ValueError(f"{name}: capacity must be at least 1, got {capacity}")
+            raise ConfigError(f"{name}: channel capacity must be at least 1, got {capacity}")
+        if policy is not None and overflow is not Overflow.BACKPRESSURE:
+            raise ConfigError(f"{name}: give either one overflow policy or a policy per item, not both")
         self.capacity = capacity
         self.dropped = 0
         self._name = name
-        self._policy = policy
+        self._policy: Callable[[T], ItemPolicy] = policy if policy is not None else _Uniform(overflow)
         self._items: deque[tuple[T, ItemPolicy]] = deque()
         self._closed = False
         self._woken = False
         self._recv_waiter: asyncio.Future[None] | None = None
-        self._send_waiters: deque[asyncio.Future[None]] = deque()
+        self._send_waiters = SpaceWaiters()
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __repr__(self) -> str:
-        return f"Channel({self._name!r}, {len(self._items)}/{self.capacity}, dropped={self.dropped})"
+        state = "closed" if self._closed else "open"
+        return f"Channel({self._name!r}, {len(self._items)}/{self.capacity}, dropped={self.dropped}, {state})"
 
     @property
     def closed(self) -> bool:
@@ -129,19 +188,17 @@ class Channel(Generic[T]):
         return False
 
     async def send(self, item: T) -> None:
-        """Queue ``item``, waiting for room when its policy says so."""
+        """Queue ``item``, waiting for room when its policy says so.  Raises ChannelClosed once closed."""
         while not self.try_send(item):
-            fut = asyncio.get_running_loop().create_future()
-            self._send_waiters.append(fut)
+            fut = self._send_waiters.add()
             try:
                 await fut
             except asyncio.CancelledError:
-                if fut.done() and not fut.cancelled():
+                if SpaceWaiters.was_woken(fut):
                     self._room()  # pass the wake-up on to the next sender
                 raise
             finally:
-                if fut in self._send_waiters:
-                    self._send_waiters.remove(fut)
+                self._send_waiters.discard(fut)
 
     def _push(self, item: T, pol: ItemPolicy) -> None:
         self._items.append((item, pol))
@@ -164,15 +221,13 @@ class Channel(Generic[T]):
         return False
 
     def _room(self) -> None:
-        while self._send_waiters and len(self._items) < self.capacity:
-            fut = self._send_waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
-                return
+        if len(self._items) < self.capacity:
+            self._send_waiters.wake()
 
     # --- receiving -------------------------------------------------------------------------
 
     def try_recv(self) -> T | None:
+        """The oldest queued item, or None when nothing is queued; ChannelClosed once closed and drained."""
         if not self._items:
             if self._closed:
                 raise ChannelClosed(f"{self._name} is closed")
@@ -182,6 +237,7 @@ class Channel(Generic[T]):
         return item
 
     async def recv(self) -> T:
+        """The oldest item; waits for one.  Raises ChannelClosed once closed and drained."""
         while True:
             got = await self.recv_or_wake()
             if got is not WAKE:
@@ -212,6 +268,15 @@ class Channel(Generic[T]):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            return await self.recv()
+        except ChannelClosed:
+            raise StopAsyncIteration from None
+
     # --- maintenance -----------------------------------------------------------------------
 
     def purge(self, pred: Callable[[T], bool]) -> list[T]:
@@ -227,13 +292,18 @@ class Channel(Generic[T]):
         return removed
 
     def close(self) -> None:
+        """The writer is done: senders get ChannelClosed, the receiver drains what is queued."""
         if self._closed:
             return
         self._closed = True
         waiter = self._recv_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-        while self._send_waiters:
-            fut = self._send_waiters.popleft()
-            if not fut.done():
-                fut.set_result(None)
+        self._send_waiters.wake_all()
+
+    def abort(self) -> int:
+        """The reader is gone: drop what is queued (returned count) and close."""
+        dropped = len(self._items)
+        self._items.clear()
+        self.close()
+        return dropped

@@ -1,0 +1,285 @@
+"""The engine's event stream: typed facts about one call, emitted where they arise.
+
+Every event is a frozen, slotted dataclass with the call's ``epoch`` (the turn it belongs
+to) and ``at`` (the engine clock's seconds).  The stages emit them as the facts happen:
+
+* the turn driver: :class:`TurnStarted` (``barge_in`` when it cut the bot),
+  :class:`TurnEnded` (with the end of the caller's speech) and each
+  :class:`UserTranscript`, tagged with the turn it went to;
+* the LLM runner: :class:`UserTurn` (the words the model gets, when they enter the
+  context), :class:`ToolCallStarted` and :class:`ToolCallSettled` (the tool engine's own
+  :class:`~brisvox.agent.tools.Outcome`), :class:`BotHeard` (what the caller heard of a
+  reply that was cut), :class:`EngineFailure` (a turn that failed and got the fallback line);
+* the speak stage: :class:`BotText` (each piece of the reply as it goes to speech) and
+  :class:`BotDone` (no more text will come for the epoch);
+* TransportOut: :class:`BotAudible`, when the first audible sample of the turn's reply
+  was released to the caller (leading silence does not count);
+* ``run_call``: :class:`EngineFailure` for a failure that ends the call.
+
+:class:`CallEvents` is what the stages hold: it hands each event to the call's
+:class:`CallObserver` (nothing when there is none) and derives :class:`TurnLatency` once a
+turn's reply became audible.  :class:`CallObserver` is a bounded queue with a drop-oldest
+policy: the engine never waits on a watcher; a watcher that falls behind loses the oldest
+events (``dropped`` counts them).  Its ``listener`` sees every event before the queue, for
+counters that must not lose any (the server's metrics).
+
+Events carry the caller's words, the bot's words and tool arguments and results: their
+``repr`` names no text, and they are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Final, TypeAlias
+
+from brisvox.agent.tools import Outcome
+from brisvox.core.errors import ChannelClosed, ConfigError
+from brisvox.core.frames import TurnEndReason
+from brisvox.core.timeline import TimelineRecorder, TurnEvent
+
+__all__ = [
+    "DEFAULT_OBSERVER_CAPACITY",
+    "BotAudible",
+    "BotDone",
+    "BotHeard",
+    "BotText",
+    "CallEvents",
+    "CallObserver",
+    "EngineEvent",
+    "EngineFailure",
+    "EventListener",
+    "ToolCallSettled",
+    "ToolCallStarted",
+    "TurnEnded",
+    "TurnLatency",
+    "TurnStarted",
+    "UserTranscript",
+    "UserTurn",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OBSERVER_CAPACITY: Final = 256
+_KEPT_TURNS: Final = 8  # turn ends waiting for their audio; older ones never got any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class _Event:
+    epoch: int
+    at: float
+
+    def __repr__(self) -> str:  # the fields hold caller and bot text: names only
+        return f"{type(self).__name__}(epoch={self.epoch}, fields={[f.name for f in fields(self)]})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TurnStarted(_Event):
+    """A user turn began; ``barge_in``: it interrupted the bot (older epochs stop)."""
+
+    barge_in: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TurnEnded(_Event):
+    """The turn ended (handed to the model); ``speech_ended``: the caller's last VAD stop in it."""
+
+    reason: TurnEndReason
+    speech_ended: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class UserTranscript(_Event):
+    """Interim or final words of the caller; ``epoch`` is the turn they went to."""
+
+    text: str
+    final: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class UserTurn(_Event):
+    """The caller's whole turn, as it entered the context."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class BotText(_Event):
+    """A piece of the reply's round ``round`` as it goes to speech."""
+
+    round: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class BotDone(_Event):
+    """No more reply text will come for the epoch."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class BotHeard(_Event):
+    """A round of the epoch was cut short; ``text`` is what the caller heard (all the context keeps)."""
+
+    round: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ToolCallStarted(_Event):
+    """The model's call, handed to the tool engine; ``arguments`` as the model sent them (JSON text)."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ToolCallSettled(_Event):
+    """A call's result reached the context; ``outcome`` is the tool engine's."""
+
+    call_id: str
+    name: str
+    outcome: Outcome
+    content: str
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class BotAudible(_Event):
+    """The first audible audio of the epoch's reply was released to the caller at ``at``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TurnLatency(_Event):
+    """A turn's latencies in seconds (None: not measured), at its first audible audio."""
+
+    speech_end_to_audio: float | None
+    speech_end_to_turn_end: float | None
+    turn_end_to_audio: float | None
+    turn_end_to_first_token: float | None
+    turn_end_reason: TurnEndReason | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class EngineFailure(_Event):
+    """A stage or provider failed (logged with its traceback); ``fatal``: it ended the call."""
+
+    stage: str
+    error: str  # the exception's type name: its text may hold caller data
+    fatal: bool
+
+
+EngineEvent: TypeAlias = (
+    TurnStarted | TurnEnded | UserTranscript | UserTurn | BotText | BotDone | BotHeard | ToolCallStarted
+    | ToolCallSettled | BotAudible | TurnLatency | EngineFailure
+)
+EventListener = Callable[[EngineEvent], None]
+
+
+class CallObserver:
+    """A bounded, drop-oldest queue of one call's events (see the module docs).
+
+    ``listener`` (optional) sees every event as it is emitted, before the queue.  It runs
+    on the engine's path, so it must be quick and must not raise.
+    """
+
+    def __init__(self, capacity: int = DEFAULT_OBSERVER_CAPACITY, listener: EventListener | None = None) -> None:
+        if capacity < 1:
+            raise ConfigError(f"CallObserver capacity must be >= 1, got {capacity}")
+        self._events: deque[EngineEvent] = deque(maxlen=capacity)
+        self._ready = asyncio.Event()
+        self._closed = False
+        self._listener = listener
+        self.dropped = 0
+
+    def emit(self, event: EngineEvent) -> None:
+        """Queue ``event`` at once (never waits); the oldest event goes when full."""
+        if self._closed:
+            return
+        if self._listener is not None:
+            self._listener(event)
+        if len(self._events) == self._events.maxlen:
+            self.dropped += 1
+        self._events.append(event)
+        self._ready.set()
+
+    def close(self) -> None:
+        """No more events: ``get`` drains what is queued, then raises ChannelClosed."""
+        self._closed = True
+        self._ready.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def try_get(self) -> EngineEvent | None:
+        return self._events.popleft() if self._events else None
+
+    async def get(self) -> EngineEvent:
+        while not self._events:
+            if self._closed:
+                raise ChannelClosed("the call observer is closed")
+            self._ready.clear()
+            await self._ready.wait()
+        return self._events.popleft()
+
+
+class CallEvents:
+    """The stages' handle on the event stream of one call (see the module docs).
+
+    Without an observer every ``emit`` returns at once; the latency of a turn is still
+    marked in the timeline by the stages themselves.
+    """
+
+    __slots__ = ("_ended", "_observer", "_timeline", "call_id", "failures")
+
+    def __init__(self, call_id: str, observer: CallObserver | None = None,
+                 timeline: TimelineRecorder | None = None) -> None:
+        self.call_id = call_id
+        self._observer = observer
+        self._timeline = timeline or TimelineRecorder()
+        self._ended: dict[int, TurnEnded] = {}
+        self.failures = 0
+
+    def emit(self, event: EngineEvent) -> None:
+        observer = self._observer
+        if observer is None:
+            return
+        observer.emit(event)
+        if isinstance(event, TurnEnded):
+            self._ended[event.epoch] = event
+            for old in [e for e in self._ended if e <= event.epoch - _KEPT_TURNS]:
+                del self._ended[old]
+        elif isinstance(event, BotAudible):
+            ended = self._ended.pop(event.epoch, None)
+            if ended is not None:  # a greeting has no turn end: it opens the call unasked
+                observer.emit(self._latency(ended, event))
+
+    def failed(self, stage: str, exc: BaseException, *, epoch: int, at: float, fatal: bool) -> EngineFailure:
+        """A failure: one log line with its traceback and the call's id, and an :class:`EngineFailure`."""
+        self.failures += 1
+        what = "ends the call" if fatal else "the turn gets the fallback line"
+        log.error("call %s: %s failed (%s): %s", self.call_id, stage, type(exc).__name__, what, exc_info=exc)
+        failure = EngineFailure(epoch=epoch, at=at, stage=stage, error=type(exc).__name__, fatal=fatal)
+        self.emit(failure)
+        return failure
+
+    def _latency(self, ended: TurnEnded, audible: BotAudible) -> TurnLatency:
+        record = self._timeline.get(ended.epoch)
+        token = record.at(TurnEvent.LLM_FIRST_TOKEN) if record is not None else None
+        speech = ended.speech_ended
+        return TurnLatency(
+            epoch=ended.epoch,
+            at=audible.at,
+            speech_end_to_audio=None if speech is None else audible.at - speech,
+            speech_end_to_turn_end=None if speech is None else ended.at - speech,
+            turn_end_to_audio=audible.at - ended.at,
+            turn_end_to_first_token=None if token is None else token - ended.at,
+            turn_end_reason=ended.reason,
+        )

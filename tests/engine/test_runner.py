@@ -1,0 +1,87 @@
+"""The LLM runner (engine/runner.py): speculation over an unsettled turn, the hang-up, the
+call's final record.  Simulated calls on virtual time through the production stages."""
+
+from __future__ import annotations
+
+import json
+
+from brisvox.agent.context import AssistantMessage, Context, SystemMessage, ToolCall, ToolMessage, UserMessage
+from brisvox.agent.tools import ToolKind, ToolSpec
+from brisvox.agent.turn import FixedSilence
+from brisvox.core.clock import SimClock
+from brisvox.engine import EngineConfig, SpeculationMode
+from brisvox.engine.speculate import settled_copy
+from brisvox.sim import Call, LatencyProfile, Say, ScenarioBuilder, ScriptedLlm
+from tests.engine.harness import OBJ, Counter, registry, simulate
+
+SPECULATE = EngineConfig(turn=FixedSilence(silence=1.0), speculation=SpeculationMode.AT_PAUSE)
+BOOK = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ, kind=ToolKind.SIDE_EFFECT,
+                timeout=0.5)
+
+
+def test_a_settled_copy_closes_the_calls_a_barge_in_left_open_and_leaves_the_context_alone() -> None:
+    live = Context()
+    live.push_user("is friday free")
+    live.push_assistant(tool_calls=[ToolCall(id="t0.0", name="check_availability", arguments={"day": "friday"})])
+    copy = settled_copy(live)
+    copy.push_user("or monday")  # the caller's words may follow the copy
+    assert live.has_open_tool_calls() and len(live) == 2
+    closed = copy.messages[2]
+    assert isinstance(closed, ToolMessage) and closed.call_id == "t0.0" and json.loads(closed.content)["error"] == "interrupted"
+
+
+async def test_a_speculation_after_a_barge_in_over_a_running_booking_does_not_crash_the_call() -> None:
+    # main crashed here: ContextError "a UserMessage follows unanswered tool calls" from the
+    # speculative start, which put the caller's new words after the open booking call.
+    clock = SimClock()
+    book = Counter(clock, seconds=6.0, answer={"booked": "BK-1"})
+    slow_book = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ,
+                         kind=ToolKind.SIDE_EFFECT, timeout=10.0)
+    llm = ScriptedLlm(clock, lambda request: [Call(name="book_table", arguments={"day": "friday"})]
+                      if len(request.messages) == 2 else [Say("Monday evening is free.")])
+    scenario = (ScenarioBuilder().pause(0.5).say("book friday").pause(2.0)
+                .say("or monday").pause(0.5).say("evening").pause(6.0).build())
+    result = await simulate(clock, scenario, llm, config=SPECULATE, tools=registry(book=(slow_book, book)))
+    messages = result.report.context.messages
+    Context(messages)  # valid
+    assert result.report.interrupts == 1 and result.report.speculations >= 2
+    assert len(book.calls) == 1  # the booking was committed once, then talked over
+    users = [m.text for m in messages if isinstance(m, UserMessage)]
+    assert users[-1] == "or monday evening"
+    said = [m.text for m in messages if isinstance(m, AssistantMessage)]
+    assert said[-1] == "Monday evening is free."
+    notes = [m.text for m in messages if isinstance(m, SystemMessage) and "BK-1" in m.text]
+    assert len(notes) == 1  # the booking's result is in the record once, as a late note
+
+
+async def test_a_side_effect_that_finishes_late_while_the_bot_speaks_is_in_the_record_after_the_hang_up() -> None:
+    # main lost it: the hang-up while the bot spoke failed the pipeline before the stop
+    # reached the runner, so the late note never entered the context.
+    clock = SimClock()
+    book = Counter(clock, seconds=1.0, answer={"booked": "BK-7"})
+    long_line = "It is still in progress, " + "and I will tell you as soon as I know, " * 6
+    llm = ScriptedLlm(clock, [[Call(name="book_table", arguments={"day": "friday"})], [Say(long_line)]])
+    scenario = ScenarioBuilder().pause(0.5).say("book friday").pause(1.2).build()
+    result = await simulate(clock, scenario, llm, tools=registry(book=(BOOK, book)), linger=2.5,
+                            config=EngineConfig(turn=FixedSilence(silence=0.5)))
+    assert len(book.calls) == 1
+    texts = [m.content if isinstance(m, ToolMessage) else m.text for m in result.report.context.messages
+             if isinstance(m, ToolMessage | SystemMessage)]
+    assert sum("BK-7" in t for t in texts) == 1
+    (note,) = [m for m in result.report.context.messages if isinstance(m, SystemMessage) and "BK-7" in m.text]
+    assert note.text.startswith("Late tool result: the call t0.0 of book_table")
+
+
+async def test_no_side_effect_starts_after_the_caller_hung_up() -> None:
+    # main ran the booking: at the stop the runner let the round finish, and the model's
+    # call came after the hang-up.
+    clock = SimClock()
+    book = Counter(clock, answer={"booked": True})
+    llm = ScriptedLlm(clock, [[Call(name="book_table", arguments={"day": "friday"})], [Say("Booked.")]],
+                      latency=LatencyProfile(first_event=2.0))
+    scenario = ScenarioBuilder().pause(0.5).say("book friday").pause(0.6).build()
+    result = await simulate(clock, scenario, llm, tools=registry(book=(BOOK, book)), linger=0.5,
+                            config=EngineConfig(turn=FixedSilence(silence=0.5)))
+    assert book.calls == []
+    answers = [m for m in result.report.context.messages if isinstance(m, ToolMessage)]
+    assert len(answers) <= 1 and all(json.loads(m.content)["error"] == "interrupted" for m in answers)
