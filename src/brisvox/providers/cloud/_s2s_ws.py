@@ -65,7 +65,11 @@ class S2sWsSession(SessionBase[S2sEvent]):
             self._ws = None
             await close_ws(ws, self._clock, self._policy)
             raise
-        self._scope.spawn(guarded(self.provider, self._read(ws), self._fatal), name="reader")
+        self._scope.spawn(self._reader(ws), name="reader")
+
+    async def _reader(self, ws: ClientConnection) -> None:
+        # The read coroutine is made here, so a session closed before its reader ran leaves none unawaited.
+        await guarded(self.provider, self._read(ws), self._fatal)
 
     async def _await_ready(self, ws: ClientConnection) -> None:
         seconds = self._policy.first_token_timeout

@@ -24,7 +24,8 @@ We send:
 
 We read ``setupComplete`` (ready), ``serverContent`` (``modelTurn`` audio parts,
 ``inputTranscription`` / ``outputTranscription``, ``interrupted``, ``turnComplete`` (the end
-of the interaction), ``toolCall.functionCalls`` (``id``, ``name``, ``args``),
+of the interaction), ``toolCall.functionCalls`` (``id``, ``name``, ``args``; every call of
+one response, so the calls are followed by an ``S2sResponseDone``),
 ``toolCallCancellation.ids`` and ``goAway`` (the server will close soon: a non-fatal
 ``closed`` error).
 
@@ -60,6 +61,7 @@ from brisvox.providers.s2s import (
     S2sInteractionEnded,
     S2sInterrupted,
     S2sReady,
+    S2sResponseDone,
     S2sToolCall,
     S2sToolCallsCancelled,
     S2sToolResult,
@@ -253,6 +255,9 @@ class LiveDecoder:
                 events.append(S2sToolCall(call["id"], call["name"], {}, arguments_error="the arguments are not a JSON object"))
                 continue
             events.append(S2sToolCall(call["id"], call["name"], args))
+        # One toolCall carries every call of the model's response: say that the response is complete,
+        # so a stage answers them together (Gemini sends no response-done message of its own).
+        events.append(S2sResponseDone())
         return events
 
 
