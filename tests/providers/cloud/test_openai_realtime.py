@@ -172,7 +172,8 @@ async def test_truncate_tells_the_model_the_heard_position_of_its_item() -> None
             received.append(json.loads(raw))
 
     async with FakeWsServer(handler) as server:
-        async with await OpenAiRealtime(options(server.url), SimClock()).connect(S2sConfig()) as session:
+        session = await OpenAiRealtime(options(server.url), SimClock()).connect(S2sConfig())
+        async with session:
             await session.truncate("it7", 1234)
             await session.add_note("NOTE: fact")
             await session.cancel_response()
@@ -228,7 +229,8 @@ async def test_a_dropped_connection_is_a_fatal_error_event_and_ends_the_session(
         await ws.close(1011, "internal error")
 
     async with FakeWsServer(handler) as server:
-        async with await OpenAiRealtime(options(server.url), SimClock()).connect(S2sConfig()) as session:
+        session = await OpenAiRealtime(options(server.url), SimClock()).connect(S2sConfig())
+        async with session:
             events = [e async for e in session]
     assert len(events) == 1 and isinstance(events[0], S2sError) and events[0].fatal
     assert events[0].error.kind is ProviderErrorKind.SERVER
