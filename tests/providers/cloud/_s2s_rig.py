@@ -8,8 +8,9 @@ vendor's wire format (``Vendor`` implementations live in the adapter tests).
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -17,15 +18,19 @@ from websockets.asyncio.server import ServerConnection
 
 from brisvox.agent.context import ToolCall
 from brisvox.agent.tools import CancelToken, ToolCallContext, ToolEngine, ToolKind, ToolRegistry, ToolSpec
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, SimClock
 from brisvox.providers.s2s import (
+    S2sConfig,
     S2sEvent,
     S2sInteractionEnded,
+    S2sProvider,
     S2sResponseDone,
     S2sSession,
     S2sToolCall,
     S2sToolResult,
 )
+
+from ._fake_ws import FakeWsServer
 
 Call = tuple[str, str, dict[str, Any]]  # vendor call id, tool name, arguments
 
@@ -143,3 +148,30 @@ class Script:
         await self.vendor.finish(ws)
         async for raw in ws:
             self.trailing.append(json.loads(raw))
+
+
+@dataclass
+class Outcome:
+    script: Script
+    tools: Tools
+    seen: list[S2sEvent]
+    elapsed: float  # virtual seconds from the connect to the end of the interaction
+
+
+async def run_scenario(
+    vendor: Vendor, provider: Callable[[str, Clock], S2sProvider], rounds: list[list[Call]], *, input_rate: int = 24_000
+) -> Outcome:
+    """One scenario: the vendor's script on a loopback server, the adapter and the tool engine on our side."""
+    clock = SimClock()
+    tools = Tools(clock)
+    registry = tools.registry()
+    script = Script(vendor, rounds)
+    async with FakeWsServer(script) as server, ToolEngine(registry, "call-1", clock) as engine:
+        session = await provider(server.url, clock).connect(S2sConfig(tools=registry.specs(), input_rate=input_rate))
+        async with session:
+            start = clock.now()
+            seen = await drive(session, engine)
+            elapsed = clock.now() - start
+        for _ in range(20):  # let the server read up to the close
+            await asyncio.sleep(0)
+    return Outcome(script, tools, seen, elapsed)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 from collections.abc import Sequence
@@ -11,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.server import ServerConnection
 
-from brisvox.agent.tools import ToolEngine, ToolKind, ToolSpec
+from brisvox.agent.tools import ToolKind, ToolSpec
 from brisvox.core.clock import SimClock
 from brisvox.core.secret import Secret
 from brisvox.providers.cloud.gemini_live import (
@@ -81,22 +80,9 @@ class Live:
 
 
 async def run_scenario(rounds: list[list[rig.Call]]) -> tuple[rig.Script, rig.Tools, list[Any], float, Live]:
-    clock = SimClock()
-    tools = rig.Tools(clock)
-    registry = tools.registry()
     vendor = Live()
-    script = rig.Script(vendor, rounds)
-    async with FakeWsServer(script) as server:
-        provider = GeminiLive(options(server.url), clock)
-        async with ToolEngine(registry, "call-1", clock) as engine:
-            session = await provider.connect(S2sConfig(tools=registry.specs(), input_rate=16_000))
-            async with session:
-                start = clock.now()
-                seen = await rig.drive(session, engine)
-                elapsed = clock.now() - start
-            for _ in range(20):  # let the server read to the close
-                await asyncio.sleep(0)
-    return script, tools, seen, elapsed, vendor
+    out = await rig.run_scenario(vendor, lambda url, clock: GeminiLive(options(url), clock), rounds, input_rate=16_000)
+    return out.script, out.tools, out.seen, out.elapsed, vendor
 
 
 def responses(answer: list[dict[str, Any]]) -> list[dict[str, Any]]:

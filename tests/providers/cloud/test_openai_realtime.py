@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.server import ServerConnection
 
-from brisvox.agent.tools import ToolEngine, ToolKind, ToolSpec
+from brisvox.agent.tools import ToolKind, ToolSpec
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import InvalidInput
 from brisvox.core.secret import Secret
@@ -82,21 +82,10 @@ class Realtime:
 
 
 async def run_scenario(rounds: list[list[rig.Call]]) -> tuple[rig.Script, rig.Tools, list[Any], float]:
-    clock = SimClock()
-    tools = rig.Tools(clock)
-    registry = tools.registry()
     vendor = Realtime()
-    script = rig.Script(vendor, rounds)
-    async with FakeWsServer(script) as server:
-        provider = OpenAiRealtime(options(server.url), clock)
-        async with ToolEngine(registry, "call-1", clock) as engine:
-            session = await provider.connect(S2sConfig(tools=registry.specs()))
-            async with session:
-                start = clock.now()
-                seen = await rig.drive(session, engine)
-                elapsed = clock.now() - start
-        assert vendor.session_update is not None
-    return script, tools, seen, elapsed
+    out = await rig.run_scenario(vendor, lambda url, clock: OpenAiRealtime(options(url), clock), rounds)
+    assert vendor.session_update is not None and vendor.session_update["type"] == "session.update"
+    return out.script, out.tools, out.seen, out.elapsed
 
 
 def outputs(answer: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:

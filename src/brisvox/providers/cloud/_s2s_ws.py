@@ -12,6 +12,8 @@ non-fatal one of kind ``protocol``.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import logging
@@ -30,7 +32,7 @@ from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import ResiliencePolicy, deadline, guarded, timeout_error
 from brisvox.providers.s2s import S2sError, S2sEvent, S2sReady
 
-__all__ = ["Decoder", "S2sWsSession", "protocol_error"]
+__all__ = ["Decoder", "S2sWsProvider", "S2sWsSession", "decode_pcm", "load_object", "protocol_error"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,47 @@ Decoder = Callable[[str | bytes], list[S2sEvent]]
 
 def protocol_error(provider: str, what: str) -> S2sError:
     return S2sError(ProviderError(provider, ProviderErrorKind.PROTOCOL, what), fatal=False)
+
+
+def load_object(provider: str, raw: str | bytes) -> dict[str, Any] | S2sError:
+    """One vendor message as a JSON object, or the protocol error saying why not."""
+    try:
+        msg = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return protocol_error(provider, "a message is not JSON")
+    if not isinstance(msg, dict):
+        return protocol_error(provider, "a message is not a JSON object")
+    return msg
+
+
+def decode_pcm(provider: str, data: object) -> bytes | S2sError:
+    """Base64 PCM16 audio from a vendor message, or the protocol error saying why not."""
+    if not isinstance(data, str):
+        return protocol_error(provider, "an audio chunk without its data")
+    try:
+        pcm = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        return protocol_error(provider, "an audio chunk is not base64")
+    if len(pcm) % 2:
+        return protocol_error(provider, "an audio chunk is not whole PCM16 samples")
+    return pcm
+
+
+class S2sWsProvider:
+    """What the S2S providers share: their options, the injected clock, a name and a repr without the key."""
+
+    provider = "s2s"
+
+    def __init__(self, options: Any, clock: Clock) -> None:
+        self._options = options
+        self._clock = clock
+
+    @property
+    def name(self) -> str:
+        return self.provider
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self._options.model!r}, base_url={self._options.base_url!r})"
 
 
 class S2sWsSession(SessionBase[S2sEvent]):

@@ -37,8 +37,6 @@ telling the model which words the caller heard.
 from __future__ import annotations
 
 import base64
-import binascii
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +47,13 @@ from brisvox.core.errors import InvalidInput
 from brisvox.core.secret import Secret
 from brisvox.providers.cloud._errors import vendor_text
 from brisvox.providers.cloud._llm import parse_json_object
-from brisvox.providers.cloud._s2s_ws import S2sWsSession, protocol_error
+from brisvox.providers.cloud._s2s_ws import (
+    S2sWsProvider,
+    S2sWsSession,
+    decode_pcm,
+    load_object,
+    protocol_error,
+)
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy
 from brisvox.providers.s2s import (
@@ -170,12 +174,9 @@ class LiveDecoder:
     """Gemini Live server messages to S2S events (pure; bad messages become non-fatal protocol errors)."""
 
     def __call__(self, raw: str | bytes) -> list[S2sEvent]:
-        try:
-            msg = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return [protocol_error(PROVIDER, "a message is not JSON")]
-        if not isinstance(msg, dict):
-            return [protocol_error(PROVIDER, "a message is not a JSON object")]
+        msg = load_object(PROVIDER, raw)
+        if isinstance(msg, S2sError):
+            return [msg]
         events: list[S2sEvent] = []
         if "setupComplete" in msg:
             events.append(S2sReady())
@@ -228,15 +229,9 @@ class LiveDecoder:
         inline = part.get("inlineData")
         if inline is None:
             return []  # text and thought parts: the transcripts carry what was said
-        data = inline.get("data") if isinstance(inline, dict) else None
-        if not isinstance(data, str):
-            return [protocol_error(PROVIDER, "an inlineData part without its data")]
-        try:
-            pcm = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
-            return [protocol_error(PROVIDER, "an audio part is not base64")]
-        if len(pcm) % 2:
-            return [protocol_error(PROVIDER, "an audio part is not whole PCM16 samples")]
+        pcm = decode_pcm(PROVIDER, inline.get("data") if isinstance(inline, dict) else None)
+        if isinstance(pcm, S2sError):
+            return [pcm]
         return [S2sAudio(pcm)]
 
     def _calls(self, tool_call: Any) -> list[S2sEvent]:
@@ -261,19 +256,14 @@ class LiveDecoder:
         return events
 
 
-class GeminiLive:
+class GeminiLive(S2sWsProvider):
     """The Gemini Live speech-to-speech provider."""
 
+    provider = PROVIDER
+    _options: GeminiLiveOptions
+
     def __init__(self, options: GeminiLiveOptions, clock: Clock) -> None:
-        self._options = options
-        self._clock = clock
-
-    @property
-    def name(self) -> str:
-        return PROVIDER
-
-    def __repr__(self) -> str:
-        return f"GeminiLive(model={self._options.model!r}, base_url={self._options.base_url!r})"
+        super().__init__(options, clock)
 
     async def connect(self, config: S2sConfig) -> GeminiLiveSession:
         session = GeminiLiveSession(config.input_rate, self._clock, self._options.policy)

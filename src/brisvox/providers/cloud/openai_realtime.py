@@ -25,7 +25,6 @@ interaction) and ``error``.  Everything else is ignored.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,7 +35,13 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ConfigError, InvalidInput
 from brisvox.core.secret import Secret
 from brisvox.providers.cloud._errors import vendor_text
-from brisvox.providers.cloud._s2s_ws import S2sWsSession, protocol_error
+from brisvox.providers.cloud._s2s_ws import (
+    S2sWsProvider,
+    S2sWsSession,
+    decode_pcm,
+    load_object,
+    protocol_error,
+)
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.resilient import DEFAULT_POLICY, ResiliencePolicy
 from brisvox.providers.s2s import (
@@ -176,12 +181,11 @@ class RealtimeDecoder:
     """OpenAI Realtime server events to S2S events (pure; bad events become non-fatal protocol errors)."""
 
     def __call__(self, raw: str | bytes) -> list[S2sEvent]:
-        try:
-            msg = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return [protocol_error(PROVIDER, "an event is not JSON")]
-        if not isinstance(msg, dict) or not isinstance(msg.get("type"), str):
-            return [protocol_error(PROVIDER, "an event is not an object with a type")]
+        msg = load_object(PROVIDER, raw)
+        if isinstance(msg, S2sError):
+            return [msg]
+        if not isinstance(msg.get("type"), str):
+            return [protocol_error(PROVIDER, "an event without its type")]
         kind: str = msg["type"]
         if kind == "session.updated":
             return [S2sReady()]
@@ -210,15 +214,9 @@ class RealtimeDecoder:
         return []
 
     def _audio(self, msg: dict[str, Any]) -> list[S2sEvent]:
-        delta = _str(msg, "delta")
-        if delta is None:
-            return [protocol_error(PROVIDER, "an audio delta without its data")]
-        try:
-            pcm = base64.b64decode(delta, validate=True)
-        except (binascii.Error, ValueError):
-            return [protocol_error(PROVIDER, "an audio delta is not base64")]
-        if len(pcm) % 2:
-            return [protocol_error(PROVIDER, "an audio delta is not whole PCM16 samples")]
+        pcm = decode_pcm(PROVIDER, msg.get("delta"))
+        if isinstance(pcm, S2sError):
+            return [pcm]
         return [S2sAudio(pcm, item_id=_str(msg, "item_id"))]
 
     def _text(self, msg: dict[str, Any], speaker: Speaker, key: str, final: bool) -> list[S2sEvent]:
@@ -266,19 +264,14 @@ def _tool_call(call_id: str, name: str, raw: str) -> S2sToolCall:
     return S2sToolCall(call_id, name, args)
 
 
-class OpenAiRealtime:
+class OpenAiRealtime(S2sWsProvider):
     """The OpenAI Realtime speech-to-speech provider."""
 
+    provider = PROVIDER
+    _options: OpenAiRealtimeOptions
+
     def __init__(self, options: OpenAiRealtimeOptions, clock: Clock) -> None:
-        self._options = options
-        self._clock = clock
-
-    @property
-    def name(self) -> str:
-        return PROVIDER
-
-    def __repr__(self) -> str:
-        return f"OpenAiRealtime(model={self._options.model!r}, base_url={self._options.base_url!r})"
+        super().__init__(options, clock)
 
     async def connect(self, config: S2sConfig) -> OpenAiRealtimeSession:
         if config.input_rate != RATE or config.output_rate != RATE:
