@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import brisvox.agent.guards as guards
 from brisvox.agent.guards import (
@@ -212,3 +214,16 @@ def test_a_result_within_the_budget_is_the_answer() -> None:
 def test_a_budget_that_is_not_positive_is_refused() -> None:
     with pytest.raises(ConfigError):
         ThinkBudget(0.0)
+
+
+def test_a_quoted_claim_is_its_own_sentence_cut_to_the_quote_limit() -> None:
+    text = "Hello there. Let me check " + "x" * 400 + ". Bye."
+    quote = ClaimPatterns().find(text, ClaimKind.WORK)
+    assert quote is not None and quote.startswith("Let me check") and len(quote) == guards.MAX_QUOTE
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200), kind=st.sampled_from(list(ClaimKind)))
+def test_finding_claims_in_any_text_returns_a_piece_of_it_or_nothing(text: str, kind: ClaimKind) -> None:
+    quote = ClaimPatterns().find(text, kind)
+    assert quote is None or quote in text
