@@ -73,6 +73,16 @@ def test_a_send_claim_said_before_the_call_started_is_not_charged_to_it() -> Non
     assert guard.result("c1", delivered=[], at=2.0).correction is None
 
 
+def test_a_cancelled_call_is_forgotten_with_its_claims() -> None:
+    guard = DeliveryClaimGuard()
+    guard.call_started("c1", at=1.0)
+    guard.agent_said("I sent it.", at=1.5)
+    guard.call_cancelled("c1", at=2.0)
+    assert guard.running_calls == 0
+    with pytest.raises(InvalidInput):
+        guard.result("c1", delivered=[], at=3.0)
+
+
 def test_a_result_for_a_call_never_started_is_an_error_naming_the_call() -> None:
     with pytest.raises(InvalidInput, match="c9"):
         DeliveryClaimGuard().result("c9", delivered=[], at=1.0)

@@ -221,6 +221,15 @@ class DeliveryClaimGuard:
             if at >= started:
                 self._claims[call_id] = claim
 
+    def call_cancelled(self, call_id: str, at: float) -> None:
+        """A call that will have no result (withdrawn by the vendor, the session ended): forget it."""
+        self._running.pop(call_id, None)
+        self._claims.pop(call_id, None)
+
+    @property
+    def running_calls(self) -> int:
+        return len(self._running)
+
     def result(self, call_id: str, delivered: Sequence[str], at: float) -> DeliveryVerdict:
         if call_id not in self._running:
             raise InvalidInput(f"delivery guard: result for {call_id!r}, which was never started (at {at:g})")
