@@ -23,14 +23,14 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed
 
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
-from brisvox.providers.channel import SessionBase
 from brisvox.providers.cloud._ws import close_error, close_ws, open_ws
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.resilient import ResiliencePolicy, deadline, guarded, timeout_error
+from brisvox.providers.resilient import ResiliencePolicy, guarded, timeout_error
 from brisvox.providers.s2s import S2sError, S2sEvent, S2sReady
+from brisvox.providers.session import SessionBase
 
 __all__ = ["Decoder", "S2sWsProvider", "S2sWsSession", "decode_pcm", "load_object", "protocol_error"]
 
