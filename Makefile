@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 APT_PACKAGES := espeak-ng sox chromium
 
-.PHONY: test demo check venv deps-test apt lint typecheck pytest bench clean
+.PHONY: test demo check venv deps-test apt lint typecheck pytest bench clean rtvi-proto
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -63,6 +63,10 @@ bench: venv
 	$(PY) bench/inference.py
 	$(PY) bench/cloud_llm_stream.py
 	$(PY) bench/turn_machine.py
+
+# Regenerates the RTVI wire module from its .proto (tests/transport/rtvi/test_wire.py checks it is current).
+rtvi-proto:
+	cd src/brisvox/transport/rtvi && $(abspath $(PY)) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. frames.proto
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
