@@ -144,6 +144,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
     from brisvox.server.metrics import ServerMetrics
     from brisvox.server.page import page_routes
+    from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
     from brisvox.server.settings import Settings
 
     try:
@@ -187,8 +188,15 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     endpoint = EngineEndpoint(clock, ws_config)
+    rtvi = RtviEndpoint(clock, ws_config)
+
+    def stop_calls() -> None:
+        endpoint.close()
+        rtvi.close()
+
     parts = ServerParts(
-        runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
+        runner=runner, call_endpoint=endpoint, call_routes={RTVI_PATH: rtvi}, description=description,
+        on_stop_calls=stop_calls,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
     )

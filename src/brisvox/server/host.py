@@ -17,8 +17,8 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import uvicorn
@@ -66,6 +66,8 @@ class ServerParts:
     ws_max_size: int = 16 * 1024 * 1024
     extra_routes: tuple[BaseRoute, ...] = ()
     """More routes of the app (the demo page)."""
+    call_routes: Mapping[str, CallEndpoint] = field(default_factory=dict)
+    """More call endpoints by path (RTVI's ``/rtvi``), admitted like ``call_endpoint``."""
     metrics: ServerMetrics | None = None
     """The metrics ``/metrics`` exports; the runner feeds the same object (a fresh one when None)."""
     agent: str | None = None
@@ -125,7 +127,7 @@ async def serve(
     access = AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp())
     log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
-                    extra_routes=parts.extra_routes, access=access)
+                    call_routes=parts.call_routes, extra_routes=parts.extra_routes, access=access)
     edge = edge or Edge(clock, settings.edge_config())
     http_protocol, ws_protocol = edge.protocols()
     config = uvicorn.Config(

@@ -3,6 +3,7 @@ talk to brisvox.  ``wire`` is the protobuf framing; see docs/RTVI.md."""
 
 from __future__ import annotations
 
+from brisvox.transport.rtvi.connection import RtviCall, RtviConfig, run_rtvi_call
 from brisvox.transport.rtvi.wire import (
     InboundAudio,
     InboundFrame,
@@ -20,9 +21,12 @@ __all__ = [
     "InboundFrame",
     "InboundMessage",
     "InboundText",
+    "RtviCall",
+    "RtviConfig",
     "WireError",
     "WireErrorKind",
     "decode_frame",
     "encode_audio",
     "encode_message",
+    "run_rtvi_call",
 ]
