@@ -18,9 +18,14 @@ apt:
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; fi
 
+RTVI_JS := tests/transport/rtvi/js
+
 deps-test: venv apt
 	$(PIP) install -q -e '.[test,local]'
 	$(PY) -m brisvox models fetch
+	@# Pipecat's own JavaScript client for the RTVI tests (pinned by package-lock.json); without node they skip
+	@if command -v npm >/dev/null 2>&1; then (cd $(RTVI_JS) && npm ci --no-audit --no-fund --silent); \
+	  else echo "node/npm not found: the RTVI JavaScript client tests will skip"; fi
 
 test: deps-test check
 

@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
+import shutil
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from brisvox.audio import write_wav
 from brisvox.core.clock import SystemClock
 from brisvox.core.frames import TurnEndReason
 from brisvox.engine import Providers
@@ -27,7 +31,7 @@ from brisvox.server.metrics import ServerMetrics
 from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint, RtviEvents
 from brisvox.server.settings import Settings
 from brisvox.server.tools import ToolSet
-from brisvox.sim import MockStt, MockTts, Say, ScriptedLlm
+from brisvox.sim import MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.transport.rtvi import InboundAudio, InboundMessage, decode_frame, encode_audio, encode_message
 from brisvox.transport.websocket import ServerConfig
 
@@ -36,10 +40,10 @@ AGENT = ('[agent]\nname = "a"\nprompt = "p"\ngreeting = "Hello there."\n\n'
 
 
 @contextlib.asynccontextmanager
-async def serving(on_client_message: Any = None) -> AsyncIterator[str]:
+async def serving(on_client_message: Any = None, stt: MockStt | None = None) -> AsyncIterator[str]:
     clock = SystemClock()
     providers = CallProviders(
-        providers=Providers(stt=MockStt(clock), llm=ScriptedLlm(clock, [[Say("Sure.")]] * 4), tts=MockTts(clock),
+        providers=Providers(stt=stt or MockStt(clock), llm=ScriptedLlm(clock, [[Say("Sure.")]] * 4), tts=MockTts(clock),
                             vad=energy_vad),
         llm_label="scripted (test)", vad_label="energy",
     )
@@ -161,3 +165,44 @@ def test_the_engines_events_become_rtvi_messages_in_order() -> None:
                    "bot-llm-started",
                    "bot-tts-started", "bot-llm-text", "bot-tts-text", "bot-llm-text", "bot-tts-text",
                    "bot-llm-stopped", "bot-tts-stopped"]
+
+
+JS_DIR = Path(__file__).resolve().parents[1] / "transport" / "rtvi" / "js"
+
+
+def _node_client() -> list[str]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: Pipecat's JavaScript client cannot run (install Node 20)")
+    if not (JS_DIR / "node_modules" / "@pipecat-ai" / "client-js").is_dir():
+        pytest.skip(f"the npm packages are not installed: `npm ci` in {JS_DIR} (`make deps-test` does it)")
+    return [node, str(JS_DIR / "rtvi_client.cjs")]
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+async def test_pipecats_js_client_gets_bot_ready_the_users_transcript_the_bots_text_and_its_audio(
+    tmp_path: Path,
+) -> None:
+    command = _node_client()
+    clock = SystemClock()
+    scenario = ScenarioBuilder().pause(1.0).say("a table for four").pause(3.0).build()
+    wav = tmp_path / "mic.wav"
+    write_wav(wav, b"".join(scenario.frames(0.02)), scenario.sample_rate)
+    async with serving(stt=MockStt.for_scenario(clock, scenario)) as url:
+        proc = await asyncio.create_subprocess_exec(*command, url, str(wav), "7", stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 40)
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    assert proc.returncode == 0, err.decode()[-2000:]
+    events = [x.get("event") for x in lines]
+    assert "botReady" in events, lines
+    ready = next(x for x in lines if x.get("event") == "botReady")
+    assert ready["data"]["version"] == "2.1.0"
+    finals = [x["data"]["text"] for x in lines if x.get("event") == "userTranscript" and x["data"]["final"]]
+    assert "a table for four" in " ".join(finals)
+    bot_text = "".join(x["data"]["text"] for x in lines if x.get("event") == "botLlmText")
+    assert "Hello there." in bot_text and "Sure." in bot_text
+    done = next(x for x in lines if x.get("done"))
+    assert done.get("done") and done["botPeak"] > 1000 and done["botSamples"] > 24000 // 2
+    assert "error" not in events, [x for x in lines if x.get("event") == "error"]
