@@ -7,7 +7,9 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import shutil
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -206,3 +208,31 @@ async def test_pipecats_js_client_gets_bot_ready_the_users_transcript_the_bots_t
     done = next(x for x in lines if x.get("done"))
     assert done.get("done") and done["botPeak"] > 1000 and done["botSamples"] > 24000 // 2
     assert "error" not in events, [x for x in lines if x.get("event") == "error"]
+
+
+DENSITY_CLIENT = Path(__file__).resolve().parents[2] / "bench" / "pipecat_density_client.py"
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+async def test_the_density_client_pipecat_is_measured_with_gets_a_normal_turn(tmp_path: Path) -> None:
+    clock = SystemClock()
+    # the client streams silence for about 2 s, then the speech (on a 160 ms boundary)
+    scenario = ScenarioBuilder().pause(2.0).say("a table for four").pause(1.0).build()
+    pcm = b"".join(scenario.frames(0.02))[2 * 16000 * 2:-16000 * 2]  # the speech alone: the client adds silence
+    wav = tmp_path / "speech16.wav"
+    write_wav(wav, pcm, 16000)
+    out = tmp_path / "density.json"
+    async with serving(stt=MockStt.for_scenario(clock, scenario)) as url:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(DENSITY_CLIENT), "-n", "1", "--turns", "1", "--stagger", "0", "--spread", "0",
+            "--url", url, "--wav", str(wav), "--server-pid", str(os.getpid()), "--out", str(out),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 40)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    result = json.loads(out.read_text())
+    summary = result["summary"]
+    assert summary["n_errors"] == 0, summary["errors"]
+    assert summary["replies"] == 1
+    turn = result["turns"][0]
+    assert 0 < turn["v2v"] < 3.0 and turn["bot_audio_s"] > 0
