@@ -36,15 +36,16 @@ from tests.transport.websocket.test_connection import ScriptedPeer
 async def serve_one(peer: ScriptedPeer) -> tuple[RtviCall, asyncio.Task[None], SimClock]:
     clock = SimClock()
     calls: list[RtviCall] = []
+    delivered = asyncio.Event()
 
     async def deliver(call: RtviCall) -> bool:
         calls.append(call)
+        delivered.set()
         return True
 
     task = asyncio.ensure_future(run_rtvi_call(peer, clock=clock, config=ServerConfig(), rtvi_config=RtviConfig(),
                                                deliver=deliver, shutdown=asyncio.Event(), stats=ServerStats()))
-    while not calls:
-        await asyncio.sleep(0)
+    await delivered.wait()
     return calls[0], task, clock
 
 
