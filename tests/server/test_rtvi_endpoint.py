@@ -139,12 +139,11 @@ async def test_unsupported_or_bad_requests_get_an_error_response_with_their_id_a
 
     async with serving(answer) as url, connect(url, compression=None) as ws:
         await ws.send(rtvi("no-such-type", id_="u1"))
-        await ws.send(rtvi("send-text", {"content": "hi"}, "s1"))
         await ws.send(rtvi("dtmf", {"buttons": ["1", "x"]}, "d1"))
         await ws.send(rtvi("client-message", {"t": "ping", "d": {"n": 1}}, "m1"))
         messages, _, _ = await collect(ws, "server-response")
         errors = {m.id: m.data for m in messages if m.type == "error-response"}
-        assert set(errors) >= {"u1", "s1", "d1"}
+        assert set(errors) >= {"u1", "d1"}
         assert "no-such-type" in errors["u1"]["error"] and "buttons" in errors["d1"]["error"]
         response = next(m for m in messages if m.type == "server-response")
         assert response.id == "m1" and response.data == {"t": "ping", "d": {"echo": {"n": 1}, "t": "ping"}}
@@ -152,6 +151,20 @@ async def test_unsupported_or_bad_requests_get_an_error_response_with_their_id_a
         more, _, _ = await collect(ws, "error")
         assert more[-1].data == {"error": "the binary message is not a pipecat Frame",
                                  "message": "the binary message is not a pipecat Frame", "fatal": False}
+
+
+@pytest.mark.realtime
+async def test_send_text_is_a_typed_turn_the_bot_answers_out_loud() -> None:
+    async with serving() as url, connect(url, compression=None) as ws:
+        await collect(ws, "bot-stopped-speaking")  # the greeting
+        await ws.send(rtvi("send-text", {"content": "a table for two", "options": {"audio_response": True}}, "s1"))
+        messages, audio, _ = await collect(ws, "bot-stopped-speaking")
+        types = [m.type for m in messages]
+        assert "error-response" not in types
+        assert [m.data["text"] for m in messages if m.type == "user-llm-text"] == ["a table for two"]
+        assert types.index("user-llm-text") < types.index("bot-llm-text")
+        assert "".join(m.data["text"] for m in messages if m.type == "bot-llm-text").strip() == "Sure."
+        assert int(np.abs(np.frombuffer(audio, "<i2")).max()) > 1000
 
 
 def test_the_engines_events_become_rtvi_messages_in_order() -> None:

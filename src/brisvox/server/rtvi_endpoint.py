@@ -11,8 +11,8 @@ the socket closed).
 :class:`RtviSide` turns the engine's typed events (:mod:`brisvox.engine.events`) into RTVI
 messages (:class:`RtviEvents`) and answers the application's requests: ``client-message``
 goes to the endpoint's ``on_client_message`` (``server-response`` with its answer; without
-one, ``error-response``); ``send-text`` and ``ui-event`` are answered ``error-response``
-(not supported yet, docs/RTVI.md).
+one, ``error-response``); ``ui-event`` is answered ``error-response`` (not supported yet,
+docs/RTVI.md).  ``send-text`` never reaches here: the transport hands it to the engine.
 """
 
 from __future__ import annotations
@@ -144,8 +144,6 @@ class RtviSide:
             except Exception:  # the application's bug: logged with its traceback, the client told
                 log.exception("rtvi: the client-message handler failed for %r", req.t)
                 return rtvi.error_response(req.id, f"client-message {req.t!r} failed")
-        if isinstance(req, rtvi.SendText):
-            return rtvi.error_response(req.id, "send-text is not supported by this server yet")
         return rtvi.error_response(getattr(req, "id", None), f"{type(req).__name__} is not supported here")
 
 

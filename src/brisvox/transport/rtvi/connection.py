@@ -11,9 +11,9 @@ the JS client plays at 24 kHz whatever the frame says), both in the call metadat
 
 What the transport answers itself: ``client-ready`` (``bot-ready`` with the request id; a
 client on another major version gets a warning in the log), ``disconnect-bot`` (the
-caller hangs up), ``dtmf`` (one WireDtmf per key), a malformed or unknown message
-(``error-response``).  The application's messages (``client-message``, ``send-text``,
-``ui-event``) go to :attr:`RtviCall.requests` (bounded; a full queue answers
+caller hangs up), ``dtmf`` (one WireDtmf per key), ``send-text`` and Pipecat's text frames
+(a WireText: the engine takes it as a typed turn), a malformed or unknown message
+(``error-response``).  The application's messages (``client-message``, ``ui-event``) go to :attr:`RtviCall.requests` (bounded; a full queue answers
 ``error-response``).  The application sends RTVI messages with :meth:`RtviCall.send`.
 
 Browsers report no playout, so marks are acknowledged from a playout estimate on the
@@ -52,6 +52,7 @@ from brisvox.transport.events import (
     WireMark,
     WireMarkEcho,
     WireStarted,
+    WireText,
 )
 from brisvox.transport.link import CallEnds, CallLink, call_pair
 from brisvox.transport.rtvi import protocol as rtvi
@@ -222,8 +223,8 @@ class _Call:
                     self.ends.events.try_send(WireAudio(frame.pcm, frame.sample_rate, next(self.seq), self.last_seen))
             elif isinstance(frame, InboundMessage):
                 await self._request(frame)
-            else:  # a TextFrame/TranscriptionFrame: what a Python Pipecat client types
-                await self._queue_request(rtvi.SendText(None, frame.text[:4096], True))
+            elif frame.text.strip():  # a TextFrame/TranscriptionFrame: what a Python Pipecat client types
+                await self._lossless(WireText(frame.text[:4096], self.last_seen))
 
     async def _request(self, msg: InboundMessage) -> None:
         try:
@@ -244,6 +245,9 @@ class _Call:
         elif isinstance(req, rtvi.DtmfKeys):
             for key in req.buttons:
                 await self._lossless(WireDtmf(key, self.last_seen))
+        elif isinstance(req, rtvi.SendText):
+            if req.content.strip():
+                await self._lossless(WireText(req.content, self.last_seen))
         else:
             await self._queue_request(req)
 
