@@ -25,19 +25,15 @@ PROTO_DIR = Path(frames_pb2.__file__).parent
 
 
 def _density_client_audio(pcm: bytes, rate: int) -> bytes:
-    """The hand-written encoder of /work/shared/bench/pipecat_density_client.py (its bytes, copied)."""
-
-    def varint(n: int) -> bytes:
-        out = bytearray()
-        while True:
-            b = n & 0x7F
-            n >>= 7
-            out.append(b | (0x80 if n else 0))
-            if not n:
-                return bytes(out)
-
-    inner = b"\x1a" + varint(len(pcm)) + pcm + b"\x20" + varint(rate) + b"\x28\x01"
-    return b"\x12" + varint(len(inner)) + inner
+    """The hand-written encoder of bench/pipecat_density_client.py (the client Pipecat is measured with)."""
+    path = Path(__file__).resolve().parents[3] / "bench" / "pipecat_density_client.py"
+    spec = importlib.util.spec_from_file_location("pipecat_density_client", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.SR = rate
+    data: bytes = module.encode_audio(pcm)
+    return data
 
 
 def test_the_density_clients_hand_encoded_audio_decodes_as_audio() -> None:
