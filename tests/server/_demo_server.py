@@ -34,8 +34,8 @@ LLM_LABELS = {"scripted": "llm auto: scripted (", "local": "llm auto: local ("}
 
 def need_local_llm() -> None:
     """Skip unless the local-llm extra is installed and its model fetched."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("the local-llm extra is not installed (llama-cpp-python)")
+    if importlib.util.find_spec("xllamacpp") is None:
+        pytest.skip("the local-llm extra is not installed (xllamacpp)")
     if not model_path(QWEN_CODER_0_5B).exists():
         pytest.skip("the local LLM is not fetched (brisvox models fetch qwen2_5_coder_0_5b_q4)")
 

@@ -26,6 +26,7 @@ class ProviderErrorKind(enum.Enum):
     PROTOCOL = "protocol"  # the provider sent something we cannot parse or did not expect
     CLOSED = "closed"  # the session ended under us (disconnect mid-stream) or was already closed
     MODEL = "model"  # an embedded model failed to load or run
+    BUSY = "busy"  # an embedded model's request queue is full (refused at once, not retried)
 
     @property
     def retryable(self) -> bool:

@@ -1,0 +1,148 @@
+"""Tool calls of the embedded model: the grammar that constrains them and the parser that reads them.
+
+A small model asked to write tool calls freely writes them badly (wrong names, arguments
+that fail the schema, calls spoken as text).  So the embedded LLM's output is constrained
+by a grammar built from the offered tools' JSON Schemas: a reply is *either* plain text
+(which never starts with ``{`` and never contains a brace) *or* exactly one JSON object
+``{"name": <an offered tool>, "arguments": <that tool's schema>}``.  The grammar is in
+llguidance's Lark form (what llama.cpp's ``grammar`` field takes in the xllamacpp wheels),
+its JSON parts given as JSON Schema (``%json``), so every schema keyword llguidance knows
+(patterns, bounds, enums, ``additionalProperties: false``) holds token by token.
+
+:func:`tools_prompt` is the part of the system prompt that tells the model the same
+format; it is byte-identical for the same tools, so llama.cpp's prompt cache keeps it
+evaluated across turns.  :class:`ReplyParser` reads the streamed reply: text passes
+through as it arrives; a reply whose first non-blank character is ``{`` is held and read
+once at the end into a :class:`ParsedCall` (or a :class:`MalformedCall` when it was cut,
+by the token limit for instance).  This module is pure (no I/O, no clock).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from brisvox.core.errors import BrisvoxError
+
+__all__ = ["MalformedCall", "ParsedCall", "ReplyParser", "ToolSchema", "call_text", "tool_grammar", "tools_prompt"]
+
+# Text may not open with a brace or blank (the call's first character), nor hold braces.
+_TEXT_RULE = r"say: /[^{}\s][^{}]*/"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSchema:
+    """What the grammar needs of an offered tool."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCall:
+    name: str
+    arguments: str  # a JSON object, serialized compactly
+
+    def __repr__(self) -> str:
+        return f"ParsedCall({self.name!r}, <{len(self.arguments)} chars>)"
+
+
+class MalformedCall(BrisvoxError):
+    """The reply opened a tool call that is not a complete call of an offered tool."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"malformed tool call: {reason}")
+        self.reason = reason
+
+
+def _call_schema(tool: ToolSchema) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"name": {"const": tool.name}, "arguments": dict(tool.parameters)},
+        "required": ["name", "arguments"],
+        "additionalProperties": False,
+    }
+
+
+def tool_grammar(tools: Sequence[ToolSchema], *, allow_text: bool = True) -> str:
+    """The llguidance grammar of a reply: text (when ``allow_text``) or one call of one of ``tools``."""
+    if not tools:
+        raise ValueError("tool_grammar needs at least one tool")
+    schema = {"anyOf": [_call_schema(t) for t in tools]} if len(tools) > 1 else _call_schema(tools[0])
+    start = "start: say | call" if allow_text else "start: call"
+    lines = ["%llguidance {}", start, f"call: %json {json.dumps(schema, sort_keys=True)}"]
+    if allow_text:
+        lines.append(_TEXT_RULE)
+    return "\n".join(lines) + "\n"
+
+
+def tools_prompt(tools: Sequence[ToolSchema]) -> str:
+    """The system-prompt section that describes the tools and the call format (stable bytes)."""
+    lines = [
+        "To use a tool, reply with only one JSON object and nothing else: "
+        '{"name": "<tool name>", "arguments": {...}}. Otherwise reply with plain spoken text.',
+        "Tools:",
+    ]
+    for t in tools:
+        lines.append(f"- {t.name}: {t.description} Arguments: {json.dumps(dict(t.parameters), sort_keys=True)}")
+    return "\n".join(lines)
+
+
+def call_text(name: str, arguments: Mapping[str, Any]) -> str:
+    """A call in the reply format (how the model sees its own earlier calls in the history)."""
+    return json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
+
+
+class ReplyParser:
+    """Feed streamed pieces; get speakable text back; :meth:`finish` returns the call, if any."""
+
+    __slots__ = ("_held", "_lead", "_mode", "_tool_names")
+
+    def __init__(self, tool_names: frozenset[str]) -> None:
+        self._tool_names = tool_names
+        self._lead = ""  # leading blanks, not yet decided
+        self._held = ""  # a call's text, read at the end
+        self._mode: str | None = None  # None (undecided), "text" or "call"
+
+    @property
+    def is_call(self) -> bool:
+        return self._mode == "call"
+
+    def feed(self, piece: str) -> str:
+        if self._mode == "text":
+            return piece
+        if self._mode == "call":
+            self._held += piece
+            return ""
+        text = self._lead + piece
+        stripped = text.lstrip()
+        if not stripped:
+            self._lead = text
+            return ""
+        self._lead = ""
+        if stripped.startswith("{") and self._tool_names:
+            self._mode = "call"
+            self._held = stripped
+            return ""
+        self._mode = "text"
+        return stripped
+
+    def finish(self) -> ParsedCall | None:
+        """The call the reply made (None for a text reply); raises :class:`MalformedCall`."""
+        if self._mode != "call":
+            return None
+        try:
+            value = json.loads(self._held)
+        except json.JSONDecodeError:
+            raise MalformedCall(f"not complete JSON ({len(self._held)} chars)") from None
+        if not isinstance(value, dict):
+            raise MalformedCall("not a JSON object")
+        name, args = value.get("name"), value.get("arguments")
+        if not isinstance(name, str) or name not in self._tool_names:
+            raise MalformedCall("names no offered tool")
+        if not isinstance(args, dict):
+            raise MalformedCall(f"{name}: arguments are not an object")
+        return ParsedCall(name, json.dumps(args, separators=(",", ":"), ensure_ascii=False))
