@@ -40,14 +40,20 @@ def test_the_grammar_offers_text_or_one_call_of_each_offered_tool_with_its_schem
     alternatives = schema["anyOf"]
     assert isinstance(alternatives, list)
     assert [a["properties"]["name"] for a in alternatives] == [{"const": "check_availability"}, {"const": "book_table"}]
-    assert alternatives[0]["properties"]["arguments"] == dict(CHECK.parameters)
+    assert alternatives[0]["properties"]["arguments"] == {**CHECK.parameters, "additionalProperties": False}
     assert all(a["required"] == ["name", "arguments"] and a["additionalProperties"] is False for a in alternatives)
 
 
 def test_a_forced_call_grammar_has_no_text_alternative() -> None:
     grammar = tool_grammar([CHECK], allow_text=False)
     assert "start: call\n" in grammar and "say" not in grammar
-    assert _call_schema_of(grammar)["properties"] == {"name": {"const": "check_availability"}, "arguments": dict(CHECK.parameters)}
+    arguments = {**CHECK.parameters, "additionalProperties": False}
+    assert _call_schema_of(grammar)["properties"] == {"name": {"const": "check_availability"}, "arguments": arguments}
+
+
+def test_a_schema_that_allows_more_keys_keeps_its_word() -> None:
+    open_tool = ToolSchema("note", "Note.", {"type": "object", "additionalProperties": True})
+    assert _call_schema_of(tool_grammar([open_tool]))["properties"]["arguments"]["additionalProperties"] is True
 
 
 def test_a_grammar_of_no_tools_is_refused() -> None:
@@ -59,7 +65,8 @@ def test_the_tools_prompt_is_the_same_bytes_for_the_same_tools_so_the_prefix_cac
     first = tools_prompt([CHECK, BOOK])
     again = tools_prompt([ToolSchema(CHECK.name, CHECK.description, dict(reversed(list(CHECK.parameters.items())))), BOOK])
     assert first == again
-    assert "- check_availability: Check a table." in first and '{"name": "<tool name>"' in first
+    assert '- check_availability: Check a table. Arguments: {"party_size": {"minimum": 1, "type": "integer"}}; required: party_size.' in first
+    assert '{"name": "<tool name>"' in first
 
 
 def _feed_all(parser: ReplyParser, pieces: list[str]) -> str:

@@ -36,7 +36,10 @@ SYSTEM = SystemMessage(text="Be brief.")
 class FakeBackend:
     """Streams scripted content pieces as llama.cpp's chunks; records requests and threads."""
 
-    def __init__(self, pieces: Sequence[str], *, gate: threading.Event | None = None, finish: str = "stop") -> None:
+    def __init__(
+        self, pieces: Sequence[str], *, gate: threading.Event | None = None, finish: str = "stop", pace: float = 0.0
+    ) -> None:
+        self.pace = pace  # real seconds between chunks (a model's token rate)
         self.pieces = list(pieces)
         self.started = threading.Event()
         self.gate = gate
@@ -52,6 +55,8 @@ class FakeBackend:
         if self.gate is not None:
             assert self.gate.wait(10), "the test never opened the gate"
         for n, piece in enumerate(self.pieces, 1):
+            if self.pace:
+                threading.Event().wait(self.pace)
             if on_chunk({"choices": [{"delta": {"content": piece}, "finish_reason": None}]}):
                 self.stopped_after = n
                 return
@@ -196,7 +201,7 @@ async def test_a_request_beyond_the_queue_is_refused_at_once_with_kind_busy() ->
 
 
 async def test_closing_the_stream_stops_the_generation_at_the_next_token() -> None:
-    backend = FakeBackend(["word "] * 100)
+    backend = FakeBackend(["word "] * 20, pace=0.02)
     llm = _llm(backend)
     try:
         async with llm.stream(_ask()) as stream:
@@ -206,7 +211,7 @@ async def test_closing_the_stream_stops_the_generation_at_the_next_token() -> No
     finally:
         await llm.aclose()
     assert isinstance(first, TextDelta)
-    assert backend.stopped_after is not None and backend.stopped_after < 100
+    assert backend.stopped_after is not None and backend.stopped_after < 20
 
 
 def _model_or_skip() -> XLlamaLlm:

@@ -58,10 +58,18 @@ class MalformedCall(BrisvoxError):
         self.reason = reason
 
 
+def _arguments_schema(tool: ToolSchema) -> dict[str, Any]:
+    # A small model invents extra keys (it copied "type": "object" into the arguments):
+    # unless the tool's schema allows more, only its own properties may appear.
+    schema = dict(tool.parameters)
+    schema.setdefault("additionalProperties", False)
+    return schema
+
+
 def _call_schema(tool: ToolSchema) -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {"name": {"const": tool.name}, "arguments": dict(tool.parameters)},
+        "properties": {"name": {"const": tool.name}, "arguments": _arguments_schema(tool)},
         "required": ["name", "arguments"],
         "additionalProperties": False,
     }
@@ -87,7 +95,9 @@ def tools_prompt(tools: Sequence[ToolSchema]) -> str:
         "Tools:",
     ]
     for t in tools:
-        lines.append(f"- {t.name}: {t.description} Arguments: {json.dumps(dict(t.parameters), sort_keys=True)}")
+        props = json.dumps(t.parameters.get("properties", {}), sort_keys=True)
+        required = ", ".join(t.parameters.get("required", ())) or "none"
+        lines.append(f"- {t.name}: {t.description} Arguments: {props}; required: {required}.")
     return "\n".join(lines)
 
 
