@@ -79,7 +79,10 @@ def tool_grammar(tools: Sequence[ToolSchema], *, allow_text: bool = True) -> str
     """The llguidance grammar of a reply: text (when ``allow_text``) or one call of one of ``tools``."""
     if not tools:
         raise ValueError("tool_grammar needs at least one tool")
-    schema = {"anyOf": [_call_schema(t) for t in tools]} if len(tools) > 1 else _call_schema(tools[0])
+    schema: dict[str, Any] = {"anyOf": [_call_schema(t) for t in tools]} if len(tools) > 1 else _call_schema(tools[0])
+    # Fixed separators: a small model otherwise pads the JSON with blanks until the token
+    # limit cuts the call (measured), and every blank is a token the caller waits for.
+    schema["x-guidance"] = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
     start = "start: say | call" if allow_text else "start: call"
     lines = ["%llguidance {}", start, f"call: %json {json.dumps(schema, sort_keys=True)}"]
     if allow_text:
@@ -90,8 +93,8 @@ def tool_grammar(tools: Sequence[ToolSchema], *, allow_text: bool = True) -> str
 def tools_prompt(tools: Sequence[ToolSchema]) -> str:
     """The system-prompt section that describes the tools and the call format (stable bytes)."""
     lines = [
-        "To use a tool, reply with only one JSON object and nothing else: "
-        '{"name": "<tool name>", "arguments": {...}}. Otherwise reply with plain spoken text.',
+        "Most replies are plain spoken text. To use a tool, reply with only one JSON object and nothing else: "
+        '{"name": "<tool name>", "arguments": {...}}. Use a tool only when the caller gave every required argument.',
         "Tools:",
     ]
     for t in tools:

@@ -95,7 +95,7 @@ class Backend(Protocol):
 
 class _XLlamaBackend:
     def __init__(self, path: str, config: XLlamaConfig) -> None:
-        import xllamacpp  # type: ignore[import-not-found, unused-ignore]
+        import xllamacpp  # type: ignore[import-untyped, import-not-found, unused-ignore]
 
         params = xllamacpp.CommonParams()
         params.model.path = path
