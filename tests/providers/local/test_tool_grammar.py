@@ -26,8 +26,8 @@ NAMES = frozenset({"check_availability", "book_table"})
 
 
 def _call_schema_of(grammar: str) -> dict[str, object]:
-    line = next(x for x in grammar.splitlines() if x.startswith("call: %json "))
-    schema = json.loads(line.removeprefix("call: %json "))
+    line = next(x for x in grammar.splitlines() if x.startswith('call: "<call>" %json '))
+    schema = json.loads(line.removeprefix('call: "<call>" %json '))
     assert isinstance(schema, dict)
     return schema
 
@@ -39,6 +39,7 @@ def test_the_grammar_offers_text_or_one_call_of_each_offered_tool_with_its_schem
     schema = _call_schema_of(grammar)
     alternatives = schema["anyOf"]
     assert isinstance(alternatives, list)
+    assert list(alternatives[0]["properties"]) == ["name", "arguments"]  # the model names the tool first
     assert [a["properties"]["name"] for a in alternatives] == [{"const": "check_availability"}, {"const": "book_table"}]
     assert alternatives[0]["properties"]["arguments"] == {**CHECK.parameters, "additionalProperties": False}
     assert all(a["required"] == ["name", "arguments"] and a["additionalProperties"] is False for a in alternatives)
@@ -66,7 +67,7 @@ def test_the_tools_prompt_is_the_same_bytes_for_the_same_tools_so_the_prefix_cac
     again = tools_prompt([ToolSchema(CHECK.name, CHECK.description, dict(reversed(list(CHECK.parameters.items())))), BOOK])
     assert first == again
     assert '- check_availability: Check a table. Arguments: {"party_size": {"minimum": 1, "type": "integer"}}; required: party_size.' in first
-    assert '{"name": "<tool name>"' in first
+    assert '<call>{"name": "<tool name>"' in first
 
 
 def _feed_all(parser: ReplyParser, pieces: list[str]) -> str:
@@ -83,7 +84,7 @@ def test_text_streams_through_as_it_arrives_without_its_leading_blanks() -> None
 
 def test_a_call_is_held_then_read_into_a_parsed_call_with_compact_arguments() -> None:
     parser = ReplyParser(NAMES)
-    spoken = _feed_all(parser, ['{"name": "check_av', 'ailability", "arguments": {"party_size"', ": 2}}"])
+    spoken = _feed_all(parser, ["<ca", 'll>{"name": "check_av', 'ailability", "arguments": {"party_size"', ": 2}}"])
     assert spoken == ""
     assert parser.finish() == ParsedCall("check_availability", '{"party_size":2}')
 
@@ -91,10 +92,11 @@ def test_a_call_is_held_then_read_into_a_parsed_call_with_compact_arguments() ->
 @pytest.mark.parametrize(
     ("reply", "reason"),
     [
-        ('{"name": "check_availability", "arguments": {"party', "not complete JSON"),
-        ('{"name": "drop_tables", "arguments": {}}', "names no offered tool"),
-        ('{"name": "book_table", "arguments": [1]}', "arguments are not an object"),
-        ("{}", "names no offered tool"),
+        ('<call>{"name": "check_availability", "arguments": {"party', "not complete JSON"),
+        ('<call>{"name": "drop_tables", "arguments": {}}', "names no offered tool"),
+        ('<call>{"name": "book_table", "arguments": [1]}', "arguments are not an object"),
+        ("<call>{}", "names no offered tool"),
+        ('<cal{"name": "book_table", "arguments": {}}', "no <call> marker"),
     ],
 )
 def test_a_cut_or_wrong_call_is_a_malformed_call_naming_what_was_wrong(reply: str, reason: str) -> None:
@@ -111,7 +113,9 @@ def test_with_no_tools_offered_a_brace_is_plain_text() -> None:
 
 
 def test_an_earlier_call_is_shown_in_the_format_the_model_writes() -> None:
-    assert json.loads(call_text("book_table", {"name": "Ayşe"})) == {"name": "book_table", "arguments": {"name": "Ayşe"}}
+    text = call_text("book_table", {"name": "Ayşe"})
+    assert text.startswith("<call>")
+    assert json.loads(text.removeprefix("<call>")) == {"name": "book_table", "arguments": {"name": "Ayşe"}}
 
 
 def _split(text: str, cuts: list[int]) -> list[str]:
@@ -130,7 +134,7 @@ def test_fuzz_any_reply_in_any_chunking_is_text_or_a_call_or_a_typed_refusal(rep
         call = None
         assert parser.is_call and spoken == ""
     if parser.is_call:
-        assert spoken == "" and reply.lstrip().startswith("{")
+        assert spoken == "" and reply.lstrip().startswith("<")
         if call is not None:
             assert call.name in NAMES and isinstance(json.loads(call.arguments), dict)
     else:

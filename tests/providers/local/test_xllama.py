@@ -94,7 +94,7 @@ def test_the_context_maps_onto_the_chat_form_with_the_tools_section_after_the_sy
     assert msgs == [
         {"role": "system", "content": "Be brief.\n\nTOOLS"},
         {"role": "user", "content": "Weather in Oslo?"},
-        {"role": "assistant", "content": '{"name": "get_weather", "arguments": {"city": "Oslo"}}'},
+        {"role": "assistant", "content": '<call>{"name": "get_weather", "arguments": {"city": "Oslo"}}'},
         {"role": "tool", "tool_call_id": "t1.1", "content": '{"temp": 3}'},
     ]
 
@@ -112,7 +112,7 @@ async def test_a_text_reply_streams_as_text_deltas_then_done_with_the_cached_pre
 
 
 async def test_a_call_comes_as_tool_call_deltas_never_as_content() -> None:
-    backend = FakeBackend(['{"name": "get_weather", ', '"arguments": {"city": "Oslo"}}'])
+    backend = FakeBackend(['<call>{"name": "get_weather", ', '"arguments": {"city": "Oslo"}}'])
     llm = _llm(backend)
     try:
         events = await _events(llm, _ask(tools=(WEATHER,)))
@@ -140,7 +140,7 @@ async def test_forced_choice_drops_the_text_alternative_and_none_sends_no_gramma
 
 
 async def test_a_call_cut_by_the_token_limit_is_a_protocol_error_not_spoken_json() -> None:
-    llm = _llm(FakeBackend(['{"name": "get_weather", "argu'], finish="length"))
+    llm = _llm(FakeBackend(['<call>{"name": "get_weather", "argu'], finish="length"))
     try:
         events = await _events(llm, _ask(tools=(WEATHER,)))
     finally:

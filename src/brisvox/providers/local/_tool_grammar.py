@@ -3,8 +3,11 @@
 A small model asked to write tool calls freely writes them badly (wrong names, arguments
 that fail the schema, calls spoken as text).  So the embedded LLM's output is constrained
 by a grammar built from the offered tools' JSON Schemas: a reply is *either* plain text
-(which never starts with ``{`` and never contains a brace) *or* exactly one JSON object
-``{"name": <an offered tool>, "arguments": <that tool's schema>}``.  The grammar is in
+(which never starts with ``<`` or a brace and never contains a brace) *or* the marker
+``<call>`` and exactly one JSON object ``{"name": <an offered tool>, "arguments": <that
+tool's schema>}``.  The marker matters: a coder model's first choice is ``{`` for any
+reply, and with ``{`` opening the call every greeting became a call (measured); with the
+brace forbidden first, it chooses between the marker and words.  The grammar is in
 llguidance's Lark form (what llama.cpp's ``grammar`` field takes in the xllamacpp wheels),
 its JSON parts given as JSON Schema (``%json``), so every schema keyword llguidance knows
 (patterns, bounds, enums, ``additionalProperties: false``) holds token by token.
@@ -12,7 +15,7 @@ its JSON parts given as JSON Schema (``%json``), so every schema keyword llguida
 :func:`tools_prompt` is the part of the system prompt that tells the model the same
 format; it is byte-identical for the same tools, so llama.cpp's prompt cache keeps it
 evaluated across turns.  :class:`ReplyParser` reads the streamed reply: text passes
-through as it arrives; a reply whose first non-blank character is ``{`` is held and read
+through as it arrives; a reply whose first non-blank character is ``<`` is held and read
 once at the end into a :class:`ParsedCall` (or a :class:`MalformedCall` when it was cut,
 by the token limit for instance).  This module is pure (no I/O, no clock).
 """
@@ -29,7 +32,8 @@ from brisvox.core.errors import BrisvoxError
 __all__ = ["MalformedCall", "ParsedCall", "ReplyParser", "ToolSchema", "call_text", "tool_grammar", "tools_prompt"]
 
 # Text may not open with a brace or blank (the call's first character), nor hold braces.
-_TEXT_RULE = r"say: /[^{}\s][^{}]*/"
+_TEXT_RULE = r"say: /[^{}<\s][^{}]*/"
+CALL_MARK = "<call>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +88,9 @@ def tool_grammar(tools: Sequence[ToolSchema], *, allow_text: bool = True) -> str
     # limit cuts the call (measured), and every blank is a token the caller waits for.
     schema["x-guidance"] = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
     start = "start: say | call" if allow_text else "start: call"
-    lines = ["%llguidance {}", start, f"call: %json {json.dumps(schema, sort_keys=True)}"]
+    # Keys in schema order: the name before the arguments (sorted, the model wrote the
+    # arguments first and chose the tool after them).
+    lines = ["%llguidance {}", start, f'call: "{CALL_MARK}" %json {json.dumps(schema)}']
     if allow_text:
         lines.append(_TEXT_RULE)
     return "\n".join(lines) + "\n"
@@ -93,8 +99,8 @@ def tool_grammar(tools: Sequence[ToolSchema], *, allow_text: bool = True) -> str
 def tools_prompt(tools: Sequence[ToolSchema]) -> str:
     """The system-prompt section that describes the tools and the call format (stable bytes)."""
     lines = [
-        "Most replies are plain spoken text. To use a tool, reply with only one JSON object and nothing else: "
-        '{"name": "<tool name>", "arguments": {...}}. Use a tool only when the caller gave every required argument.',
+        f"Most replies are plain spoken text. To use a tool, reply with {CALL_MARK} and one JSON object, nothing else: "
+        f'{CALL_MARK}{{"name": "<tool name>", "arguments": {{...}}}}. Use a tool only when the caller gave every required argument.',
         "Tools:",
     ]
     for t in tools:
@@ -106,7 +112,7 @@ def tools_prompt(tools: Sequence[ToolSchema]) -> str:
 
 def call_text(name: str, arguments: Mapping[str, Any]) -> str:
     """A call in the reply format (how the model sees its own earlier calls in the history)."""
-    return json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
+    return CALL_MARK + json.dumps({"name": name, "arguments": dict(arguments)}, ensure_ascii=False)
 
 
 class ReplyParser:
@@ -136,7 +142,7 @@ class ReplyParser:
             self._lead = text
             return ""
         self._lead = ""
-        if stripped.startswith("{") and self._tool_names:
+        if stripped.startswith("<") and self._tool_names:
             self._mode = "call"
             self._held = stripped
             return ""
@@ -147,8 +153,10 @@ class ReplyParser:
         """The call the reply made (None for a text reply); raises :class:`MalformedCall`."""
         if self._mode != "call":
             return None
+        if not self._held.startswith(CALL_MARK):
+            raise MalformedCall(f"no {CALL_MARK} marker")
         try:
-            value = json.loads(self._held)
+            value = json.loads(self._held[len(CALL_MARK) :])
         except json.JSONDecodeError:
             raise MalformedCall(f"not complete JSON ({len(self._held)} chars)") from None
         if not isinstance(value, dict):
