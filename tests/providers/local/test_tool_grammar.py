@@ -82,6 +82,19 @@ def test_text_streams_through_as_it_arrives_without_its_leading_blanks() -> None
     assert parser.finish() is None and not parser.is_call
 
 
+def test_the_call_name_is_known_as_soon_as_it_streamed_whole_and_only_for_an_offered_tool() -> None:
+    parser = ReplyParser(NAMES)
+    assert parser.feed('<call>{"name": "book_ta') == "" and parser.call_name() is None
+    parser.feed('ble", "arguments": {')
+    assert parser.call_name() == "book_table"
+    other = ReplyParser(NAMES)
+    other.feed('<call>{"name": "drop_tables", ')
+    assert other.call_name() is None
+    text = ReplyParser(NAMES)
+    text.feed("Hello")
+    assert text.call_name() is None
+
+
 def test_a_call_is_held_then_read_into_a_parsed_call_with_compact_arguments() -> None:
     parser = ReplyParser(NAMES)
     spoken = _feed_all(parser, ["<ca", 'll>{"name": "check_av', 'ailability", "arguments": {"party_size"', ": 2}}"])

@@ -23,6 +23,7 @@ by the token limit for instance).  This module is pure (no I/O, no clock).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,8 @@ __all__ = ["MalformedCall", "ParsedCall", "ReplyParser", "ToolSchema", "call_tex
 # Text may not open with a brace or blank (the call's first character), nor hold braces.
 _TEXT_RULE = r"say: /[^{}<\s][^{}]*/"
 CALL_MARK = "<call>"
+# The grammar fixes the separators, so a call's name is known once this much has streamed.
+_NAME_FIRST = re.compile(r'<call>\{"name": "([^"\\]+)", ')
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,13 @@ class ReplyParser:
     @property
     def is_call(self) -> bool:
         return self._mode == "call"
+
+    def call_name(self) -> str | None:
+        """The offered tool the call names, as soon as its name has streamed whole (else None)."""
+        if self._mode != "call":
+            return None
+        match = _NAME_FIRST.match(self._held)
+        return match.group(1) if match and match.group(1) in self._tool_names else None
 
     def feed(self, piece: str) -> str:
         if self._mode == "text":

@@ -151,9 +151,12 @@ def _offered(request: LlmRequest) -> tuple[ToolSchema, ...]:
     return tuple(ToolSchema(t.name, t.description, t.parameters) for t in tools)
 
 
-def call_deltas(call: ParsedCall, index: int = 0) -> list[LlmEvent]:
-    """A parsed call as the LLM interface's tool-call events (the one place they are made)."""
-    return [ToolCallDelta(index=index, id=f"call_{index}", name=call.name, arguments_fragment=call.arguments)]
+def call_deltas(name: str | None, call: ParsedCall | None = None) -> LlmEvent:
+    """The one call's tool-call events (the one place they are made): its name as soon as it
+    streamed (the engine's first-token clock stops there), then its arguments whole."""
+    if call is None:
+        return ToolCallDelta(index=0, id="call_0", name=name)
+    return ToolCallDelta(index=0, id="call_0", name=call.name if name is None else None, arguments_fragment=call.arguments)
 
 
 class XLlamaLlm(LlmProvider):
@@ -256,6 +259,7 @@ class XLlamaLlm(LlmProvider):
                 self.name, ProviderErrorKind.BUSY, f"the local model is busy ({self.config.queue} requests waiting)"
             ) from None
         parser = ReplyParser(frozenset(t.name for t in tools))
+        named: str | None = None  # the call's name, once sent
         finish: str | None = None
         usage = Usage()
         try:
@@ -267,6 +271,8 @@ class XLlamaLlm(LlmProvider):
                         text = parser.feed(content)
                         if text:
                             yield TextDelta(text=text)
+                        elif named is None and (named := parser.call_name()) is not None:
+                            yield call_deltas(named)
                 timings = chunk.get("timings")
                 if isinstance(timings, dict):
                     usage = Usage(
@@ -289,7 +295,6 @@ class XLlamaLlm(LlmProvider):
             cut = " (cut by the token limit)" if finish == "length" else ""
             raise ProviderError(self.name, ProviderErrorKind.PROTOCOL, f"{exc}{cut}") from None
         if call is not None:
-            for event in call_deltas(call):
-                yield event
+            yield call_deltas(named, call)
         reason = FinishReason.TOOL_CALLS if call is not None else _FINISH.get(finish or "stop", FinishReason.OTHER)
         yield Done(finish_reason=reason, usage=usage)
