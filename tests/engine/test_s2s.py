@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -11,11 +12,16 @@ import pytest
 from brisvox.agent.guards import WORK_CLAIM_WITHOUT_TOOL
 from brisvox.agent.tools import CONFIRM_PENDING, ToolCallContext, ToolKind, ToolRegistry, ToolSpec
 from brisvox.core.clock import SimClock
+from brisvox.core.errors import ConfigError
+from brisvox.engine import CallFailed
 from brisvox.engine.events import BotHeard, ToolCallSettled, ToolCallStarted, TurnStarted
+from brisvox.engine.s2s import run_s2s_call
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.s2s import (
     BargeIn,
     S2sAudio,
     S2sConfig,
+    S2sError,
     S2sInteractionEnded,
     S2sInterrupted,
     S2sResponseDone,
@@ -252,3 +258,39 @@ async def test_a_send_claim_while_the_call_ran_puts_a_correction_first_in_the_re
     await s2s_call(clock, fake, script, tools=registry)
     ((result,),) = results(fake)
     assert result.content.startswith("CORRECTION")
+
+
+async def test_a_fatal_vendor_error_ends_the_call_with_call_failed_and_tells_the_caller(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock, fake = SimClock(), FakeS2s()
+    error = ProviderError("fake-s2s", ProviderErrorKind.SERVER, "the vendor broke")
+
+    async def script() -> None:
+        await fake.emit(S2sError(error, fatal=True))
+
+    with pytest.raises(CallFailed) as failed, caplog.at_level(logging.ERROR):
+        await s2s_call(clock, fake, script)
+    assert failed.value.__cause__ is error and not failed.value.crashed
+    assert failed.value.report.failure is not None and failed.value.report.failure.fatal
+    assert any(r.exc_info for r in caplog.records)  # logged once with its traceback
+    assert fake.closed
+
+
+async def test_a_non_fatal_vendor_error_is_logged_and_the_call_goes_on() -> None:
+    clock, fake = SimClock(), FakeS2s()
+    tools = rig.Tools(clock)
+
+    async def script() -> None:
+        await fake.emit(S2sError(ProviderError("fake-s2s", ProviderErrorKind.PROTOCOL, "odd event")))
+        await user_turn(fake)
+        await calls_round(fake, clock, rig.CHAIN[0])
+
+    result = await s2s_call(clock, fake, script, tools=tools.registry())
+    assert result.report.failures == 1 and result.report.failure is None
+    assert len(results(fake)) == 1
+
+
+def test_our_barge_in_without_a_vad_is_refused() -> None:
+    with pytest.raises(ConfigError, match="vad"):
+        asyncio.run(run_s2s_call(None, S2sConfig(barge_in=BargeIn.OURS), FakeS2s(), SimClock()))  # type: ignore[arg-type]
