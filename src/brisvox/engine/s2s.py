@@ -423,6 +423,8 @@ class S2sStage(Processor):
     async def _cut(self, ctx: ProcessorContext) -> None:
         """Stop the model's audio, cancel its running tools and tell it what was heard."""
         utterance, item = self._utterance, self._item
+        if utterance is None and (self._token is None or self._token.is_cancelled):
+            return  # nothing plays and nothing runs: an interruption of silence cuts nothing
         heard = self._book.heard(utterance) if utterance is not None else None
         self._epoch += 1
         self._stats.cuts += 1
