@@ -104,13 +104,13 @@ from brisvox.providers.s2s import (
 from brisvox.transport.events import FailureKind
 from brisvox.transport.session import CommandSender, TransportSession
 
-__all__ = ["S2sStats", "run_s2s_call"]
+__all__ = ["run_s2s_call"]
 
 log = logging.getLogger(__name__)
 
 
-class S2sStats:
-    """Counts of one S2S call (read into its :class:`CallReport` and by tests)."""
+class _S2sStats:
+    """Counts of one S2S call (turns and cuts go into its :class:`CallReport`; all are logged at its end)."""
 
     __slots__ = ("cuts", "late_notes", "truncations", "turns", "work_claims", "work_turns")
 
@@ -147,7 +147,7 @@ async def run_s2s_call(
         config = dataclasses.replace(config, tools=tools.specs())
     timeline = TimelineRecorder()
     events = CallEvents(session.info.call_id, observer, timeline)
-    stats = S2sStats()
+    stats = _S2sStats()
     fault = _Fault(events, clock, lambda: stats.turns)
     out: TransportOut | None = None
     try:
@@ -155,6 +155,9 @@ async def run_s2s_call(
                          timeouts, patterns or ClaimPatterns())
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_s2s_call", exc)
+    log.info("call %s: s2s ended: %d turns, %d cuts, %d truncations, %d late notes, %d work claims without a "
+             "tool (%d turns requested)", session.info.call_id, stats.turns, stats.cuts, stats.truncations,
+             stats.late_notes, stats.work_claims, stats.work_turns)
     told = None if fault.cause is None else call_failure(fault.cause)
     reason = await session.close(timeouts.stop, failure=told)
     report = CallReport(
@@ -169,7 +172,7 @@ async def run_s2s_call(
 
 async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvider, clock: Clock,
                tools: ToolRegistry | None, events: CallEvents, timeline: TimelineRecorder, fault: _Fault,
-               stats: S2sStats, cancel: asyncio.Event | None, vad: VoiceActivityDetector | None,
+               stats: _S2sStats, cancel: asyncio.Event | None, vad: VoiceActivityDetector | None,
                timeouts: Timeouts, patterns: ClaimPatterns) -> TransportOut:
     rates = session.info.sample_rate()
     in_rate = rates.input if rates else config.input_rate
@@ -210,7 +213,7 @@ class S2sStage(Processor):
 
     def __init__(self, s2s: S2sSession, config: S2sConfig, in_rate: int, out_rate: int, book: PlayoutBook,
                  engine: ToolEngine | None, events: CallEvents, commands: CommandSender, scope: TaskScope,
-                 clock: Clock, stats: S2sStats, vad: VoiceActivityDetector | None, patterns: ClaimPatterns) -> None:
+                 clock: Clock, stats: _S2sStats, vad: VoiceActivityDetector | None, patterns: ClaimPatterns) -> None:
         self._s2s, self._config, self._book, self._engine = s2s, config, book, engine
         self._events, self._commands, self._scope, self._clock, self._stats = events, commands, scope, clock, stats
         self._vad = vad if config.barge_in is BargeIn.OURS else None
