@@ -21,7 +21,7 @@ call link and spawns the slot with it).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
@@ -58,11 +58,12 @@ def build_app(
     call_endpoint: CallEndpoint,
     extra_routes: Sequence[BaseRoute] = (),
     access: AccessPolicy | None = None,
+    call_routes: Sequence[tuple[str, CallEndpoint]] = (),
 ) -> Starlette:
     """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
     Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
-    application that embeds this one and checks its requests itself)."""
-    endpoint = call_endpoint
+    application that embeds this one and checks its requests itself); ``call_routes``: more
+    call endpoints by path (a carrier's, such as Twilio's), admitted exactly like ``ws_path``."""
     metrics.watch(manager)
 
     async def healthz(request: Request) -> Response:
@@ -81,23 +82,27 @@ def build_app(
     async def metrics_route(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
-    async def call(websocket: WebSocket) -> None:
-        admitted = manager.try_admit()
-        if not isinstance(admitted, SessionSlot):
-            metrics.record_refusal(admitted.reason)
-            text = "too many calls, retry later\n" if isinstance(admitted, AtCapacity) else "shutting down\n"
-            await _deny(websocket, text)
-            return
-        try:
-            await endpoint(websocket, admitted)
-        finally:
-            admitted.release()  # a no-op when the endpoint spawned it
+    def admitting(endpoint: CallEndpoint) -> Callable[[WebSocket], Awaitable[None]]:
+        async def call(websocket: WebSocket) -> None:
+            admitted = manager.try_admit()
+            if not isinstance(admitted, SessionSlot):
+                metrics.record_refusal(admitted.reason)
+                text = "too many calls, retry later\n" if isinstance(admitted, AtCapacity) else "shutting down\n"
+                await _deny(websocket, text)
+                return
+            try:
+                await endpoint(websocket, admitted)
+            finally:
+                admitted.release()  # a no-op when the endpoint spawned it
+
+        return call
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
-        WebSocketRoute(ws_path, call),
+        WebSocketRoute(ws_path, admitting(call_endpoint)),
+        *(WebSocketRoute(path, admitting(endpoint)) for path, endpoint in call_routes),
         *extra_routes,
     ]
     guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []

@@ -57,16 +57,19 @@ from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
+from brisvox.server.settings import Settings
 from brisvox.server.tools import ToolSet
+from brisvox.server.twilio_endpoint import TwilioEndpoint
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.link import CallLink
 from brisvox.transport.session import TransportSession
-from brisvox.transport.websocket import PeerClosed
+from brisvox.transport.twilio import TwilioConfig
+from brisvox.transport.websocket import PeerClosed, ServerConfig
 from brisvox.transport.websocket import run_call as run_ws_call
 
 __all__ = [
     "LATENCY_STAGES", "MAX_TEXT", "EngineCall", "EngineEndpoint", "engine_config", "engine_runner", "event_message",
-    "metrics_listener",
+    "metrics_listener", "twilio_endpoint",
 ]
 
 log = logging.getLogger(__name__)
@@ -140,6 +143,18 @@ class EngineEndpoint(TransportEndpoint):
 
         await run_ws_call(peer, clock=self.clock, config=self.config, deliver=deliver, shutdown=self._shutdown,
                           stats=self.stats, register=self._register)
+
+
+async def _no_events(text: str) -> None:
+    """A Twilio call's event side: Twilio takes no messages but media, mark and clear."""
+
+
+def twilio_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> TwilioEndpoint:
+    """The Twilio Media Streams endpoint of ``brisvox serve``: its calls run the same engine
+    (an :class:`EngineCall` whose event side is silent)."""
+    twilio = TwilioConfig(path=settings.twilio_path, public_url=settings.twilio_public_url,
+                          auth_token=settings.twilio_auth_token)
+    return TwilioEndpoint(clock, config, twilio, session_item=lambda link: EngineCall(link, _no_events))
 
 
 def engine_config(definition: AgentDefinition) -> EngineConfig:
