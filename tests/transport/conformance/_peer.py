@@ -22,7 +22,8 @@ class MemoryPeer:
         self.close_code: int | None = None  # the code the server closed with
         self.client_closed: bool | None = None  # True: a close frame from the client; False: vanished
         self.aborted = False
-        self.stalled = False  # the client reads nothing: sends block
+        self.unstalled = asyncio.Event()  # cleared: the client reads nothing, sends block
+        self.unstalled.set()
 
     @property
     def remote(self) -> str:
@@ -43,8 +44,9 @@ class MemoryPeer:
     async def send(self, data: bytes | str) -> None:
         if self.closed or self.client_closed is not None:
             raise PeerClosed(by_peer=False)
-        while self.stalled:
-            await asyncio.sleep(3600)
+        await self.unstalled.wait()
+        if self.closed:
+            raise PeerClosed(by_peer=False)  # aborted while the write was blocked
         self.outbox.append(data)
         self.sent.set()
 
@@ -61,6 +63,7 @@ class MemoryPeer:
 
     def abort(self) -> None:
         self.aborted = True
+        self.unstalled.set()
         self.arrived.set()
         self.sent.set()
 
