@@ -11,7 +11,7 @@ import shutil
 import struct
 import sys
 import wave
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -27,38 +27,23 @@ from brisvox.server.access import AccessGuard, AccessPolicy
 from brisvox.server.auth import Authenticator, AuthMode
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
-from brisvox.server.session import SessionCancel
 from brisvox.server.settings import Settings
 from brisvox.server.twilio_endpoint import TwilioEndpoint, check_signature
-from brisvox.transport.echo import EchoOptions, echo_call
-from brisvox.transport.link import CallLink
+from brisvox.transport.echo import EchoOptions
 from brisvox.transport.twilio import TwilioConfig
 from brisvox.transport.websocket import ServerConfig
+from tests.server._echo import echo_runner
 from tests.transport.conformance._drivers import start_message
 
 TOKEN = "f" * 32
 PUBLIC = "wss://voice.example.com/twilio"
 
 
-def echo_with_marks(clock: SystemClock) -> Callable[[CallLink, SessionCancel], Any]:
-    async def run(link: CallLink, cancel: SessionCancel) -> None:
-        call = asyncio.ensure_future(echo_call(clock, link, EchoOptions(mark_every=10)))
-        stop = asyncio.ensure_future(cancel.wait())
-        try:
-            await asyncio.wait([call, stop], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (call, stop):
-                t.cancel()
-            await asyncio.gather(call, stop, return_exceptions=True)
-
-    return run
-
-
 @asynccontextmanager
 async def twilio_server(twilio: TwilioConfig, settings: Settings | None = None) -> AsyncIterator[tuple[int, TwilioEndpoint]]:
     clock = SystemClock()
     endpoint = TwilioEndpoint(clock, ServerConfig(), twilio)
-    parts = ServerParts(runner=echo_with_marks(clock), call_endpoint=endpoint, description="echo",
+    parts = ServerParts(runner=echo_runner(clock, EchoOptions(mark_every=10)), call_endpoint=endpoint, description="echo",
                         on_stop_calls=endpoint.close, call_routes=((twilio.path, endpoint),),
                         self_authenticating=frozenset({twilio.path}) if endpoint.self_authenticating else frozenset())
     stops = StopRequests()

@@ -18,7 +18,6 @@ messages but media, mark and clear).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -28,8 +27,8 @@ from starlette.websockets import WebSocket
 
 from brisvox.core.clock import Clock
 from brisvox.server.session import SessionSlot
-from brisvox.server.ws_endpoint import StarletteWsPeer
-from brisvox.transport.link import CallEnds, CallLink
+from brisvox.server.ws_endpoint import LiveCalls, StarletteWsPeer
+from brisvox.transport.link import CallLink
 from brisvox.transport.telephony import UpgradeRefusal
 from brisvox.transport.twilio import TwilioConfig, TwilioStats, run_call, signature_valid
 from brisvox.transport.websocket import ServerConfig
@@ -57,28 +56,24 @@ def check_signature(config: TwilioConfig, headers: dict[str, str], query: str) -
     return None
 
 
-class TwilioEndpoint:
-    """A :class:`~brisvox.server.app.CallEndpoint` for Twilio streams (see the module docs)."""
+class TwilioEndpoint(LiveCalls):
+    """A :class:`~brisvox.server.app.CallEndpoint` for Twilio streams (see the module docs); :meth:`close`
+    closes (1001) every stream still connected."""
 
     def __init__(self, clock: Clock, config: ServerConfig, twilio: TwilioConfig,
                  session_item: Callable[[CallLink], object] = lambda link: link) -> None:
         twilio.validate()
+        super().__init__()
         self.clock = clock
         self.config = config
         self.twilio = twilio
         self.stats = TwilioStats()
         self._item = session_item
-        self._shutdown = asyncio.Event()
-        self._live: set[CallEnds] = set()
 
     @property
     def self_authenticating(self) -> bool:
         """Whether the route checks its own credential (the signature), so the AccessGuard may skip its token check."""
         return self.twilio.auth_token is not None
-
-    @property
-    def live_calls(self) -> int:
-        return len(self._live)
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in websocket.scope.get("headers", ())}
@@ -99,16 +94,6 @@ class TwilioEndpoint:
 
         await run_call(peer, clock=self.clock, config=self.config, twilio=self.twilio, deliver=deliver,
                        shutdown=self._shutdown, stats=self.stats, register=self._register)
-
-    def _register(self, ends: CallEnds) -> Callable[[], None]:
-        self._live.add(ends)
-        return lambda: self._live.discard(ends)
-
-    def close(self) -> None:
-        """Close (1001) every stream still connected; idempotent."""
-        self._shutdown.set()
-        for ends in list(self._live):
-            ends.out.wake()
 
 
 async def _deny(websocket: WebSocket, refusal: UpgradeRefusal) -> None:
