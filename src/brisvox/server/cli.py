@@ -145,7 +145,6 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.metrics import ServerMetrics
     from brisvox.server.page import page_routes
     from brisvox.server.settings import Settings
-    from brisvox.transport.websocket import ServerConfig
 
     try:
         settings = Settings.from_env()
@@ -181,8 +180,12 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     metrics = ServerMetrics(tool_names=tools.names())
     runner = session_runner(definition, tools, clock, providers, metrics)
     description = _summary(definition, providers.llm_label)
-    ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
-                             max_calls=settings.max_calls)
+    try:
+        ws_config = settings.transport_config()
+        ws_config.validate()
+    except ConfigError as exc:
+        print(f"brisvox serve: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
     endpoint = EngineEndpoint(clock, ws_config)
     twilio = twilio_endpoint(settings, clock, ws_config)
 
@@ -194,7 +197,6 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=stop_calls,
         call_routes=((settings.twilio_path, twilio),),
         self_authenticating=frozenset({settings.twilio_path}) if twilio.self_authenticating else frozenset(),
-        ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
     )

@@ -16,6 +16,8 @@ from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import OutputAudioFrame
 from brisvox.core.tasks import TaskScope
 from brisvox.transport.events import (
+    CallFailure,
+    FailureKind,
     WireAudio,
     WireAudioOut,
     WireClear,
@@ -201,7 +203,7 @@ async def test_stop_is_a_hang_up_and_an_engine_hang_up_closes_normally() -> None
         await call.clock.sleep(0.01)
         assert call.peer.close_code == 1000
     async with twilio_call() as call:
-        await call.link.out.send(WireHangupOut(error="tts failed"))
+        await call.link.out.send(WireHangupOut(failure=CallFailure(FailureKind.INTERNAL_ERROR, "tts failed")))
         await call.clock.sleep(0.01)
         assert call.peer.close_code == 1011
 
@@ -223,6 +225,16 @@ async def test_silence_from_twilio_past_the_idle_timeout_ends_the_call() -> None
         await call.clock.sleep(4.0)
         assert [e.kind for e in call.events() if isinstance(e, WireFault)] == ["idle_timeout"]
         assert call.peer.close_code == 1008 and call.stats.idle_timeouts == 1
+
+
+async def test_a_call_past_the_maximum_duration_is_closed() -> None:
+    async with twilio_call(config=ServerConfig(max_call_duration=10.0, ping_timeout=60.0)) as call:
+        call.events()
+        for _ in range(12):
+            call.peer.push(media_message(SID, b"\xff" * 160, 1))
+            await call.clock.sleep(1.0)
+        assert [e.kind for e in call.events() if isinstance(e, WireFault)] == ["max_duration"]
+        assert call.peer.close_code == 1008
 
 
 async def test_a_write_blocked_past_the_write_timeout_drops_the_connection() -> None:

@@ -17,7 +17,10 @@ in one :class:`~brisvox.core.tasks.TaskScope`:
   message: the goodbye is the close frame (1000, 1001 on shutdown, 1011 on an engine
   failure, 1008 on a protocol failure).
 * the **monitor**: a write blocked for ``write_timeout`` drops the connection; nothing
-  from Twilio for ``ping_timeout`` (Twilio sends media every 20 ms) ends the call.
+  from Twilio for ``ping_timeout`` (Twilio sends media every 20 ms, silence included) or a
+  call longer than ``max_call_duration`` ends the call (1008).  The WebSocket adapter's
+  caller-audio rate limit is not applied: the stream is Twilio's, authenticated by its
+  signature, and paced by Twilio.
 
 All timers run on the injected clock.
 """
@@ -181,7 +184,7 @@ class _Call:
         self.stats = stats
         self.encoder = OutboundEncoder(start.stream_sid)
         self.book = MarkBook(twilio.max_marks)
-        self.last_seen = clock.now()
+        self.last_seen = self.started_at = clock.now()
         self.writing_since: float | None = None
         self.fatal: tuple[int, str] | None = None
         self.faults = 0
@@ -380,7 +383,7 @@ class _Call:
                     self.stats.marks_sent += 1
                     await self._write(self.encoder.mark(name))
                 elif isinstance(got, WireHangupOut):
-                    if got.error is not None:
+                    if got.failure is not None:
                         await self._goodbye(CloseCode.INTERNAL_ERROR, "engine failed")
                     else:
                         await self._goodbye(CloseCode.NORMAL, "")
@@ -436,6 +439,10 @@ class _Call:
                     return
             if self.shutdown.is_set():
                 self.ends.out.wake()
+            if self.fatal is None and now - self.started_at > cfg.max_call_duration:
+                self._request_fatal(CloseCode.POLICY, FaultKind.MAX_DURATION,
+                                    f"the call lasted the longest allowed ({cfg.max_call_duration:g} s)")
+                continue
             if self.fatal is None and self.feeding and now - self.last_seen > cfg.ping_timeout:
                 self.stats.idle_timeouts += 1
                 self._request_fatal(CloseCode.POLICY, FaultKind.IDLE_TIMEOUT,

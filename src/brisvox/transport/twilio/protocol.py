@@ -65,6 +65,7 @@ class FaultKind(enum.Enum):
     TOO_MANY_FAULTS = "too_many_faults"
     OUTPUT_RATE_MISMATCH = "output_rate_mismatch"
     IDLE_TIMEOUT = "idle_timeout"
+    MAX_DURATION = "max_duration"
     OVERLOADED = "overloaded"
 
 
