@@ -3,7 +3,6 @@ placed by ``streamdouble``, a Twilio Media Streams simulator, with an 8 kHz mu-l
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -14,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from brisvox.audio import read_wav, write_wav
-from brisvox.engine import EngineConfig
 from tests._speech import espeak_wav
 from tests.server._demo_server import DemoServer, need_models
 from tests.server.test_demo_e2e import GREETING_WAIT, REQUEST, voiced_seconds
@@ -31,8 +29,6 @@ def _streamdouble() -> str:
 
 def test_a_twilio_call_gets_a_spoken_answer_with_marks_echoed_and_a_barge_in_cuts_it(tmp_path: Path) -> None:
     need_models()
-    if "listen_rate" not in {f.name for f in dataclasses.fields(EngineConfig)}:
-        pytest.skip("an 8 kHz call with the local Whisper needs EngineConfig.listen_rate (the server-hardening work)")
     exe = _streamdouble()
     request = espeak_wav(REQUEST, tmp_path, rate=8000, speed=150, lead=GREETING_WAIT, trail=2.5)
     barge = espeak_wav(BARGE_IN, tmp_path, rate=8000, speed=150, lead=0.0, trail=6.0)
