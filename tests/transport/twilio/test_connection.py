@@ -227,6 +227,17 @@ async def test_silence_from_twilio_past_the_idle_timeout_ends_the_call() -> None
         assert call.peer.close_code == 1008 and call.stats.idle_timeouts == 1
 
 
+async def test_an_engine_that_reads_no_events_ends_the_call_as_overloaded() -> None:
+    async with twilio_call(config=ServerConfig(send_timeout=2.0, ping_timeout=60.0)) as call:
+        for _ in range(70):  # more key presses than the event queue holds, and nobody reads them
+            call.peer.push('{"event":"dtmf","dtmf":{"digit":"1"}}')
+        await call.clock.sleep(1.0)
+        assert call.peer.close_code is None
+        await call.clock.sleep(1.5)
+        assert call.peer.close_code == 1013 and call.stats.faults == 1
+        assert len(call.events()) == 64, "the queue the engine never read, then closed"
+
+
 async def test_a_call_past_the_maximum_duration_is_closed() -> None:
     async with twilio_call(config=ServerConfig(max_call_duration=10.0, ping_timeout=60.0)) as call:
         call.events()
