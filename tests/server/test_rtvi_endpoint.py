@@ -57,7 +57,7 @@ async def serving(on_client_message: Any = None, stt: MockStt | None = None) -> 
         rtvi.close()
 
     parts = ServerParts(runner=engine_runner(parse_agent_file(AGENT), ToolSet(), clock, providers, ServerMetrics()),
-                        call_endpoint=endpoint, call_routes={RTVI_PATH: rtvi}, on_stop_calls=stop_calls)
+                        call_endpoint=endpoint, call_routes=((RTVI_PATH, rtvi),), on_stop_calls=stop_calls)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,

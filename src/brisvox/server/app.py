@@ -11,7 +11,7 @@ Routes:
 * Before any route, with an ``access`` policy: the Host, Origin and token checks
   (:mod:`brisvox.server.access`); a refused request gets 401/403 and reaches no route.
 * ``WS`` on any other path: ``404``.
-* ``WS <ws_path>`` (and each path of ``call_routes``, e.g. ``/rtvi``): the call endpoint.  Admission happens *before* the upgrade: a
+* ``WS <ws_path>``: the call endpoint.  Admission happens *before* the upgrade: a
   refused call gets an HTTP 503 with ``Retry-After`` (when the ASGI server supports
   denial responses, as uvicorn does) and is counted; an admitted one is handed, with its
   :class:`~brisvox.server.session.SessionSlot`, to the :class:`CallEndpoint`.
@@ -24,7 +24,7 @@ call link and spawns the slot with it).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
@@ -63,16 +63,16 @@ def build_app(
     *,
     ws_path: str = "/ws",
     call_endpoint: CallEndpoint,
-    call_routes: Mapping[str, CallEndpoint] | None = None,
     extra_routes: Sequence[BaseRoute] = (),
     access: AccessPolicy | None = None,
     pools: Callable[[], Iterable[InferencePool]] = live_pools,
+    call_routes: Sequence[tuple[str, CallEndpoint]] = (),
 ) -> Starlette:
     """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
     Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
     application that embeds this one and checks its requests itself); ``pools`` gives the
     embedded models' pools whose saturation ``/readyz`` reports; ``call_routes``: more call
-    endpoints by path (the RTVI one), admitted through the same manager."""
+    endpoints by path (a carrier's, such as Twilio's), admitted exactly like ``ws_path``."""
     metrics.watch(manager)
 
     async def healthz(request: Request) -> Response:
@@ -114,7 +114,7 @@ def build_app(
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         WebSocketRoute(ws_path, admitting(call_endpoint)),
-        *(WebSocketRoute(path, admitting(endpoint)) for path, endpoint in (call_routes or {}).items()),
+        *(WebSocketRoute(path, admitting(endpoint)) for path, endpoint in call_routes),
         # before the extra routes, whose Mounts would take WebSocket scopes too; Starlette's default is a 403
         WebSocketRoute("/{path:path}", _no_such_path),
         *extra_routes,

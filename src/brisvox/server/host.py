@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import uvicorn
@@ -66,12 +67,14 @@ class ServerParts:
     ws_max_size: int = 16 * 1024 * 1024
     extra_routes: tuple[BaseRoute, ...] = ()
     """More routes of the app (the demo page)."""
-    call_routes: Mapping[str, CallEndpoint] = field(default_factory=dict)
-    """More call endpoints by path (RTVI's ``/rtvi``), admitted like ``call_endpoint``."""
     metrics: ServerMetrics | None = None
     """The metrics ``/metrics`` exports; the runner feeds the same object (a fresh one when None)."""
     agent: str | None = None
     """The served agent's name: signed call tokens that name another agent are refused."""
+    call_routes: tuple[tuple[str, CallEndpoint], ...] = ()
+    """More call endpoints by path (Twilio's, RTVI's ``/rtvi``), admitted like the WebSocket route."""
+    self_authenticating: frozenset[str] = frozenset()
+    """Paths of ``call_routes`` that check their own credential (AccessPolicy.self_authenticating)."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -124,10 +127,12 @@ async def serve(
     )
     wall_clock = clock
     # Token expiry is wall time by necessity: the tokens are minted on another machine.
-    access = AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp())
+    access = dataclasses.replace(
+        AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp()),
+        self_authenticating=parts.self_authenticating)
     log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
-                    call_routes=parts.call_routes, extra_routes=parts.extra_routes, access=access)
+                    extra_routes=parts.extra_routes, access=access, call_routes=parts.call_routes)
     edge = edge or Edge(clock, settings.edge_config())
     http_protocol, ws_protocol = edge.protocols()
     config = uvicorn.Config(
