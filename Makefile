@@ -24,7 +24,8 @@ deps-test: venv apt
 	$(PIP) install -q -e '.[test,local]'
 	$(PY) -m brisvox models fetch
 	@# Pipecat's own JavaScript client for the RTVI tests (pinned by package-lock.json); without node they skip
-	@if command -v npm >/dev/null 2>&1; then (cd $(RTVI_JS) && npm ci --no-audit --no-fund --silent); \
+	@if command -v npm >/dev/null 2>&1; then (cd $(RTVI_JS) && npm ci --no-audit --no-fund --silent) \
+	  || echo "npm ci failed: the RTVI JavaScript client tests will skip, saying why"; \
 	  else echo "node/npm not found: the RTVI JavaScript client tests will skip"; fi
 
 test: deps-test check
