@@ -191,5 +191,6 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
+        transport_stats=endpoint.stats,
     )
     return asyncio.run(_serve_with(settings, parts, providers))

@@ -34,6 +34,7 @@ from brisvox.server.capacity import default_max_calls
 from brisvox.server.edge import Edge
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
+from brisvox.transport.websocket.stats import ServerStats
 from brisvox.server.session import SessionManager, SessionRunner
 from brisvox.server.settings import Settings
 
@@ -70,6 +71,8 @@ class ServerParts:
     """The metrics ``/metrics`` exports; the runner feeds the same object (a fresh one when None)."""
     agent: str | None = None
     """The served agent's name: signed call tokens that name another agent are refused."""
+    transport_stats: ServerStats | None = None
+    """The call endpoint's transport counters, exported on ``/metrics`` (``brisvox_transport_events_total``)."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -127,6 +130,7 @@ async def serve(
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
                     extra_routes=parts.extra_routes, access=access)
     edge = edge or Edge(clock, settings.edge_config())
+    metrics.watch_limits(edge.stats, parts.transport_stats)
     http_protocol, ws_protocol = edge.protocols()
     config = uvicorn.Config(
         app, log_level=settings.log_level, lifespan="off", http=http_protocol, ws=ws_protocol,
