@@ -34,9 +34,9 @@ from brisvox.server.capacity import default_max_calls
 from brisvox.server.edge import Edge
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
-from brisvox.transport.websocket.stats import ServerStats
 from brisvox.server.session import SessionManager, SessionRunner
 from brisvox.server.settings import Settings
+from brisvox.transport.websocket.stats import ServerStats
 
 __all__ = ["HTTP_STOP_TIMEOUT", "ServerParts", "bind_listener", "serve"]
 
