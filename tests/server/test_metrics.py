@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from brisvox.core.frames import BusyStage
 from brisvox.server.edge import EdgeStats
 from brisvox.server.metrics import UNKNOWN_TOOL, EdgeEvent, ServerMetrics, TransportEvent
 from brisvox.transport.websocket.stats import ServerStats
@@ -48,5 +49,5 @@ def test_every_event_label_names_a_counter_of_its_stats_object() -> None:
 
 def test_a_vad_frame_refused_by_a_saturated_pool_is_counted() -> None:
     metrics = ServerMetrics()
-    metrics.record_model_busy("vad")
-    assert 'brisvox_model_busy_total{stage="vad"} 1.0' in metrics.render().decode()
+    metrics.record_model_busy(BusyStage.VAD)
+    assert 'brisvox_model_busy_total{stage="voice_activity"} 1.0' in metrics.render().decode()

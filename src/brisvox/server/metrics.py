@@ -23,7 +23,8 @@ Metric names (all prefixed ``brisvox_``):
 * ``edge_events_total{event}`` (the values of :class:`EdgeEvent`: the edge's limit outcomes)
 * ``transport_events_total{event}`` (the values of :class:`TransportEvent`: the WebSocket
   transport's refusals, limit closes, drops and faults)
-* ``model_busy_total{stage}`` (a frame or turn refused by a saturated model pool: ``vad``, ...)
+* ``model_busy_total{stage}`` (the values of :class:`brisvox.core.frames.BusyStage`): a
+  ``ModelBusy`` engine event; for the VAD, one per run of refused frames
 
 The edge and transport counters are plain ints their owners bump at the event (no per-frame
 metric call); a collector reads them at scrape time (:meth:`ServerMetrics.watch_limits`).
@@ -41,6 +42,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from brisvox.agent.tools.registry import CONFIRM_PENDING
+from brisvox.core.frames import BusyStage
 from brisvox.server.auth import RefusalReason
 from brisvox.server.edge import EdgeStats
 from brisvox.server.session import SessionEnded, SessionOutcome
@@ -150,7 +152,8 @@ class ServerMetrics:
                                   "Model requests that left out earlier turns no summary covered.", registry=r)
         self._busy = Counter("brisvox_model_busy", "Frames or turns refused by a saturated model pool, by stage.",
                              ["stage"], registry=r)
-        self._busy.labels(stage="vad")
+        for busy in BusyStage:
+            self._busy.labels(stage=busy.value)
         for kind in ("stored", "failed"):
             self._summaries.labels(outcome=kind)
         for reason in ("at_capacity", "shutting_down"):
@@ -203,9 +206,10 @@ class ServerMetrics:
         """One failure of an engine stage or provider (logged by the engine with its traceback)."""
         self._failures.labels(stage=stage[:_MAX_STAGE_NAME], fatal="true" if fatal else "false").inc()
 
-    def record_model_busy(self, stage: str) -> None:
-        """One frame or turn a saturated model pool refused (``stage``: ``vad``, ...)."""
-        self._busy.labels(stage=stage[:_MAX_STAGE_NAME]).inc()
+    def record_model_busy(self, stage: BusyStage) -> None:
+        """One ``ModelBusy`` event: a turn's words or reply refused by a saturated pool, or the
+        start of a run of caller frames the VAD pool refused."""
+        self._busy.labels(stage=stage.value).inc()
 
     def record_memory(self, summaries: int, failures: int, uncovered_requests: int) -> None:
         """One call's long-call memory (``CallReport.summaries``, ``summary_failures``, ``uncovered_requests``)."""
