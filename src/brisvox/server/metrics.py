@@ -87,6 +87,7 @@ class TransportEvent(StrEnum):
     DURATION_LIMITS = "duration_limits"
     AUDIO_FLOODS = "audio_floods"
     AUDIO_DROPPED_FRAMES = "audio_dropped_frames"
+    JSON_TOO_DEEP = "json_too_deep"
 
 
 class _LimitCollector(Collector):
