@@ -178,8 +178,9 @@ class EngineFailure(_Event):
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class ModelBusy(_Event):
     """An embedded model refused work because its inference pool is full (the machine is at
-    capacity): the caller's words were lost (``BusyStage.STT``; the turn gets the fallback
-    line) or a reply cannot be spoken (``BusyStage.TTS``)."""
+    capacity): the caller's words were lost (``BusyStage.STT``, or ``BusyStage.VAD`` at the
+    start of a run of refused frames; the turn gets the fallback line) or a reply cannot be
+    spoken (``BusyStage.TTS``)."""
 
     stage: BusyStage
     provider: str

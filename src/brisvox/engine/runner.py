@@ -241,7 +241,7 @@ class LlmRunner(Processor):
 
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
         if isinstance(frame, ModelBusyFrame):
-            self._words_lost = self._words_lost or frame.stage is BusyStage.STT
+            self._words_lost = self._words_lost or frame.stage in (BusyStage.STT, BusyStage.VAD)
             return
         if isinstance(frame, UserTextFrame):
             if frame.text:

@@ -24,7 +24,8 @@ bug).  The endpoint spawns each call with ``hold=True``: its slot stays taken un
 socket is closed, however the session ended.
 
 Each ``ModelBusy`` event (an embedded model refused work) goes to the client as an
-``error`` event (``speech_to_text_busy`` / ``text_to_speech_busy``; the call goes on).
+``error`` event (``speech_to_text_busy``, ``voice_activity_busy`` or ``text_to_speech_busy``;
+the call goes on) and is counted in ``brisvox_model_busy_total{stage}``.
 
 The same events feed the server's ``/metrics`` (:func:`metrics_listener`): each
 ``TurnLatency`` is an answered turn with its latencies, each ``ToolCallSettled`` a
@@ -310,12 +311,19 @@ def event_message(event: ev.EngineEvent) -> dict[str, Any] | None:
     elif isinstance(event, ev.EngineFailure):
         body = {"kind": "engine_failure", "stage": event.stage, "fatal": event.fatal}
     elif isinstance(event, ev.ModelBusy):
-        what = "your words could not be transcribed" if event.stage is BusyStage.STT else "the reply cannot be spoken"
+        what = _BUSY_WHAT[event.stage]
         body = {"kind": "error", "code": f"{event.stage.value}_busy",
                 "message": f"{event.provider} is at capacity: {what}"}
     else:  # TurnEnded, BotAudible: the engine's own marks (TurnLatency carries them)
         return None
     return {"type": "event", "kind": body.pop("kind"), "epoch": event.epoch, "at": round(event.at, 3), **body}
+
+
+_BUSY_WHAT = {
+    BusyStage.STT: "your words could not be transcribed",
+    BusyStage.VAD: "your speech may not be heard",
+    BusyStage.TTS: "the reply cannot be spoken",
+}
 
 
 def metrics_listener(metrics: ServerMetrics) -> ev.EventListener:
@@ -328,6 +336,8 @@ def metrics_listener(metrics: ServerMetrics) -> ev.EventListener:
             metrics.record_tool(event.name or "unknown", event.outcome.value)
         elif isinstance(event, ev.EngineFailure):
             metrics.record_failure(event.stage, fatal=event.fatal)
+        elif isinstance(event, ev.ModelBusy):
+            metrics.record_model_busy(event.stage)
 
     return listen
 

@@ -133,7 +133,9 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
         return code
 
 
-def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
+def run_serve(args: argparse.Namespace, tools: ToolSet, *, ready_line: str | None = None) -> int:
+    """``brisvox serve``; ``ready_line`` is printed once the providers are built (so a missing
+    extra or key fails before it), before the server starts listening."""
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
@@ -202,5 +204,8 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         self_authenticating=frozenset({settings.twilio_path}) if twilio.self_authenticating else frozenset(),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
+        transport_stats=endpoint.stats,
     )
+    if ready_line is not None:
+        print(ready_line, flush=True)
     return asyncio.run(_serve_with(settings, parts, providers))
