@@ -201,7 +201,7 @@ async def test_audio_is_in_the_pacer_when_send_returns_with_no_command_task_betw
 
 async def test_a_mark_behind_audio_still_in_the_pacer_when_a_clear_applies_is_cut() -> None:
     async with loopback_call() as (clock, client, session):
-        for i in range(64):  # fills the pacer
+        for i in range(128):  # fills the pacer
             await session.send(audio(i))
         await session.send(Mark("queued"))
         await session.send(Clear(1))

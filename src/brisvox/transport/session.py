@@ -92,7 +92,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionConfig:
     events_capacity: int = 64
-    pacer_capacity: int = 64
+    # The only buffer between the engine and the pacer's tick (commands have no queue of
+    # their own): 128 frames, 2.56 s, what the command queue and the pacer held together.
+    pacer_capacity: int = 128
     sink_capacity: int = 4
     position_interval: float = 0.1
     frame_duration: float = FRAME_DURATION
