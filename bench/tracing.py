@@ -26,16 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from tests.engine.harness import OBJ, simulate
+from tests.engine.harness import two_turns_with_a_tool_and_a_barge_in
 
-from brisvox.agent.interrupt import InterruptionPolicy
-from brisvox.agent.tools import ToolKind, ToolRegistry, ToolSpec
-from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock, VirtualTimeLoop
-from brisvox.engine import EngineConfig
 from brisvox.engine.events import CallObserver
 from brisvox.server.tracing import Tracing
-from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
 
 
 class EncodingExporter(SpanExporter):
@@ -56,21 +51,9 @@ class EncodingExporter(SpanExporter):
 
 async def one_call(tracing: Tracing | None, n: int) -> float:
     clock = SimClock()
-
-    async def lookup(arguments: dict[str, object], ctx: object) -> object:
-        return {"free": True}
-
-    reg = ToolRegistry()
-    reg.register(ToolSpec(name="check_availability", description="Free tables.", parameters=OBJ,
-                          kind=ToolKind.READ_ONLY), lookup)
-    llm = ScriptedLlm(clock, [[Call(name="check_availability", arguments={"day": "friday"})],
-                              [Say(" ".join(["word"] * 80))], [Say("Sure.")]])
-    scenario = (ScenarioBuilder().pause(0.5).say("a table on friday").pause(2.5)
-                .say("stop please stop now").pause(3.0).build())
-    config = EngineConfig(turn=FixedSilence(silence=0.5), interruption=InterruptionPolicy.recommended())
     tracer = tracing.call(f"call-{n}", clock) if tracing is not None else None
     start = clock.now()
-    await simulate(clock, scenario, llm, config=config, tools=reg, observer=CallObserver(listener=tracer))
+    await two_turns_with_a_tool_and_a_barge_in(clock, CallObserver(listener=tracer))
     if tracer is not None:
         tracer.close()
     return clock.now() - start

@@ -10,16 +10,11 @@ from typing import Any
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from brisvox.agent.interrupt import InterruptionPolicy
-from brisvox.agent.tools import ToolKind, ToolRegistry, ToolSpec
-from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
-from brisvox.engine import EngineConfig
 from brisvox.engine.events import CallObserver
 from brisvox.server.settings import Settings, SettingsError
 from brisvox.server.tracing import open_tracing
-from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
-from tests.engine.harness import OBJ, simulate
+from tests.engine.harness import two_turns_with_a_tool_and_a_barge_in
 
 
 class _Receiver:
@@ -74,24 +69,6 @@ def _attrs(span: Any) -> dict[str, Any]:
     return out
 
 
-async def _two_turns_with_a_tool_and_a_barge_in(observer: CallObserver) -> None:
-    clock = SimClock()
-
-    async def lookup(arguments: dict[str, object], ctx: object) -> object:
-        return {"free": True}
-
-    reg = ToolRegistry()
-    reg.register(ToolSpec(name="check_availability", description="Free tables.", parameters=OBJ,
-                          kind=ToolKind.READ_ONLY), lookup)
-    long_reply = " ".join(["word"] * 80)
-    llm = ScriptedLlm(clock, [[Call(name="check_availability", arguments={"day": "friday"})],
-                              [Say(long_reply)], [Say("Sure.")]])
-    scenario = (ScenarioBuilder().pause(0.5).say("a table on friday").pause(2.5)
-                .say("stop please stop now").pause(3.0).build())
-    config = EngineConfig(turn=FixedSilence(silence=0.5), interruption=InterruptionPolicy.recommended())
-    await simulate(clock, scenario, llm, config=config, tools=reg, observer=observer)
-
-
 async def test_a_call_with_two_turns_a_tool_and_a_barge_in_is_one_trace_with_turn_llm_tool_tts_playout_spans(
     receiver: _Receiver,
 ) -> None:
@@ -99,7 +76,7 @@ async def test_a_call_with_two_turns_a_tool_and_a_barge_in_is_one_trace_with_tur
     assert tracing is not None
     tracer = tracing.call("call-1", SimClock())
     observer = CallObserver(listener=tracer)
-    await _two_turns_with_a_tool_and_a_barge_in(observer)
+    await two_turns_with_a_tool_and_a_barge_in(SimClock(), observer)
     tracer.close()
     assert tracing.flush()
     tracing.shutdown()
