@@ -43,7 +43,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.websockets import WebSocket
 
@@ -81,6 +81,9 @@ from brisvox.transport.session import TransportSession
 from brisvox.transport.twilio import TwilioConfig
 from brisvox.transport.websocket import PeerClosed, ServerConfig
 from brisvox.transport.websocket import run_call as run_ws_call
+
+if TYPE_CHECKING:  # imported only when tracing is on (the otel extra)
+    from brisvox.server.tracing import Tracing
 
 __all__ = [
     "LATENCY_STAGES",
@@ -366,6 +369,7 @@ def engine_runner(
     clock: Clock,
     providers: CallProviders,
     metrics: ServerMetrics | None = None,
+    tracing: Tracing | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
@@ -392,7 +396,8 @@ def engine_runner(
 
     async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
-        observer = CallObserver(listener=listener)
+        tracer = tracing.call(session.info.call_id, clock) if tracing is not None else None
+        observer = CallObserver(listener=_both(listener, tracer))
         async with TaskScope("engine-call") as scope:
             side = call.events()
             if side is not None:
@@ -412,6 +417,8 @@ def engine_runner(
                 failed, report = exc, exc.report
             finally:
                 observer.close()
+                if tracer is not None:
+                    tracer.close()
                 if rendering is not None:
                     rendering.cancel()  # unfinished: the next call starts it again
             try:
@@ -426,6 +433,17 @@ def engine_runner(
             raise failed
 
     return run
+
+
+def _both(first: ev.EventListener | None, second: ev.EventListener | None) -> ev.EventListener | None:
+    """One listener for the observer: the metrics' and the trace's (either may be absent)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(event: ev.EngineEvent) -> None:
+        first(event)
+        second(event)
+    return both
 
 
 def _log_end(call_id: str, report: CallReport, dropped: int) -> None:
