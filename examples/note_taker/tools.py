@@ -13,8 +13,16 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from brisvox.agent.tools import IdempotencyKey, ToolCallContext, ToolError
-from brisvox.server import ToolSet
+from pydantic import BaseModel, Field
+
+from brisvox import ToolContext, ToolError, ToolSet
+from brisvox.agent.tools import IdempotencyKey
+
+
+class Note(BaseModel):
+    """What save_note takes."""
+
+    text: str = Field(min_length=1, max_length=2000)
 
 
 @dataclass
@@ -41,37 +49,20 @@ def build_tools(book: NoteBook, now: Any = None) -> ToolSet:
     clock = now or (lambda: datetime.now(UTC))
     tools = ToolSet()
 
-    @tools.read_only(
-        description="The current local time in an IANA time zone such as Europe/Istanbul.",
-        parameters={
-            "type": "object",
-            "properties": {"zone": {"type": "string", "description": "IANA time zone name"}},
-            "required": ["zone"],
-            "additionalProperties": False,
-        },
-        timeout=1.0,
-        filler_after=None,
-    )
-    async def get_time(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, str]:
+    @tools.read_only(timeout=1.0, filler_after=None)
+    async def get_time(zone: str = Field(description="IANA time zone name")) -> dict[str, str]:
+        """The current local time in an IANA time zone such as Europe/Istanbul."""
         try:
-            zone = ZoneInfo(arguments["zone"])
+            where = ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ToolError(f"unknown time zone {arguments['zone']!r}") from None
-        local = clock().astimezone(zone)
-        return {"zone": str(zone), "time": local.strftime("%H:%M"), "date": local.date().isoformat()}
+            raise ToolError(f"unknown time zone {zone!r}") from None
+        local = clock().astimezone(where)
+        return {"zone": str(where), "time": local.strftime("%H:%M"), "date": local.date().isoformat()}
 
-    @tools.side_effect(
-        description="Write down a note for the caller.",
-        parameters={
-            "type": "object",
-            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 2000}},
-            "required": ["text"],
-            "additionalProperties": False,
-        },
-        timeout=3.0,
-    )
-    async def save_note(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
-        note_id, saved = book.save(ctx.idempotency_key(), arguments["text"])
+    @tools.side_effect(timeout=3.0)
+    async def save_note(args: Note, ctx: ToolContext) -> dict[str, Any]:
+        """Write down a note for the caller."""
+        note_id, saved = book.save(ctx.idempotency_key(), args.text)
         return {"note_id": note_id, "saved": saved}
 
     return tools
