@@ -13,14 +13,20 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from brisvox import tool
     from brisvox.agent.tools import ToolError
+    from brisvox.server.agent import Agent, AgentError
     from brisvox.server.tools import ToolSet
     from brisvox.tool import FunctionTool, ToolContext
 
 __version__ = "0.1.0"
 
-__all__ = ["FunctionTool", "ToolContext", "ToolError", "ToolSet", "__version__", "run_with_tools", "tool"]
+__all__ = [
+    "Agent", "AgentError", "FunctionTool", "ToolContext", "ToolError", "ToolSet", "__version__", "run",
+    "run_with_tools", "tool",
+]
 
 _LAZY = {
+    "Agent": ("brisvox.server.agent", "Agent"),
+    "AgentError": ("brisvox.server.agent", "AgentError"),
     "tool": ("brisvox.tool", None),
     "FunctionTool": ("brisvox.tool", "FunctionTool"),
     "ToolContext": ("brisvox.tool", "ToolContext"),
@@ -58,3 +64,15 @@ def run_with_tools(tools: ToolSet, argv: list[str] | None = None) -> int:
     from brisvox.__main__ import main
 
     return main(argv, tools=tools)
+
+
+def run(agent: Agent, argv: list[str] | None = None) -> int:
+    """The ``brisvox`` program around ``agent``: ``serve`` and ``check`` use it when no agent
+    file is named.  Returns the exit status::
+
+        if __name__ == "__main__":
+            sys.exit(brisvox.run(agent))
+    """
+    from brisvox.__main__ import main
+
+    return main(argv, agent=agent)

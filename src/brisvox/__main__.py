@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from brisvox import __version__
 
 if TYPE_CHECKING:
+    from brisvox.server.agent import Agent
     from brisvox.server.tools import ToolSet
 
 
@@ -30,7 +31,8 @@ def _add_server_parsers(sub: Any) -> None:
     token_p.add_argument("--new-secret", action="store_true", help="print a new random signing key instead")
     check_p = sub.add_parser("check", help="validate an agent file offline",
                              description="Validate an agent file offline; exit 0 when it is valid, 1 otherwise.")
-    check_p.add_argument("agent_file", type=Path)
+    check_p.add_argument("agent_file", nargs="?", type=Path,
+                         help="agent file (default: the program's own agent, with brisvox.run(agent))")
     check_p.add_argument("--env", action="store_true", help="also require every api_key_env variable to be set")
 
 
@@ -56,17 +58,20 @@ def _add_models_parser(sub: Any) -> None:
     msub.add_parser("list", help="show each model, its licence and where it is read from")
 
 
-def main(argv: list[str] | None = None, *, tools: ToolSet | None = None) -> int:
+def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: Agent | None = None) -> int:
     """Run the command line; ``tools`` are the Python tools agent files may list (see
-    :func:`brisvox.run_with_tools`)."""
+    :func:`brisvox.run_with_tools`); ``agent`` is the agent ``serve`` and ``check`` use when
+    no agent file is named (see :func:`brisvox.run`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command in ("serve", "check"):
         from brisvox.server.cli import run_check, run_serve
         from brisvox.server.tools import ToolSet
 
-        toolset = tools if tools is not None else ToolSet()
-        return run_serve(args, toolset) if args.command == "serve" else run_check(args, toolset)
+        toolset = tools if tools is not None else agent.toolset() if agent is not None else ToolSet()
+        if args.command == "check" and args.agent_file is None and agent is None:
+            parser.error("check: name an agent file")
+        return run_serve(args, toolset, agent) if args.command == "serve" else run_check(args, toolset, agent)
     if args.command == "token":
         from brisvox.server.cli import run_token
 

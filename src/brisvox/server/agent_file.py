@@ -29,7 +29,7 @@ import math
 import re
 import tomllib
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, ClassVar, Literal, get_args
@@ -49,6 +49,7 @@ from brisvox.agent.turn import (
 )
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
+from brisvox.providers.choice import ProviderChoice
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
@@ -68,6 +69,7 @@ __all__ = [
     "ProviderChoice",
     "load_agent_file",
     "parse_agent_file",
+    "parse_agent_table",
 ]
 
 
@@ -242,18 +244,6 @@ _SECTIONS = tuple(_File.model_fields)
 
 
 @dataclass(frozen=True, slots=True)
-class ProviderChoice:
-    """The provider of one stage, its options table and its key (``None`` when it takes none
-    or when the file was checked without an environment)."""
-
-    stage: Stage
-    provider: str
-    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    api_key_env: str | None = None
-    api_key: Secret | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class AgentDefinition:
     """A checked agent file."""
 
@@ -340,7 +330,21 @@ def parse_agent_file(
         line, col = (int(m.group(1)), int(m.group(2))) if m else (at.line, at.column)
         msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
         raise AgentFileError([Problem(file, line, col, "", f"TOML syntax: {msg}")]) from None
-    report = _Report(file, index_positions(text))
+    return parse_agent_table(raw, source=source, positions=index_positions(text), available_tools=available_tools,
+                             environ=environ)
+
+
+def parse_agent_table(
+    raw: dict[str, Any],
+    *,
+    source: str | Path,
+    positions: Positions | None = None,
+    available_tools: Collection[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> AgentDefinition:
+    """Check an agent file's parsed table (what ``tomllib`` gives; :class:`brisvox.Agent` builds
+    one from its fields, so a Python agent is checked by the same code as a file)."""
+    report = _Report(str(source), positions if positions is not None else Positions())
     model = _check_shape(raw, report)
     if model is None:
         # The tool names are still checked when they are readable, so one run shows both.
