@@ -33,7 +33,7 @@ from brisvox.agent.turn import TurnMachine
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, ProcessorFailed, StopTimeout
-from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame
+from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame, UserTextFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
@@ -52,7 +52,7 @@ from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
 from brisvox.providers.tts import TtsProvider, TtsSession
-from brisvox.transport.events import Dtmf, PlaybackPosition, Stopped, StopReason
+from brisvox.transport.events import Dtmf, PlaybackPosition, Stopped, StopReason, Typed
 from brisvox.transport.session import TransportSession
 
 __all__ = ["CallFailed", "CallReport", "Providers", "run_call"]
@@ -370,5 +370,7 @@ async def _pump_events(session: TransportSession, running: RunningPipeline) -> N
                 )
             elif isinstance(event, Dtmf):
                 await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
+            elif isinstance(event, Typed):
+                await running.send(UserTextFrame(epoch=0, text=event.text))  # a turn of its own, never dropped
             elif isinstance(event, Stopped):
                 return

@@ -405,7 +405,8 @@ class LlmRunner(Processor):
             arguments = json.dumps(call.arguments, separators=(",", ":")) if isinstance(call, ToolCall) \
                 else call.raw_arguments
             self.events.emit(ToolCallStarted(epoch=epoch, at=at, call_id=call.id, name=call.name or "",
-                                             arguments=arguments))
+                                             arguments=arguments,
+                                             parsed=call.arguments if isinstance(call, ToolCall) else None))
 
     def _deliver(self, execution: Execution, at: float) -> None:
         """The round's results (and late notes) into the context; one settled event per result."""

@@ -39,6 +39,7 @@ __all__ = [
     "TransportCommand",
     "TransportError",
     "TransportEvent",
+    "Typed",
     "WireAudio",
     "WireAudioOut",
     "WireClear",
@@ -52,6 +53,7 @@ __all__ = [
     "WireMarkEcho",
     "WireOut",
     "WireStarted",
+    "WireText",
 ]
 
 SUPPORTED_RATES = frozenset({8000, 16000, 24000, 44100, 48000})
@@ -133,6 +135,17 @@ class Dtmf:
 
 
 @dataclass(frozen=True, slots=True)
+class Typed:
+    """A message the caller typed instead of speaking (the console, a test)."""
+
+    text: str
+    at: float
+
+    def __repr__(self) -> str:
+        return f"Typed(<{len(self.text)} chars>, at={self.at:.3f})"
+
+
+@dataclass(frozen=True, slots=True)
 class MarkPlayed:
     id: str
 
@@ -174,7 +187,7 @@ class Stopped:
 
 
 TransportEvent = (
-    Started | CallerAudio | Dtmf | MarkPlayed | MarkCleared | PlaybackPosition | PlaybackLead
+    Started | CallerAudio | Dtmf | Typed | MarkPlayed | MarkCleared | PlaybackPosition | PlaybackLead
     | TransportError | Stopped
 )
 
@@ -231,6 +244,15 @@ class WireDtmf:
 
 
 @dataclass(frozen=True, slots=True)
+class WireText:
+    text: str
+    at: float
+
+    def __repr__(self) -> str:
+        return f"WireText(<{len(self.text)} chars>, at={self.at:.3f})"
+
+
+@dataclass(frozen=True, slots=True)
 class WireMarkEcho:
     id: str
 
@@ -252,7 +274,7 @@ class WireLead:
     lead: float
 
 
-WireEvent = WireStarted | WireAudio | WireDtmf | WireMarkEcho | WireFault | WireHangup | WireLead
+WireEvent = WireStarted | WireAudio | WireDtmf | WireText | WireMarkEcho | WireFault | WireHangup | WireLead
 
 
 @dataclass(frozen=True, slots=True)

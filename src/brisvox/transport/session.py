@@ -67,6 +67,7 @@ from brisvox.transport.events import (
     TransportCommand,
     TransportError,
     TransportEvent,
+    Typed,
     WireAudio,
     WireAudioOut,
     WireClear,
@@ -79,6 +80,7 @@ from brisvox.transport.events import (
     WireMarkEcho,
     WireOut,
     WireStarted,
+    WireText,
 )
 from brisvox.transport.ledger import Ledger
 from brisvox.transport.link import CallLink
@@ -468,6 +470,8 @@ class TransportSession:
                     sink(frame)
             elif isinstance(ev, WireDtmf):
                 await events.send(Dtmf(ev.digit, ev.at))
+            elif isinstance(ev, WireText):
+                await events.send(Typed(ev.text, ev.at))
             elif isinstance(ev, WireMarkEcho):
                 if ledger.echo(ev.id):
                     await events.send(MarkPlayed(ev.id))
