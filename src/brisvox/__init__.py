@@ -14,19 +14,21 @@ if TYPE_CHECKING:
     from brisvox import tool
     from brisvox.agent.tools import ToolError
     from brisvox.server.agent import Agent, AgentError
+    from brisvox.server.embed import asgi
     from brisvox.server.tools import ToolSet
     from brisvox.tool import FunctionTool, ToolContext
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agent", "AgentError", "FunctionTool", "ToolContext", "ToolError", "ToolSet", "__version__", "run",
+    "Agent", "AgentError", "FunctionTool", "ToolContext", "ToolError", "ToolSet", "__version__", "asgi", "run",
     "run_with_tools", "tool",
 ]
 
 _LAZY = {
     "Agent": ("brisvox.server.agent", "Agent"),
     "AgentError": ("brisvox.server.agent", "AgentError"),
+    "asgi": ("brisvox.server.embed", "asgi"),
     "tool": ("brisvox.tool", None),
     "FunctionTool": ("brisvox.tool", "FunctionTool"),
     "ToolContext": ("brisvox.tool", "ToolContext"),
