@@ -42,7 +42,7 @@ from typing import Any, Self
 
 from brisvox.agent.context import Context
 from brisvox.agent.tools import FillerPolicy, Tool, ToolCallContext
-from brisvox.core.clock import SimClock, VirtualTimeLoop
+from brisvox.core.clock import Clock, SimClock, VirtualTimeLoop
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallObserver, CallReport, Providers, run_call
@@ -156,10 +156,17 @@ def _script(response: Response) -> list[Say | Call]:
 class AgentTest:
     """One test call with ``agent`` (see the module docs)."""
 
-    def __init__(self, agent: Agent, *, llm: Sequence[Response] | LlmProvider | None = None) -> None:
+    def __init__(self, agent: Agent, *, llm: Sequence[Response] | LlmProvider | None = None,
+                 clock: Clock | None = None, on_event: ev.EventListener | None = None,
+                 chars_per_second: float = _FAST_VOICE.chars_per_second) -> None:
+        """``clock``: the call's clock (a SimClock by default; the console passes the system's);
+        ``on_event``: sees every engine event as it happens; ``chars_per_second``: how fast the
+        mock voice "speaks" (fast by default: a reply's audio is short)."""
         self.agent = agent
-        self.clock = SimClock()
+        self.clock: Clock = clock if clock is not None else SimClock()
         self._llm_given = llm
+        self._on_event = on_event
+        self._voice = MockTtsConfig(chars_per_second=chars_per_second, chunk_seconds=_FAST_VOICE.chunk_seconds)
         self._runs: dict[str, int] = {}
         self._turns: list[Turn] = []
         self._by_epoch: dict[int, Turn] = {}
@@ -191,6 +198,8 @@ class AgentTest:
         return run
 
     def _listen(self, event: ev.EngineEvent) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
         if isinstance(event, ev.TurnStarted):
             if event.barge_in and self._by_epoch:
                 self._by_epoch[max(self._by_epoch)].interrupted = True
@@ -225,7 +234,7 @@ class AgentTest:
             assert spec is not None and tool is not None
             tools.add(spec, self._counted(name, tool))
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
-        providers = Providers(stt=MockStt(self.clock), llm=self._llm(), tts=MockTts(self.clock, _FAST_VOICE),
+        providers = Providers(stt=MockStt(self.clock), llm=self._llm(), tts=MockTts(self.clock, self._voice),
                               vad=_energy_vad)
         self._transport = transport = LoopbackTransport(self.clock)
         await transport.__aenter__()
