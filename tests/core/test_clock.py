@@ -141,3 +141,20 @@ def test_a_loop_that_re_arms_timers_forever_stops_at_its_virtual_time_limit() ->
             t.cancel()
         loop.run_until_complete(asyncio.sleep(0))
         loop.close()
+
+
+def test_call_at_runs_its_callback_at_the_clock_instant_and_a_cancelled_one_never() -> None:
+    from brisvox.core.clock import call_at
+
+    async def main() -> tuple[list[float], list[float]]:
+        clock = SimClock()
+        fired: list[float] = []
+        cancelled: list[float] = []
+        start = clock.now()
+        call_at(clock, start + 2.5, lambda: fired.append(clock.now() - start))
+        call_at(clock, start + 1.0, lambda: cancelled.append(clock.now())).cancel()
+        await clock.sleep(3.0)
+        return fired, cancelled
+
+    fired, cancelled = run_virtual(main)
+    assert fired == [2.5] and cancelled == []

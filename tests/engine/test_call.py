@@ -6,10 +6,16 @@ from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
+from brisvox.core.frames import BusyStage
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent as E
-from brisvox.engine import EngineConfig, LlmConfig
-from brisvox.sim import Say, ScenarioBuilder, ScriptedLlm
+from brisvox.engine import CallObserver, EngineConfig, EngineEvent, LlmConfig
+from brisvox.engine.config import DEFAULT_FALLBACK_LINE
+from brisvox.engine.events import ModelBusy
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.stt import SttConfig, SttError, SttEvent, Transcript
+from brisvox.sim import MockStt, MockSttConfig, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim.mock_stt import MockSttSession
 from tests.engine.harness import SEEDS, llm_latency, simulate, tts_config
 
 
@@ -300,3 +306,52 @@ async def test_a_caller_who_talks_over_the_greeting_cuts_it_and_the_context_keep
 def test_an_empty_greeting_is_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="greeting"):
         LlmConfig(greeting="  ")
+
+
+def drain(observer: CallObserver) -> list[EngineEvent]:
+    out = []
+    while (event := observer.try_get()) is not None:
+        out.append(event)
+    return out
+
+
+class _BusySttSession(MockSttSession):
+    """Every final is refused, as the local Whisper refuses a segment when its inference pool is full."""
+
+    async def _emit(self, event: SttEvent) -> None:
+        if isinstance(event, Transcript) and event.is_final and event.text:
+            busy = ProviderError("local-whisper", ProviderErrorKind.BUSY, "the inference pool is full")
+            event = SttError(error=busy, fatal=False)
+        await super()._emit(event)
+
+
+class _BusyStt(MockStt):
+    async def connect(self, config: SttConfig) -> MockSttSession:
+        session = _BusySttSession(SimClock(), self.config, config, self.name)
+        self.sessions.append(session)
+        return session
+
+
+async def test_a_turn_whose_words_a_busy_stt_refused_is_answered_with_the_fallback_line_and_an_error_event() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(3.0).build()
+    observer = CallObserver()
+    llm = ScriptedLlm(clock, [[Say("Sure.")]])
+    result = await simulate(clock, scenario, llm, stt=_BusyStt(clock, MockSttConfig(utterances=scenario.utterances)),
+                            observer=observer)
+    said = [m.text for m in result.report.context.messages if isinstance(m, AssistantMessage)]
+    assert said == [DEFAULT_FALLBACK_LINE] and not llm.requests  # spoken, not silence; the model was not asked
+    assert result.audio_at()
+    busy = [e for e in drain(observer) if isinstance(e, ModelBusy)]
+    assert [(e.stage, e.provider) for e in busy] == [(BusyStage.STT, "local-whisper")]
+
+
+async def test_a_reply_a_busy_tts_refused_is_reported_to_the_client_as_an_error_event() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(3.0).build()
+    observer = CallObserver()
+    result = await simulate(clock, scenario, ScriptedLlm(clock, [[Say("Sure.")]]), tts=MockTtsConfig(busy=True),
+                            observer=observer)
+    assert not result.audio_at()  # nothing could be spoken ...
+    busy = [e for e in drain(observer) if isinstance(e, ModelBusy)]
+    assert busy and {e.stage for e in busy} == {BusyStage.TTS}  # ... and the client is told

@@ -22,7 +22,7 @@ from brisvox.providers.tts import TtsConfig
 from brisvox.sim import MockStt, MockTts, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.sim.mock_tts import MockTtsSession
 from brisvox.transport import Heard, LoopbackTransport, TransportSession
-from brisvox.transport.events import WireAudioOut, WireHangupOut
+from brisvox.transport.events import FailureKind, WireAudioOut, WireHangupOut
 from tests.engine.harness import RATE, energy_vad, simulate
 
 
@@ -109,7 +109,9 @@ async def test_a_tts_session_whose_send_text_raises_ends_the_call_with_an_error_
     assert errors[0].getMessage().startswith("call loopback-")
     # The client hears why the call ends, right after the failure (not when it hangs up).
     [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
-    assert isinstance(hangup, WireHangupOut) and hangup.error is not None
+    assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
+    assert hangup.failure.kind is FailureKind.INTERNAL_ERROR  # a bug: no internals for the client
+    assert failed.crashed  # the server counts the session as crashed
     second_turn_end = 0.5 + 1.0 + 3.0 + 1.5
     assert ended < second_turn_end + 2.0
     # The second reply never played: the context does not claim it was said.
@@ -127,7 +129,9 @@ async def test_a_call_whose_tts_cannot_connect_ends_with_an_error_for_the_client
     assert failed is not None and failed.report.failure is not None
     assert failed.report.failure.stage == "run_call" and failed.report.failure.error == "ProviderError"
     [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
-    assert isinstance(hangup, WireHangupOut) and hangup.error is not None
+    assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
+    assert hangup.failure.kind is FailureKind.CALL_FAILED and hangup.failure.message == "mock-tts: connect"
+    assert not failed.crashed  # a provider's failure is an error, not a bug
 
 
 class BuggyLlm(LlmProvider):
@@ -178,5 +182,6 @@ async def test_a_tts_that_drops_and_cannot_be_reopened_ends_the_call_with_an_err
     assert failed is not None and failed.report.failure is not None
     assert (failed.report.failure.stage, failed.report.failure.error) == ("tts-reader", "SpeechLost")
     [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
-    assert isinstance(hangup, WireHangupOut) and hangup.error is not None
+    assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
+    assert hangup.failure.kind is FailureKind.CALL_FAILED
     assert ended < 10.0  # not when the caller would have hung up (about 18 s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import httpx
 import pytest
@@ -10,6 +11,7 @@ from starlette.testclient import TestClient, WebSocketDenialResponse
 from starlette.websockets import WebSocket
 
 from brisvox.core.clock import SimClock
+from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.server.app import build_app
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionManager, SessionSlot, ShutdownPolicy
@@ -25,8 +27,9 @@ async def release_slot(websocket: WebSocket, slot: SessionSlot[asyncio.Event]) -
     await websocket.close()
 
 
-def client(manager: SessionManager[asyncio.Event], metrics: ServerMetrics | None = None) -> httpx.AsyncClient:
-    app = build_app(manager, metrics or ServerMetrics(), call_endpoint=release_slot)
+def client(manager: SessionManager[asyncio.Event], metrics: ServerMetrics | None = None,
+           pools: tuple[InferencePool, ...] = ()) -> httpx.AsyncClient:
+    app = build_app(manager, metrics or ServerMetrics(), call_endpoint=release_slot, pools=lambda: pools)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
 
 
@@ -46,7 +49,8 @@ async def test_readyz_is_200_with_room_and_503_when_full_or_draining() -> None:
     async with client(m) as c:
         r = await c.get("/readyz")
         assert r.status_code == 200
-        assert r.json() == {"ready": True, "draining": False, "active": 0, "reserved": 0, "max": 2}
+        assert r.json() == {"ready": True, "draining": False, "active": 0, "reserved": 0, "max": 2,
+                            "saturated": []}
         slot = m.try_admit()
         assert isinstance(slot, SessionSlot)
         slot.spawn(done)
@@ -54,7 +58,8 @@ async def test_readyz_is_200_with_room_and_503_when_full_or_draining() -> None:
         assert isinstance(reserved, SessionSlot)
         r = await c.get("/readyz")
         assert r.status_code == 503
-        assert r.json() == {"ready": False, "draining": False, "active": 1, "reserved": 1, "max": 2}
+        assert r.json() == {"ready": False, "draining": False, "active": 1, "reserved": 1, "max": 2,
+                            "saturated": []}
         reserved.release()
         m.begin_drain()
         r = await c.get("/readyz")
@@ -114,3 +119,26 @@ def test_a_call_past_the_limit_is_denied_before_the_upgrade_and_counted() -> Non
     assert entered == ["call"]
     assert 'brisvox_admissions_refused_total{reason="at_capacity"} 1.0' in metrics.render().decode()
     assert (m.active, m.reserved) == (0, 0)  # the endpoint neither spawned nor released: the app released
+
+
+async def test_readyz_is_503_naming_the_pool_while_an_embedded_models_pool_is_saturated() -> None:
+    m = SessionManager(idle_runner, max_sessions=2, clock=SimClock())
+    started, gate = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        gate.wait(10)
+
+    async with InferencePool(PoolConfig(name="brisvox-hibari", threads=1, jobs_per_thread=1)) as pool:
+        running = pool.submit(hold)
+        assert started.wait(5)  # the thread took it: the lane is empty again
+        async with client(m, pools=(pool,)) as c:
+            assert (await c.get("/readyz")).status_code == 200
+            queued = pool.submit(hold)  # the lane (1 job) is full now
+            r = await c.get("/readyz")
+            assert r.status_code == 503 and r.json()["saturated"] == ["brisvox-hibari"]
+            assert r.json()["ready"] is False and m.ready  # the call limit alone would admit
+            gate.set()
+            await asyncio.gather(running, queued)
+            assert (await c.get("/readyz")).status_code == 200
+    await m.shutdown(ShutdownPolicy())

@@ -8,21 +8,29 @@ and the server drains after the call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import logging
+import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, FillerPolicy, Outcome, StaticClips
+from brisvox.audio.codec import AudioEncoding
+from brisvox.audio.pcm import pcm16_to_array
 from brisvox.audio.wav import WavAudio
 from brisvox.core.clock import Clock, SimClock, SystemClock
-from brisvox.core.frames import TurnEndReason
+from brisvox.core.errors import ConfigError, InvalidInput
+from brisvox.core.frames import BusyStage, TurnEndReason
 from brisvox.engine import Providers, SpeculationMode
 from brisvox.engine import events as ev
-from brisvox.inference.vad import energy_vad
+from brisvox.inference.vad import VoiceActivityDetector, energy_vad
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.stt import SttConfig, SttProvider, SttSession
 from brisvox.server.agent_file import load_agent_file, parse_agent_file
 from brisvox.server.call import (
     EngineCall,
@@ -43,7 +51,8 @@ from brisvox.server.page import page_routes
 from brisvox.server.settings import Settings
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, CallerScenario, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
-from brisvox.transport import LoopbackTransport
+from brisvox.transport import FailureKind, LoopbackTransport
+from brisvox.transport.events import WireHangupOut
 from brisvox.transport.websocket import ServerConfig
 from brisvox.transport.websocket.client import ClientOptions, run
 
@@ -210,6 +219,11 @@ def test_each_engine_event_the_client_sees_has_its_documented_shape() -> None:
                        "speech_end_to_turn_end_ms": 500.0, "turn_end_to_audio_ms": 200.0,
                        "turn_end_reason": "silence"}
     assert message(ev.BotAudible(epoch=1, at=5.0)) is None
+    assert message(ev.ModelBusy(epoch=2, at=3.0, stage=BusyStage.STT, provider="local-whisper")) == {
+        "type": "event", "kind": "error", "epoch": 2, "at": 3.0, "code": "speech_to_text_busy",
+        "message": "local-whisper is at capacity: your words could not be transcribed"}
+    busy_tts = message(ev.ModelBusy(epoch=2, at=3.0, stage=BusyStage.TTS, provider="local-hibari"))
+    assert busy_tts is not None and busy_tts["code"] == "text_to_speech_busy"
 
 
 def test_the_demo_agent_names_auto_and_auto_takes_a_configured_endpoint_first_and_the_scripted_host_last() -> None:
@@ -267,12 +281,200 @@ async def test_prerendered_fillers_render_in_the_first_call_and_play_as_clips_in
     assert "1 fillers (0 clips)" in ended[0] and "1 fillers (1 clips)" in ended[1]
 
 
+# --- failures reach the caller; every rate works; the server's keys win -------------------------
+
+SHORT_AGENT = ('[agent]\nname = "a"\nprompt = "p"\ngreeting = "Hello there."\n\n'
+               '[turn]\npolicy = "fixed_silence"\nsilence = 0.5\n')
+
+
+class Unreachable:
+    """An STT whose connect fails as told (a provider down at call start, or a bug)."""
+
+    name = "unreachable-stt"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    async def warm(self) -> None:
+        return None
+
+    async def connect(self, config: SttConfig) -> SttSession:
+        raise self.error
+
+
+class Only16k:
+    """An STT that takes 16 kHz only, as the local Whisper does."""
+
+    name = "only-16k-stt"
+
+    def __init__(self, inner: MockStt) -> None:
+        self.inner = inner
+        self.rates: list[int] = []
+
+    async def warm(self) -> None:
+        return None
+
+    async def connect(self, config: SttConfig) -> SttSession:
+        self.rates.append(config.sample_rate)
+        if config.sample_rate != 16000:
+            raise ConfigError(f"only-16k-stt: sample_rate must be 16000, got {config.sample_rate}")
+        return await self.inner.connect(config)
+
+
+def vad_8k_16k(rate: int) -> VoiceActivityDetector:
+    """A VAD that reads 8 or 16 kHz only, as Silero does."""
+    if rate not in (8000, 16000):
+        raise ConfigError(f"the VAD runs at 16000 or 8000 Hz, got {rate}")
+    return energy_vad(rate)
+
+
+@contextlib.asynccontextmanager
+async def serving(stt: SttProvider, *, max_calls: int = 2) -> AsyncIterator[tuple[str, ServerMetrics]]:
+    """``serve`` on 127.0.0.1 with the engine endpoint, SHORT_AGENT and ``stt``; yields the base URL."""
+    clock = SystemClock()
+    agent = parse_agent_file(SHORT_AGENT)
+    providers = CallProviders(
+        providers=Providers(stt=stt, llm=ScriptedLlm(clock, [[Say("Sure.")]] * 4), tts=MockTts(clock),
+                            vad=vad_8k_16k),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+    endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
+    metrics = ServerMetrics()
+    parts = ServerParts(runner=engine_runner(agent, ToolSet(), clock, providers, metrics), call_endpoint=endpoint,
+                        on_stop_calls=endpoint.close, metrics=metrics)
+    stops = StopRequests()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    server = asyncio.ensure_future(serve(Settings(port=0, max_calls=max_calls), parts, clock=clock, stops=stops,
+                                         out=io.StringIO(), on_ready=ready.set_result))
+    try:
+        port = await asyncio.wait_for(ready, 20)
+        yield f"127.0.0.1:{port}", metrics
+    finally:
+        stops.request("test stop")
+        await asyncio.wait_for(server, 30)
+
+
+def peak(pcm: bytearray) -> int:
+    return int(abs(pcm16_to_array(bytes(pcm)).astype("int32")).max()) if pcm else 0
+
+
+async def readyz(base: str) -> dict[str, object]:
+    loop = asyncio.get_running_loop()
+
+    def fetch() -> dict[str, object]:
+        try:
+            with urllib.request.urlopen(f"http://{base}/readyz", timeout=5) as r:
+                return dict(json.loads(r.read()))
+        except urllib.error.HTTPError as exc:
+            return dict(json.loads(exc.read()))
+
+    return await loop.run_in_executor(None, fetch)
+
+
+@pytest.mark.realtime
+@pytest.mark.parametrize(("error", "code", "outcome"), [
+    (ProviderError("deepgram", ProviderErrorKind.CONNECT, "refused (token sk-secret)"), "call_failed", "error"),
+    (RuntimeError("a bug"), "internal_error", "crashed"),
+], ids=["provider-unreachable", "crash"])
+async def test_a_call_whose_session_fails_at_its_start_hears_why_and_is_closed_with_1011_and_counted(
+    error: Exception, code: str, outcome: str,
+) -> None:
+    async with serving(Unreachable(error)) as (base, metrics):
+        audio = WavAudio(bytes(3200), 16000)
+        result = await asyncio.wait_for(
+            run(ClientOptions(url=f"ws://{base}/ws", audio=audio, realtime=False, linger=5.0), SystemClock()), 15)
+        assert [e["code"] for e in result.errors] == [code]
+        assert "sk-secret" not in json.dumps(result.errors)  # a vendor's text stays in the log
+        assert (result.stop_reason, result.close_code) == ("error", 1011)
+        for _ in range(100):
+            ready = await readyz(base)
+            if ready["active"] == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert (ready["active"], ready["reserved"]) == (0, 0)
+        assert f'brisvox_calls_ended_total{{outcome="{outcome}"}} 1.0' in metrics.render().decode()
+
+
+@pytest.mark.realtime
+@pytest.mark.parametrize(("rate", "encoding"), [
+    (8000, AudioEncoding.MULAW), (8000, AudioEncoding.PCM16), (24000, AudioEncoding.PCM16),
+    (48000, AudioEncoding.MULAW),
+], ids=["8k-mulaw", "8k-pcm16", "24k-pcm16", "48k-mulaw"])
+async def test_a_call_at_every_documented_rate_and_encoding_works_with_a_16khz_only_stt_and_vad(
+    rate: int, encoding: AudioEncoding,
+) -> None:
+    clock = SystemClock()
+    scenario = ScenarioBuilder(sample_rate=rate).pause(2.0).say("a table for two").pause(1.5).build()
+    stt = Only16k(MockStt.for_scenario(clock, scenario))
+    async with serving(stt) as (base, _):
+        audio = WavAudio(b"".join(scenario.frames(0.02)), rate)
+        result = await asyncio.wait_for(
+            run(ClientOptions(url=f"ws://{base}/ws", audio=audio, encoding=encoding, linger=1.5), clock), 30)
+    assert result.ok and not result.errors, (result.failure, result.errors)
+    assert stt.rates == [16000]
+    assert result.sample_rate == rate and peak(result.recording) > 1000
+    said = [e["text"] for e in result.events if e["kind"] == "user_turn"]
+    assert said == ["a table for two"]
+
+
+@pytest.mark.realtime
+async def test_a_clients_output_sample_rate_cannot_change_the_rate_the_bot_speaks_at() -> None:
+    async with serving(Only16k(MockStt(SystemClock()))) as (base, _):
+        audio = WavAudio(bytes(32000 * 2), 16000)
+        result = await asyncio.wait_for(run(ClientOptions(
+            url=f"ws://{base}/ws", audio=audio, realtime=False, linger=1.5,
+            metadata={"output_sample_rate": "8000", "sample_rate": "48000"}), SystemClock()), 15)
+    assert result.ok and not result.errors, (result.failure, result.errors)
+    assert peak(result.recording) > 1000  # the greeting, at the call's rate
+
+
+async def test_a_malformed_rate_in_the_calls_metadata_ends_the_call_with_an_error_naming_it() -> None:
+    clock = SimClock()
+    agent = parse_agent_file(SHORT_AGENT)
+    providers = CallProviders(
+        providers=Providers(stt=MockStt(clock), llm=ScriptedLlm(clock, []), tts=MockTts(clock), vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+    runner = engine_runner(agent, ToolSet(), clock, providers)
+
+    async def no_text(_: str) -> None:
+        return None
+
+    async with LoopbackTransport(clock) as transport:
+        client = await transport.connect(metadata={"sample_rate": "fast"})
+        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
+        heard = await client.read_until_hangup(within=5.0)
+        with pytest.raises(InvalidInput):
+            await call
+    hangup = heard[-1].item
+    assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
+    assert hangup.failure.kind is FailureKind.CALL_FAILED and "sample_rate='fast'" in hangup.failure.message
+
+
+@pytest.mark.realtime
+async def test_a_client_that_vanishes_mid_call_gives_its_slot_back_once_its_session_ended() -> None:
+    from websockets.asyncio.client import connect
+
+    async with serving(Only16k(MockStt(SystemClock())), max_calls=1) as (base, metrics):
+        ws = await connect(f"ws://{base}/ws", compression=None)
+        await ws.send(json.dumps({"type": "start", "encoding": "pcm16", "sample_rate": 16000}))
+        assert json.loads(await ws.recv())["type"] == "started"
+        assert (await readyz(base))["active"] == 1
+        ws.transport.abort()  # no close frame: the client is gone
+        for _ in range(200):
+            ready = await readyz(base)
+            if ready["active"] == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert (ready["active"], ready["reserved"], ready["ready"]) == (0, 0, True)
+        assert 'brisvox_calls_ended_total{outcome="ok"} 1.0' in metrics.render().decode()
+
+
 async def test_a_call_that_fails_ends_the_session_as_an_error_and_is_counted_in_the_metrics() -> None:
     from brisvox.engine import CallFailed
     from brisvox.providers.errors import ProviderErrorKind
     from brisvox.sim import MockTtsConfig
     from brisvox.transport import LoopbackTransport
-    from brisvox.transport.events import WireHangupOut
 
     clock = SimClock()
     tools = demo_tools()
@@ -293,6 +495,7 @@ async def test_a_call_that_fails_ends_the_session_as_an_error_and_is_counted_in_
             await runner(EngineCall(link, send_text), asyncio.Event())
         heard = await client.read_until_hangup(within=1.0)
     hangup = heard[-1].item
-    assert isinstance(hangup, WireHangupOut) and hangup.error is not None
+    assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
+    assert (hangup.failure.kind, hangup.failure.message) == (FailureKind.CALL_FAILED, "mock-tts: connect")
     assert 'brisvox_engine_failures_total{fatal="true",stage="run_call"} 1.0' in metrics.render().decode()
     assert any('"kind":"engine_failure"' in text for text in sent)

@@ -189,6 +189,22 @@ async def test_a_crashing_session_ends_alone_and_is_counted() -> None:
     assert [e.outcome for e in ended][-1] is SessionOutcome.OK
 
 
+class _LoggedBug(BrisvoxError):
+    """A brisvox error reporting a bug it already logged (as the engine's CallFailed does)."""
+
+    crashed = True
+
+
+async def test_a_brisvox_error_that_reports_a_bug_is_counted_as_a_crash() -> None:
+    ended: list[SessionEnded] = []
+    m = manager(max_sessions=2, ended=ended)
+    admit(m).spawn(Fake(seconds=1, raise_=_LoggedBug("the call failed in speak (RuntimeError)")))
+    admit(m).spawn(Fake(seconds=1, raise_=BrisvoxError("provider went away")))
+    await SimClock().sleep(1.5)
+    assert sorted(e.outcome.value for e in ended) == ["crashed", "error"]
+    assert m.stats.crashed == 1 and m.stats.ended[SessionOutcome.ERROR] == 1
+
+
 async def test_no_exit_path_leaves_a_registry_entry() -> None:
     m = manager(max_sessions=5)
     fakes = [
@@ -262,3 +278,29 @@ async def test_on_cancel_runs_when_the_cancel_stage_begins_and_not_after_a_clean
     admit(drained).spawn(Fake(seconds=0.5))
     await drained.shutdown(ShutdownPolicy(drain_timeout=1), on_cancel=lambda: calls.append(-1))
     assert calls == [1]
+
+
+async def test_a_held_slot_keeps_its_place_after_its_session_failed_until_its_connection_is_released() -> None:
+    ended: list[SessionEnded] = []
+    m = manager(max_sessions=1, ended=ended)
+    slot = admit(m)
+    slot.spawn(Fake(seconds=1, raise_=BrisvoxError("provider unreachable")), hold=True)
+    await SimClock().sleep(2)
+    assert [e.outcome for e in ended] == [SessionOutcome.ERROR]  # counted when the session ended
+    assert (m.active, m.ready) == (1, False)  # its socket is still open: the place is taken
+    assert isinstance(m.try_admit(), AtCapacity)
+    slot.release()
+    assert (m.active, m.ready) == (0, True)
+    report = await m.shutdown(ShutdownPolicy(drain_timeout=1))
+    assert report.outcome is ShutdownOutcome.DRAINED
+
+
+async def test_a_held_session_still_running_after_its_connection_closed_keeps_its_place_until_it_ends() -> None:
+    m = manager(max_sessions=1)
+    slot = admit(m)
+    slot.spawn(Fake(seconds=3), hold=True)
+    slot.release()  # the socket closed first
+    assert m.active == 1
+    await SimClock().sleep(4)
+    assert m.active == 0
+    await m.shutdown(ShutdownPolicy())

@@ -10,7 +10,7 @@ from brisvox.server.settings import VARIABLES, Settings, SettingsError
 
 def test_an_empty_environment_gives_the_defaults() -> None:
     s = Settings.from_env({})
-    assert (s.host, s.port, s.max_calls, s.ws_path, s.agent_file) == ("127.0.0.1", 8765, 100, "/ws", None)
+    assert (s.host, s.port, s.max_calls, s.ws_path, s.agent_file) == ("127.0.0.1", 8765, None, "/ws", None)
     assert s.shutdown_policy.drain_timeout == 30.0
 
 
@@ -78,3 +78,32 @@ def test_a_bad_secret_value_is_reported_without_the_value() -> None:
     assert "BRISVOX_AUTH_SECRET=(hidden): expected at least 32 characters" in text
     assert "BRISVOX_AUTH_TOKENS=(hidden): token 1 of 2" in text
     assert "tooshort" not in text and "spaces" not in text
+
+
+def test_the_limit_variables_reach_the_transport_and_the_edge() -> None:
+    s = Settings.from_env({
+        "BRISVOX_HANDSHAKE_TIMEOUT": "2s", "BRISVOX_MAX_UNSTARTED": "9", "BRISVOX_START_TIMEOUT": "3",
+        "BRISVOX_PING_INTERVAL": "1", "BRISVOX_PING_TIMEOUT": "4", "BRISVOX_IDLE_TIMEOUT": "30",
+        "BRISVOX_MAX_CALL_DURATION": "600", "BRISVOX_AUDIO_RATE": "1.5", "BRISVOX_AUDIO_FLOOD": "7",
+        "BRISVOX_MAX_PONG_BACKLOG": "1024", "BRISVOX_WS_PATH": "/call", "BRISVOX_MAX_CALLS": "7",
+    })
+    t = s.transport_config()
+    assert (t.handshake_timeout, t.start_timeout, t.ping_interval, t.ping_timeout, t.idle_timeout,
+            t.max_call_duration, t.audio_rate, t.audio_flood, t.path) == (
+        2.0, 3.0, 1.0, 4.0, 30.0, 600.0, 1.5, 7.0, "/call")
+    assert s.max_calls == 7  # admission is the session manager's, not the transport's
+    t.validate()
+    e = s.edge_config()
+    assert (e.handshake_timeout, e.max_unstarted, e.max_pong_backlog) == (2.0, 9, 1024)
+    assert Settings.from_env({"BRISVOX_AUDIO_RATE": "off"}).transport_config().audio_rate is None
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("BRISVOX_HANDSHAKE_TIMEOUT", "0"), ("BRISVOX_MAX_UNSTARTED", "0"), ("BRISVOX_IDLE_TIMEOUT", "-1"),
+    ("BRISVOX_AUDIO_RATE", "0.5"), ("BRISVOX_AUDIO_RATE", "nan"), ("BRISVOX_MAX_CALL_DURATION", "inf"),
+    ("BRISVOX_PING_TIMEOUT", "5"),  # not longer than the 5 s ping interval
+])
+def test_a_bad_limit_is_refused_naming_its_variable(name: str, value: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.from_env({name: value})
+    assert name in str(info.value)

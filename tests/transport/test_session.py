@@ -9,9 +9,11 @@ from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.transport import (
     CallerAudio,
+    CallFailure,
     CallInfo,
     Clear,
     Dtmf,
+    FailureKind,
     LoopbackConfig,
     Mark,
     MarkCleared,
@@ -548,6 +550,24 @@ async def test_an_utterance_that_played_out_reports_its_last_position_without_a_
         await clock.sleep(0.1)
         positions = [e for e in drain_events(session) if isinstance(e, PlaybackPosition) and e.utterance == 3]
         assert positions[-1].played == pytest.approx(0.14)
+
+
+async def test_a_session_closed_with_a_failure_hangs_up_carrying_it_and_a_second_close_changes_nothing() -> None:
+    failure = CallFailure(FailureKind.CALL_FAILED, "deepgram: connect")
+    async with loopback_call() as (_clock, client, session):
+        await session.close(failure=failure)
+        await session.close(failure=CallFailure(FailureKind.INTERNAL_ERROR, "later"))  # idempotent
+        heard = await client.read_until_hangup(within=2.0)
+    assert heard[-1].item == WireHangupOut(failure)
+
+
+async def test_a_failure_after_the_call_already_ended_is_not_sent() -> None:
+    async with loopback_call() as (_clock, client, session):
+        await session.send(Stop())
+        await session.wait_stopped()
+        await session.close(failure=CallFailure(FailureKind.INTERNAL_ERROR, "too late"))
+        heard = await client.read_until_hangup(within=2.0)
+    assert heard[-1].item == WireHangupOut()
 
 
 async def test_a_clear_that_cuts_nothing_the_client_could_play_is_not_written_to_the_client() -> None:

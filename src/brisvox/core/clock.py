@@ -39,9 +39,11 @@ __all__ = [
     "Deadline",
     "SimClock",
     "SystemClock",
+    "Timer",
     "VirtualTimeDeadlock",
     "VirtualTimeLoop",
     "bounded",
+    "call_at",
     "deadline",
     "deadline_at",
     "hold_time_for",
@@ -210,6 +212,27 @@ async def bounded(clock: Clock, seconds: float, aw: Awaitable[T], what: str) -> 
     """
     async with deadline(clock, seconds, what):
         return await aw
+
+
+class Timer(Protocol):
+    """A callback scheduled by :func:`call_at`; ``cancel()`` before it runs stops it."""
+
+    def cancel(self) -> object: ...
+
+
+def call_at(clock: Clock, at: float, callback: Callable[[], object]) -> Timer:
+    """Run ``callback`` (synchronous) when ``clock`` reaches ``at``: for protocol objects whose
+    callbacks cannot await.  On the loop clocks it is one loop timer; any other clock gets a
+    task that sleeps on it (cancelled by ``cancel()``)."""
+    loop = asyncio.get_running_loop()
+    if isinstance(clock, _LoopClock):
+        return loop.call_at(at, callback)
+
+    async def fire() -> None:
+        await clock.sleep_until(at)
+        callback()
+
+    return loop.create_task(fire(), name="clock-timer")
 
 
 class VirtualTimeDeadlock(RuntimeError):

@@ -29,6 +29,7 @@ __all__ = [
     "BotAudioEnded",
     "BotAudioStarted",
     "BotResponseDone",
+    "BusyStage",
     "CancelFrame",
     "ControlFrame",
     "DataFrame",
@@ -41,6 +42,7 @@ __all__ = [
     "LlmResponseEnded",
     "LlmResponseStarted",
     "LlmTextFrame",
+    "ModelBusyFrame",
     "OutputAudioFrame",
     "OverflowClass",
     "PlaybackFrame",
@@ -161,6 +163,25 @@ class InterruptFrame(SystemFrame):
     """A barge-in: every task adopts ``new_epoch`` and drops frames of older epochs."""
 
     new_epoch: int
+
+
+class BusyStage(enum.Enum):
+    """Which embedded model refused work."""
+
+    STT = "speech_to_text"
+    TTS = "text_to_speech"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ModelBusyFrame(SystemFrame):
+    """An embedded model refused a job because its inference pool is full (the machine is at
+    capacity).  The listen stage sends it downstream when the speech-to-text refused the
+    caller's words: the turn driver emits a ``ModelBusy`` event, the runner answers the turn
+    whose words were lost with the fallback line.  (A busy text-to-speech is an event of the
+    speak stage alone: no stage acts on it.)"""
+
+    stage: BusyStage
+    provider: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

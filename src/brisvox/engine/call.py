@@ -10,8 +10,8 @@ manager closed with the call; ``cancel`` (an Event) or the caller's hang-up ends
 Failures: the pump also watches the pipeline and the call's helper tasks.  The first
 stage, helper or provider connection that fails ends the call: it is logged once with its
 traceback and the call's id, an ``EngineFailure`` (fatal) goes to the event stream, the
-client is told (``TransportSession.close(error=...)``: an ``error`` and ``stop{error}``
-on the WebSocket), the context is cut to what was heard, and ``run_call`` raises
+client is told (``TransportSession.close(failure=call_failure(exc))``: an ``error`` and
+``stop{error}`` on the WebSocket, close 1011), the context is cut to what was heard, and ``run_call`` raises
 :class:`CallFailed` carrying the report (``CallReport.failure``).  A failure the call
 survives (a turn that failed and got the fallback line) is counted in
 ``CallReport.failures``.  A stage that ends because the transport ended first (the
@@ -49,13 +49,22 @@ from brisvox.engine.speak import SpeakStage
 from brisvox.inference.mel import SAMPLE_RATE as END_OF_TURN_RATE
 from brisvox.inference.smart_turn import TurnAudio
 from brisvox.inference.vad import VoiceActivityDetector
+from brisvox.providers.errors import ProviderError
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
 from brisvox.providers.tts import TtsProvider, TtsSession
-from brisvox.transport.events import Dtmf, PlaybackPosition, Stopped, StopReason, Typed
+from brisvox.transport.events import (
+    CallFailure,
+    Dtmf,
+    FailureKind,
+    PlaybackPosition,
+    Stopped,
+    StopReason,
+    Typed,
+)
 from brisvox.transport.session import TransportSession
 
-__all__ = ["CallFailed", "CallReport", "Providers", "run_call"]
+__all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "run_call"]
 
 log = logging.getLogger(__name__)
 
@@ -100,13 +109,32 @@ class CallFailed(BrisvoxError):
     """The call ended because a stage, a helper or a provider failed (see the module docs).
 
     ``report`` is the call's report (``report.failure`` says what failed); ``__cause__``
-    is the exception (already logged with its traceback)."""
+    is the exception (already logged with its traceback).  ``crashed``: the cause is a bug
+    (not a ``BrisvoxError``); the server counts the session as ``crashed``, not ``error``."""
 
-    def __init__(self, report: CallReport) -> None:
+    def __init__(self, report: CallReport, *, crashed: bool = False) -> None:
         failure = report.failure
         what = f" in {failure.stage} ({failure.error})" if failure is not None else ""
         super().__init__(f"the call failed{what}")
         self.report = report
+        self.crashed = crashed
+
+
+def call_failure(exc: BaseException) -> CallFailure:
+    """What the caller is told when its call fails: a brisvox error (a provider unreachable or
+    failing, a setting the call cannot run) is ``call_failed`` with its message (a provider's
+    only as its name and kind: a vendor's text stays in the log); anything else is a bug,
+    ``internal_error``.  A brisvox error caused by a provider's (the STT's ``HearingLost``) is
+    told as the provider's."""
+    provider = exc if isinstance(exc, ProviderError) else exc.__cause__
+    if isinstance(provider, ProviderError) and isinstance(exc, BrisvoxError):
+        return CallFailure(FailureKind.CALL_FAILED, f"{provider.provider}: {provider.kind.value}")
+    if isinstance(exc, BrisvoxError):
+        return CallFailure(FailureKind.CALL_FAILED, f"{type(exc).__name__}: {exc}"[:_MAX_FAILURE_TEXT])
+    return CallFailure(FailureKind.INTERNAL_ERROR, "the server failed while serving this call")
+
+
+_MAX_FAILURE_TEXT = 300
 
 
 class _Fault:
@@ -164,11 +192,11 @@ async def run_call(
         except Exception as exc:  # a bug in settling must not keep the client from hearing the call end
             fault.record("llm-runner", exc)
     failure = fault.failure
-    error = None if failure is None else f"the call ended after an internal failure ({failure.stage})"
-    reason = await session.close(config.timeouts.stop, error=error)
+    told = None if fault.cause is None else call_failure(fault.cause)
+    reason = await session.close(config.timeouts.stop, failure=told)
     report = call.report(reason)
     if failure is not None:
-        raise CallFailed(report) from fault.cause
+        raise CallFailed(report, crashed=told is not None and told.kind is FailureKind.INTERNAL_ERROR) from fault.cause
     return report
 
 
@@ -192,7 +220,8 @@ class _Call:
         rates = session.info.sample_rate()
         in_rate = rates.input if rates else config.stt.sample_rate
         out_rate = output_rate(session, config)
-        stt_rate = config.stt_rate or in_rate
+        listen_rate = config.listen_rate or in_rate
+        stt_rate = config.stt_rate or listen_rate
         stt_config = dataclasses.replace(config.stt, sample_rate=stt_rate)
         tts_config = dataclasses.replace(config.tts, sample_rate=out_rate)
         book = PlayoutBook()
@@ -219,12 +248,14 @@ class _Call:
             async with stt, tts, contextlib.AsyncExitStack() as stack:
                 if engine is not None:
                     await stack.enter_async_context(engine)
-                analyzer = providers.end_of_turn if in_rate == END_OF_TURN_RATE else None
+                analyzer = providers.end_of_turn if listen_rate == END_OF_TURN_RATE else None
                 if providers.end_of_turn is not None and analyzer is None:
-                    log.info("end-of-turn model skipped: the call's input is %d Hz, the model reads 16 kHz", in_rate)
+                    log.info("end-of-turn model skipped: the call is heard at %d Hz, the model reads 16 kHz",
+                             listen_rate)
                 turn_audio = TurnAudio() if analyzer is not None else None
-                resample = ResampleStream(in_rate, stt_rate) if stt_rate != in_rate else None
-                listen = ListenStage(providers.vad(in_rate), stt, scope, turn_audio, resample)
+                convert = ResampleStream(in_rate, listen_rate) if listen_rate != in_rate else None
+                resample = ResampleStream(listen_rate, stt_rate) if stt_rate != listen_rate else None
+                listen = ListenStage(providers.vad(listen_rate), stt, scope, turn_audio, resample, convert)
                 self.driver = driver = TurnDriver(self.machine, clear, scope, analyzer, turn_audio, timeline,
                                                   greets=config.llm.greeting is not None, events=events)
                 self.runner = runner = LlmRunner(

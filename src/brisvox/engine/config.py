@@ -81,7 +81,13 @@ class EngineConfig:
     # The rate the speech-to-text provider is fed; None: the call's input rate.  When it
     # differs from the call's rate the listen stage resamples (the VAD keeps the call's rate).
     stt_rate: int | None = None
+    # The rate the call is listened to at (VAD, end of turn, and the STT unless stt_rate says
+    # otherwise); None: the call's input rate.  Caller audio at another rate is converted
+    # once, as it arrives (one ResampleStream per call).
+    listen_rate: int | None = None
 
     def __post_init__(self) -> None:
-        if self.stt_rate is not None and self.stt_rate <= 0:
-            raise ConfigError(f"EngineConfig.stt_rate must be a positive sample rate, got {self.stt_rate}")
+        for name in ("stt_rate", "listen_rate"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"EngineConfig.{name} must be a positive sample rate, got {value}")

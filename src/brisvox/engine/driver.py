@@ -29,7 +29,8 @@ bot-audio reports and its own timer, and carries out the machine's actions:
 Events (:mod:`brisvox.engine.events`): the driver is where turns are decided, so it emits
 ``TurnStarted`` (``barge_in`` after an interrupt), ``TurnEnded`` (with the caller's last
 VAD stop inside the turn) and every non-empty transcript as a ``UserTranscript`` of the
-turn it went to (the machine's epoch once the transcript was handled).
+turn it went to (the machine's epoch once the transcript was handled), and a
+``ModelBusy`` for each ``ModelBusyFrame`` of the listen stage (the caller's words lost).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from brisvox.core.frames import (
     DtmfFrame,
     Frame,
     InterruptFrame,
+    ModelBusyFrame,
     StartFrame,
     StopFrame,
     TimerFrame,
@@ -65,7 +67,7 @@ from brisvox.core.frames import (
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
-from brisvox.engine.events import CallEvents, TurnEnded, TurnStarted, UserTranscript
+from brisvox.engine.events import CallEvents, ModelBusy, TurnEnded, TurnStarted, UserTranscript
 from brisvox.inference.errors import InferenceError
 from brisvox.inference.smart_turn import TurnAudio, TurnVerdict
 
@@ -142,6 +144,9 @@ class TurnDriver(Processor):
                 await self._act(self.machine.handle(T.Hangup(at=ctx.clock.now())), ctx)
             elif isinstance(frame, StartFrame) and self._greets:
                 await self._act(self.machine.handle(T.BotOpens(at=ctx.clock.now())), ctx)
+            elif isinstance(frame, ModelBusyFrame):  # the caller's words were lost: tagged with their turn
+                self._events.emit(ModelBusy(epoch=self.machine.epoch, at=ctx.clock.now(), stage=frame.stage,
+                                            provider=frame.provider))
             if not isinstance(frame, TimerFrame | TurnVerdictFrame | BotAudioStarted | BotAudioEnded):
                 await ctx.push(frame, direction)
             return

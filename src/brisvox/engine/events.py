@@ -5,13 +5,15 @@ to) and ``at`` (the engine clock's seconds).  The stages emit them as the facts 
 
 * the turn driver: :class:`TurnStarted` (``barge_in`` when it cut the bot),
   :class:`TurnEnded` (with the end of the caller's speech) and each
-  :class:`UserTranscript`, tagged with the turn it went to;
+  :class:`UserTranscript`, tagged with the turn it went to, and :class:`ModelBusy` when the
+  speech-to-text refused the caller's words (its pool is full);
 * the LLM runner: :class:`UserTurn` (the words the model gets, when they enter the
   context), :class:`ToolCallStarted` and :class:`ToolCallSettled` (the tool engine's own
   :class:`~brisvox.agent.tools.Outcome`), :class:`BotHeard` (what the caller heard of a
   reply that was cut), :class:`EngineFailure` (a turn that failed and got the fallback line);
 * the speak stage: :class:`BotText` (each piece of the reply as it goes to speech) and
-  :class:`BotDone` (no more text will come for the epoch);
+  :class:`BotDone` (no more text will come for the epoch), and :class:`ModelBusy` when the
+  text-to-speech refused a reply;
 * TransportOut: :class:`BotAudible`, when the first audible sample of the turn's reply
   was released to the caller (leading silence does not count);
 * ``run_call``: :class:`EngineFailure` for a failure that ends the call.
@@ -38,7 +40,7 @@ from typing import Any, Final, TypeAlias
 
 from brisvox.agent.tools import Outcome
 from brisvox.core.errors import ChannelClosed, ConfigError
-from brisvox.core.frames import TurnEndReason
+from brisvox.core.frames import BusyStage, TurnEndReason
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "EngineEvent",
     "EngineFailure",
     "EventListener",
+    "ModelBusy",
     "ToolCallSettled",
     "ToolCallStarted",
     "TurnEnded",
@@ -173,9 +176,19 @@ class EngineFailure(_Event):
     fatal: bool
 
 
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ModelBusy(_Event):
+    """An embedded model refused work because its inference pool is full (the machine is at
+    capacity): the caller's words were lost (``BusyStage.STT``; the turn gets the fallback
+    line) or a reply cannot be spoken (``BusyStage.TTS``)."""
+
+    stage: BusyStage
+    provider: str
+
+
 EngineEvent: TypeAlias = (
     TurnStarted | TurnEnded | UserTranscript | UserTurn | BotText | BotDone | BotHeard | ToolCallStarted
-    | ToolCallSettled | BotAudible | TurnLatency | EngineFailure
+    | ToolCallSettled | BotAudible | TurnLatency | EngineFailure | ModelBusy
 )
 EventListener = Callable[[EngineEvent], None]
 

@@ -1,7 +1,9 @@
 """Stage 1: the caller's audio in, VAD events and transcripts out.
 
-Audio goes to the STT at the provider's rate (``EngineConfig.stt_rate``), resampled from
-the call's when they differ; the VAD and the end-of-turn audio keep the call's rate.
+Caller audio is first converted to the rate the call is listened to
+(``EngineConfig.listen_rate``) when the call's differs; the VAD and the end-of-turn audio
+read that rate, and the STT gets it resampled to its own (``EngineConfig.stt_rate``) when
+that differs too.  Each conversion is one streaming ResampleStream per call.
 
 The user side of a call keeps every frame (it stays on epoch 0 and never drops): the VAD
 and the STT stream follow the caller, not the bot's turns.  Audio is consumed here; the
@@ -21,13 +23,22 @@ from typing import ClassVar
 
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.errors import BrisvoxError, ChannelClosed
-from brisvox.core.frames import Direction, Frame, InputAudioFrame, StopFrame, TranscriptFrame, VadStoppedFrame
+from brisvox.core.frames import (
+    BusyStage,
+    Direction,
+    Frame,
+    InputAudioFrame,
+    ModelBusyFrame,
+    StopFrame,
+    TranscriptFrame,
+    VadStoppedFrame,
+)
 from brisvox.core.inbox import REALTIME_INPUT_POLICIES, OverflowPolicies
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.inference.smart_turn import TurnAudio
 from brisvox.inference.vad import VoiceActivityDetector
-from brisvox.providers.errors import ProviderError
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.stt import SttError, SttSession, Transcript
 
 __all__ = ["HearingLost", "ListenStage"]
@@ -50,8 +61,10 @@ class ListenStage(Processor):
         scope: TaskScope,
         turn_audio: TurnAudio | None = None,
         resample: ResampleStream | None = None,
+        convert: ResampleStream | None = None,
     ) -> None:
         self._resample = resample if resample is not None and not resample.passthrough else None
+        self._convert = convert if convert is not None and not convert.passthrough else None
         self._vad = vad
         self._turn_audio = turn_audio  # shared with the turn driver for end-of-turn analyses
         self._stt = stt
@@ -69,13 +82,16 @@ class ListenStage(Processor):
             self._scope.spawn(self._read_transcripts(ctx), name="stt-reader")
         if isinstance(frame, InputAudioFrame):
             at = frame.at or ctx.clock.now() - frame.duration
+            heard = frame.pcm if self._convert is None else self._convert.process(frame.pcm)
+            if not heard:
+                return
             if self._turn_audio is not None:
-                self._turn_audio.append(frame.pcm)
-            for event in await self._vad.process(frame.pcm, at):
+                self._turn_audio.append(heard)
+            for event in await self._vad.process(heard, at):
                 await ctx.push(event)
                 if isinstance(event, VadStoppedFrame):
                     await self._stt_call(self._stt.finalize())
-            pcm = frame.pcm if self._resample is None else self._resample.process(frame.pcm)
+            pcm = heard if self._resample is None else self._resample.process(heard)
             if pcm:
                 await self._stt_call(self._stt.send_audio(pcm))
             return
@@ -108,8 +124,13 @@ class ListenStage(Processor):
                 elif isinstance(event, SttError):
                     self.stt_errors += 1
                     if event.fatal:
-                        raise HearingLost(f"speech-to-text failed: {event.error}")
+                        raise HearingLost(f"speech-to-text failed: {event.error}") from event.error
                     log.warning("speech-to-text error: %s", event.error)
+                    if event.error.kind is ProviderErrorKind.BUSY:  # the caller's words are lost: say so
+                        try:
+                            await ctx.push(ModelBusyFrame(stage=BusyStage.STT, provider=event.error.provider))
+                        except ChannelClosed:
+                            return  # the pipeline has stopped: the call is ending
         except ProviderError as exc:
             self.stt_errors += 1
             raise HearingLost(f"speech-to-text failed: {exc}") from exc

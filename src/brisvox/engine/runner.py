@@ -26,6 +26,11 @@ speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is 
 context as the assistant's first message and in the PlayoutBook like any reply, so a
 caller who cuts it short leaves only the part they heard.
 
+Lost words: when the speech-to-text refused to transcribe because its model's pool is
+full (a ``ModelBusyFrame`` from the listen stage), the next turn that ends with no words
+is answered with the fallback line instead of silence.  Busy frames stop here (the turn
+driver, which they passed, emitted each as a ``ModelBusy`` event).
+
 Speculation (opt-in, :mod:`brisvox.engine.speculate`): at a ``UserTurnTentative`` the
 runner may start the model on the caller's words so far, holding its text and its
 side-effect calls.  The turn's first round then takes that answer when the turn ends
@@ -67,12 +72,14 @@ from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
     BotResponseDone,
+    BusyStage,
     Direction,
     Frame,
     InterruptFrame,
     LlmResponseEnded,
     LlmResponseStarted,
     LlmTextFrame,
+    ModelBusyFrame,
     StartFrame,
     StopFrame,
     UserTextFrame,
@@ -203,6 +210,7 @@ class LlmRunner(Processor):
         self._scope = scope
         self._round_task: asyncio.Task[None] | None = None
         self._user_text: dict[int, list[str]] = {}
+        self._words_lost = False  # the STT refused the caller's words since the last turn (see the module docs)
         self.stats = RunnerStats()
         if config.system_prompt and not len(context):
             context.push_system(config.system_prompt)
@@ -212,6 +220,9 @@ class LlmRunner(Processor):
         return "llm-runner"
 
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
+        if isinstance(frame, ModelBusyFrame):
+            self._words_lost = self._words_lost or frame.stage is BusyStage.STT
+            return
         if isinstance(frame, UserTextFrame):
             if frame.text:
                 self._user_text.setdefault(frame.epoch, []).append(frame.text)
@@ -327,6 +338,12 @@ class LlmRunner(Processor):
         text = " ".join(self._user_text.pop(epoch, []))
         for stale in [e for e in self._user_text if e < epoch]:
             del self._user_text[stale]
+        lost, self._words_lost = self._words_lost, False
+        if not text and lost:
+            log.warning("turn %d: the caller's words were refused by a busy speech-to-text; speaking the fallback line",
+                        epoch)
+            self._round_task = self._scope.spawn(self._answer_lost(epoch, ctx), name="lost-words")
+            return
         if not text:
             # Nothing to answer: tell the later stages at once, so the turn machine is not
             # left waiting for bot audio that never comes.
@@ -538,6 +555,10 @@ class LlmRunner(Processor):
         await self._speak_line(_Turn(0), text, ctx)
         await ctx.push(BotResponseDone(epoch=0))  # not reached when a barge-in cancels it
         self.stats.greetings += 1
+
+    async def _answer_lost(self, epoch: int, ctx: ProcessorContext) -> None:
+        await self._say(_Turn(epoch), self.config.fallback_line, ctx)
+        await ctx.push(BotResponseDone(epoch=epoch))  # not reached when a barge-in cancels it
 
     async def _say(self, turn: _Turn, text: str, ctx: ProcessorContext) -> None:
         """A canned line: spoken as its own round and kept in the context as said."""

@@ -43,6 +43,7 @@ from brisvox.core.clock import deadline
 from brisvox.core.errors import BrisvoxError, ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import (
     BotResponseDone,
+    BusyStage,
     Direction,
     Frame,
     InterruptFrame,
@@ -57,7 +58,7 @@ from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.clips import FillerClip, FillerClipStore
-from brisvox.engine.events import BotDone, BotText, CallEvents
+from brisvox.engine.events import BotDone, BotText, CallEvents, ModelBusy
 from brisvox.engine.playout import PlayoutBook
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsEvent, TtsFlushed, TtsSession, TtsWords
@@ -316,6 +317,11 @@ class SpeakStage(Processor):
             elif isinstance(event, TtsError):
                 self.tts_errors += 1
                 log.warning("text-to-speech error: %s", event.error)
+                if event.error.kind is ProviderErrorKind.BUSY:  # nothing can be said: the client is told
+                    busy_epoch = self._book.epoch_of(event.context_id) if event.context_id is not None else None
+                    self._events.emit(ModelBusy(epoch=ctx.epoch if busy_epoch is None else busy_epoch,
+                                                at=ctx.clock.now(), stage=BusyStage.TTS,
+                                                provider=event.error.provider))
                 if event.context_id is not None:
                     epoch = self._close(event.context_id)
                     if epoch is not None:

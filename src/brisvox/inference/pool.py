@@ -26,6 +26,7 @@ import enum
 import logging
 import os
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ __all__ = [
     "PoolConfig",
     "PoolStats",
     "default_threads",
+    "live_pools",
     "start_turn_executor",
 ]
 
@@ -125,6 +127,15 @@ def _resolve(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
         fut.set_exception(value)
 
 
+_LIVE: weakref.WeakSet[InferencePool] = weakref.WeakSet()
+
+
+def live_pools() -> list[InferencePool]:
+    """Every pool of this process that is not closed, by name: the embedded models' capacity
+    (what the server's default call limit and its readiness read)."""
+    return sorted((p for p in list(_LIVE) if not p.closed), key=lambda p: p.name)
+
+
 class InferencePool:
     """N daemon threads serving a bounded two-lane queue; see the module docs.
 
@@ -154,6 +165,7 @@ class InferencePool:
         ]
         for t in self._threads:
             t.start()
+        _LIVE.add(self)
 
     # --- submitting ----------------------------------------------------------------------
 
@@ -172,6 +184,12 @@ class InferencePool:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def saturated(self) -> bool:
+        """A lane is full: the next job on it would be refused with :class:`PoolFull`."""
+        with self._cond:
+            return any(len(queue) >= self._capacity for queue in self._lanes.values())
 
     def submit(
         self, fn: Callable[..., T], *args: Any, lane: Lane = Lane.NORMAL, name: str | None = None

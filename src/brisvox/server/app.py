@@ -3,11 +3,14 @@
 Routes:
 
 * ``GET /healthz``: 200 ``ok`` while the process is alive.
-* ``GET /readyz``: 200 when a call would be admitted now, 503 when full or draining; the
-  body is JSON ``{"ready", "draining", "active", "reserved", "max"}``.
+* ``GET /readyz``: 200 when a call would be admitted now and every embedded model's pool
+  takes jobs, 503 when full, draining or a pool is saturated; the body is JSON
+  ``{"ready", "draining", "active", "reserved", "max", "saturated"}`` (``saturated``: the
+  names of the full pools).
 * ``GET /metrics``: the Prometheus text exposition of :class:`~brisvox.server.metrics.ServerMetrics`.
 * Before any route, with an ``access`` policy: the Host, Origin and token checks
   (:mod:`brisvox.server.access`); a refused request gets 401/403 and reaches no route.
+* ``WS`` on any other path: ``404``.
 * ``WS <ws_path>``: the call endpoint.  Admission happens *before* the upgrade: a
   refused call gets an HTTP 503 with ``Retry-After`` (when the ASGI server supports
   denial responses, as uvicorn does) and is counted; an admitted one is handed, with its
@@ -21,7 +24,7 @@ call link and spawns the slot with it).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
@@ -31,7 +34,9 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
+from brisvox.inference.pool import InferencePool, live_pools
 from brisvox.server.access import AccessGuard, AccessPolicy
+from brisvox.server.capacity import saturated_pools
 from brisvox.server.metrics import CONTENT_TYPE, ServerMetrics
 from brisvox.server.session import AtCapacity, SessionManager, SessionSlot
 
@@ -44,8 +49,10 @@ _TRY_AGAIN = 1013
 
 
 class CallEndpoint(Protocol):
-    """Serves one admitted WebSocket call: accept ``websocket``, run the call, and either
-    ``slot.spawn(...)`` the session or ``slot.release()`` the slot (on every path)."""
+    """Serves one admitted WebSocket call: accept ``websocket``, run the call, and
+    ``slot.spawn(..., hold=True)`` the session once it started.  The endpoint returns when the
+    socket is closed; the app then releases the slot (on every path), so a call's place is
+    held from admission until its socket closed and its session ended."""
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None: ...
 
@@ -58,10 +65,12 @@ def build_app(
     call_endpoint: CallEndpoint,
     extra_routes: Sequence[BaseRoute] = (),
     access: AccessPolicy | None = None,
+    pools: Callable[[], Iterable[InferencePool]] = live_pools,
 ) -> Starlette:
     """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
     Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
-    application that embeds this one and checks its requests itself)."""
+    application that embeds this one and checks its requests itself); ``pools`` gives the
+    embedded models' pools whose saturation ``/readyz`` reports."""
     endpoint = call_endpoint
     metrics.watch(manager)
 
@@ -69,14 +78,17 @@ def build_app(
         return PlainTextResponse("ok\n")
 
     async def readyz(request: Request) -> Response:
+        saturated = saturated_pools(pools())
+        ready = manager.ready and not saturated
         body = {
-            "ready": manager.ready,
+            "ready": ready,
             "draining": manager.draining,
             "active": manager.active,
             "reserved": manager.reserved,
             "max": manager.max_sessions,
+            "saturated": saturated,
         }
-        return JSONResponse(body, status_code=200 if manager.ready else 503)
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics_route(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
@@ -91,17 +103,26 @@ def build_app(
         try:
             await endpoint(websocket, admitted)
         finally:
-            admitted.release()  # a no-op when the endpoint spawned it
+            admitted.release()  # the socket is closed: unused, or a held session's place (see SessionSlot)
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         WebSocketRoute(ws_path, call),
+        # before the extra routes, whose Mounts would take WebSocket scopes too; Starlette's default is a 403
+        WebSocketRoute("/{path:path}", _no_such_path),
         *extra_routes,
     ]
     guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []
     return Starlette(routes=routes, middleware=guard)
+
+
+async def _no_such_path(websocket: WebSocket) -> None:
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(PlainTextResponse("not found\n", status_code=404))
+    else:
+        await websocket.close()
 
 
 async def _deny(websocket: WebSocket, text: str) -> None:

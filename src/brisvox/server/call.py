@@ -14,7 +14,17 @@ the shared providers, a fresh tool registry of the agent's tools and a
 are forwarded to the client as ``{"type": "event", ...}`` messages (:func:`event_message`,
 docs/WEBSOCKET_PROTOCOL.md).  The shutdown's cooperative stop is the engine's ``cancel``.
 A call that fails raises :class:`~brisvox.engine.CallFailed` out of the runner (the
-engine has logged it and told the client), so the session ends as ``error``.
+engine has logged it and told the client), so the session ends as ``error``.  The runner
+is split in two: ``run`` opens the transport session and closes it on every path, and
+``serve`` runs the call on it; a failure before the engine ran (a setting this call
+cannot run) closes the session with :func:`~brisvox.engine.call.call_failure`'s
+``CallFailure`` (``error``, ``stop{error}``, close 1011) and is raised to the session
+manager, which logs it and counts it (``error`` for a ``BrisvoxError``, ``crashed`` for a
+bug).  The endpoint spawns each call with ``hold=True``: its slot stays taken until the
+socket is closed, however the session ended.
+
+Each ``ModelBusy`` event (an embedded model refused work) goes to the client as an
+``error`` event (``speech_to_text_busy`` / ``text_to_speech_busy``; the call goes on).
 
 The same events feed the server's ``/metrics`` (:func:`metrics_listener`): each
 ``TurnLatency`` is an answered turn with its latencies, each ``ToolCallSettled`` a
@@ -38,6 +48,7 @@ from starlette.websockets import WebSocket
 from brisvox.agent.tools import FillerPolicy
 from brisvox.core.clock import Clock, bounded, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
+from brisvox.core.frames import BusyStage
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import (
     CallFailed,
@@ -50,7 +61,7 @@ from brisvox.engine import (
     run_call,
 )
 from brisvox.engine import events as ev
-from brisvox.engine.call import output_rate
+from brisvox.engine.call import call_failure, output_rate
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
@@ -65,7 +76,14 @@ from brisvox.transport.websocket import PeerClosed
 from brisvox.transport.websocket import run_call as run_ws_call
 
 __all__ = [
-    "LATENCY_STAGES", "MAX_TEXT", "EngineCall", "EngineEndpoint", "engine_config", "engine_runner", "event_message",
+    "LATENCY_STAGES",
+    "LISTEN_RATE",
+    "MAX_TEXT",
+    "EngineCall",
+    "EngineEndpoint",
+    "engine_config",
+    "engine_runner",
+    "event_message",
     "metrics_listener",
 ]
 
@@ -135,17 +153,23 @@ class EngineEndpoint(TransportEndpoint):
         peer = _SharedPeer(StarletteWsPeer(websocket), self.config.write_timeout, self.clock)
 
         async def deliver(link: CallLink) -> bool:
-            slot.spawn(EngineCall(link, peer.send_event), name="call")
+            slot.spawn(EngineCall(link, peer.send_event), name="call", hold=True)
             return True
 
         await run_ws_call(peer, clock=self.clock, config=self.config, deliver=deliver, shutdown=self._shutdown,
                           stats=self.stats, register=self._register)
 
 
+LISTEN_RATE = 16_000
+"""Every call is heard at 16 kHz, whatever its rate: the rate Silero VAD, Smart Turn and the
+local Whisper read (and one every cloud STT takes), so an 8, 24 or 48 kHz call works with
+every provider (the engine converts the caller's audio as it arrives)."""
+
+
 def engine_config(definition: AgentDefinition) -> EngineConfig:
     """The engine settings an agent file gives (the rest are the engine's defaults); the LLM's
     ``temperature`` and ``max_tokens`` options go with every request, ``[filler]`` decides the
-    filler policy."""
+    filler policy; calls are heard at :data:`LISTEN_RATE`."""
     llm_options = definition.llm.options
     return EngineConfig(
         turn=definition.turn,
@@ -156,6 +180,7 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         stt=SttConfig(language=definition.language),
         tts=TtsConfig(language=definition.language),
         speculation=SpeculationMode.AT_PAUSE if definition.speculation else SpeculationMode.OFF,
+        listen_rate=LISTEN_RATE,
     )
 
 
@@ -214,6 +239,10 @@ def event_message(event: ev.EngineEvent) -> dict[str, Any] | None:
             body["turn_end_reason"] = event.turn_end_reason.value
     elif isinstance(event, ev.EngineFailure):
         body = {"kind": "engine_failure", "stage": event.stage, "fatal": event.fatal}
+    elif isinstance(event, ev.ModelBusy):
+        what = "your words could not be transcribed" if event.stage is BusyStage.STT else "the reply cannot be spoken"
+        body = {"kind": "error", "code": f"{event.stage.value}_busy",
+                "message": f"{event.provider} is at capacity: {what}"}
     else:  # TurnEnded, BotAudible: the engine's own marks (TurnLatency carries them)
         return None
     return {"type": "event", "kind": body.pop("kind"), "epoch": event.epoch, "at": round(event.at, 3), **body}
@@ -260,6 +289,18 @@ def engine_runner(
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
         session = await TransportSession.open(clock, call.link)
+        try:
+            await serve(session, call, cancel)
+        except (asyncio.CancelledError, CallFailed):
+            raise  # a failed call: the engine has logged it and told the client
+        except Exception as exc:  # the call could not start (a setting, the clips): the engine never ran
+            # The caller hears why (error, stop{error}, 1011); the manager logs and counts the outcome.
+            await session.close(config.timeouts.stop, failure=call_failure(exc))
+            raise
+        finally:
+            await session.close(config.timeouts.stop)  # every path: no transport task outlives the call
+
+    async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
         observer = CallObserver(listener=listener)
         async with TaskScope("engine-call") as scope:

@@ -173,7 +173,6 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     from brisvox.server.metrics import ServerMetrics
     from brisvox.server.page import page_routes
     from brisvox.server.settings import Settings
-    from brisvox.transport.websocket import ServerConfig
 
     try:
         settings = Settings.from_env()
@@ -209,12 +208,15 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     metrics = ServerMetrics(tool_names=tools.names())
     runner = session_runner(definition, tools, clock, providers, metrics)
     description = _summary(definition, providers.llm_label)
-    ws_config = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path,
-                             max_calls=settings.max_calls)
+    try:
+        ws_config = settings.transport_config()
+        ws_config.validate()
+    except ConfigError as exc:
+        print(f"brisvox serve: {exc}", file=sys.stderr)
+        return EXIT_STARTUP_FAILURE
     endpoint = EngineEndpoint(clock, ws_config)
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
-        ws_ping_interval=ws_config.ping_interval, ws_ping_timeout=ws_config.ping_timeout - ws_config.ping_interval,
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
     )

@@ -31,11 +31,11 @@ from brisvox.server.agent import Agent
 from brisvox.server.app import build_app
 from brisvox.server.call import EngineEndpoint, engine_runner
 from brisvox.server.call_providers import CallProviders, build_call_providers
+from brisvox.server.host import max_calls_for
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.page import page_routes
 from brisvox.server.session import SessionManager
 from brisvox.server.settings import Settings
-from brisvox.transport.websocket import ServerConfig
 
 __all__ = ["AgentApp", "asgi"]
 
@@ -56,9 +56,10 @@ class AgentApp:
         tools = agent.toolset()
         self.metrics = ServerMetrics(tool_names=tools.names())
         runner = engine_runner(definition, tools, clock, self.providers, self.metrics)
-        ws = ServerConfig(host=settings.host, port=settings.port, path=settings.ws_path, max_calls=settings.max_calls)
+        ws = settings.transport_config()
+        ws.validate()
         self.endpoint = EngineEndpoint(clock, ws)
-        self.manager: SessionManager[Any] = SessionManager(runner, max_sessions=settings.max_calls, clock=clock,
+        self.manager: SessionManager[Any] = SessionManager(runner, max_sessions=max_calls_for(settings), clock=clock,
                                                            name="calls", on_end=self.metrics.record_call_ended)
         access = AccessPolicy.from_settings(settings, agent=definition.name, wall=lambda: clock.wall().timestamp())
         self.app = build_app(self.manager, self.metrics, ws_path=settings.ws_path, call_endpoint=self.endpoint,

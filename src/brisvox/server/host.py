@@ -3,7 +3,9 @@
 :func:`serve` is the whole life of ``brisvox serve``.  It binds the listener itself (a
 port in use is a startup failure, exit status 1, not an exception from inside uvicorn),
 runs uvicorn with its own signal handling turned off (the stop signals belong to
-:mod:`brisvox.server.lifecycle`), prints one ``listening on`` line, waits for a stop
+:mod:`brisvox.server.lifecycle`) and with the edge's protocol classes
+(:mod:`brisvox.server.edge`: handshake deadline, cap on connections not started, the app's
+own pings, bounded pongs; uvicorn's keepalive pings and permessage-deflate are off), prints one ``listening on`` line, waits for a stop
 request, drains, stops uvicorn (bounded) and returns the exit status.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -24,8 +27,11 @@ from starlette.routing import BaseRoute
 from brisvox.core.clock import Clock, SystemClock, deadline
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
+from brisvox.inference.pool import live_pools
 from brisvox.server.access import AccessPolicy
 from brisvox.server.app import CallEndpoint, build_app
+from brisvox.server.capacity import default_max_calls
+from brisvox.server.edge import Edge
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionManager, SessionRunner
@@ -57,8 +63,6 @@ class ServerParts:
     on_stop_calls: Callable[[], None] | None = None
     """The endpoint's goodbye to connected calls: called when the shutdown's cancel stage begins
     and again once the sessions are gone, before the HTTP server stops (so it must be idempotent)."""
-    ws_ping_interval: float | None = None
-    ws_ping_timeout: float | None = None
     ws_max_size: int = 16 * 1024 * 1024
     extra_routes: tuple[BaseRoute, ...] = ()
     """More routes of the app (the demo page)."""
@@ -66,6 +70,16 @@ class ServerParts:
     """The metrics ``/metrics`` exports; the runner feeds the same object (a fresh one when None)."""
     agent: str | None = None
     """The served agent's name: signed call tokens that name another agent are refused."""
+
+
+def max_calls_for(settings: Settings) -> int:
+    """``BRISVOX_MAX_CALLS``, or the default from the cores and the inference pools (logged)."""
+    if settings.max_calls is not None:
+        return settings.max_calls
+    max_calls = default_max_calls(live_pools(), os.cpu_count() or 1)
+    log.info("max_calls %d (from %d cores and the pools %s)", max_calls, os.cpu_count() or 1,
+             ", ".join(f"{p.name}: {p.lane_capacity}" for p in live_pools()) or "(none)")
+    return max_calls
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -91,8 +105,10 @@ async def serve(
     stops: StopRequests | None = None,
     out: TextIO | None = None,
     on_ready: Callable[[int], None] | None = None,
+    edge: Edge | None = None,
 ) -> int:
-    """Run the server until a stop request has drained it; returns the exit status."""
+    """Run the server until a stop request has drained it; returns the exit status.
+    ``edge``: the connection limits (default: from ``settings``); pass one to read its counters."""
     clock = clock or SystemClock()
     stops = stops or StopRequests()
     out = out or sys.stdout
@@ -106,8 +122,9 @@ async def serve(
     def on_end(ended: Any) -> None:
         metrics.record_call_ended(ended)
 
+    max_calls = max_calls_for(settings)
     manager: SessionManager[Any] = SessionManager(
-        parts.runner, max_sessions=settings.max_calls, clock=clock, name="calls", on_end=on_end
+        parts.runner, max_sessions=max_calls, clock=clock, name="calls", on_end=on_end
     )
     wall_clock = clock
     # Token expiry is wall time by necessity: the tokens are minted on another machine.
@@ -115,11 +132,14 @@ async def serve(
     log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
                     extra_routes=parts.extra_routes, access=access)
+    edge = edge or Edge(clock, settings.edge_config())
+    http_protocol, ws_protocol = edge.protocols()
     config = uvicorn.Config(
-        app, log_level=settings.log_level, lifespan="off", ws="websockets-sansio",
+        app, log_level=settings.log_level, lifespan="off", http=http_protocol, ws=ws_protocol,
         timeout_graceful_shutdown=int(HTTP_STOP_TIMEOUT), access_log=False,
-        ws_ping_interval=parts.ws_ping_interval, ws_ping_timeout=parts.ws_ping_timeout,
-        ws_max_size=parts.ws_max_size,
+        # liveness is the transport's own ping (edge.PING_EXTENSION): error{ping_timeout} and 1008, not 1011
+        ws_ping_interval=None, ws_ping_timeout=None,
+        ws_per_message_deflate=False, ws_max_size=parts.ws_max_size,
     )
     http = _Uvicorn(config)
     loop = asyncio.get_running_loop()

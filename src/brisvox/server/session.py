@@ -12,11 +12,20 @@ refusal, :class:`AtCapacity` or :class:`ShuttingDown`.  A slot reserved before t
 drain began is honoured: :meth:`SessionSlot.spawn` cannot fail, and the shutdown waits
 for outstanding reservations as it waits for sessions.
 
+**A slot is a socket.**  A slot spawned with ``hold=True`` keeps its place (and its
+registry entry, so it counts in ``active``) after its session ended, until the owner of
+the connection calls :meth:`SessionSlot.release` (the socket closed); a session still
+running after its socket closed keeps it too.  So a call whose session failed while its
+socket stays open still counts against ``max_sessions``, and ``active`` counts every call
+socket that carries a started call.
+
 Each session runs in one task owned by the manager's :class:`~brisvox.core.tasks.TaskScope`.
 Its result is classified (:class:`SessionOutcome`): a normal return is ``OK``, a
 :class:`~brisvox.core.errors.BrisvoxError` is ``ERROR`` (an expected failure, such as a
 provider that went away), any other exception is ``CRASHED`` (a bug; counted, logged with
-its traceback, and it ends that session only), a return after the cooperative stop is
+its traceback, and it ends that session only; a ``BrisvoxError`` with ``crashed`` true,
+the engine's ``CallFailed`` of a bug it already logged with its traceback, is ``CRASHED``
+too, logged in one line), a return after the cooperative stop is
 ``CANCELLED`` and a hard task cancellation is ``ABORTED``.  The registry entry is removed
 in a ``finally`` owned by the task, so every exit path removes it.
 
@@ -146,24 +155,34 @@ class SessionStats:
 class SessionSlot(Generic[T]):
     """A reserved place for one session: :meth:`spawn` it (cannot fail) or :meth:`release` it."""
 
-    __slots__ = ("_manager", "_used")
+    __slots__ = ("_held", "_manager", "_used")
 
     def __init__(self, manager: SessionManager[T]) -> None:
         self._manager = manager
         self._used = False
+        self._held: str | None = None  # the id of a session spawned with hold, until release
 
-    def spawn(self, item: T, *, name: str = "session") -> SessionInfo:
-        """Start the session on ``item``.  Honoured even when a drain has begun since the reservation."""
+    def spawn(self, item: T, *, name: str = "session", hold: bool = False) -> SessionInfo:
+        """Start the session on ``item``.  Honoured even when a drain has begun since the reservation.
+        ``hold``: the place stays taken after the session ended, until :meth:`release`."""
         if self._used:
             raise RuntimeError("a session slot can be used once")
         self._used = True
-        return self._manager._spawn(item, name)
+        info = self._manager._spawn(item, name, hold)
+        if hold:
+            self._held = info.id
+        return info
 
     def release(self) -> None:
-        """Give the reservation back unused (idempotent; a no-op after spawn)."""
+        """Give the place back: unused (before spawn), or the connection of a held session closed
+        (the entry goes once its session has ended too).  Idempotent; a no-op after a spawn
+        without ``hold``."""
         if not self._used:
             self._used = True
             self._manager._release_unused()
+        elif self._held is not None:
+            held, self._held = self._held, None
+            self._manager._release_held(held)
 
     @property
     def used(self) -> bool:
@@ -242,6 +261,8 @@ class _Live:
     info: SessionInfo
     cancel: SessionCancel
     task: asyncio.Task[None] | None = None
+    held: bool = False  # its connection is still open (spawned with hold, not yet released)
+    running: bool = True
 
 
 class SessionManager(Generic[T]):
@@ -331,13 +352,13 @@ class SessionManager(Generic[T]):
             live.cancel.set()
         return ids
 
-    def _spawn(self, item: T, name: str) -> SessionInfo:
+    def _spawn(self, item: T, name: str, hold: bool) -> SessionInfo:
         self._reserved -= 1
         info = SessionInfo(id=f"{name}-{next(self._ids)}", name=name, started_at=self._clock.now())
         cancel = SessionCancel()
         if self._stopping:
             cancel.set()
-        live = _Live(info, cancel)
+        live = _Live(info, cancel, held=hold)
         self._live[info.id] = live
         live.task = self._scope.spawn(self._run(item, live), name=info.id)
         self._notify()
@@ -347,6 +368,15 @@ class SessionManager(Generic[T]):
         self._reserved -= 1
         self.stats.released_unused += 1
         self._notify()
+
+    def _release_held(self, session_id: str) -> None:
+        live = self._live.get(session_id)
+        if live is None:
+            return
+        live.held = False
+        if not live.running:
+            del self._live[session_id]
+            self._notify()
 
     async def _run(self, item: T, live: _Live) -> None:
         outcome = SessionOutcome.OK
@@ -359,7 +389,8 @@ class SessionManager(Generic[T]):
             outcome = SessionOutcome.ABORTED
             raise
         except BrisvoxError as exc:
-            outcome = SessionOutcome.ERROR
+            # A brisvox error that reports a bug it already logged (the engine's CallFailed) is a crash.
+            outcome = SessionOutcome.CRASHED if getattr(exc, "crashed", False) is True else SessionOutcome.ERROR
             error = f"{type(exc).__name__}: {exc}"
             log.warning("%s: session %s ended with an error: %s", self._name, live.info.id, error)
         except Exception as exc:
@@ -367,7 +398,9 @@ class SessionManager(Generic[T]):
             error = f"{type(exc).__name__}: {exc}"
             log.error("%s: session %s crashed", self._name, live.info.id, exc_info=True)
         finally:
-            self._live.pop(live.info.id, None)
+            live.running = False
+            if not live.held:
+                self._live.pop(live.info.id, None)
             self.stats.ended[outcome] += 1
             self._notify()
             ended = SessionEnded(live.info, outcome, self._clock.now(), error)

@@ -20,7 +20,9 @@ from typing import Any
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.server.auth import ANY, LOOPBACK_NAMES, MIN_KEY_CHARS, AuthMode, host_name, is_wildcard
+from brisvox.server.edge import EdgeConfig
 from brisvox.server.session import ShutdownPolicy
+from brisvox.transport.websocket.config import ServerConfig
 
 __all__ = ["VARIABLES", "Settings", "SettingsError", "Variable"]
 
@@ -73,6 +75,25 @@ def _duration(raw: str) -> float:
         raise ValueError("expected a duration in seconds (\"2.5\", \"2.5s\" or \"500ms\")") from None
     if not math.isfinite(value) or value < 0:
         raise ValueError("expected a finite duration >= 0")
+    return value
+
+
+def _positive_duration(raw: str) -> float:
+    value = _duration(raw)
+    if value <= 0:
+        raise ValueError("expected a duration > 0")
+    return value
+
+
+def _audio_rate(raw: str) -> float | None:
+    if raw.strip().lower() == "off":
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError("expected a ratio to real time such as 1.25, or off") from None
+    if not (math.isfinite(value) and value >= 1.0):
+        raise ValueError("expected a finite ratio >= 1.0 (real time), or off")
     return value
 
 
@@ -177,7 +198,8 @@ class Variable:
 VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_HOST", "host", "127.0.0.1", _host, "address of the HTTP/WebSocket listener"),
     Variable("BRISVOX_PORT", "port", 8765, _int_in(0, 65535), "port of the listener (0: any free port)"),
-    Variable("BRISVOX_MAX_CALLS", "max_calls", 100, _int_in(1, 100_000), "calls served at once"),
+    Variable("BRISVOX_MAX_CALLS", "max_calls", None, _int_in(1, 100_000),
+             "calls served at once (unset: what the cores and the embedded models carry)"),
     Variable("BRISVOX_DRAIN_TIMEOUT", "drain_timeout", 30.0, _duration,
              "how long a stop signal waits for calls to end by themselves"),
     Variable("BRISVOX_CANCEL_TIMEOUT", "cancel_timeout", 5.0, _duration,
@@ -199,6 +221,26 @@ VARIABLES: tuple[Variable, ...] = (
              "Host names the server answers, comma-separated, or '*' (default: loopback names and BRISVOX_HOST)"),
     Variable("BRISVOX_ALLOWED_ORIGINS", "allowed_origins", frozenset(), _allowed_origins,
              "web origins whose pages may start calls, comma-separated, or '*' (default: the server's own)"),
+    # --- limits at the edge and per call (docs/OPERATIONS.md "Limits") ---
+    Variable("BRISVOX_HANDSHAKE_TIMEOUT", "handshake_timeout", 5.0, _positive_duration,
+             "each HTTP request head (and the WebSocket upgrade) must arrive within it"),
+    Variable("BRISVOX_MAX_UNSTARTED", "max_unstarted", 128, _int_in(1, 100_000),
+             "connections between their accept and their first request or call message"),
+    Variable("BRISVOX_START_TIMEOUT", "start_timeout", 5.0, _positive_duration,
+             "a call's start message must arrive within it after the upgrade"),
+    Variable("BRISVOX_PING_INTERVAL", "ping_interval", 5.0, _positive_duration, "the server pings each call"),
+    Variable("BRISVOX_PING_TIMEOUT", "ping_timeout", 15.0, _positive_duration,
+             "a call with nothing from its client (no frame, no pong) for this long ends"),
+    Variable("BRISVOX_IDLE_TIMEOUT", "idle_timeout", 60.0, _positive_duration,
+             "a call with no caller audio for this long ends"),
+    Variable("BRISVOX_MAX_CALL_DURATION", "max_call_duration", 3600.0, _positive_duration,
+             "a call ends after this long"),
+    Variable("BRISVOX_AUDIO_RATE", "audio_rate", 1.25, _audio_rate,
+             "caller audio admitted per second of time (1.25: a quarter over real time), or off"),
+    Variable("BRISVOX_AUDIO_FLOOD", "audio_flood", 5.0, _positive_duration,
+             "seconds of dropped caller audio (decaying) that end a call"),
+    Variable("BRISVOX_MAX_PONG_BACKLOG", "max_pong_backlog", 65536, _int_in(0, 1 << 30),
+             "bytes of unsent data past which pongs to a client's pings are dropped"),
 )
 
 
@@ -208,7 +250,7 @@ class Settings:
 
     host: str = "127.0.0.1"
     port: int = 8765
-    max_calls: int = 100
+    max_calls: int | None = None  # None: brisvox.server.capacity.default_max_calls
     drain_timeout: float = 30.0
     cancel_timeout: float = 5.0
     abort_timeout: float = 2.0
@@ -221,6 +263,17 @@ class Settings:
     auth_secret: Secret | None = None
     allowed_hosts: frozenset[str] = frozenset()
     allowed_origins: frozenset[str] = frozenset()
+    # limits (see VARIABLES)
+    handshake_timeout: float = 5.0
+    max_unstarted: int = 128
+    start_timeout: float = 5.0
+    ping_interval: float = 5.0
+    ping_timeout: float = 15.0
+    idle_timeout: float = 60.0
+    max_call_duration: float = 3600.0
+    audio_rate: float | None = 1.25
+    audio_flood: float = 5.0
+    max_pong_backlog: int = 65536
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -237,9 +290,27 @@ class Settings:
             except ValueError as exc:
                 problems.append(f"{var.name}={'(hidden)' if var.secret else repr(raw)}: {exc}")
         problems.extend(_auth_problems(values))
+        if not problems and values["ping_timeout"] <= values["ping_interval"]:
+            problems.append(f"BRISVOX_PING_TIMEOUT={values['ping_timeout']:g}: must be longer than "
+                            f"BRISVOX_PING_INTERVAL ({values['ping_interval']:g})")
         if problems:
             raise SettingsError(problems)
         return cls(**values)
+
+    def transport_config(self) -> ServerConfig:
+        """The WebSocket transport's limits these settings give (the rest are its defaults; admission,
+        ``max_calls``, is the session manager's)."""
+        return ServerConfig(
+            host=self.host, port=self.port, path=self.ws_path,
+            handshake_timeout=self.handshake_timeout, start_timeout=self.start_timeout,
+            ping_interval=self.ping_interval, ping_timeout=self.ping_timeout, idle_timeout=self.idle_timeout,
+            max_call_duration=self.max_call_duration, audio_rate=self.audio_rate, audio_flood=self.audio_flood,
+        )
+
+    def edge_config(self) -> EdgeConfig:
+        """The limits of the server's edge (:mod:`brisvox.server.edge`)."""
+        return EdgeConfig(handshake_timeout=self.handshake_timeout, max_unstarted=self.max_unstarted,
+                          max_pong_backlog=self.max_pong_backlog)
 
     @property
     def host_names(self) -> frozenset[str]:

@@ -8,9 +8,10 @@ and monitor) over a :class:`StarletteWsPeer`.  When the call has started, its
 (``slot.spawn(link)``), so the session runner (the engine) owns the call while this
 endpoint owns the socket.
 
-ASGI has no ping frames: the peer's ``ping()`` completes at once and liveness is left
-to uvicorn's own WebSocket pings (``ws_ping_interval``/``ws_ping_timeout``, set from
-the transport's ``ping_interval``/``ping_timeout`` by :mod:`brisvox.server.host`).
+ASGI has no ping frames: under ``brisvox serve`` the peer's ``ping()`` goes through the
+edge's scope extension (:data:`brisvox.server.edge.PING_EXTENSION`), so the transport's
+monitor decides a silent client (``ping_timeout``, 1008).  Under another ASGI server
+without it the ping completes at once and liveness rests on the client's frames.
 ``abort()`` drops the TCP connection through uvicorn's protocol object when it can
 reach it, so a write blocked on a client that reads nothing is still ended.
 """
@@ -26,6 +27,7 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from brisvox.core.clock import Clock
+from brisvox.server.edge import PING_EXTENSION
 from brisvox.server.session import SessionSlot
 from brisvox.transport.link import CallEnds, CallLink
 from brisvox.transport.websocket import PeerClosed, ServerConfig, ServerStats, run_call
@@ -88,6 +90,10 @@ class StarletteWsPeer:
     async def ping(self) -> Awaitable[object]:
         if self._closed:
             raise PeerClosed(by_peer=False)
+        ping = self._ws.scope.get("extensions", {}).get(PING_EXTENSION)
+        if callable(ping):
+            pong: asyncio.Future[object] = ping()
+            return pong
         done: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         done.set_result(None)
         return done
@@ -102,6 +108,10 @@ class StarletteWsPeer:
     def abort(self) -> None:
         self._closed = True
         transport = _server_transport(getattr(self._ws, "_send", None))
+        if isinstance(transport, asyncio.BaseTransport) and getattr(transport.get_protocol(), "close_sent", False):
+            # the close frame is on its way (the edge drops the socket if it never gets through): an
+            # abort now would discard it, and the messages before it, at the client
+            return
         abort = getattr(transport, "abort", None)
         if callable(abort):
             abort()
@@ -142,7 +152,7 @@ class TransportEndpoint:
         peer = StarletteWsPeer(websocket)
 
         async def deliver(link: CallLink) -> bool:
-            slot.spawn(link, name="call")
+            slot.spawn(link, name="call", hold=True)
             return True
 
         await run_call(peer, clock=self.clock, config=self.config, deliver=deliver, shutdown=self._shutdown,

@@ -55,6 +55,7 @@ class MockTtsConfig:
     latency: LatencyProfile = INSTANT  # connect, and first_event per context
     disconnect_after: float | None = None
     fail_connect: ProviderErrorKind | None = None
+    busy: bool = False  # every segment is refused as by an embedded model whose pool is full (TtsError BUSY)
     tone_hz: float = 300.0
     level: float = 0.2
 
@@ -146,6 +147,10 @@ class MockTtsSession(TtsSessionBase):
 
     async def _speak(self, ctx: int, text: str) -> bool:
         """Synthesize one segment; False once the scripted disconnect ended the session."""
+        if self._script.busy:
+            err = ProviderError(self._provider, ProviderErrorKind.BUSY, "the inference pool is full")
+            await self._emit(TtsError(error=err, context_id=ctx, fatal=False))
+            return True
         if ctx not in self._offsets:
             self._offsets[ctx] = 0.0
             await self._clock.sleep(self._delays.first_event())

@@ -7,10 +7,12 @@ Adapters: :class:`LoopbackTransport` (in memory) and ``brisvox.transport.websock
 
 from brisvox.transport.events import (
     CallerAudio,
+    CallFailure,
     CallInfo,
     CallRates,
     Clear,
     Dtmf,
+    FailureKind,
     Mark,
     MarkCleared,
     MarkPlayed,
@@ -31,6 +33,7 @@ from brisvox.transport.session import CommandSender, SessionConfig, TransportSes
 
 __all__ = [
     "CallEnds",
+    "CallFailure",
     "CallInfo",
     "CallLink",
     "CallRates",
@@ -38,6 +41,7 @@ __all__ = [
     "Clear",
     "CommandSender",
     "Dtmf",
+    "FailureKind",
     "Heard",
     "LoopbackClient",
     "LoopbackConfig",

@@ -21,11 +21,13 @@ from brisvox.core.errors import InvalidInput
 from brisvox.core.frames import InputAudioFrame, OutputAudioFrame
 
 __all__ = [
+    "CallFailure",
     "CallInfo",
     "CallRates",
     "CallerAudio",
     "Clear",
     "Dtmf",
+    "FailureKind",
     "Mark",
     "MarkCleared",
     "MarkPlayed",
@@ -292,11 +294,26 @@ class WireMark:
     id: str
 
 
+class FailureKind(enum.Enum):
+    """Why the engine ended a call it could not serve (the WebSocket protocol's error codes)."""
+
+    CALL_FAILED = "call_failed"  # a provider unreachable or failing, a setting this call cannot run
+    INTERNAL_ERROR = "internal_error"  # a bug in the server (logged with its traceback)
+
+
+@dataclass(frozen=True, slots=True)
+class CallFailure:
+    """The engine's failure as the caller is told it: a kind and a short message (no secrets)."""
+
+    kind: FailureKind
+    message: str
+
+
 @dataclass(frozen=True, slots=True)
 class WireHangupOut:
-    """The call is over; ``error`` (a short text for the client) when the engine failed."""
+    """The call is over; ``failure`` when the engine ended it because it failed."""
 
-    error: str | None = None
+    failure: CallFailure | None = None
 
 
 WireOut = WireAudioOut | WireClear | WireMark | WireHangupOut

@@ -29,8 +29,8 @@ than ``SessionConfig.playout_grace`` ago (the client's own buffer).  A clear tha
 advances the epoch of an idle call (the engine does that before every reply) writes
 nothing.
 
-``close(error=...)`` ends a call whose engine failed: the adapter gets
-``WireHangupOut(error)`` and tells the client.
+``close(failure=...)`` ends a call whose engine failed: the adapter gets
+``WireHangupOut(failure)`` (a typed ``CallFailure``) and tells the client.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from brisvox.core.frames import InputAudioFrame, OutputAudioFrame
 from brisvox.core.tasks import TaskScope
 from brisvox.transport.events import (
     CallerAudio,
+    CallFailure,
     CallInfo,
     Clear,
     Dtmf,
@@ -212,6 +213,7 @@ class TransportSession:
                                                                  resync_after=config.pacer_resync_after)
         self._reason: StopReason | None = None
         self._failure: BaseException | None = None
+        self._ending: CallFailure | None = None  # the engine's failure, told to the caller with the hang-up
         self._wire_closed = False
         self._finished = False
         self._first_done = asyncio.Event()
@@ -221,7 +223,6 @@ class TransportSession:
         self._audio_sink: Callable[[InputAudioFrame], object] | None = None
         self._playout_end = -float("inf")  # when the audio released so far ends, played in real time
         self._cut_pending = False  # a clear cut audio the client may still play: write WireClear
-        self._error: str | None = None  # the engine failed: the hang-up says so
         self.stale_audio_dropped = 0
 
     # --- public API ------------------------------------------------------------------------
@@ -276,12 +277,13 @@ class TransportSession:
     def events_dropped(self) -> int:
         return self._events.dropped
 
-    async def close(self, timeout: float = 5.0, error: str | None = None) -> StopReason:
+    async def close(self, timeout: float = 5.0, failure: CallFailure | None = None) -> StopReason:
         """End the session (REQUESTED unless it already had a reason) and join every task.
         Returns TIMEOUT, after aborting the supervisor, when that takes longer than ``timeout``.
-        ``error``: the engine failed; the client is told (a short text, no internals)."""
-        if error is not None and not self._finished:
-            self._error = error
+        ``failure``: the engine failed; the hang-up carries it to the adapter (which tells the
+        caller), unless the session had already ended.  Idempotent: the first failure wins."""
+        if failure is not None and self._ending is None and not self._finished:
+            self._ending = failure
         self._set_reason(StopReason.REQUESTED)
         self._first_done.set()
         sup = self._supervisor
@@ -365,7 +367,8 @@ class TransportSession:
             pass
         if not link.out.closed:
             with contextlib.suppress(DeadlineExceeded, ChannelClosed):
-                await bounded(clock, cfg.final_send_timeout, link.out.send(WireHangupOut(self._error)), "hang-up")
+                await bounded(clock, cfg.final_send_timeout, link.out.send(WireHangupOut(self._ending)),
+                              "hang-up")
         link.ended.set()
         link.out.wake()  # an adapter waiting for output sees the end at once
         assert self._reason is not None

@@ -210,7 +210,8 @@ async def test_a_frame_over_the_websocket_layers_limit_is_closed_with_1009() -> 
 
 
 async def test_a_flooding_client_loses_the_oldest_input_and_the_call_survives() -> None:
-    async with ws_server(echo=False) as (clock, server, _scope), client(server.url) as ws:
+    # the audio rate limit is off: this is the core's drop-oldest under an engine that reads late
+    async with ws_server(ServerConfig(audio_rate=None), echo=False) as (clock, server, _scope), client(server.url) as ws:
         await start(ws)
         session = await TransportSession.open(clock, await server.accept())
         for i in range(2000):
@@ -481,3 +482,90 @@ async def test_an_abrupt_disconnect_before_start_frees_the_slot_and_reaches_no_e
         await clock.sleep(0.2)
         assert server.active_calls == 0
         assert server.stats.calls_started == 0 and len(server._accept) == 0
+
+
+# --- limits (issue 19) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("after_start", [False, True])
+async def test_json_nested_4000_deep_is_refused_cleanly_before_and_after_start(after_start: bool) -> None:
+    async with ws_server() as (_clock, server, _scope), client(server.url) as ws:
+        if not after_start:
+            await ws.send("[" * 4000)
+            msgs, close = await read_until_closed(ws)
+            assert texts(msgs)[0]["code"] == "invalid_start" and "deeper than 8" in texts(msgs)[0]["message"]
+            assert close == 1008
+            return
+        await start(ws)
+        await ws.send("[" * 4000)
+        err = json.loads(await ws.recv())
+        assert err == {"type": "error", "code": "malformed_message", "fatal": False,
+                       "message": "the message nests arrays or objects deeper than 8 levels"}
+        await ws.send(frame(3))
+        assert await ws.recv() == frame(3)
+
+
+async def test_caller_audio_beyond_the_rate_is_dropped_counted_and_reported_once_and_the_call_goes_on() -> None:
+    async with ws_server(echo=False) as (clock, server, _scope), client(server.url) as ws:
+        await start(ws)
+        session = await TransportSession.open(clock, await server.accept())
+        for i in range(200):  # 4 s of 16 kHz audio at once: the 2 s burst passes, the rest is dropped
+            await ws.send(frame(i))
+        notice = json.loads(await ws.recv())
+        assert notice["code"] == "audio_too_fast" and notice["fatal"] is False
+        await clock.sleep(0.5)
+        got = []
+        while (ev := session.try_recv()) is not None:
+            if isinstance(ev, CallerAudio):
+                got.append(ev.frame.seq)
+        dropped = server.stats.audio_dropped_frames
+        assert 95 <= dropped <= 105
+        assert got[-1] == 199 - dropped  # admitted frames are numbered; the core kept the newest of them
+        await clock.sleep(2.0)  # tokens accrue again at real time
+        await ws.send(json.dumps({"type": "dtmf", "digit": "5"}))
+        await ws.send(frame(1))
+        assert isinstance(await session.recv(), Dtmf)
+        assert isinstance(await session.recv(), CallerAudio)
+        await session.close()
+
+
+async def test_a_sustained_audio_flood_ends_the_call_with_audio_flood_and_1008() -> None:
+    async with ws_server() as (_clock, server, _scope), client(server.url) as ws:
+        await start(ws)
+        for i in range(2000):  # 40 s of audio at once
+            await ws.send(frame(i))
+        msgs, close = await read_until_closed(ws)
+        codes = [m["code"] for m in texts(msgs) if m.get("type") == "error"]
+        assert codes == ["audio_too_fast", "audio_flood"] and close == 1008
+        assert server.stats.audio_floods == 1
+
+
+async def test_a_client_that_answers_pings_but_sends_no_audio_is_closed_after_the_idle_timeout() -> None:
+    cfg = ServerConfig(ping_interval=1.0, ping_timeout=3.0, idle_timeout=10.0)
+    async with ws_server(cfg) as (clock, server, _scope), client(server.url) as ws:
+        await start(ws)
+        t0 = clock.now()
+        await ws.send(json.dumps({"type": "dtmf", "digit": "1"}))  # control messages are not audio
+        msgs, close = await read_until_closed(ws)
+        assert [m["code"] for m in texts(msgs) if m.get("type") == "error"] == ["idle_timeout"] and close == 1008
+        assert 10.0 <= clock.now() - t0 < 12.0
+        assert server.stats.idle_timeouts == 1 and server.stats.ping_timeouts == 0
+
+
+async def test_a_call_that_sends_audio_ends_at_its_maximum_duration_with_max_duration_and_1008() -> None:
+    cfg = ServerConfig(max_call_duration=5.0)
+    async with ws_server(cfg) as (clock, server, scope), client(server.url) as ws:
+        await start(ws)
+        t0 = clock.now()
+
+        async def talk() -> None:
+            for i in range(100):
+                await ws.send(frame(i))
+                await clock.sleep(0.5)
+
+        talker = scope.spawn(talk(), name="talker")
+        msgs, close = await read_until_closed(ws)
+        talker.cancel()
+        assert [m["code"] for m in texts(msgs) if m.get("type") == "error"] == ["max_duration"] and close == 1008
+        assert 5.0 <= clock.now() - t0 < 6.5
+        assert server.stats.duration_limits == 1

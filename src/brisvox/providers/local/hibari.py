@@ -32,7 +32,7 @@ from brisvox.audio.pcm import AUDIBLE_LEVEL
 from brisvox.core.channel import Channel
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope
-from brisvox.inference import InferenceError, InferencePool, PoolConfig
+from brisvox.inference import InferenceError, InferencePool, PoolConfig, PoolFull
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import (
     FlushInput,
@@ -207,6 +207,9 @@ class HibariTtsSession(TtsSessionBase):
                 pcm = await self._pool.run(self._engine.synthesize, phonemes, self._speed, self._lead_in)
                 for i in range(0, len(pcm), self._chunk):
                     await self._emit(TtsAudio(context_id=ctx, pcm=pcm[i : i + self._chunk], sample_rate=HIBARI_SAMPLE_RATE))
+        except PoolFull:
+            err = ProviderError("local-hibari", ProviderErrorKind.BUSY, "the inference pool is full")
+            await self._emit(TtsError(error=err, context_id=ctx, fatal=False))
         except InferenceError as exc:
             err = ProviderError("local-hibari", ProviderErrorKind.MODEL, f"synthesis failed: {type(exc.__cause__ or exc).__name__}")
             await self._emit(TtsError(error=err, context_id=ctx, fatal=False))

@@ -26,7 +26,7 @@ from brisvox.audio import pcm16_to_float
 from brisvox.core.channel import Channel
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope
-from brisvox.inference import InferenceError, InferencePool, PoolConfig, model_path
+from brisvox.inference import InferenceError, InferencePool, PoolConfig, PoolFull, model_path
 from brisvox.inference.models import WHISPER_TINY_EN
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.session import SessionBase
@@ -214,6 +214,10 @@ class WhisperSttSession(SessionBase[SttEvent]):
             return Transcript(text="", is_final=True, from_finalize=True, start=start, end=start + seconds)
         try:
             result = await self._pool.run(self._model.transcribe, segment)
+        except PoolFull:
+            log.warning("local-whisper: a segment of %.1f s was refused: the inference pool is full", seconds)
+            err = ProviderError("local-whisper", ProviderErrorKind.BUSY, "the inference pool is full")
+            return SttError(error=err, fatal=False)
         except InferenceError as exc:
             log.warning("local-whisper: transcription failed: %s", exc)
             err = ProviderError("local-whisper", ProviderErrorKind.MODEL, f"transcription failed: {type(exc).__name__}")

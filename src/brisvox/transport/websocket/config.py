@@ -32,6 +32,11 @@ class ServerConfig:
     max_audio_bytes: int = 64 * 1024
     max_control_bytes: int = 8 * 1024
     max_faults: int = 16
+    idle_timeout: float = 60.0  # no caller audio for this long ends the call (idle_timeout, 1008)
+    max_call_duration: float = 3600.0  # a started call ends after this long (max_duration, 1008)
+    audio_rate: float | None = 1.25  # caller audio admitted per second of time (None: no limit)
+    audio_burst: float = 2.0  # seconds of audio admitted at once on top of the rate
+    audio_flood: float = 5.0  # seconds of dropped audio (decaying) that end the call (audio_flood, 1008)
     session: SessionConfig = field(default_factory=SessionConfig)
 
     def validate(self) -> None:
@@ -39,7 +44,8 @@ class ServerConfig:
             return ConfigError(f"ServerConfig.{name}={getattr(self, name)!r}: {why}")
 
         for name in ("handshake_timeout", "start_timeout", "ping_interval", "ping_timeout", "write_timeout",
-                     "send_timeout", "close_grace", "shutdown_timeout"):
+                     "send_timeout", "close_grace", "shutdown_timeout", "idle_timeout", "max_call_duration",
+                     "audio_burst", "audio_flood"):
             if not getattr(self, name) > 0:
                 raise bad(name, "must be positive")
         if self.ping_interval < 0.01:
@@ -49,6 +55,8 @@ class ServerConfig:
         for name in ("max_calls", "accept_queue", "max_rejects"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be at least 1")
+        if self.audio_rate is not None and not self.audio_rate >= 1.0:
+            raise bad("audio_rate", "must be at least 1.0 (real time) or None")
         if self.max_audio_bytes < 2:
             raise bad("max_audio_bytes", "must be at least 2 (one sample)")
         if self.max_control_bytes < 512:

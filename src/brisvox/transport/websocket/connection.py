@@ -10,8 +10,8 @@ implements :class:`WsPeer`), reads ``start``, builds the call pair, hands the
   refreshes the liveness stamp on every frame;
 * the **writer** is the only task that writes: audio in the call's encoding, clear,
   mark, error notices, and the goodbye (``stop`` + close frame);
-* the **monitor** sends pings, ends a call whose client was silent for ``ping_timeout``
-  and aborts a write that was blocked for ``write_timeout`` (or, once the call is
+* the **monitor** sends pings, ends a call whose client was silent for ``ping_timeout``,
+  sent no audio for ``idle_timeout`` or lasted ``max_call_duration``, and aborts a write that was blocked for ``write_timeout`` (or, once the call is
   ending, for ``min(write_timeout, close_grace)``).
 
 All timers run on the injected clock.  ``docs/WEBSOCKET_PROTOCOL.md`` is the protocol.
@@ -51,6 +51,7 @@ from brisvox.transport.events import (
 )
 from brisvox.transport.link import CallEnds, CallLink, call_pair
 from brisvox.transport.websocket.config import ServerConfig
+from brisvox.transport.websocket.limits import AudioRateLimit, AudioVerdict
 from brisvox.transport.websocket.protocol import (
     MAX_MARK_ID_BYTES,
     ClientDtmf,
@@ -142,6 +143,7 @@ async def run_call(
             "client_call_id": start.call_id or "",
             "transport": "websocket",
             CallInfo.SAMPLE_RATE_KEY: str(start.sample_rate),
+            CallInfo.OUTPUT_SAMPLE_RATE_KEY: str(start.sample_rate),  # both directions run at the call's rate
             "encoding": start.encoding.value,
             "peer_addr": peer.remote,
         })
@@ -224,6 +226,13 @@ class _Call:
         self.shutdown = shutdown
         self.stats = stats
         self.last_seen = clock.now()
+        self.started_at = self.last_seen
+        self.last_audio = self.last_seen
+        self.audio_limit = (AudioRateLimit(config.audio_rate, config.audio_burst, config.audio_flood)
+                            if config.audio_rate is not None else None)
+        # bytes of the call's encoding per second of audio
+        self.bytes_per_second = self.rate * (2 if start.encoding is AudioEncoding.PCM16 else 1)
+        self.too_fast_reported = False
         self.writing_since: float | None = None
         self.fatal: _Fatal | None = None
         self.notices: deque[str] = deque()
@@ -263,13 +272,13 @@ class _Call:
                     self._request_fatal(CloseCode.TOO_BIG, ErrorCode.MESSAGE_TOO_BIG,
                                         f"an audio frame is over {cfg.max_audio_bytes} bytes")
                     continue
-                if self.encoding is AudioEncoding.MULAW:
-                    pcm = ulaw_decode(msg)
-                elif len(msg) % 2:
+                self.last_audio = self.last_seen
+                if self.encoding is AudioEncoding.PCM16 and len(msg) % 2:
                     await self._fault(ErrorCode.HALF_SAMPLE, f"a pcm16 frame of {len(msg)} bytes holds a half sample")
                     continue
-                else:
-                    pcm = msg
+                if self.audio_limit is not None and not self._audio_admitted(len(msg)):
+                    continue
+                pcm = ulaw_decode(msg) if self.encoding is AudioEncoding.MULAW else msg
                 if not events.closed:
                     events.try_send(WireAudio(pcm, self.rate, next(self.seq), self.last_seen))
                 continue
@@ -290,6 +299,28 @@ class _Call:
                 await self._lossless(WireHangup())
                 self.feeding = False
                 events.close()
+
+    def _audio_admitted(self, size: int) -> bool:
+        """The rate limit's verdict on a frame of ``size`` bytes; a drop is counted (and reported
+        once per call), a flood ends the call."""
+        assert self.audio_limit is not None
+        verdict = self.audio_limit.admit(size / self.bytes_per_second, self.last_seen)
+        if verdict is AudioVerdict.PASS:
+            return True
+        self.stats.audio_dropped_frames += 1
+        if verdict is AudioVerdict.FLOOD:
+            self.stats.audio_floods += 1
+            self._request_fatal(CloseCode.POLICY, ErrorCode.AUDIO_FLOOD,
+                                f"caller audio keeps arriving faster than real time "
+                                f"({self.audio_limit.dropped:.1f} s dropped)")
+        elif not self.too_fast_reported and len(self.notices) < NOTICE_CAPACITY:
+            # a notice, not a fault: the drop is the remedy, and the flood rule ends a call that persists
+            self.too_fast_reported = True
+            self.notices.append(error_message(ErrorCode.AUDIO_TOO_FAST,
+                                              f"caller audio over {self.cfg.audio_rate:g} x real time is dropped",
+                                              fatal=False))
+            self.ends.out.wake()
+        return False
 
     def _peer_closed(self, exc: PeerClosed) -> None:
         self.peer_gone = True
@@ -334,6 +365,8 @@ class _Call:
             return
         self.fatal = _Fatal(close, code, message)
         self.stats.faults += 1
+        # one line per call at most (the first fatal fault wins); the message names no client data
+        log.info("websocket call %s: closing with %s (%d): %s", self.ends.info.call_id, code.value, int(close), message)
         events = self.ends.events
         if self.feeding and not events.closed:
             events.try_send(WireFault(code.value, message, True))
@@ -411,11 +444,12 @@ class _Call:
                     else:
                         await self._write(mark_message(got.id))
                 elif isinstance(got, WireHangupOut):
-                    if got.error is not None:  # the engine failed: the client hears why the call ends
-                        await self._goodbye(StopKind.ERROR, CloseCode.INTERNAL_ERROR,
-                                            error_message(ErrorCode.ENGINE_FAILED, got.error, fatal=True))
-                    else:
+                    if got.failure is None:
                         await self._goodbye(StopKind.ENDED, CloseCode.NORMAL)
+                    else:  # the engine failed: error, stop{error}, 1011
+                        self.stats.faults += 1
+                        await self._goodbye(StopKind.ERROR, CloseCode.INTERNAL_ERROR, error_message(
+                            ErrorCode(got.failure.kind.value), got.failure.message, fatal=True))
                     return
         except PeerClosed:
             self.peer_gone = True
@@ -455,6 +489,16 @@ class _Call:
                 self.stats.ping_timeouts += 1
                 self._request_fatal(CloseCode.POLICY, ErrorCode.PING_TIMEOUT,
                                     f"nothing from the client for {cfg.ping_timeout:g} s")
+                continue
+            if self.fatal is None and now - self.last_audio > cfg.idle_timeout:
+                self.stats.idle_timeouts += 1
+                self._request_fatal(CloseCode.POLICY, ErrorCode.IDLE_TIMEOUT,
+                                    f"no caller audio for {cfg.idle_timeout:g} s")
+                continue
+            if self.fatal is None and now - self.started_at > cfg.max_call_duration:
+                self.stats.duration_limits += 1
+                self._request_fatal(CloseCode.POLICY, ErrorCode.MAX_DURATION,
+                                    f"the call reached its maximum duration of {cfg.max_call_duration:g} s")
                 continue
             if now >= next_ping:
                 next_ping = now + cfg.ping_interval

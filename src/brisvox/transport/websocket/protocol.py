@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from brisvox.audio.codec import AudioEncoding
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "MAX_MARK_ID_BYTES",
     "SUPPORTED_RATES",
     "ClientControl",
@@ -40,15 +42,17 @@ __all__ = [
 SUPPORTED_RATES = (8000, 16000, 24000, 48000)
 MAX_MARK_ID_BYTES = 256
 MAX_METADATA_KEYS = 32
+MAX_JSON_DEPTH = 8
+"""Deepest nesting of arrays and objects a client message may have (``start`` needs 2)."""
 
 
 class CloseCode(enum.IntEnum):
     NORMAL = 1000  # the call ended (engine hang-up, client stop, client close)
     GOING_AWAY = 1001  # the server shuts down
     PROTOCOL_ERROR = 1002  # a frame the WebSocket layer refuses (bad opcode, invalid UTF-8)
-    POLICY = 1008  # invalid or missing start, too many faults, ping timeout
+    POLICY = 1008  # invalid or missing start, too many faults, ping/idle timeout, duration, audio flood
     TOO_BIG = 1009  # a message over max_audio_bytes / max_control_bytes
-    INTERNAL_ERROR = 1011  # the engine failed (after error{engine_failed} and stop{error})
+    INTERNAL_ERROR = 1011  # the server could not serve the call (call_failed, internal_error)
     TRY_AGAIN = 1013  # the server cannot take the call now (accept queue full, engine overloaded)
 
 
@@ -62,7 +66,11 @@ class ErrorCode(enum.Enum):
     SERVER_BUSY = "server_busy"
     OVERLOADED = "overloaded"
     PROTOCOL_ERROR = "protocol_error"
-    ENGINE_FAILED = "engine_failed"
+    CALL_FAILED = "call_failed"  # the session could not start or failed (FailureKind.CALL_FAILED)
+    INTERNAL_ERROR = "internal_error"  # a bug in the server (FailureKind.INTERNAL_ERROR)
+    IDLE_TIMEOUT = "idle_timeout"
+    MAX_DURATION = "max_duration"
+    AUDIO_FLOOD = "audio_flood"
     # non-fatal: counted (at most 16 per call), the call goes on
     MALFORMED_MESSAGE = "malformed_message"
     UNKNOWN_TYPE = "unknown_type"
@@ -70,6 +78,7 @@ class ErrorCode(enum.Enum):
     HALF_SAMPLE = "half_sample"
     MARK_ID_TOO_LONG = "mark_id_too_long"
     OUTPUT_RATE_MISMATCH = "output_rate_mismatch"
+    AUDIO_TOO_FAST = "audio_too_fast"
 
 
 class ProtocolViolation(Exception):
@@ -130,7 +139,33 @@ ClientControl = ClientDtmf | ClientMark | ClientStop
 _MODELS: dict[str, type[BaseModel]] = {"dtmf": ClientDtmf, "mark": ClientMark, "stop": ClientStop}
 
 
+# A string literal (escapes included) or one bracket: strings are skipped whole, so a bracket
+# inside a string never counts.  An unterminated string matches nothing and is skipped char
+# by char, which json.loads then refuses anyway.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``text`` nests arrays/objects deeper than ``limit``, decided before parsing:
+    the stdlib parser recurses once per level and raises RecursionError near 1000."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for m in _JSON_TOKENS.finditer(text):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif tok in "]}":
+            depth -= 1
+    return False
+
+
 def _load(text: str) -> dict[str, Any]:
+    if _too_deep(text):
+        raise ProtocolViolation(ErrorCode.MALFORMED_MESSAGE,
+                                f"the message nests arrays or objects deeper than {MAX_JSON_DEPTH} levels")
     try:
         obj = json.loads(text)
     except ValueError:

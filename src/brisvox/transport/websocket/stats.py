@@ -20,4 +20,8 @@ class ServerStats:
     ping_timeouts: int = 0
     write_timeouts: int = 0
     output_rate_mismatches: int = 0
+    idle_timeouts: int = 0
+    duration_limits: int = 0
+    audio_floods: int = 0
+    audio_dropped_frames: int = 0  # caller audio over the rate limit
     closes: dict[int, int] = field(default_factory=dict)  # close code -> how many goodbyes sent with it

@@ -1,0 +1,55 @@
+"""host.serve: the listener, the start-up line, the exit status, and the edge it gives uvicorn."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import pytest
+
+from brisvox.core.clock import SystemClock
+from brisvox.server.host import ServerParts, bind_listener, serve
+from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests
+from brisvox.server.settings import Settings
+from brisvox.server.ws_endpoint import TransportEndpoint
+from tests.server._echo import echo_runner
+from tests.server.test_edge import closed_within
+
+pytestmark = pytest.mark.realtime
+
+
+def _parts(clock: SystemClock) -> ServerParts:
+    endpoint = TransportEndpoint(clock)
+    return ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
+                       on_stop_calls=endpoint.close)
+
+
+async def test_a_port_in_use_is_a_startup_failure_with_exit_status_1(capsys: pytest.CaptureFixture[str]) -> None:
+    taken = bind_listener("127.0.0.1", 0)
+    try:
+        port = taken.getsockname()[1]
+        code = await serve(Settings(port=port), _parts(SystemClock()), stops=StopRequests(), out=io.StringIO())
+    finally:
+        taken.close()
+    assert code == EXIT_STARTUP_FAILURE
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+async def test_serve_prints_its_url_applies_the_settings_edge_limits_and_exits_0_when_drained() -> None:
+    clock = SystemClock()
+    stops = StopRequests()
+    out = io.StringIO()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    server = asyncio.ensure_future(serve(Settings(port=0, handshake_timeout=0.4), _parts(clock), clock=clock,
+                                         stops=stops, out=out, on_ready=ready.set_result))
+    try:
+        port = await asyncio.wait_for(ready, 20)
+        assert f"listening on http://127.0.0.1:{port} (calls on ws://127.0.0.1:{port}/ws; echo)" in out.getvalue()
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"GET /")  # and nothing more: the settings' 0.4 s handshake deadline ends it
+        assert await closed_within(r, 2.0)
+        w.close()
+    finally:
+        stops.request("test stop")
+        code = await asyncio.wait_for(server, 30)
+    assert code == 0 and "stopped (drained, exit status 0)" in out.getvalue()
