@@ -12,7 +12,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 def test_the_top_level_package_exports_exactly_these_names() -> None:
     assert sorted(brisvox.__all__) == sorted([
-        "Agent", "AgentError", "FunctionTool", "ToolContext", "ToolError", "ToolSet", "__version__", "asgi", "run",
+        "Agent", "AgentError", "FunctionTool", "Hook", "HookPoint", "ToolContext", "ToolError", "ToolSet", "__version__", "asgi", "run",
         "run_with_tools", "tool",
     ])
     for name in brisvox.__all__:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from brisvox import tool
     from brisvox.agent.tools import ToolError
+    from brisvox.engine.hooks import Hook, HookPoint
     from brisvox.server.agent import Agent, AgentError
     from brisvox.server.embed import asgi
     from brisvox.server.tools import ToolSet
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agent", "AgentError", "FunctionTool", "ToolContext", "ToolError", "ToolSet", "__version__", "asgi", "run",
+    "Agent", "AgentError", "FunctionTool", "Hook", "HookPoint", "ToolContext", "ToolError", "ToolSet", "__version__", "asgi", "run",
     "run_with_tools", "tool",
 ]
 
@@ -29,6 +30,8 @@ _LAZY = {
     "Agent": ("brisvox.server.agent", "Agent"),
     "AgentError": ("brisvox.server.agent", "AgentError"),
     "asgi": ("brisvox.server.embed", "asgi"),
+    "Hook": ("brisvox.engine.hooks", "Hook"),
+    "HookPoint": ("brisvox.engine.hooks", "HookPoint"),
     "tool": ("brisvox.tool", None),
     "FunctionTool": ("brisvox.tool", "FunctionTool"),
     "ToolContext": ("brisvox.tool", "ToolContext"),

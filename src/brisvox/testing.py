@@ -282,6 +282,7 @@ class AgentTest:
             if self.clock.now() - start > _TURN_LIMIT:
                 raise AssertionError(f"the agent did not answer {turn.text!r} within {_TURN_LIMIT:.0f} s")
             if self._call is not None and self._call.done():
+                self._call.result()  # a failed call raises its CallFailed (logged by the engine) here
                 raise AssertionError(f"the call ended before the agent answered {turn.text!r}")
             await self.clock.sleep(0.05)
         await self._settle()

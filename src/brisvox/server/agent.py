@@ -33,6 +33,7 @@ from brisvox.agent.interrupt import InterruptionPolicy
 from brisvox.agent.tools.filler import FillerConfig
 from brisvox.agent.turn import Adaptive, TurnPolicy
 from brisvox.core.errors import ConfigError
+from brisvox.engine.hooks import Hook
 from brisvox.providers.choice import Hibari, LocalWhisper, ProviderChoice, Scripted, Stage
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file, parse_agent_table
 from brisvox.server.tools import ToolSet
@@ -73,12 +74,17 @@ class Agent:
     interruption: InterruptionPolicy = field(default_factory=InterruptionPolicy.disabled)
     filler: FillerConfig = field(default_factory=FillerConfig)
     speculation: bool = False
+    hooks: tuple[Hook, ...] = ()
     source: Path | None = field(default=None, compare=False)
     _definition: AgentDefinition | None = field(default=None, compare=False, repr=False, init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "confirm_tools", tuple(self.confirm_tools))
+        object.__setattr__(self, "hooks", tuple(self.hooks))
+        for h in self.hooks:
+            if not isinstance(h, Hook):
+                raise AgentError([f"hooks: {h!r} is not a Hook (brisvox.Hook(brisvox.HookPoint.BEFORE_LLM, fn))"])
         for t in self.tools:
             if not isinstance(t, FunctionTool):
                 raise AgentError([f"tools: {t!r} is not a tool (declare it with @brisvox.tool.read_only or "
@@ -105,12 +111,13 @@ class Agent:
             source=Path(source), name=self.name, prompt=self.prompt, language=self.language, greeting=self.greeting,
             tools=checked.tools, confirm_tools=checked.confirm_tools, turn=self.turn, interruption=self.interruption,
             speculation=self.speculation, filler=self.filler, stt=checked.stt, llm=checked.llm, tts=checked.tts,
+            hooks=self.hooks,
         )
 
     @classmethod
-    def from_file(cls, path: str | Path, tools: Iterable[FunctionTool] = ()) -> Agent:
-        """The agent an agent file describes, with its listed tools taken from ``tools`` by name.
-        Raises :class:`~brisvox.server.agent_file.AgentFileError` listing every problem."""
+    def from_file(cls, path: str | Path, tools: Iterable[FunctionTool] = (), hooks: Iterable[Hook] = ()) -> Agent:
+        """The agent an agent file describes, with its listed tools taken from ``tools`` by name
+        (and ``hooks``, custom processing, which a file does not describe).  Raises :class:`~brisvox.server.agent_file.AgentFileError` listing every problem."""
         offered = ToolSet()
         offered.include(*tools)
         d = load_agent_file(path, available_tools=offered)
@@ -118,7 +125,8 @@ class Agent:
         return cls(name=d.name, prompt=d.prompt, greeting=d.greeting, language=d.language,
                    tools=tuple(t for name in d.tools if isinstance(t := by_name[name], FunctionTool)),
                    confirm_tools=d.confirm_tools, stt=d.stt, llm=d.llm, tts=d.tts, turn=d.turn,
-                   interruption=d.interruption, filler=d.filler, speculation=d.speculation, source=d.source)
+                   interruption=d.interruption, filler=d.filler, speculation=d.speculation, hooks=tuple(hooks),
+                   source=d.source)
 
     def toolset(self) -> ToolSet:
         """The agent's tools as the server offers them."""

@@ -49,6 +49,7 @@ from brisvox.agent.turn import (
 )
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
+from brisvox.engine.hooks import Hook
 from brisvox.providers.choice import ProviderChoice
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.providers import (
@@ -261,6 +262,7 @@ class AgentDefinition:
     stt: ProviderChoice
     llm: ProviderChoice
     tts: ProviderChoice
+    hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
 
     def provider(self, stage: Stage) -> ProviderChoice:
         return {Stage.STT: self.stt, Stage.LLM: self.llm, Stage.TTS: self.tts}[stage]

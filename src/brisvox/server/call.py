@@ -181,6 +181,7 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         tts=TtsConfig(language=definition.language),
         speculation=SpeculationMode.AT_PAUSE if definition.speculation else SpeculationMode.OFF,
         listen_rate=LISTEN_RATE,
+        hooks=definition.hooks,
     )
 
 
