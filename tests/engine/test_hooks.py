@@ -32,7 +32,8 @@ async def test_a_before_llm_hook_redacts_card_numbers_from_what_the_model_reads_
     turn.expect.said(equals="Thanks, noted.")
     sent = [m.text for m in llm.requests[0].messages if isinstance(m, UserMessage)]
     assert sent == ["my card is [card number], expiry soon"]
-    assert "4111" not in str(test.context.messages)
+    kept = [m.text for m in test.context.messages if isinstance(m, UserMessage)]
+    assert kept == ["my card is [card number], expiry soon"]
 
 
 async def test_an_async_hook_that_forges_the_epoch_still_carries_its_frames_epoch() -> None:
