@@ -32,6 +32,7 @@ PURE = [
     "tools/schema.py",
     "tools/confirm.py",
     "tools/filler.py",
+    "guards.py",
 ]
 FORBIDDEN = {"asyncio", "socket", "time", "threading", "selectors", "datetime", "concurrent"}
 FORBIDDEN_BRISVOX = {"brisvox.core.clock", "brisvox.core.tasks"}

@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from brisvox.agent.flows import Flow, FlowManager
 from brisvox.agent.tools import FillerPolicy, ToolCallContext, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
@@ -109,6 +110,7 @@ async def simulate(
     stt: MockStt | None = None,
     observer: CallObserver | None = None,
     clips: FillerClipStore | None = None,
+    flow: Flow | FlowManager | None = None,
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
@@ -126,7 +128,7 @@ async def simulate(
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
         call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer,
-                                    clips=clips),
+                                    clips=clips, flow=flow),
                            name="call")
 
         async def listen() -> None:
@@ -137,13 +139,16 @@ async def simulate(
         listener = scope.spawn(listen(), name="listener")
         start = clock.now()
         keys = sorted(dtmf)  # (seconds from the start, digit)
-        for i, pcm in enumerate(scenario.frames(0.02)):
-            await clock.sleep_until(start + i * 0.02)
-            while keys and keys[0][0] <= i * 0.02:
-                await client.send_dtmf(keys.pop(0)[1])
-            await client.send_audio(pcm, RATE)
-        await clock.sleep(linger)
-        await client.hangup()
+        try:
+            for i, pcm in enumerate(scenario.frames(0.02)):
+                await clock.sleep_until(start + i * 0.02)
+                while keys and keys[0][0] <= i * 0.02:
+                    await client.send_dtmf(keys.pop(0)[1])
+                await client.send_audio(pcm, RATE)
+            await clock.sleep(linger)
+            await client.hangup()
+        except ChannelClosed:  # the engine hung up first (the report says so)
+            pass
         report = await call
         await asyncio.sleep(0)
         listener.cancel()

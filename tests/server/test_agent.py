@@ -153,3 +153,11 @@ def test_brisvox_check_checks_a_python_agent(capsys: pytest.CaptureFixture[str])
     assert "agent 'desk': ok, agent 'desk' (tools: check_availability;" in capsys.readouterr().out
     assert brisvox.run(code_built(), ["check", "--env"]) == 1
     assert "environment variable OPENAI_API_KEY is not set" in capsys.readouterr().err
+
+
+def test_a_files_window_and_flow_reach_the_agent_and_what_it_runs(tmp_path: Path) -> None:
+    path = tmp_path / "a.toml"
+    path.write_text('[agent]\nname = "agent"\nprompt = "p"\n\n[window]\nenabled = false\n')
+    agent = brisvox.Agent.from_file(path)
+    assert agent.window.policy is None and agent.definition().window.policy is None
+    assert agent != brisvox.Agent(prompt="p")

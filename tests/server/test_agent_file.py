@@ -126,7 +126,8 @@ def test_an_unknown_key_is_rejected_at_its_position_with_a_suggestion() -> None:
 
 def test_an_unknown_section_is_rejected_at_its_header() -> None:
     assert problems(BASE + "\n[vad]\nthreshold = 0.5\n") == [
-        "agent.toml:5:2: vad: unknown key (known keys: agent, turn, interruption, speculation, filler, stt, llm, tts)"
+        "agent.toml:5:2: vad: unknown key (known keys: agent, turn, interruption, speculation, filler, window, flow, "
+        "stt, llm, tts)"
     ]
 
 
@@ -333,10 +334,10 @@ def test_a_provider_option_that_is_not_finite_is_refused_with_its_range() -> Non
 
 
 def test_every_numeric_key_of_every_section_has_an_allowed_range() -> None:
-    from brisvox.server import agent_file
+    from brisvox.server._section import Section
 
     with pytest.raises(TypeError, match=r"_Window\.seconds is a number without an allowed range"):
-        type("_Window", (agent_file._Section,), {"__annotations__": {"seconds": float}, "seconds": 1.0})
+        type("_Window", (Section,), {"__annotations__": {"seconds": float}, "seconds": 1.0})
 
 
 def test_deeply_nested_inline_tables_are_refused_at_the_bracket_that_goes_too_deep() -> None:

@@ -2,7 +2,7 @@
 
 from brisvox.engine.call import CallFailed, CallReport, Providers, run_call
 from brisvox.engine.clips import ClipCache, FillerClip, FillerClipStore, render_clips
-from brisvox.engine.config import EngineConfig, LlmConfig, SpeculationMode, Timeouts
+from brisvox.engine.config import EngineConfig, LlmConfig, SpeculationMode, SummaryConfig, Timeouts
 from brisvox.engine.events import CallObserver, EngineEvent
 from brisvox.engine.playout import PlayoutBook
 
@@ -19,6 +19,7 @@ __all__ = [
     "PlayoutBook",
     "Providers",
     "SpeculationMode",
+    "SummaryConfig",
     "Timeouts",
     "render_clips",
     "run_call",

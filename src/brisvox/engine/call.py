@@ -28,21 +28,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from brisvox.agent.context import Context
+from brisvox.agent.flows import Flow, FlowManager
 from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
+from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
-from brisvox.core.errors import BrisvoxError, ChannelClosed, ProcessorFailed, StopTimeout
+from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
 from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame, UserTextFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
 from brisvox.engine.clips import FillerClipStore
-from brisvox.engine.config import EngineConfig
+from brisvox.engine.config import EngineConfig, SpeculationMode
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
 from brisvox.engine.events import CallEvents, CallObserver, EngineFailure
+from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.hooks import HookPoint, hook_stage
 from brisvox.engine.listen import ListenStage
+from brisvox.engine.memory import CallMemory
 from brisvox.engine.out import TransportOut
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
@@ -53,6 +57,7 @@ from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.errors import ProviderError
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsProvider, TtsSession
 from brisvox.transport.events import (
     CallFailure,
@@ -102,6 +107,11 @@ class CallReport:
     clips_played: int = 0  # filler rounds spoken by a pre-rendered clip
     clips_dropped: int = 0  # cued clips a barge-in (or the wait limit) kept from playing
     clip_fallbacks: int = 0  # cued clips spoken by the provider (none at the call's rate)
+    summaries: int = 0  # window summaries stored (EngineConfig.summary)
+    summary_failures: int = 0  # refreshes that failed or timed out (each logged with its traceback)
+    uncovered_requests: int = 0  # requests that left out turns no summary covered (each logged)
+    flow_transitions: int = 0  # nodes entered (a flow passed to run_call)
+    flow_refused_calls: int = 0  # calls to tools the node does not offer, answered tool_not_available
     failures: int = 0  # failures logged (with their traceback), the one that ended the call included
     failure: EngineFailure | None = None  # what ended the call, when it failed
 
@@ -168,6 +178,8 @@ async def run_call(
     filler: FillerPolicy | None = None,
     observer: CallObserver | None = None,
     clips: FillerClipStore | None = None,
+    summarizer: Summarizer | None = None,
+    flow: Flow | FlowManager | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
@@ -175,16 +187,30 @@ async def run_call(
     ``observer`` (optional) gets the call's events (:mod:`brisvox.engine.events`).
     ``clips`` (optional) are pre-rendered filler clips (:mod:`brisvox.engine.clips`): the
     filler policy takes them as its clip cache, and the speak stage plays them.
+    ``summarizer`` makes the window's summaries (with ``config.summary.enabled``; default: an
+    :class:`~brisvox.providers.summarizer.LlmSummarizer` over ``providers.llm``); a flow's
+    ``ResetWithSummary`` uses it too.  ``flow`` (a :class:`~brisvox.agent.flows.Flow`, or a
+    :class:`~brisvox.agent.flows.FlowManager` the application keeps, not yet started) runs the call as that flow;
+    it needs ``tools`` (its tools are taken from them) and turns speculation off.
+
     Raises :class:`CallFailed` when a failure ended the call (see the module docs).
     """
     context = context if context is not None else Context()
     timeline = TimelineRecorder()
     events = CallEvents(session.info.call_id, observer, timeline)
     machine = TurnMachine(config.turn, config.interruption)
+    if flow is not None and tools is None:
+        raise ConfigError("run_call got a flow but no tools: pass the registry the flow was built with")
+    if summarizer is None and config.summary.enabled:
+        summarizer = LlmSummarizer(provider=providers.llm)
+    flow_run = _flow_run(flow, clock, summarizer) if flow is not None else None
+    if flow_run is not None and config.speculation is not SpeculationMode.OFF:
+        log.info("speculation is off for this call: a flow decides each round's tools")
+        config = dataclasses.replace(config, speculation=SpeculationMode.OFF)
     fault = _Fault(events, clock, lambda: machine.epoch)
     call = _Call(session, config, providers, clock, context, timeline, events, machine, fault)
     try:
-        await call.run(cancel, tools, filler, clips)
+        await call.run(cancel, tools, filler, clips, summarizer, flow_run)
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_call", exc)
     if call.runner is not None:
@@ -214,9 +240,11 @@ class _Call:
         self.driver: TurnDriver | None = None
         self.speak: SpeakStage | None = None
         self.out: TransportOut | None = None
+        self.memory: CallMemory | None = None
+        self.flow_run: FlowRun | None = None
 
     async def run(self, cancel: asyncio.Event | None, tools: ToolRegistry | None, filler: FillerPolicy | None,
-                  clips: FillerClipStore | None) -> None:
+                  clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None) -> None:
         session, config, providers, clock = self.session, self.config, self.providers, self.clock
         rates = session.info.sample_rate()
         in_rate = rates.input if rates else config.stt.sample_rate
@@ -230,6 +258,7 @@ class _Call:
         if clips is not None:
             filler = (filler if filler is not None else FillerPolicy.from_config(config.llm.filler)).with_clips(clips)
         commands = session.commands()
+        self.flow_run = flow_run
 
         def clear(epoch: int) -> None:
             # A transport that has ended plays nothing any more; the pump ends the call.
@@ -259,9 +288,12 @@ class _Call:
                 listen = ListenStage(providers.vad(listen_rate), stt, scope, turn_audio, resample, convert)
                 self.driver = driver = TurnDriver(self.machine, clear, scope, analyzer, turn_audio, timeline,
                                                   greets=config.llm.greeting is not None, events=events)
+                self.memory = memory = CallMemory(config.window, summarizer if config.summary.enabled else None,
+                                                  config.summary, clock, scope)
+                hang_up = asyncio.Event()  # a flow's EndCall
                 self.runner = runner = LlmRunner(
                     providers.llm, self.context, book, config.llm, config.timeouts, scope, timeline, engine,
-                    config.window, filler, config.speculation, events=events,
+                    memory, filler, config.speculation, flow_run, hang_up.set, events=events,
                 )
                 self.speak = speak = SpeakStage(
                     tts,
@@ -284,7 +316,7 @@ class _Call:
                 running = pipeline.start(clock)
                 session.route_caller_audio(_audio_into(running))
                 try:
-                    await _pump(session, running, cancel, self.fault)
+                    await _pump(session, running, cancel, self.fault, hang_up)
                     runner.hang_up()  # no side effect starts once the caller is gone
                     if self.fault.failure is None:
                         await self._stop(running)
@@ -313,7 +345,8 @@ class _Call:
                 self.fault.record("pipeline", exc)
 
     def report(self, reason: StopReason | None) -> CallReport:
-        runner, driver, speak, out = self.runner, self.driver, self.speak, self.out
+        runner, driver, speak, out, memory, flow_run = (
+            self.runner, self.driver, self.speak, self.out, self.memory, self.flow_run)
         return CallReport(
             stop_reason=reason,
             context=self.context,
@@ -329,6 +362,11 @@ class _Call:
             clips_played=speak.clips_played if speak else 0,
             clips_dropped=speak.clips_dropped if speak else 0,
             clip_fallbacks=speak.clip_fallbacks if speak else 0,
+            summaries=memory.stats.summaries if memory else 0,
+            summary_failures=memory.stats.summary_failures if memory else 0,
+            uncovered_requests=memory.stats.uncovered_requests if memory else 0,
+            flow_transitions=flow_run.transitions if flow_run else 0,
+            flow_refused_calls=flow_run.refused if flow_run else 0,
             failures=self.events.failures,
             failure=self.fault.failure,
         )
@@ -339,6 +377,11 @@ def _ended_with_transport(exc: ProcessorFailed, session: TransportSession) -> bo
     return isinstance(exc.cause, ChannelClosed) and session.stop_reason() is not None
 
 
+def _flow_run(flow: Flow | FlowManager, clock: Clock, summarizer: Summarizer | None) -> FlowRun:
+    manager = flow if isinstance(flow, FlowManager) else FlowManager(flow, clock)
+    return FlowRun(manager, summarizer)
+
+
 def output_rate(session: TransportSession, config: EngineConfig) -> int:
     """The rate the call's bot audio is made at: the transport's, else the TTS config's."""
     rates = session.info.sample_rate()
@@ -346,9 +389,10 @@ def output_rate(session: TransportSession, config: EngineConfig) -> int:
 
 
 async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None,
-                fault: _Fault) -> None:
-    """Transport events into the pipeline until the call ends, ``cancel`` is set, the pipeline
-    ends or a helper fails (the first failure is recorded in ``fault``)."""
+                fault: _Fault, hang_up: asyncio.Event) -> None:
+    """Transport events into the pipeline until the call ends, ``cancel`` or ``hang_up`` (a
+    flow's EndCall) is set, the pipeline ends or a helper fails (the first failure is
+    recorded in ``fault``)."""
 
     async def watch_pipeline() -> None:
         try:
@@ -365,6 +409,7 @@ async def _pump(session: TransportSession, running: RunningPipeline, cancel: asy
         ]
         if cancel is not None:
             waits.append(scope.spawn(cancel.wait(), name="cancel-watch"))
+        waits.append(scope.spawn(hang_up.wait(), name="hang-up-watch"))
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         scope.cancel()
 

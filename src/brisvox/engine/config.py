@@ -15,7 +15,7 @@ from brisvox.engine.hooks import Hook
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig
 
-__all__ = ["DEFAULT_FALLBACK_LINE", "EngineConfig", "LlmConfig", "SpeculationMode", "Timeouts"]
+__all__ = ["DEFAULT_FALLBACK_LINE", "EngineConfig", "LlmConfig", "SpeculationMode", "SummaryConfig", "Timeouts"]
 
 DEFAULT_FALLBACK_LINE = "Sorry, I'm having trouble answering right now. Could you say that again?"
 
@@ -44,6 +44,23 @@ class Timeouts:
             value = getattr(self, name)
             if not value > 0:
                 raise ConfigError(f"Timeouts.{name} must be > 0 seconds, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryConfig:
+    """The chained summary of what the context window drops (docs/FLOWS.md, "Long calls in the engine").
+
+    ``enabled``: make summaries; ``run_call`` uses its ``summarizer`` argument, else an
+    ``LlmSummarizer`` over the call's LLM.  ``timeout``: seconds (injected clock) one
+    background refresh may take, all its rounds together.
+    """
+
+    enabled: bool = True
+    timeout: float = 20.0
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ConfigError(f"SummaryConfig.timeout must be > 0 seconds, got {self.timeout!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +94,9 @@ class EngineConfig:
     segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
     timeouts: Timeouts = field(default_factory=Timeouts)
     tools: ToolEngineConfig = field(default_factory=ToolEngineConfig)
+    # Each request carries the newest turns (None: the whole context) and a summary of the rest.
     window: WindowPolicy | None = field(default_factory=WindowPolicy)
+    summary: SummaryConfig = field(default_factory=SummaryConfig)
     speculation: SpeculationMode = SpeculationMode.OFF
     # The rate the speech-to-text provider is fed; None: the call's input rate.  When it
     # differs from the call's rate the listen stage resamples (the VAD keeps the call's rate).

@@ -136,6 +136,11 @@ class PlayoutBook:
             utt_id = self.open_utterance(epoch, round_)
         self._utterances[utt_id].msg_index = msg_index
 
+    def forget_messages(self) -> None:
+        """The context was replaced (a flow's reset): no recorded round has its message any more."""
+        for u in self._utterances.values():
+            u.msg_index = None
+
     # --- TransportOut --------------------------------------------------------------------
 
     def audio_sent(self, utterance: int, pcm: bytes, sample_rate: int) -> None:

@@ -6,6 +6,14 @@ the caller heard, from the PlayoutBook), then adds the caller's words and starts
 arrives, the assistant message is pushed once the response is done, and
 ``BotResponseDone`` tells the later stages that nothing more will come for the epoch.
 
+Memory and flows: each request carries the window of the context that
+:class:`~brisvox.engine.memory.CallMemory` builds (the newest turns and a summary of the
+rest, refreshed in the background when a turn's answer is done).  With a flow
+(:class:`~brisvox.engine.flowrun.FlowRun`) the node prompt is message 0, a request offers
+the node's tools, each round's calls are screened and applied through the flow, a decided
+node is entered at once (its ``Say`` lines spoken first), and a node's ``EndCall`` hangs
+up once its first response has played.
+
 A model that sends no first token within ``first_token`` seconds, goes silent for
 ``idle`` seconds, or fails, is answered with the fixed fallback line (in the context too,
 as what the bot said).  A barge-in (a newer interrupt) cancels the round task and joins
@@ -54,9 +62,11 @@ import contextlib
 import json
 import logging
 import sys
+from collections.abc import Callable
 
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context, ToolCall
+from brisvox.agent.flows import EndCall, Screened
 from brisvox.agent.played import TruncationOutcome, apply_truncation
 from brisvox.agent.tools import (
     CancelToken,
@@ -67,10 +77,10 @@ from brisvox.agent.tools import (
     Speculation,
     ToolEngine,
 )
-from brisvox.agent.window import WindowPolicy, build_window
 from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
+    BotAudioEnded,
     BotResponseDone,
     BusyStage,
     Direction,
@@ -91,6 +101,8 @@ from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.config import LlmConfig, SpeculationMode, Timeouts
 from brisvox.engine.events import BotHeard, CallEvents, ToolCallSettled, ToolCallStarted, UserTurn
+from brisvox.engine.flowrun import FlowRun
+from brisvox.engine.memory import CallMemory
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.speculate import HeldAnswer, SpeculativeStart, settled_copy
 from brisvox.providers.llm import (
@@ -187,9 +199,11 @@ class LlmRunner(Processor):
         scope: TaskScope,
         timeline: TimelineRecorder | None = None,
         tools: ToolEngine | None = None,
-        window: WindowPolicy | None = None,
+        memory: CallMemory | None = None,
         filler: FillerPolicy | None = None,
         speculation: SpeculationMode = SpeculationMode.OFF,
+        flow: FlowRun | None = None,
+        end_call: Callable[[], None] | None = None,
         events: CallEvents | None = None,
     ) -> None:
         self.events = events or CallEvents("")
@@ -201,7 +215,11 @@ class LlmRunner(Processor):
         self._pending_filler: _Filler | None = None
         self.timeline = timeline or TimelineRecorder()
         self.tools = tools
-        self.window = window
+        self.memory = memory
+        self.flow = flow
+        self._end_call = end_call
+        self._end_armed = False  # a node with an EndCall post action was entered
+        self._end_after: int | None = None  # the epoch whose played-out response ends the call
         self.llm = llm
         self.context = context
         self.book = book
@@ -212,7 +230,9 @@ class LlmRunner(Processor):
         self._user_text: dict[int, list[str]] = {}
         self._words_lost = False  # the STT refused the caller's words since the last turn (see the module docs)
         self.stats = RunnerStats()
-        if config.system_prompt and not len(context):
+        if flow is not None:
+            flow.start(context)  # the node prompt is message 0; the flow's role holds the rest
+        elif config.system_prompt and not len(context):
             context.push_system(config.system_prompt)
 
     @property
@@ -231,6 +251,11 @@ class LlmRunner(Processor):
             await ctx.push(frame, direction)
             await self._start_turn(frame.epoch, ctx)
             return
+        if isinstance(frame, BotAudioEnded) and self._end_armed and frame.epoch == self._end_after:
+            self._end_armed = False
+            log.info("the flow's node ends the call: its response has played")
+            if self._end_call is not None:
+                self._end_call()
         if isinstance(frame, UserTurnTentative):
             await self._maybe_speculate(frame, ctx)
             await ctx.push(frame, direction)
@@ -334,6 +359,8 @@ class LlmRunner(Processor):
         await self._join_round()  # a round still running belongs to an older epoch
         self._settle(before_epoch=epoch, at=ctx.clock.now())
         self._append_late_notes(ctx.clock.now())
+        if self._end_armed and (self._end_after is None or self._end_after < epoch):
+            self._end_after = epoch  # the node's first response (or the one after a barge-in) is this turn's
         self.stats.turns += 1
         text = " ".join(self._user_text.pop(epoch, []))
         for stale in [e for e in self._user_text if e < epoch]:
@@ -411,6 +438,8 @@ class LlmRunner(Processor):
             self.context.push(note.message())
             self.stats.late_notes += 1
             self._late_note_settled(note, at)
+            if self.flow is not None:
+                self.flow.late_result(note.call_id, note.tool, note.content, note.is_error)
 
     def _late_note_settled(self, note: LateNote, at: float) -> None:
         self.events.emit(ToolCallSettled(epoch=note.epoch, at=at, call_id=note.call_id, name=note.tool,
@@ -428,13 +457,24 @@ class LlmRunner(Processor):
     def _deliver(self, execution: Execution, at: float) -> None:
         """The round's results (and late notes) into the context; one settled event per result."""
         execution.append_to(self.context)
+        self._settled(execution, at)
+
+    def _settled(self, execution: Execution, at: float, screened: Screened | None = None) -> None:
+        """One settled event per result of the round (a flow's refusals included) and late note."""
         for message, outcome in zip(execution.results, execution.outcomes, strict=True):
-            _, name = self._started_calls.pop(message.call_id, (0, ""))
-            self.events.emit(ToolCallSettled(epoch=execution.epoch, at=at, call_id=message.call_id,
-                                             name=name, outcome=outcome,
-                                             content=message.content, is_error=message.is_error))
+            self._call_settled(execution.epoch, at, message.call_id, outcome, message.content, message.is_error)
+        for refusal in screened.refused if screened is not None else ():
+            # A tool the node does not offer: answered tool_not_available, never run.
+            self._call_settled(execution.epoch, at, refusal.call_id, Outcome.UNKNOWN_TOOL, refusal.content,
+                               refusal.is_error)
         for note in execution.late_notes:
             self._late_note_settled(note, at)
+
+    def _call_settled(self, epoch: int, at: float, call_id: str, outcome: Outcome, content: str,
+                      is_error: bool) -> None:
+        _, name = self._started_calls.pop(call_id, (0, ""))
+        self.events.emit(ToolCallSettled(epoch=epoch, at=at, call_id=call_id, name=name, outcome=outcome,
+                                         content=content, is_error=is_error))
 
     def _place_filler(self) -> None:
         """The spoken filler into the context, once no call is open (see the module doc)."""
@@ -454,6 +494,8 @@ class LlmRunner(Processor):
         cancel = CancelToken()
         turn = _Turn(epoch)
         try:
+            if self.flow is not None and self.flow.pending is not None:
+                await self._enter_node(turn, ctx)  # decided by a late result since the last turn
             for round_ in range(self.config.max_tool_rounds + 1):
                 if round_ == self.config.max_tool_rounds:
                     log.warning("turn %d used all %d tool rounds; speaking the fallback line", epoch, round_)
@@ -477,6 +519,10 @@ class LlmRunner(Processor):
                 self._tools_started(epoch, calls, ctx.clock.now())
                 if held is not None and held.speculation is not None:
                     execution = await self.tools.commit(held.speculation, cancel)  # reads reused, held calls run
+                elif self.flow is not None:
+                    if not await self._flow_round(self.flow, self.tools, turn, calls, cancel, ctx):
+                        return
+                    continue
                 else:
                     execution = await self._run_tools(self.tools, turn, calls, cancel, ctx)
                 self._deliver(execution, ctx.clock.now())
@@ -494,6 +540,48 @@ class LlmRunner(Processor):
         finally:
             if not cancel.is_cancelled:
                 await ctx.push(BotResponseDone(epoch=epoch))
+                if self.memory is not None:
+                    self.memory.after_turn(self.context)  # the summary is refreshed in the background
+
+    async def _flow_round(
+        self,
+        flow: FlowRun,
+        tools: ToolEngine,
+        turn: _Turn,
+        calls: tuple[Assembled, ...],
+        cancel: CancelToken,
+        ctx: ProcessorContext,
+    ) -> bool:
+        """A tool round through the flow: screened, run, applied; a decided node entered.
+
+        Returns whether the turn asks the model again.
+        """
+        screened = flow.screen(calls)
+        admitted = tuple(screened.take_admitted())
+        execution = await self._run_tools(tools, turn, admitted, cancel, ctx)
+        applied = flow.decide(self.context, screened, execution)
+        self._settled(execution, ctx.clock.now(), screened)
+        if applied.budget_exhausted:  # no transition is decided then
+            await self._say(turn, self.config.fallback_line, ctx)
+            return False
+        if applied.pending is not None:
+            await self._enter_node(turn, ctx)
+        return applied.respond
+
+    async def _enter_node(self, turn: _Turn, ctx: ProcessorContext) -> None:
+        """Speaks the pending node's lines, then enters it (a summary may be made meanwhile)."""
+        assert self.flow is not None
+        for line in self.flow.pending_lines():
+            await self._speak_line(turn, line, ctx, keep=False)
+        entered = await self.flow.enter(self.context)
+        if entered is not None and any(isinstance(a, EndCall) for a in entered.post_actions):
+            self._end_armed = True
+            self._end_after = turn.epoch if entered.respond_immediately else None
+        if entered is not None and entered.context_replaced:
+            # Anything keyed by a message index refers to messages that are gone.
+            self.book.forget_messages()
+            if self.memory is not None:
+                self.memory.context_replaced()
 
     async def _run_tools(
         self,
@@ -565,11 +653,13 @@ class LlmRunner(Processor):
         self.stats.fallbacks += 1
         await self._speak_line(turn, text, ctx)
 
-    async def _speak_line(self, turn: _Turn, text: str, ctx: ProcessorContext) -> None:
+    async def _speak_line(self, turn: _Turn, text: str, ctx: ProcessorContext, keep: bool = True) -> None:
+        """``keep`` False: spoken only (a flow's Say line), not added to the context."""
         epoch, round_ = turn.epoch, turn.take()
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
         await ctx.push(LlmTextFrame(epoch=epoch, text=text, round=round_))
-        self._keep_round(epoch, round_, AssistantMessage(text=text))
+        if keep:
+            self._keep_round(epoch, round_, AssistantMessage(text=text))
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
 
     async def _commit_round(self, turn: _Turn, held: HeldAnswer, ctx: ProcessorContext) -> tuple[Assembled, ...]:
@@ -597,10 +687,11 @@ class LlmRunner(Processor):
 
     def _request(self, context: Context | None = None) -> LlmRequest:
         context = context if context is not None else self.context
-        messages = context.messages
-        if self.window is not None:
-            messages = build_window(context, self.window, context.estimator, None).context.messages
-        specs = tuple(self.tools.registry.specs()) if self.tools is not None else ()
+        messages = self.memory.request_messages(context) if self.memory is not None else context.messages
+        if self.flow is not None:
+            specs = self.flow.tool_specs()
+        else:
+            specs = tuple(self.tools.registry.specs()) if self.tools is not None else ()
         return LlmRequest(
             messages=messages,
             tools=specs,

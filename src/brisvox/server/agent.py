@@ -9,7 +9,8 @@
         interruption=InterruptionPolicy.recommended(),
     )
 
-Every field is what an agent file's section becomes: the providers are
+Every field is what an agent file's section becomes (``window`` and ``flow`` are the
+``[window]`` and ``[flow]`` sections as the file's parser gives them): the providers are
 :class:`~brisvox.providers.choice.ProviderChoice` objects (``brisvox.providers.OpenAI(...)``),
 the turn, interruption and filler policies the engine's own objects, the tools
 :class:`~brisvox.tool.FunctionTool` objects.  The constructor checks the agent with the
@@ -36,6 +37,7 @@ from brisvox.core.errors import ConfigError
 from brisvox.engine.hooks import Hook
 from brisvox.providers.choice import Hibari, LocalWhisper, ProviderChoice, Scripted, Stage
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file, parse_agent_table
+from brisvox.server.agent_flow import FlowSettings, WindowSettings
 from brisvox.server.tools import ToolSet
 from brisvox.tool import FunctionTool
 
@@ -74,6 +76,8 @@ class Agent:
     interruption: InterruptionPolicy = field(default_factory=InterruptionPolicy.disabled)
     filler: FillerConfig = field(default_factory=FillerConfig)
     speculation: bool = False
+    window: WindowSettings = field(default_factory=WindowSettings)
+    flow: FlowSettings | None = None
     hooks: tuple[Hook, ...] = ()
     source: Path | None = field(default=None, compare=False)
     _definition: AgentDefinition | None = field(default=None, compare=False, repr=False, init=False)
@@ -111,7 +115,7 @@ class Agent:
             source=Path(source), name=self.name, prompt=self.prompt, language=self.language, greeting=self.greeting,
             tools=checked.tools, confirm_tools=checked.confirm_tools, turn=self.turn, interruption=self.interruption,
             speculation=self.speculation, filler=self.filler, stt=checked.stt, llm=checked.llm, tts=checked.tts,
-            hooks=self.hooks,
+            window=self.window, flow=self.flow, hooks=self.hooks,
         )
 
     @classmethod
@@ -125,7 +129,8 @@ class Agent:
         return cls(name=d.name, prompt=d.prompt, greeting=d.greeting, language=d.language,
                    tools=tuple(t for name in d.tools if isinstance(t := by_name[name], FunctionTool)),
                    confirm_tools=d.confirm_tools, stt=d.stt, llm=d.llm, tts=d.tts, turn=d.turn,
-                   interruption=d.interruption, filler=d.filler, speculation=d.speculation, hooks=tuple(hooks),
+                   interruption=d.interruption, filler=d.filler, speculation=d.speculation, window=d.window,
+                   flow=d.flow, hooks=tuple(hooks),
                    source=d.source)
 
     def toolset(self) -> ToolSet:

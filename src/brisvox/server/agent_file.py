@@ -29,13 +29,12 @@ import math
 import re
 import tomllib
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, ClassVar, Literal, get_args
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, Field, ValidationError
 
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
 from brisvox.agent.tools.filler import DEFAULT_FILLER_DELAY, DEFAULT_FILLER_TEXT, FillerConfig
@@ -51,7 +50,16 @@ from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
 from brisvox.providers.choice import ProviderChoice
+from brisvox.server._section import Section, in_bounds, range_text
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
+from brisvox.server.agent_flow import (
+    FlowSection,
+    FlowSettings,
+    WindowSection,
+    WindowSettings,
+    flow_settings,
+    window_settings,
+)
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
     Bounds,
@@ -125,64 +133,16 @@ def _dotted(path: KeyPath) -> str:
 # --- the file's shape ------------------------------------------------------------------------
 
 
-def _number(x: float) -> str:
-    """A bound as a person writes it (``30``, ``0.35``, ``1000000``), never ``1e+06``."""
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
-def _range_text(bounds: Bounds) -> str:
-    low, high = bounds
-    if low is not None and high is not None:
-        return f"expected a value from {_number(low)} to {_number(high)}"
-    if low is not None:
-        return f"expected at least {_number(low)}"
-    return f"expected at most {_number(high)}" if high is not None else "expected a number"
-
-
-def _in_bounds(value: float, bounds: Bounds) -> bool:
-    """``value`` is finite and within ``bounds`` (inf and nan never are)."""
-    low, high = bounds
-    return math.isfinite(value) and (low is None or value >= low) and (high is None or value <= high)
-
-
-class _Section(BaseModel):
-    """A table of the file.  Every numeric key has an allowed range in its class's ``ranges``
-    (lowest, highest, both allowed): a value outside it, or not finite (``inf``, ``nan``), is
-    reported with the range.  A section that declares a numeric field without a range is a
-    programming error, caught when the class is defined."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-    ranges: ClassVar[Mapping[str, tuple[float, float]]] = MappingProxyType({})
-
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        for name, info in cls.model_fields.items():
-            kinds = {info.annotation, *get_args(info.annotation)}
-            if kinds & {int, float} and name not in cls.ranges:
-                raise TypeError(f"{cls.__name__}.{name} is a number without an allowed range in ranges")
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _within_range(cls, value: Any, info: ValidationInfo) -> Any:
-        bounds = cls.ranges.get(info.field_name or "")
-        if bounds is None or isinstance(value, bool) or not isinstance(value, int | float):
-            return value
-        if not _in_bounds(value, bounds):
-            raise PydanticCustomError("out_of_range", _range_text(bounds))
-        return value
-
-
-class _Agent(_Section):
+class _Agent(Section):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     prompt: str = Field(min_length=1)
     language: str = "en"
     greeting: str | None = None
-    tools: list[str] = []
-    confirm_tools: list[str] = []
+    tools: list[str] = Field(default_factory=list)
+    confirm_tools: list[str] = Field(default_factory=list)
 
 
-class _Turn(_Section):
+class _Turn(Section):
     ranges = MappingProxyType({"silence": (0.0, 10.0), "fallback_silence": (0.0, 30.0), "final_grace": (0.0, 10.0)})
     policy: Literal["adaptive", "fixed_silence"] = "adaptive"
     silence: float | None = None
@@ -191,7 +151,7 @@ class _Turn(_Section):
     final_grace: float | None = None
 
 
-class _Interruption(_Section):
+class _Interruption(Section):
     ranges = MappingProxyType({
         "min_speech": (0.0, 5.0), "min_words": (0, 20), "echo_guard": (0.0, 5.0), "echo_min_words": (0, 20),
         "transcript_wait": (0.0, 5.0), "backchannel_cap": (0.0, 10.0), "vad_hangover": (0.0, 2.0),
@@ -208,11 +168,11 @@ class _Interruption(_Section):
     vad_hangover: float | None = None
 
 
-class _Speculation(_Section):
+class _Speculation(Section):
     enabled: bool = False
 
 
-class _Filler(_Section):
+class _Filler(Section):
     ranges = MappingProxyType({"delay": (0.0, 30.0)})
     enabled: bool = True
     delay: float | None = None
@@ -221,18 +181,20 @@ class _Filler(_Section):
     prerender: bool | None = None
 
 
-class _Provider(_Section):
+class _Provider(Section):
     provider: str = Field(min_length=1)
     api_key_env: str | None = None
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = Field(default_factory=dict)
 
 
-class _File(_Section):
+class _File(Section):
     agent: _Agent
     turn: _Turn = _Turn()
     interruption: _Interruption = _Interruption()
     speculation: _Speculation = _Speculation()
     filler: _Filler = _Filler()
+    window: WindowSection = WindowSection()
+    flow: FlowSection | None = None
     stt: _Provider | None = None
     llm: _Provider | None = None
     tts: _Provider | None = None
@@ -262,6 +224,8 @@ class AgentDefinition:
     stt: ProviderChoice
     llm: ProviderChoice
     tts: ProviderChoice
+    window: WindowSettings = field(default_factory=WindowSettings)
+    flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
 
     def provider(self, stage: Stage) -> ProviderChoice:
@@ -427,13 +391,17 @@ def _build(
     interruption = _interruption(f.interruption, report)
     filler = _filler(f.filler, report)
     providers = {stage: _provider(stage, getattr(f, stage.value), a.language, report, environ) for stage in Stage}
+    llm_entry = lookup(Stage.LLM, providers[Stage.LLM].provider)
+    takes_model = llm_entry is not None and (llm_entry.options is None or "model" in llm_entry.options)
+    window = window_settings(f.window, takes_model, report.at_key)
+    flow = flow_settings(f.flow, a.tools, report.at_key) if f.flow is not None else None
     if report.problems or turn is None or interruption is None:
         return None
     return AgentDefinition(
         source=source, name=a.name, prompt=a.prompt, language=a.language, greeting=a.greeting,
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
-        stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS],
+        stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
     )
 
 
@@ -602,7 +570,7 @@ def _out_of_bounds(value: object, bounds: Bounds | None) -> str | None:
     """What is wrong with a numeric ``value`` outside ``bounds`` (None: it is within them)."""
     if bounds is None or not isinstance(value, int | float) or isinstance(value, bool):
         return None
-    return None if _in_bounds(value, bounds) else _range_text(bounds)
+    return None if in_bounds(value, bounds) else range_text(bounds)
 
 
 _TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", float: "a number", bool: "a boolean"}

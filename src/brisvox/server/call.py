@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -45,6 +46,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
+from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy
 from brisvox.core.clock import Clock, bounded, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
@@ -62,6 +64,7 @@ from brisvox.engine import (
 )
 from brisvox.engine import events as ev
 from brisvox.engine.call import call_failure, output_rate
+from brisvox.engine.config import SummaryConfig
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
@@ -181,6 +184,8 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         tts=TtsConfig(language=definition.language),
         speculation=SpeculationMode.AT_PAUSE if definition.speculation else SpeculationMode.OFF,
         listen_rate=LISTEN_RATE,
+        window=definition.window.policy,
+        summary=SummaryConfig(enabled=definition.window.summarize, timeout=definition.window.summary_timeout),
         hooks=definition.hooks,
     )
 
@@ -189,6 +194,20 @@ def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCa
     """The process's clip cache of the agent's filler phrases, when ``[filler] prerender`` asks for it."""
     texts = config.llm.filler.clip_texts()
     return ClipCache(tts, config.tts, texts, clock) if texts else None
+
+
+def _agent_flow(definition: AgentDefinition, tools: ToolSet) -> Flow | None:
+    """The agent file's ``[flow]`` over the agent's tools, the prompt as its role (checked once, at start)."""
+    if definition.flow is None:
+        return None
+    return definition.flow.build(definition.prompt.strip(), tools.registry(definition.tools, definition.confirm_tools))
+
+
+def _flow_manager(definition: AgentDefinition, flow: Flow | None, clock: Clock) -> FlowManager | None:
+    """Each call's own walk through the flow."""
+    if flow is None or definition.flow is None:
+        return None
+    return FlowManager(flow, clock, FlowConfig(summary_timeout=definition.flow.summary_timeout))
 
 
 LATENCY_STAGES = {
@@ -283,6 +302,9 @@ def engine_runner(
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
+    if not providers.summaries:
+        config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
+    flow = _agent_flow(definition, tools)
     fillers = FillerPolicy.from_config(config.llm.filler)
     clips = filler_clips(config, providers.providers.tts, clock)
     listener = metrics_listener(metrics) if metrics is not None else None
@@ -302,7 +324,7 @@ def engine_runner(
             await session.close(config.timeouts.stop)  # every path: no transport task outlives the call
 
     async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
-        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
         observer = CallObserver(listener=listener)
         async with TaskScope("engine-call") as scope:
             with contextlib.suppress(PeerClosed):
@@ -315,7 +337,8 @@ def engine_runner(
             try:
                 report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
                                         filler=fillers.clone(), observer=observer,
-                                        clips=clips.store(out_rate) if clips is not None else None)
+                                        clips=clips.store(out_rate) if clips is not None else None,
+                                        summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock))
             except CallFailed as exc:  # logged by the engine, told to the client; the session ends as error
                 failed, report = exc, exc.report
             finally:
@@ -327,6 +350,8 @@ def engine_runner(
             except DeadlineExceeded:
                 log.info("call %s: the last events did not reach the client within 1 s; dropped",
                          session.info.call_id)
+        if metrics is not None:
+            metrics.record_memory(report.summaries, report.summary_failures, report.uncovered_requests)
         _log_end(session.info.call_id, report, observer.dropped)
         if failed is not None:
             raise failed

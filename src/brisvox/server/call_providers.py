@@ -27,9 +27,10 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
+from brisvox.agent.window import Summarizer
 from brisvox.core.clock import Clock
 from brisvox.core.errors import BrisvoxError, ConfigError
 from brisvox.core.secret import Secret
@@ -39,6 +40,7 @@ from brisvox.inference.vad import VoiceActivityDetector, energy_vad, silero_vad
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.stt import SttProvider
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsProvider
 from brisvox.server.agent_file import AgentDefinition, ProviderChoice
 from brisvox.server.providers import (
@@ -122,6 +124,8 @@ class CallProviders:
     llm_label: str
     vad_label: str
     closers: list[Callable[[], Any]] = field(default_factory=list)
+    summaries: bool = True  # calls make window summaries (the agent file's [window])
+    summarizer: Summarizer | None = None  # None: the agent's own model summarizes
 
     async def warm(self) -> None:
         """Load and run each model once, so the first call does not pay for it (failures are logged)."""
@@ -241,10 +245,11 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
     stt = _stt(definition, clock, environ)
     tts = _tts(definition, clock, environ)
     llm, label = choose_llm(definition, clock, environ)
+    summaries, summary_llm = _summary_llm(definition, llm, clock, environ)
     vad, vad_label, pool = _vad_factory()
     end_of_turn = None
     closers: list[Callable[[], Any]] = []
-    for provider in (stt, tts, llm):
+    for provider in (stt, tts, llm, summary_llm):
         close = getattr(provider, "aclose", None)
         if callable(close):
             closers.append(close)
@@ -261,4 +266,27 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
         log.warning("Smart Turn unavailable (%s); turns end on the silence deadline", exc)
     providers = Providers(stt=stt, llm=llm, tts=tts, vad=vad, end_of_turn=end_of_turn)
     log.info("call providers: vad %s, stt %s, tts %s, llm %s", vad_label, stt.name, tts.name, label)
-    return CallProviders(providers=providers, llm_label=label, vad_label=vad_label, closers=closers)
+    summarizer = LlmSummarizer(provider=summary_llm) if summary_llm is not None else None
+    return CallProviders(providers=providers, llm_label=label, vad_label=vad_label, closers=closers,
+                         summaries=summaries, summarizer=summarizer)
+
+
+def _summary_llm(
+    definition: AgentDefinition, llm: LlmProvider, clock: Clock, environ: Mapping[str, str]
+) -> tuple[bool, LlmProvider | None]:
+    """Whether calls make window summaries, and the model for them when it is not the agent's own."""
+    window = definition.window
+    if not window.summarize:
+        return False, None
+    from brisvox.server.demo_llm import DemoHostLlm
+
+    if isinstance(llm, DemoHostLlm):
+        log.info("window summaries are off: the scripted host cannot summarize (requests keep the newest turns)")
+        return False, None
+    if window.summary_model is None:
+        return True, None  # run_call summarizes with the agent's own model
+    options = MappingProxyType({**definition.llm.options, "model": window.summary_model})
+    chosen = dataclasses.replace(definition, llm=dataclasses.replace(definition.llm, options=options))
+    summary_llm, label = choose_llm(chosen, clock, environ)
+    log.info("window summaries by %s", label)
+    return True, summary_llm

@@ -84,6 +84,12 @@ class ServerMetrics:
                               ["tool", "outcome"], registry=r)
         self._failures = Counter("brisvox_engine_failures", "Stage or provider failures, by stage.",
                                  ["stage", "fatal"], registry=r)
+        self._summaries = Counter("brisvox_window_summaries", "Window summary refreshes, by outcome.", ["outcome"],
+                                  registry=r)
+        self._uncovered = Counter("brisvox_window_uncovered_requests",
+                                  "Model requests that left out earlier turns no summary covered.", registry=r)
+        for kind in ("stored", "failed"):
+            self._summaries.labels(outcome=kind)
         for reason in ("at_capacity", "shutting_down"):
             self._refused.labels(reason=reason)
         for why in RefusalReason:
@@ -129,6 +135,12 @@ class ServerMetrics:
     def record_failure(self, stage: str, *, fatal: bool) -> None:
         """One failure of an engine stage or provider (logged by the engine with its traceback)."""
         self._failures.labels(stage=stage[:_MAX_STAGE_NAME], fatal="true" if fatal else "false").inc()
+
+    def record_memory(self, summaries: int, failures: int, uncovered_requests: int) -> None:
+        """One call's long-call memory (``CallReport.summaries``, ``summary_failures``, ``uncovered_requests``)."""
+        self._summaries.labels(outcome="stored").inc(summaries)
+        self._summaries.labels(outcome="failed").inc(failures)
+        self._uncovered.inc(uncovered_requests)
 
     # --- export ------------------------------------------------------------------------
 

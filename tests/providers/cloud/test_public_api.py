@@ -16,10 +16,14 @@ def test_the_cloud_package_exports_exactly_its_adapters_and_options() -> None:
             "OpenAiSpeechTts",
             "DeepgramOptions",
             "DeepgramStt",
+            "GeminiLive",
+            "GeminiLiveOptions",
             "GeminiLlm",
             "GeminiOptions",
             "OpenAiCompatLlm",
             "OpenAiCompatOptions",
+            "OpenAiRealtime",
+            "OpenAiRealtimeOptions",
         ]
     )
 

@@ -3,7 +3,8 @@
 LLMs stream over HTTP (httpx): :class:`OpenAiCompatLlm` (presets ``openai``,
 ``openrouter``, ``ollama``, ``vllm``), :class:`AnthropicLlm`, :class:`GeminiLlm`.  Speech
 streams over WebSocket (websockets): :class:`DeepgramStt`, :class:`CartesiaTts`,
-:class:`ElevenLabsTts`; :class:`OpenAiSpeechTts` streams PCM over HTTP.  Keys come only
+:class:`ElevenLabsTts`; :class:`OpenAiSpeechTts` streams PCM over HTTP.  Speech-to-speech
+models run over WebSocket: :class:`OpenAiRealtime`, :class:`GeminiLive` (docs/S2S.md).  Keys come only
 from the environment (``Options.from_env``) as :class:`~brisvox.core.secret.Secret`.
 
 Names load lazily, so an install with one vendor's extra (``brisvox[deepgram]``) imports
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
     from brisvox.providers.cloud.deepgram import DeepgramOptions, DeepgramStt
     from brisvox.providers.cloud.elevenlabs import ElevenLabsOptions, ElevenLabsTts
     from brisvox.providers.cloud.gemini import GeminiLlm, GeminiOptions
+    from brisvox.providers.cloud.gemini_live import GeminiLive, GeminiLiveOptions
     from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm, OpenAiCompatOptions
+    from brisvox.providers.cloud.openai_realtime import OpenAiRealtime, OpenAiRealtimeOptions
     from brisvox.providers.cloud.openai_speech import OpenAiSpeechOptions, OpenAiSpeechTts
 
 __all__ = [
@@ -33,10 +36,14 @@ __all__ = [
     "DeepgramStt",
     "ElevenLabsOptions",
     "ElevenLabsTts",
+    "GeminiLive",
+    "GeminiLiveOptions",
     "GeminiLlm",
     "GeminiOptions",
     "OpenAiCompatLlm",
     "OpenAiCompatOptions",
+    "OpenAiRealtime",
+    "OpenAiRealtimeOptions",
     "OpenAiSpeechOptions",
     "OpenAiSpeechTts",
 ]
@@ -52,8 +59,12 @@ _MODULES = {
     "OpenAiSpeechTts": "openai_speech",
     "DeepgramOptions": "deepgram",
     "DeepgramStt": "deepgram",
+    "GeminiLive": "gemini_live",
+    "GeminiLiveOptions": "gemini_live",
     "GeminiLlm": "gemini",
     "GeminiOptions": "gemini",
+    "OpenAiRealtime": "openai_realtime",
+    "OpenAiRealtimeOptions": "openai_realtime",
     "OpenAiCompatLlm": "openai_compat",
     "OpenAiCompatOptions": "openai_compat",
 }
