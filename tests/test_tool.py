@@ -75,6 +75,11 @@ def test_a_tool_without_a_docstring_or_an_annotation_is_refused_by_name() -> Non
         @brisvox.tool.read_only
         async def nodoc() -> str:
             return ""
+    with pytest.raises(ConfigError, match="parameter 'ctx' is object: give it a type"):
+        @brisvox.tool.read_only
+        async def raw_shape(arguments: dict[str, object], ctx: object) -> str:
+            """The registry's raw (arguments, ctx) shape."""
+            return ""
     with pytest.raises(ConfigError, match="parameter 'x' needs a type annotation"):
         @brisvox.tool.read_only
         async def untyped(x) -> str:  # type: ignore[no-untyped-def]

@@ -183,6 +183,11 @@ def _shape(fn: Callable[..., Any], name: str) -> _Shape:
         if ann is ToolCallContext:
             context_param = p.name
             continue
+        if ann is object or ann is Any:
+            # ``(arguments, ctx)`` is the registry's raw Tool shape: declared here, it would ask the
+            # model for an "arguments" and a "ctx" field.
+            raise ConfigError(f"tool {name!r}: parameter {p.name!r} is {getattr(ann, '__name__', ann)}: give it a type "
+                              "the schema can describe (the context parameter is annotated brisvox.ToolContext)")
         fields[p.name] = (ann, ... if p.default is p.empty else p.default)
     if len(fields) == 1:
         (only, (ann, default)), = fields.items()
