@@ -50,6 +50,7 @@ from brisvox.engine import events as ev
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.server.agent import Agent
 from brisvox.server.call import engine_config
 from brisvox.server.tools import ToolSet
@@ -62,6 +63,7 @@ __all__ = ["AgentTest", "Turn", "TurnExpect", "call", "virtual_time"]
 _RATE = 16000
 _FAST_VOICE = MockTtsConfig(chars_per_second=400.0, chunk_seconds=0.04)
 _SETTLE = 0.2  # seconds of quiet after the reply's last audio before a turn counts as over
+_SUMMARY = "The caller and the agent talked earlier."
 _TURN_LIMIT = 120.0  # seconds (call time) a turn may take before the test fails
 
 
@@ -190,6 +192,13 @@ class AgentTest:
             return choose_llm(self.agent.definition(), self.clock, os.environ)[0]
         return ScriptedLlm(self.clock, [_script(r) for r in given])
 
+    def _summarizer(self) -> LlmSummarizer | None:
+        """A scripted LLM's responses are the conversation's: the window's summaries (a long
+        test call) get their own fixed answer instead of taking one.  A real LLM summarizes."""
+        if self._llm_given is None or not isinstance(self._llm_given, Sequence):
+            return None
+        return LlmSummarizer(provider=ScriptedLlm(self.clock, lambda _request: [Say(_SUMMARY)]))
+
     def _counted(self, name: str, tool: Tool) -> Tool:
         async def run(arguments: dict[str, Any], ctx: ToolCallContext) -> Any:
             self._runs[name] = self._runs.get(name, 0) + 1
@@ -245,7 +254,8 @@ class AgentTest:
         session = await TransportSession.open(self.clock, link)
         observer = CallObserver(listener=self._listen)
         self._call = scope.spawn(run_call(session, config, providers, self.clock, tools=registry,
-                                          filler=FillerPolicy.from_config(config.llm.filler), observer=observer),
+                                          filler=FillerPolicy.from_config(config.llm.filler), observer=observer,
+                                          summarizer=self._summarizer()),
                                  name="agent-test-call")
         scope.spawn(self._hear(), name="agent-test-listener")
         if definition.greeting:
