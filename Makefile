@@ -35,24 +35,19 @@ typecheck:
 pytest:
 	$(PY) -m pytest
 
-# The local LLM (llama-cpp-python) builds from source once, about 8 minutes on 2 cores; the
-# native build crashed on an AVX-512 CPU, so it is built for AVX2.  If the build or the fetch
-# fails the demo still starts, with the scripted host (the page says which LLM runs).
-# BRISVOX_DEMO_LLM=scripted skips it.
-LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX512=OFF
-
 # The demo agent's [llm] is provider = "auto": a key in the environment picks OpenAI or Anthropic,
-# so the demo installs the cloud extra (httpx) with the local models.
+# so the demo installs the cloud extra (httpx) with the local models.  The local LLM (extra
+# local-llm: xllamacpp's prebuilt llama.cpp wheel, nothing to compile) and its 491 MB GGUF come
+# too; BRISVOX_DEMO_LLM=scripted skips both, and a failed fetch leaves the scripted host.
 demo: venv apt
-	$(PIP) install -q -e '.[local,cloud]'
+	@echo "installing brisvox and its local models' libraries"
+	@if [ "$$BRISVOX_DEMO_LLM" = "scripted" ]; then $(PIP) install -q -e '.[local,cloud]'; \
+	  else $(PIP) install -q -e '.[local,cloud,local-llm]'; fi
+	@echo "fetching the models (pinned by sha256)"
 	$(PY) -m brisvox models fetch
-	@if [ "$$BRISVOX_DEMO_LLM" != "scripted" ] && ! $(PY) -c 'import llama_cpp' 2>/dev/null; then \
-	  echo "building the local LLM (llama.cpp; once, about 8 minutes)"; \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q -e '.[local,cloud,local-llm]' \
-	    || echo "the local LLM did not build; the demo runs the scripted host"; \
-	fi
-	@if [ "$$BRISVOX_DEMO_LLM" != "scripted" ] && $(PY) -c 'import llama_cpp' 2>/dev/null; then \
-	  $(PY) -m brisvox models fetch qwen2_5_coder_0_5b_q4 || echo "the local LLM's model was not fetched"; \
+	@if [ "$$BRISVOX_DEMO_LLM" != "scripted" ]; then \
+	  echo "fetching the local LLM's model (491 MB, once)"; \
+	  $(PY) -m brisvox models fetch qwen2_5_coder_0_5b_q4 || echo "the local LLM's model was not fetched; the demo runs the scripted host"; \
 	fi
 	$(PY) -m brisvox demo
 

@@ -360,21 +360,21 @@ def bench_tts(args: argparse.Namespace) -> list[Row]:
 def bench_llm(args: argparse.Namespace) -> list[Row]:
     """The optional local LLM: time to first token and tokens per second (streamed text)."""
     try:
-        import llama_cpp  # noqa: F401
+        import xllamacpp  # noqa: F401
     except ImportError:
-        raise Skipped("the local-llm extra (llama-cpp-python) is not installed") from None
+        raise Skipped("the local-llm extra (xllamacpp) is not installed") from None
     from brisvox.agent import AssistantMessage, Message, SystemMessage, UserMessage
     from brisvox.inference import model_path
     from brisvox.inference.models import QWEN_CODER_0_5B
     from brisvox.providers.llm import Done, LlmRequest, TextDelta
-    from brisvox.providers.local.llama import LlamaLlm
+    from brisvox.providers.local.xllama import XLlamaLlm
 
     if not model_path(QWEN_CODER_0_5B).is_file():
         raise Skipped(f"the GGUF is not fetched (brisvox models fetch {QWEN_CODER_0_5B.name})")
     questions = ("Tell me a fun fact about cats.", "And one about dogs?", "What about owls?", "And parrots?")
 
     async def run() -> list[Row]:
-        llm = LlamaLlm()
+        llm = XLlamaLlm()
         ttfts: list[float] = []
         rates: list[float] = []
         try:

@@ -26,7 +26,7 @@ class ProviderErrorKind(enum.Enum):
     PROTOCOL = "protocol"  # the provider sent something we cannot parse or did not expect
     CLOSED = "closed"  # the session ended under us (disconnect mid-stream) or was already closed
     MODEL = "model"  # an embedded model failed to load or run
-    BUSY = "busy"  # an embedded model refused the job: its inference pool is full (the machine is at capacity)
+    BUSY = "busy"  # an embedded model is full (its pool or request queue): refused at once, not retried
 
     @property
     def retryable(self) -> bool:

@@ -99,9 +99,9 @@ def _build_llm(definition: AgentDefinition, resolved: LlmChoice, options: dict[s
         if not local_llm_ready():
             raise ConfigError(f"{definition.source}: llm provider 'local' needs the local-llm extra and "
                               "`brisvox models fetch qwen2_5_coder_0_5b_q4`")
-        from brisvox.providers.local.llama import LlamaLlm
+        from brisvox.providers.local.xllama import XLlamaLlm
 
-        return LlamaLlm()
+        return XLlamaLlm()
     if name == "scripted":
         from brisvox.server.demo_llm import scripted_demo_llm
 

@@ -190,7 +190,7 @@ class LlmChoice:
 def local_llm_ready() -> bool:
     """The embedded LLM can run: the ``local-llm`` extra is installed and its GGUF fetched."""
     # find_spec, not an import: the extra is optional and loading llama.cpp is slow.
-    if importlib.util.find_spec("llama_cpp") is None:
+    if importlib.util.find_spec("xllamacpp") is None:
         return False
     from brisvox.inference.models import QWEN_CODER_0_5B, model_path
 

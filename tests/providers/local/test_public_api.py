@@ -9,10 +9,10 @@ def test_the_local_providers_package_exports_exactly_its_providers() -> None:
         "HibariConfig",
         "HibariTts",
         "HibariTtsSession",
-        "LlamaConfig",
-        "LlamaLlm",
         "WHISPER_DIR_ENV",
         "WhisperConfig",
         "WhisperStt",
         "WhisperSttSession",
+        "XLlamaConfig",
+        "XLlamaLlm",
     ]

@@ -1,0 +1,300 @@
+"""Embedded language model: a GGUF through xllamacpp's prebuilt llama.cpp (the ``local-llm`` extra).
+
+Nothing is compiled: ``xllamacpp`` ships manylinux CPU wheels of llama.cpp with its
+OpenAI-compatible server API in-process.  The default model is Qwen2.5-Coder-0.5B-Instruct,
+Q4_K_M (``brisvox models fetch qwen2_5_coder_0_5b_q4``; the default fetch leaves it out).
+
+Off the event loop: one generation is one job on an :class:`~brisvox.inference.InferencePool`
+of one thread (a thread, not a process: both kept a 20 ms asyncio ticker's p95 lateness
+at 4 ms while the model generated, docs/DECISIONS.md), so the model serves one request at
+a time and at most ``queue`` more wait; a request beyond that is refused at once with a
+:class:`ProviderError` of kind ``busy`` (the engine speaks its fallback line).  Tokens come
+back to the loop through a bounded queue; closing the stream stops the generation at the
+next token.
+
+Prefix cache: the system prompt and the tools' description (:func:`tools_prompt`, the same
+bytes every turn) open every request, and llama.cpp's slot keeps what it evaluated, so a
+turn pays only for the messages added since the last one.
+
+Tool calls: the output is constrained by :func:`tool_grammar` (text, or one call of an
+offered tool whose arguments satisfy its schema), and :class:`ReplyParser` turns a call
+into :class:`ToolCallDelta` events; a call is never spoken and never left as JSON text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from brisvox.agent import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from brisvox.core.errors import ConfigError
+from brisvox.inference import InferencePool, PoolConfig, model_path
+from brisvox.inference.errors import InferenceError, PoolFull
+from brisvox.inference.models import QWEN_CODER_0_5B
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.llm import (
+    Done,
+    FinishReason,
+    GeneratorLlmStream,
+    LlmEvent,
+    LlmProvider,
+    LlmRequest,
+    TextDelta,
+    ToolCallDelta,
+    ToolChoiceMode,
+    Usage,
+)
+from brisvox.providers.local._tool_grammar import (
+    MalformedCall,
+    ParsedCall,
+    ReplyParser,
+    ToolSchema,
+    call_text,
+    tool_grammar,
+    tools_prompt,
+)
+
+__all__ = ["Backend", "XLlamaConfig", "XLlamaLlm", "to_chat_messages"]
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "local-llama"
+_FINISH = {"stop": FinishReason.STOP, "length": FinishReason.LENGTH}
+_END = None  # end of a generation's chunks (the job also resolves its future)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class XLlamaConfig:
+    model_path: str | os.PathLike[str] | None = None  # default: the fetched Qwen GGUF
+    n_ctx: int = 4096
+    threads: int = 2
+    max_tokens: int = 160  # when the request sets none (a call of the demo's tools is about 50)
+    temperature: float = 0.0  # when the request sets none: a small model decides best greedily
+    queue: int = 2  # requests that may wait while one generates; more are refused (kind busy)
+
+    def __post_init__(self) -> None:
+        if self.n_ctx < 256 or self.threads < 1 or self.max_tokens < 1 or self.queue < 1:
+            raise ConfigError(
+                "XLlamaConfig: n_ctx >= 256, threads >= 1, max_tokens >= 1, queue >= 1; got "
+                f"{self.n_ctx}, {self.threads}, {self.max_tokens}, {self.queue}"
+            )
+
+
+class Backend(Protocol):
+    """A loaded model that completes chat requests (xllamacpp's ``Server``, or a fake in tests)."""
+
+    def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
+        """Run one streamed chat completion on this thread; ``on_chunk`` returns True to stop it."""
+        ...
+
+
+class _XLlamaBackend:
+    def __init__(self, path: str, config: XLlamaConfig) -> None:
+        import xllamacpp  # type: ignore[import-untyped, import-not-found, unused-ignore]
+
+        params = xllamacpp.CommonParams()
+        params.model.path = path
+        params.n_ctx = config.n_ctx
+        params.n_parallel = 1  # one slot: its KV cache is the conversation's prefix
+        params.cpuparams.n_threads = config.threads
+        params.cpuparams_batch.n_threads = config.threads
+        self._server: Any = xllamacpp.Server(params)
+
+    def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
+        result = self._server.handle_chat_completions(body, on_chunk)
+        if isinstance(result, dict) and "error" in result:
+            raise RuntimeError(f"llama.cpp refused the request: {str(result['error'])[:200]}")
+
+
+def load_xllamacpp(path: str, config: XLlamaConfig) -> Backend:
+    return _XLlamaBackend(path, config)
+
+
+def to_chat_messages(messages: tuple[Message, ...], tools_section: str | None) -> list[dict[str, Any]]:
+    """The request's messages in the chat form, the tools' section appended to the system prompt.
+
+    Earlier calls appear as the JSON the model writes (:func:`call_text`), so the history
+    shows it its own format.
+    """
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        match m:
+            case SystemMessage(text=text):
+                out.append({"role": "system", "content": text})
+            case UserMessage(text=text):
+                out.append({"role": "user", "content": text})
+            case AssistantMessage():
+                parts = [m.text] if m.text else []
+                parts.extend(call_text(c.name, c.arguments) for c in m.tool_calls)
+                out.append({"role": "assistant", "content": "\n".join(parts)})
+            case ToolMessage():
+                out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.content})
+    if tools_section is not None:
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content'].rstrip()}\n\n{tools_section}"}
+        else:
+            out.insert(0, {"role": "system", "content": tools_section})
+    return out
+
+
+def _offered(request: LlmRequest) -> tuple[ToolSchema, ...]:
+    if request.tool_choice.mode is ToolChoiceMode.NONE:
+        return ()
+    tools = request.tools
+    if request.tool_choice.mode is ToolChoiceMode.TOOL:
+        tools = tuple(t for t in tools if t.name == request.tool_choice.name)
+    return tuple(ToolSchema(t.name, t.description, t.parameters) for t in tools)
+
+
+def call_deltas(name: str | None, call: ParsedCall | None = None) -> LlmEvent:
+    """The one call's tool-call events (the one place they are made): its name as soon as it
+    streamed (the engine's first-token clock stops there), then its arguments whole."""
+    if call is None:
+        return ToolCallDelta(index=0, id="call_0", name=name)
+    return ToolCallDelta(index=0, id="call_0", name=call.name if name is None else None, arguments_fragment=call.arguments)
+
+
+class XLlamaLlm(LlmProvider):
+    def __init__(
+        self,
+        config: XLlamaConfig = XLlamaConfig(),
+        *,
+        load: Callable[[str, XLlamaConfig], Backend] = load_xllamacpp,
+        path: str | None = None,
+    ) -> None:
+        self.config = config
+        self._load = load
+        self._path_override = path
+        # One thread: llama.cpp's slot serves one request at a time; `queue` may wait.
+        self._pool = InferencePool(PoolConfig(name="brisvox-llm", threads=1, jobs_per_thread=config.queue))
+        self._backend: Backend | None = None
+        self._loading = asyncio.Lock()
+
+    @property
+    def name(self) -> str:
+        return PROVIDER
+
+    def _model_file(self) -> str:
+        if self._path_override is not None:
+            return self._path_override
+        path = model_path(QWEN_CODER_0_5B, self.config.model_path)
+        if not path.is_file():
+            raise ProviderError(
+                self.name,
+                ProviderErrorKind.MODEL,
+                f"no GGUF at {path}; run `brisvox models fetch {QWEN_CODER_0_5B.name}` or set {QWEN_CODER_0_5B.path_env}",
+            )
+        return str(path)
+
+    async def _loaded(self) -> Backend:
+        async with self._loading:
+            if self._backend is None:
+                path = self._model_file()
+                try:
+                    self._backend = await self._pool.run(self._load, path, self.config)
+                except InferenceError as exc:
+                    raise ProviderError(self.name, ProviderErrorKind.MODEL, f"cannot load {path}: {exc}") from exc
+            return self._backend
+
+    async def warm(self) -> None:
+        """Load the model (about 1 s); the first turn evaluates the system prompt, later turns reuse it."""
+        await self._loaded()
+
+    def stream(self, request: LlmRequest) -> GeneratorLlmStream:
+        return GeneratorLlmStream(self.name, self._respond(request))
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+        self._backend = None
+
+    def _body(self, request: LlmRequest, tools: tuple[ToolSchema, ...]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "messages": to_chat_messages(request.messages, tools_prompt(tools) if tools else None),
+            "stream": True,
+            "max_tokens": request.max_tokens or self.config.max_tokens,
+            "temperature": self.config.temperature if request.temperature is None else request.temperature,
+            "cache_prompt": True,
+        }
+        if tools:
+            text_allowed = request.tool_choice.mode is ToolChoiceMode.AUTO
+            body["grammar"] = tool_grammar(tools, allow_text=text_allowed)
+        return body
+
+    async def _respond(self, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
+        backend = await self._loaded()
+        tools = _offered(request)
+        body = self._body(request, tools)
+        loop = asyncio.get_running_loop()
+        # Bounded: one chunk per token plus the role, finish and usage chunks.
+        chunks: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(maxsize=body["max_tokens"] + 8)
+        stop = threading.Event()
+
+        def offer(item: dict[str, Any] | None) -> None:  # on the loop
+            try:
+                chunks.put_nowait(item)
+            except asyncio.QueueFull:  # more chunks than tokens: stop it, report it
+                stop.set()
+                log.error("%s: more chunks than the token limit; generation stopped", self.name)
+
+        def on_chunk(chunk: dict[str, Any]) -> bool:  # on the model's thread
+            if not stop.is_set():
+                loop.call_soon_threadsafe(offer, chunk)
+            return stop.is_set()
+
+        def generate() -> None:  # the job
+            try:
+                backend.complete(body, on_chunk)
+            finally:
+                loop.call_soon_threadsafe(offer, _END)
+
+        try:
+            job = self._pool.submit(generate, name="llm-generate")
+        except PoolFull:
+            raise ProviderError(
+                self.name, ProviderErrorKind.BUSY, f"the local model is busy ({self.config.queue} requests waiting)"
+            ) from None
+        parser = ReplyParser(frozenset(t.name for t in tools))
+        named: str | None = None  # the call's name, once sent
+        finish: str | None = None
+        usage = Usage()
+        try:
+            while (chunk := await chunks.get()) is not _END:
+                for choice in chunk.get("choices") or ():
+                    finish = choice.get("finish_reason") or finish
+                    content = (choice.get("delta") or {}).get("content")
+                    if content:
+                        text = parser.feed(content)
+                        if text:
+                            yield TextDelta(text=text)
+                        elif named is None and (named := parser.call_name()) is not None:
+                            yield call_deltas(named)
+                timings = chunk.get("timings")
+                if isinstance(timings, dict):
+                    usage = Usage(
+                        input_tokens=int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0)),
+                        output_tokens=int(timings.get("predicted_n", 0)),
+                        cached_input_tokens=int(timings.get("cache_n", 0)),
+                    )
+            try:
+                await job
+            except InferenceError as exc:
+                cause = exc.__cause__ or exc
+                raise ProviderError(self.name, ProviderErrorKind.MODEL, f"llama.cpp failed: {type(cause).__name__}") from exc
+        finally:
+            # A closed stream stops at the next token; a job still queued is skipped.
+            stop.set()
+            job.cancel()
+        try:
+            call = parser.finish()
+        except MalformedCall as exc:
+            cut = " (cut by the token limit)" if finish == "length" else ""
+            raise ProviderError(self.name, ProviderErrorKind.PROTOCOL, f"{exc}{cut}") from None
+        if call is not None:
+            yield call_deltas(named, call)
+        reason = FinishReason.TOOL_CALLS if call is not None else _FINISH.get(finish or "stop", FinishReason.OTHER)
+        yield Done(finish_reason=reason, usage=usage)

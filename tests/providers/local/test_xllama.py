@@ -1,0 +1,279 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from brisvox.agent import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
+from brisvox.inference import model_path
+from brisvox.inference.models import QWEN_CODER_0_5B
+from brisvox.providers.errors import ProviderErrorKind
+from brisvox.providers.llm import (
+    Done,
+    FinishReason,
+    LlmError,
+    LlmEvent,
+    LlmRequest,
+    TextDelta,
+    ToolCallDelta,
+    ToolChoice,
+)
+from brisvox.providers.local.xllama import Backend, XLlamaConfig, XLlamaLlm, to_chat_messages
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Current weather for a city",
+    parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+SYSTEM = SystemMessage(text="Be brief.")
+
+
+class FakeBackend:
+    """Streams scripted content pieces as llama.cpp's chunks; records requests and threads."""
+
+    def __init__(
+        self, pieces: Sequence[str], *, gate: threading.Event | None = None, finish: str = "stop", pace: float = 0.0
+    ) -> None:
+        self.pace = pace  # real seconds between chunks (a model's token rate)
+        self.pieces = list(pieces)
+        self.started = threading.Event()
+        self.gate = gate
+        self.finish = finish
+        self.bodies: list[dict[str, Any]] = []
+        self.threads: list[int] = []
+        self.stopped_after: int | None = None
+
+    def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
+        self.bodies.append(body)
+        self.threads.append(threading.get_ident())
+        self.started.set()
+        if self.gate is not None:
+            assert self.gate.wait(10), "the test never opened the gate"
+        for n, piece in enumerate(self.pieces, 1):
+            if self.pace:
+                threading.Event().wait(self.pace)
+            if on_chunk({"choices": [{"delta": {"content": piece}, "finish_reason": None}]}):
+                self.stopped_after = n
+                return
+        on_chunk({"choices": [{"delta": {}, "finish_reason": self.finish}],
+                  "timings": {"prompt_n": 5, "cache_n": 40, "predicted_n": len(self.pieces)}})
+
+
+def _llm(backend: FakeBackend, **config: Any) -> XLlamaLlm:
+    def load(path: str, cfg: XLlamaConfig) -> Backend:
+        return backend
+
+    return XLlamaLlm(XLlamaConfig(**config), load=load, path="fake.gguf")
+
+
+async def _events(llm: XLlamaLlm, request: LlmRequest) -> list[LlmEvent]:
+    async with llm.stream(request) as stream:
+        return [e async for e in stream]
+
+
+def _ask(text: str = "Weather in Oslo?", **kw: Any) -> LlmRequest:
+    return LlmRequest(messages=(SYSTEM, UserMessage(text=text)), **kw)
+
+
+def test_the_context_maps_onto_the_chat_form_with_the_tools_section_after_the_system_prompt() -> None:
+    call = ToolCall(id="t1.1", name="get_weather", arguments={"city": "Oslo"})
+    msgs = to_chat_messages(
+        (
+            SYSTEM,
+            UserMessage(text="Weather in Oslo?"),
+            AssistantMessage(text="", tool_calls=(call,)),
+            ToolMessage(call_id="t1.1", content='{"temp": 3}'),
+        ),
+        "TOOLS",
+    )
+    assert msgs == [
+        {"role": "system", "content": "Be brief.\n\nTOOLS"},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": '<call>{"name": "get_weather", "arguments": {"city": "Oslo"}}'},
+        {"role": "tool", "tool_call_id": "t1.1", "content": '{"temp": 3}'},
+    ]
+
+
+async def test_a_text_reply_streams_as_text_deltas_then_done_with_the_cached_prefix_counted() -> None:
+    llm = _llm(FakeBackend(["Sunny", " and mild."]))
+    try:
+        events = await _events(llm, _ask(tools=(WEATHER,)))
+    finally:
+        await llm.aclose()
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Sunny", " and mild."]
+    done = events[-1]
+    assert isinstance(done, Done) and done.finish_reason is FinishReason.STOP
+    assert done.usage is not None and (done.usage.input_tokens, done.usage.cached_input_tokens) == (45, 40)
+
+
+async def test_a_call_comes_as_tool_call_deltas_never_as_content() -> None:
+    backend = FakeBackend(['<call>{"name": "get_weather", ', '"arguments": {"city": "Oslo"}}'])
+    llm = _llm(backend)
+    try:
+        events = await _events(llm, _ask(tools=(WEATHER,)))
+    finally:
+        await llm.aclose()
+    assert not [e for e in events if isinstance(e, TextDelta)]
+    named, argued = [e for e in events if isinstance(e, ToolCallDelta)]
+    # The name as soon as it streamed (the first-token clock stops), the arguments at the end.
+    assert (named.index, named.id, named.name, named.arguments_fragment) == (0, "call_0", "get_weather", "")
+    assert (argued.index, argued.name, json.loads(argued.arguments_fragment)) == (0, None, {"city": "Oslo"})
+    assert isinstance(events[-1], Done) and events[-1].finish_reason is FinishReason.TOOL_CALLS
+    body = backend.bodies[0]
+    assert "start: say | call" in body["grammar"] and "get_weather" in body["messages"][0]["content"]
+
+
+async def test_forced_choice_drops_the_text_alternative_and_none_sends_no_grammar() -> None:
+    backend = FakeBackend(["ok"])
+    llm = _llm(backend)
+    try:
+        await _events(llm, _ask(tools=(WEATHER,), tool_choice=ToolChoice.tool("get_weather")))
+        await _events(llm, _ask(tools=(WEATHER,), tool_choice=ToolChoice.NONE))
+    finally:
+        await llm.aclose()
+    forced, none = backend.bodies
+    assert "start: call\n" in forced["grammar"]
+    assert "grammar" not in none and none["messages"][0]["content"] == "Be brief."
+
+
+async def test_a_call_cut_by_the_token_limit_is_a_protocol_error_not_spoken_json() -> None:
+    llm = _llm(FakeBackend(['<call>{"name": "get_weather", "argu'], finish="length"))
+    try:
+        events = await _events(llm, _ask(tools=(WEATHER,)))
+    finally:
+        await llm.aclose()
+    assert not [e for e in events if isinstance(e, TextDelta)]
+    assert not "".join(e.arguments_fragment for e in events if isinstance(e, ToolCallDelta))
+    assert isinstance(events[-1], LlmError) and events[-1].error.kind is ProviderErrorKind.PROTOCOL
+    assert "token limit" in str(events[-1].error)
+
+
+@pytest.mark.realtime
+async def test_the_model_runs_on_its_own_thread_while_the_loop_keeps_running() -> None:
+    # Real time: a running model job holds virtual time still (it costs none), so the
+    # loop's timers firing while the model is blocked can only be seen on the real clock.
+    gate = threading.Event()
+    backend = FakeBackend(["Hi"], gate=gate)
+    llm = _llm(backend)
+    ticks = 0
+    try:
+        stream = llm.stream(_ask())
+        reply = asyncio.ensure_future(_collect(stream))
+        assert await asyncio.to_thread(backend.started.wait, 10)  # the model is now blocked on its thread
+        for _ in range(5):  # and the loop still runs its timers
+            await asyncio.sleep(0.02)
+            ticks += 1
+        gate.set()
+        events = await reply
+    finally:
+        await llm.aclose()
+    assert ticks == 5 and backend.threads[0] != threading.get_ident()
+    assert isinstance(events[-1], Done)
+
+
+async def _collect(stream: Any) -> list[LlmEvent]:
+    async with stream:
+        return [e async for e in stream]
+
+
+async def test_a_request_beyond_the_queue_is_refused_at_once_with_kind_busy() -> None:
+    gate = threading.Event()
+    backend = FakeBackend(["Hi"], gate=gate)
+    llm = _llm(backend, queue=1)
+    try:
+        await llm.warm()
+        running = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        assert await asyncio.to_thread(backend.started.wait, 10)  # the first one generates
+        waiting = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        for _ in range(10):  # it is queued (no time passes: the running job holds it)
+            await asyncio.sleep(0)
+        refused = await _collect(llm.stream(_ask()))
+        gate.set()
+        served = [await running, await waiting]
+    finally:
+        await llm.aclose()
+    assert len(refused) == 1 and isinstance(refused[0], LlmError)
+    assert refused[0].error.kind is ProviderErrorKind.BUSY and not refused[0].error.kind.retryable
+    assert all(isinstance(events[-1], Done) for events in served)
+    assert len(backend.bodies) == 2
+
+
+async def test_closing_the_stream_stops_the_generation_at_the_next_token() -> None:
+    backend = FakeBackend(["word "] * 20, pace=0.02)
+    llm = _llm(backend)
+    try:
+        async with llm.stream(_ask()) as stream:
+            first = await anext(stream)
+        # The next request runs only after the first one stopped (one slot).
+        await _events(llm, _ask())
+    finally:
+        await llm.aclose()
+    assert isinstance(first, TextDelta)
+    assert backend.stopped_after is not None and backend.stopped_after < 20
+
+
+def _model_or_skip() -> XLlamaLlm:
+    # Loading 491 MB and generating costs 20-30 s on a busy 2-core machine: opt in.
+    if os.environ.get("BRISVOX_LOCAL_LLM_TESTS") != "1":
+        pytest.skip("set BRISVOX_LOCAL_LLM_TESTS=1 to run the local LLM (local-llm extra, fetched GGUF)")
+    pytest.importorskip("xllamacpp", reason="the local-llm extra (xllamacpp) is not installed")
+    if not model_path(QWEN_CODER_0_5B).is_file():
+        pytest.skip(f"the GGUF is not fetched (brisvox models fetch {QWEN_CODER_0_5B.name})")
+    return XLlamaLlm()
+
+
+async def _events(llm: XLlamaLlm, request: LlmRequest) -> list[LlmEvent]:
+    async with llm.stream(request) as stream:
+        return [e async for e in stream]
+
+
+@pytest.mark.slow
+async def test_the_local_llm_answers_in_text_and_a_forced_tool_call_is_valid_json() -> None:
+    llm = _model_or_skip()
+    try:
+        system = SystemMessage(text="You are a helpful assistant. Answer in one short sentence.")
+        text_events = await _events(llm, LlmRequest(messages=(system, UserMessage(text="Say hello.")), max_tokens=8, temperature=0.0))
+        forced = LlmRequest(
+            messages=(system, UserMessage(text="What is the weather in Paris?")),
+            tools=(WEATHER,),
+            tool_choice=ToolChoice.tool("get_weather"),
+            max_tokens=32,
+            temperature=0.0,
+        )
+        call_events = await _events(llm, forced)
+    finally:
+        await llm.aclose()
+    assert not any(isinstance(e, LlmError) for e in text_events + call_events), text_events + call_events
+    assert "".join(e.text for e in text_events if isinstance(e, TextDelta)).strip()
+    done = text_events[-1]
+    assert isinstance(done, Done) and done.usage is not None and done.usage.output_tokens > 0
+    deltas = [e for e in call_events if isinstance(e, ToolCallDelta)]
+    assert {d.name for d in deltas if d.name} == {"get_weather"} and {d.index for d in deltas} == {0}
+    args = json.loads("".join(d.arguments_fragment for d in deltas))
+    assert isinstance(args, dict) and isinstance(args.get("city"), str)
+    assert isinstance(call_events[-1], Done) and call_events[-1].finish_reason is FinishReason.TOOL_CALLS
+
+
+@pytest.mark.slow
+async def test_in_auto_mode_the_real_model_calls_the_tool_through_the_grammar_and_speaks_no_json() -> None:
+    llm = _model_or_skip()
+    try:
+        request = LlmRequest(
+            messages=(SystemMessage(text="You are a phone assistant."), UserMessage(text="What is the weather in Paris?")),
+            tools=(WEATHER,),
+            max_tokens=48,
+            temperature=0.0,
+        )
+        events = await _events(llm, request)
+    finally:
+        await llm.aclose()
+    deltas = [e for e in events if isinstance(e, ToolCallDelta)]
+    assert [d.name for d in deltas if d.name] == ["get_weather"] and {d.index for d in deltas} == {0}
+    assert json.loads("".join(d.arguments_fragment for d in deltas)) == {"city": "Paris"}
+    assert not "".join(e.text for e in events if isinstance(e, TextDelta)).strip()
+    assert isinstance(events[-1], Done) and events[-1].finish_reason is FinishReason.TOOL_CALLS
