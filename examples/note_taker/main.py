@@ -11,8 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import brisvox  # noqa: E402
-from tools import NoteBook, build_tools  # noqa: E402
+from tools import NoteBook, build_tools
+
+import brisvox
 
 if __name__ == "__main__":
     sys.exit(brisvox.run_with_tools(build_tools(NoteBook())))

@@ -13,8 +13,17 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from brisvox.agent.tools import IdempotencyKey, ToolCallContext, ToolError
-from brisvox.server import ToolSet
+from pydantic import BaseModel, Field
+
+import brisvox
+from brisvox import ToolContext, ToolError, ToolSet
+from brisvox.agent.tools import IdempotencyKey
+
+
+class Note(BaseModel):
+    """What save_note takes."""
+
+    text: str = Field(min_length=1, max_length=2000)
 
 
 @dataclass
@@ -35,43 +44,34 @@ class NoteBook:
         return note_id, True
 
 
-def build_tools(book: NoteBook, now: Any = None) -> ToolSet:
-    """The example's tools over ``book``; ``now`` (a function returning an aware UTC
-    datetime) replaces the wall clock in tests."""
-    clock = now or (lambda: datetime.now(UTC))
-    tools = ToolSet()
+class NoteTaker:
+    """The tools, as methods over one notebook (a database pool in a real application)."""
 
-    @tools.read_only(
-        description="The current local time in an IANA time zone such as Europe/Istanbul.",
-        parameters={
-            "type": "object",
-            "properties": {"zone": {"type": "string", "description": "IANA time zone name"}},
-            "required": ["zone"],
-            "additionalProperties": False,
-        },
-        timeout=1.0,
-        filler_after=None,
-    )
-    async def get_time(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, str]:
+    def __init__(self, book: NoteBook, now: Any = None) -> None:
+        self.book = book
+        self.now = now or (lambda: datetime.now(UTC))
+
+    @brisvox.tool.read_only(timeout=1.0, filler_after=None)
+    async def get_time(self, zone: str = Field(description="IANA time zone name")) -> dict[str, str]:
+        """The current local time in an IANA time zone such as Europe/Istanbul."""
         try:
-            zone = ZoneInfo(arguments["zone"])
+            where = ZoneInfo(zone)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ToolError(f"unknown time zone {arguments['zone']!r}") from None
-        local = clock().astimezone(zone)
-        return {"zone": str(zone), "time": local.strftime("%H:%M"), "date": local.date().isoformat()}
+            raise ToolError(f"unknown time zone {zone!r}") from None
+        local = self.now().astimezone(where)
+        return {"zone": str(where), "time": local.strftime("%H:%M"), "date": local.date().isoformat()}
 
-    @tools.side_effect(
-        description="Write down a note for the caller.",
-        parameters={
-            "type": "object",
-            "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 2000}},
-            "required": ["text"],
-            "additionalProperties": False,
-        },
-        timeout=3.0,
-    )
-    async def save_note(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
-        note_id, saved = book.save(ctx.idempotency_key(), arguments["text"])
+    @brisvox.tool.side_effect(timeout=3.0)
+    async def save_note(self, args: Note, ctx: ToolContext) -> dict[str, Any]:
+        """Write down a note for the caller."""
+        note_id, saved = self.book.save(ctx.idempotency_key(), args.text)
         return {"note_id": note_id, "saved": saved}
 
+
+def build_tools(book: NoteBook, now: Any = None) -> ToolSet:
+    """The example's tools over ``book`` for ``brisvox.run_with_tools``; ``now`` (a function
+    returning an aware UTC datetime) replaces the wall clock in tests."""
+    taker = NoteTaker(book, now)
+    tools = ToolSet()
+    tools.include(taker.get_time, taker.save_note)
     return tools

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from brisvox import __version__
 
 if TYPE_CHECKING:
+    from brisvox.server.agent import Agent
     from brisvox.server.tools import ToolSet
 
 
@@ -30,8 +31,15 @@ def _add_server_parsers(sub: Any) -> None:
     token_p.add_argument("--new-secret", action="store_true", help="print a new random signing key instead")
     check_p = sub.add_parser("check", help="validate an agent file offline",
                              description="Validate an agent file offline; exit 0 when it is valid, 1 otherwise.")
-    check_p.add_argument("agent_file", type=Path)
+    check_p.add_argument("agent_file", nargs="?", type=Path,
+                         help="agent file (default: the program's own agent, with brisvox.run(agent))")
     check_p.add_argument("--env", action="store_true", help="also require every api_key_env variable to be set")
+    console_p = sub.add_parser("console", help="talk to the agent in the terminal by typing",
+                               description="Talk to the agent by typing: replies stream, tool calls and their "
+                                           "outcomes show as they happen, a line typed while it answers "
+                                           "interrupts it. /quit or Ctrl-D ends.")
+    console_p.add_argument("agent_file", nargs="?", type=Path,
+                           help="agent file (default: the program's own agent, with brisvox.run(agent))")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,17 +64,22 @@ def _add_models_parser(sub: Any) -> None:
     msub.add_parser("list", help="show each model, its licence and where it is read from")
 
 
-def main(argv: list[str] | None = None, *, tools: ToolSet | None = None) -> int:
+def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: Agent | None = None) -> int:
     """Run the command line; ``tools`` are the Python tools agent files may list (see
-    :func:`brisvox.run_with_tools`)."""
+    :func:`brisvox.run_with_tools`); ``agent`` is the agent ``serve`` and ``check`` use when
+    no agent file is named (see :func:`brisvox.run`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command in ("serve", "check"):
         from brisvox.server.cli import run_check, run_serve
         from brisvox.server.tools import ToolSet
 
-        toolset = tools if tools is not None else ToolSet()
-        return run_serve(args, toolset) if args.command == "serve" else run_check(args, toolset)
+        toolset = tools if tools is not None else agent.toolset() if agent is not None else ToolSet()
+        if args.command == "check" and args.agent_file is None and agent is None:
+            parser.error("check: name an agent file")
+        return run_serve(args, toolset, agent) if args.command == "serve" else run_check(args, toolset, agent)
+    if args.command == "console":
+        return _console(parser, args, tools, agent)
     if args.command == "token":
         from brisvox.server.cli import run_token
 
@@ -81,6 +94,25 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None) -> int:
         return run_models_command(args)
     parser.print_help()
     return 2
+
+
+def _console(parser: argparse.ArgumentParser, args: argparse.Namespace, tools: ToolSet | None,
+             agent: Agent | None) -> int:
+    from brisvox.console import run_console
+    from brisvox.core.errors import ConfigError
+    from brisvox.server.agent import Agent
+    from brisvox.tool import FunctionTool
+
+    if args.agent_file is not None:
+        offered = [t for name in (tools or ()) if isinstance(t := tools.tool(name), FunctionTool)] if tools else []
+        try:
+            agent = Agent.from_file(args.agent_file, tools=offered)
+        except ConfigError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+    if agent is None:
+        parser.error("console: name an agent file (or run it with brisvox.run(agent))")
+    return run_console(agent)
 
 
 if __name__ == "__main__":

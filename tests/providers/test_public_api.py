@@ -6,6 +6,9 @@ import brisvox.providers
 def test_the_providers_package_exports_exactly_its_interfaces() -> None:
     assert sorted(brisvox.providers.__all__) == sorted(
         [
+            "Anthropic", "Auto", "Cartesia", "Deepgram", "ElevenLabs", "Gemini", "Hibari", "LocalLlama",
+            "LocalWhisper", "Ollama", "OpenAI", "OpenAISpeech", "OpenRouter", "ProviderChoice", "Scripted", "Stage",
+            "Vllm",
             "DEFAULT_EVENT_CAPACITY",
             "Done",
             "FinishReason",

@@ -172,13 +172,15 @@ async def test_a_served_call_runs_the_agent_files_flow() -> None:
     tools = ToolSet()
     ran: list[str] = []
 
-    @tools.read_only(description="Is a day free?")
-    async def check_availability(arguments: dict[str, object], ctx: object) -> object:
+    @tools.read_only
+    async def check_availability(day: str) -> object:
+        """Is a day free?"""
         ran.append("check")
         return {"free": True}
 
-    @tools.side_effect(description="Book a table.")
-    async def book_table(arguments: dict[str, object], ctx: object) -> object:
+    @tools.side_effect
+    async def book_table() -> object:
+        """Book a table."""
         ran.append("book")
         return {"booked": True}
 

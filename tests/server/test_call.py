@@ -260,8 +260,9 @@ async def test_prerendered_fillers_render_in_the_first_call_and_play_as_clips_in
     clock = SimClock()
     tools = ToolSet()
 
-    @tools.read_only(description="Look something up.")
-    async def lookup(arguments: dict[str, object], ctx: object) -> object:
+    @tools.read_only
+    async def lookup() -> object:
+        """Look something up."""
         await clock.sleep(3.0)
         return {"found": True}
 

@@ -16,9 +16,10 @@ from brisvox.core.errors import ConfigError
 from brisvox.providers.cloud.cartesia import CartesiaTts
 from brisvox.providers.cloud.deepgram import DeepgramStt
 from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm
+from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.tts import TtsConfig, TtsProvider, TtsSession
 from brisvox.server.agent_file import AgentDefinition, parse_agent_file
-from brisvox.server.call_providers import CallProviders, ResamplingTts, build_call_providers, choose_llm
+from brisvox.server.call_providers import CallProviders, build_call_providers, choose_llm
 from brisvox.sim import MockTts
 
 BASE = """\

@@ -19,8 +19,9 @@ GOOD = '[agent]\nname = "a"\nprompt = "p"\ntools = ["get_time"]\n'
 def tools() -> ToolSet:
     ts = ToolSet()
 
-    @ts.read_only(description="time")
-    async def get_time(arguments: dict[str, object], ctx: object) -> str:
+    @ts.read_only
+    async def get_time() -> str:
+        """time"""
         return "noon"
 
     return ts

@@ -11,6 +11,3 @@ def test_the_public_api_of_server_is_exactly_this() -> None:
         "build_app", "drain_on_stop", "load_agent_file", "parse_agent_file",
     ]
 
-
-def test_the_top_level_package_offers_run_with_tools() -> None:
-    assert brisvox.__all__ == ["__version__", "run_with_tools"]

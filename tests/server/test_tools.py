@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from brisvox.agent.tools import RegistryError, ToolKind
@@ -15,12 +13,14 @@ from brisvox.server.tools import ToolSet
 def toolset() -> ToolSet:
     tools = ToolSet()
 
-    @tools.read_only(description="look up")
-    async def lookup(arguments: dict[str, Any], ctx: Any) -> str:
+    @tools.read_only
+    async def lookup() -> str:
+        """look up"""
         return "found"
 
-    @tools.side_effect(description="book", name="book_table", timeout=2.0)
-    async def book(arguments: dict[str, Any], ctx: Any) -> str:
+    @tools.side_effect(name="book_table", timeout=2.0)
+    async def book() -> str:
+        """book"""
         return "booked"
 
     return tools
@@ -38,11 +38,17 @@ def test_decorators_register_tools_by_name_with_their_kind() -> None:
 def test_the_registry_rules_apply_when_a_tool_is_added() -> None:
     tools = toolset()
     with pytest.raises(RegistryError, match="already registered"):
-        tools.read_only(description="again", name="lookup")(tools.tool("lookup"))  # type: ignore[arg-type]
+        tools.read_only(name="lookup")(_again)
     with pytest.raises(RegistryError, match="reserved"):
-        tools.side_effect(description="x", name="confirm_pending")(tools.tool("lookup"))  # type: ignore[arg-type]
+        tools.side_effect(name="confirm_pending")(_again)
     with pytest.raises(RegistryError, match="must be 1 to 64"):
-        tools.read_only(description="x", name="has space")(tools.tool("lookup"))  # type: ignore[arg-type]
+        tools.read_only(name="has space")(_again)
+
+
+async def _again() -> str:
+    """x"""
+    return "x"
+
 
 
 def test_an_agent_registry_holds_only_its_tools_and_turns_the_gate_on_for_confirm_tools() -> None:

@@ -30,6 +30,7 @@ from brisvox.transport import (
     call_pair,
 )
 from brisvox.transport.events import (
+    TypedText,
     WireAudio,
     WireAudioOut,
     WireClear,
@@ -57,6 +58,16 @@ async def test_caller_audio_and_dtmf_arrive_in_order_retagged_with_the_current_e
         assert (a1.frame.epoch, a1.frame.seq) == (0, 0)
         assert (a2.frame.epoch, a2.frame.seq) == (3, 1)
         assert d.digit == "5" and d.at == clock.now()
+
+
+async def test_typed_text_arrives_as_a_typed_event_in_order_without_its_text_in_the_repr() -> None:
+    async with loopback_call() as (clock, client, session):
+        assert isinstance(await session.recv(), Started)
+        await client.send_text("my card is 4111")
+        await client.send_dtmf("5")
+        typed, d = await session.recv(), await session.recv()
+        assert isinstance(typed, TypedText) and typed.text == "my card is 4111" and typed.at == clock.now()
+        assert isinstance(d, Dtmf) and "4111" not in repr(typed)
 
 
 async def test_routed_caller_audio_reaches_the_sink_in_order_and_every_other_event_still_comes_by_recv() -> None:

@@ -44,6 +44,7 @@ from brisvox.engine.config import EngineConfig, SpeculationMode
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
 from brisvox.engine.events import CallEvents, CallObserver, EngineFailure
 from brisvox.engine.flowrun import FlowRun
+from brisvox.engine.hooks import HookPoint, hook_stage
 from brisvox.engine.listen import ListenStage
 from brisvox.engine.memory import CallMemory
 from brisvox.engine.out import TransportOut
@@ -308,7 +309,9 @@ class _Call:
                 )
                 self.out = out = TransportOut(commands, book, timeline, events)
                 pipeline = Pipeline("call")
-                for stage in (listen, driver, runner, speak, out):
+                hooks = {point: [hook_stage(h) for h in config.hooks if h.point is point] for point in HookPoint}
+                for stage in (listen, *hooks[HookPoint.AFTER_LISTENING], driver, *hooks[HookPoint.BEFORE_LLM],
+                              runner, *hooks[HookPoint.BEFORE_SPEAKING], speak, out):
                     pipeline.then(stage)
                 running = pipeline.start(clock)
                 session.route_caller_audio(_audio_into(running))

@@ -11,6 +11,7 @@ from brisvox.agent.tools import FillerConfig, ToolEngineConfig
 from brisvox.agent.turn import Adaptive, TurnPolicy
 from brisvox.agent.window import WindowPolicy
 from brisvox.core.errors import ConfigError
+from brisvox.engine.hooks import Hook
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig
 
@@ -104,6 +105,8 @@ class EngineConfig:
     # otherwise); None: the call's input rate.  Caller audio at another rate is converted
     # once, as it arrives (one ResampleStream per call).
     listen_rate: int | None = None
+    # Custom processing at named points (brisvox.engine.hooks), in the order given per point.
+    hooks: tuple[Hook, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("stt_rate", "listen_rate"):

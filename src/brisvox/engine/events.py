@@ -35,9 +35,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
 from brisvox.agent.tools import Outcome, ToolKind
 from brisvox.core.errors import ChannelClosed, ConfigError
@@ -142,6 +142,7 @@ class ToolCallStarted(_Event):
     name: str
     arguments: str
     kind: ToolKind | None = None  # None: a tool the registry does not know
+    parsed: Mapping[str, Any] | None = None  # the arguments as a mapping (None: they were not valid JSON)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

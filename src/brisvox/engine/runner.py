@@ -470,7 +470,8 @@ class LlmRunner(Processor):
                 else call.raw_arguments
             spec = self.tools.registry.spec(call.name) if self.tools is not None and call.name else None
             self.events.emit(ToolCallStarted(epoch=epoch, at=at, call_id=call.id, name=call.name or "",
-                                             arguments=arguments, kind=None if spec is None else spec.kind))
+                                             arguments=arguments, kind=None if spec is None else spec.kind,
+                                             parsed=call.arguments if isinstance(call, ToolCall) else None))
 
     def _deliver(self, execution: Execution, at: float) -> None:
         """The round's results (and late notes) into the context; one settled event per result."""

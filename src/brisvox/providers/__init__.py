@@ -1,9 +1,33 @@
 """brisvox.providers: the STT, LLM and TTS interfaces, their events and errors.
 
+Providers as objects, for :class:`brisvox.Agent` (:mod:`brisvox.providers.choice`):
+``OpenAI(model=...)``, ``Anthropic``, ``Gemini``, ``OpenRouter``, ``Ollama``, ``Vllm``,
+``LocalLlama``, ``Scripted``, ``Auto`` (LLM); ``Deepgram``, ``LocalWhisper`` (STT);
+``Cartesia``, ``ElevenLabs``, ``OpenAISpeech``, ``Hibari`` (TTS).
+
 Adapters live in subpackages (``local`` for the embedded models); mocks live in
 ``brisvox.sim``.  See docs/PROVIDERS.md.
 """
 
+from brisvox.providers.choice import (
+    Anthropic,
+    Auto,
+    Cartesia,
+    Deepgram,
+    ElevenLabs,
+    Gemini,
+    Hibari,
+    LocalLlama,
+    LocalWhisper,
+    Ollama,
+    OpenAI,
+    OpenAISpeech,
+    OpenRouter,
+    ProviderChoice,
+    Scripted,
+    Stage,
+    Vllm,
+)
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
@@ -38,18 +62,34 @@ from brisvox.providers.tts import (
 
 __all__ = [
     "DEFAULT_EVENT_CAPACITY",
+    "Anthropic",
+    "Auto",
+    "Cartesia",
+    "Deepgram",
     "Done",
+    "ElevenLabs",
     "FinishReason",
+    "Gemini",
     "GeneratorLlmStream",
+    "Hibari",
     "LlmError",
     "LlmEvent",
     "LlmProvider",
     "LlmRequest",
     "LlmStream",
+    "LocalLlama",
+    "LocalWhisper",
+    "Ollama",
+    "OpenAI",
+    "OpenAISpeech",
+    "OpenRouter",
+    "ProviderChoice",
     "ProviderDataDelta",
     "ProviderError",
     "ProviderErrorKind",
+    "Scripted",
     "SessionBase",
+    "Stage",
     "SttConfig",
     "SttError",
     "SttEvent",
@@ -71,4 +111,5 @@ __all__ = [
     "TtsSessionBase",
     "TtsWords",
     "Usage",
+    "Vllm",
 ]

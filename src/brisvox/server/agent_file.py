@@ -48,6 +48,8 @@ from brisvox.agent.turn import (
 )
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
+from brisvox.engine.hooks import Hook
+from brisvox.providers.choice import ProviderChoice
 from brisvox.server._section import Section, in_bounds, range_text
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.agent_flow import (
@@ -76,6 +78,7 @@ __all__ = [
     "ProviderChoice",
     "load_agent_file",
     "parse_agent_file",
+    "parse_agent_table",
 ]
 
 
@@ -204,18 +207,6 @@ _SECTIONS = tuple(_File.model_fields)
 
 
 @dataclass(frozen=True, slots=True)
-class ProviderChoice:
-    """The provider of one stage, its options table and its key (``None`` when it takes none
-    or when the file was checked without an environment)."""
-
-    stage: Stage
-    provider: str
-    options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    api_key_env: str | None = None
-    api_key: Secret | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class AgentDefinition:
     """A checked agent file."""
 
@@ -235,6 +226,7 @@ class AgentDefinition:
     tts: ProviderChoice
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
+    hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
 
     def provider(self, stage: Stage) -> ProviderChoice:
         return {Stage.STT: self.stt, Stage.LLM: self.llm, Stage.TTS: self.tts}[stage]
@@ -304,7 +296,21 @@ def parse_agent_file(
         line, col = (int(m.group(1)), int(m.group(2))) if m else (at.line, at.column)
         msg = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(exc))
         raise AgentFileError([Problem(file, line, col, "", f"TOML syntax: {msg}")]) from None
-    report = _Report(file, index_positions(text))
+    return parse_agent_table(raw, source=source, positions=index_positions(text), available_tools=available_tools,
+                             environ=environ)
+
+
+def parse_agent_table(
+    raw: dict[str, Any],
+    *,
+    source: str | Path,
+    positions: Positions | None = None,
+    available_tools: Collection[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> AgentDefinition:
+    """Check an agent file's parsed table (what ``tomllib`` gives; :class:`brisvox.Agent` builds
+    one from its fields, so a Python agent is checked by the same code as a file)."""
+    report = _Report(str(source), positions if positions is not None else Positions())
     model = _check_shape(raw, report)
     if model is None:
         # The tool names are still checked when they are readable, so one run shows both.

@@ -241,6 +241,7 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         listen_rate=LISTEN_RATE,
         window=definition.window.policy,
         summary=SummaryConfig(enabled=definition.window.summarize, timeout=definition.window.summary_timeout),
+        hooks=definition.hooks,
     )
 
 

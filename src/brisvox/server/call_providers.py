@@ -25,13 +25,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
 from brisvox.agent.window import Summarizer
-from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock
 from brisvox.core.errors import BrisvoxError, ConfigError
 from brisvox.core.secret import Secret
@@ -39,9 +38,10 @@ from brisvox.engine import Providers
 from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.inference.vad import VoiceActivityDetector, energy_vad, silero_vad
 from brisvox.providers.llm import LlmProvider
+from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.stt import SttProvider
 from brisvox.providers.summarizer import LlmSummarizer
-from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsFlushed, TtsProvider, TtsSession
+from brisvox.providers.tts import TtsProvider
 from brisvox.server.agent_file import AgentDefinition, ProviderChoice
 from brisvox.server.providers import (
     LLM_REQUEST_OPTIONS,
@@ -52,80 +52,9 @@ from brisvox.server.providers import (
     resolve_llm,
 )
 
-__all__ = ["CallProviders", "ResamplingTts", "build_call_providers", "choose_llm"]
+__all__ = ["CallProviders", "build_call_providers", "choose_llm"]
 
 log = logging.getLogger(__name__)
-
-
-class _ResamplingSession:
-    """A TTS session whose audio is converted to ``rate`` (one resampler per context)."""
-
-    def __init__(self, inner: TtsSession, rate: int) -> None:
-        self._inner = inner
-        self._rate = rate
-        self._streams: dict[int, ResampleStream] = {}
-
-    async def send_text(self, context_id: int, text: str) -> None:
-        await self._inner.send_text(context_id, text)
-
-    async def flush(self, context_id: int) -> None:
-        await self._inner.flush(context_id)
-
-    def cancel(self, context_id: int) -> None:
-        self._streams.pop(context_id, None)
-        self._inner.cancel(context_id)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> TtsEvent:
-        while True:
-            event = await self._inner.__anext__()
-            if isinstance(event, TtsAudio) and event.sample_rate != self._rate:
-                stream = self._streams.get(event.context_id)
-                if stream is None or stream.in_rate != event.sample_rate:
-                    stream = self._streams[event.context_id] = ResampleStream(event.sample_rate, self._rate)
-                pcm = stream.process(event.pcm)
-                if not pcm:
-                    continue
-                return TtsAudio(context_id=event.context_id, pcm=pcm, sample_rate=self._rate)
-            if isinstance(event, TtsFlushed):
-                self._streams.pop(event.context_id, None)  # the filter's few ms of tail are dropped
-            return event
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
-        await self.aclose()
-
-
-class ResamplingTts:
-    """A TTS provider that synthesizes at ``native_rate`` and delivers the call's rate.
-
-    A call whose rate is ``native_rate`` or one of ``direct`` (rates the inner provider
-    speaks itself) gets the inner session unchanged."""
-
-    def __init__(self, inner: TtsProvider, native_rate: int, *, direct: Collection[int] = ()) -> None:
-        self._inner = inner
-        self._native = native_rate
-        self._direct = frozenset(direct)
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    async def warm(self) -> None:
-        await self._inner.warm()
-
-    async def connect(self, config: TtsConfig) -> TtsSession:
-        if config.sample_rate in self._direct:
-            return await self._inner.connect(config)
-        session = await self._inner.connect(dataclasses.replace(config, sample_rate=self._native))
-        return session if config.sample_rate == self._native else _ResamplingSession(session, config.sample_rate)
 
 
 def choose_llm(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> tuple[LlmProvider, str]:
@@ -135,7 +64,7 @@ def choose_llm(definition: AgentDefinition, clock: Clock, environ: Mapping[str, 
     if resolved.auto is None:
         # temperature and max_tokens go with each request (engine_config); the rest is the adapter's.
         options = {k: v for k, v in section.options.items() if k not in (*LLM_REQUEST_OPTIONS, "model")}
-        key = _key(definition, section) if section.api_key_env is not None else None
+        key = _key(definition, section, environ) if section.api_key_env is not None else None
     else:
         options = {}
         # auto's variables were checked by name only; the key is read here, at the one place that builds it.
@@ -240,7 +169,7 @@ def _vad_factory() -> tuple[Callable[[int], VoiceActivityDetector], str, Inferen
     return (lambda rate: silero_vad(model, pool, sample_rate=rate)), "silero", pool
 
 
-def _stt(definition: AgentDefinition, clock: Clock) -> SttProvider:
+def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> SttProvider:
     """The agent's STT (cloud adapters are imported only when chosen)."""
     choice = definition.stt
     if choice.provider == "local":
@@ -248,14 +177,14 @@ def _stt(definition: AgentDefinition, clock: Clock) -> SttProvider:
 
         return WhisperStt()
     if choice.provider == "deepgram":
-        key = _key(definition, choice)
+        key = _key(definition, choice, environ)
         with _extra(choice.stage, choice.provider):
             from brisvox.providers.cloud.deepgram import DeepgramOptions, DeepgramStt
         return DeepgramStt(DeepgramOptions(api_key=key, **choice.options), clock)
     raise ConfigError(f"{definition.source}: stt provider {choice.provider!r} is not available in this build")
 
 
-def _tts(definition: AgentDefinition, clock: Clock) -> TtsProvider:
+def _tts(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> TtsProvider:
     """The agent's TTS, wrapped in ResamplingTts when it cannot speak at every call rate."""
     choice = definition.tts
     if choice.provider == "local":
@@ -263,19 +192,19 @@ def _tts(definition: AgentDefinition, clock: Clock) -> TtsProvider:
 
         return ResamplingTts(HibariTts(), HIBARI_SAMPLE_RATE)
     if choice.provider == "cartesia":
-        key = _key(definition, choice)
+        key = _key(definition, choice, environ)
         with _extra(choice.stage, choice.provider):
             from brisvox.providers.cloud.cartesia import CartesiaOptions, CartesiaTts
         return CartesiaTts(CartesiaOptions(api_key=key, **choice.options), clock)  # 8 to 48 kHz: every call rate
     if choice.provider == "elevenlabs":
-        key = _key(definition, choice)
+        key = _key(definition, choice, environ)
         with _extra(choice.stage, choice.provider):
             from brisvox.providers.cloud import elevenlabs as el
         tts = el.ElevenLabsTts(el.ElevenLabsOptions(api_key=key, **choice.options), clock)
         return ResamplingTts(tts, 24_000, direct=el.SAMPLE_RATES)  # no 48 kHz: that call gets 24 kHz resampled
     if choice.provider == "openai":
         # The key is optional (an OpenAI-compatible speech server may take none); a named one must be set.
-        speech_key = _key(definition, choice) if choice.api_key_env is not None else None
+        speech_key = _key(definition, choice, environ) if choice.api_key_env is not None else None
         with _extra(choice.stage, choice.provider):
             from brisvox.providers.cloud import openai_speech as osp
         speech = osp.OpenAiSpeechOptions(api_key=speech_key, **choice.options)
@@ -284,11 +213,15 @@ def _tts(definition: AgentDefinition, clock: Clock) -> TtsProvider:
     raise ConfigError(f"{definition.source}: tts provider {choice.provider!r} is not available in this build")
 
 
-def _key(definition: AgentDefinition, choice: ProviderChoice) -> Secret:
-    if choice.api_key is None:
+def _key(definition: AgentDefinition, choice: ProviderChoice, environ: Mapping[str, str]) -> Secret:
+    """The key the file checked already, or (an agent built in Python) read now from its variable."""
+    if choice.api_key is not None:
+        return choice.api_key
+    value = environ.get(choice.api_key_env, "") if choice.api_key_env is not None else ""
+    if not value:
         raise ConfigError(f"{definition.source}: {choice.stage.value} provider {choice.provider!r} needs its key "
                           f"in the environment variable {choice.api_key_env or '(api_key_env is not set)'}")
-    return choice.api_key
+    return Secret(value)
 
 
 @contextlib.contextmanager
@@ -309,8 +242,8 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
     Only what the agent uses is built: the local models load only for ``local`` stages, and
     building a cloud adapter opens no connection (each call connects its own session).
     """
-    stt = _stt(definition, clock)
-    tts = _tts(definition, clock)
+    stt = _stt(definition, clock, environ)
+    tts = _tts(definition, clock, environ)
     llm, label = choose_llm(definition, clock, environ)
     summaries, summary_llm = _summary_llm(definition, llm, clock, environ)
     vad, vad_label, pool = _vad_factory()

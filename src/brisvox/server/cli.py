@@ -27,7 +27,11 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` stays fast)
+    from collections.abc import Mapping
+    from pathlib import Path
+
     from brisvox.core.clock import Clock
+    from brisvox.server.agent import Agent
     from brisvox.server.agent_file import AgentDefinition
     from brisvox.server.call import EngineCall
     from brisvox.server.call_providers import CallProviders
@@ -56,22 +60,47 @@ def configure_logging(level: str) -> None:
     install_log_masking()  # every Secret's value is masked in every log line, vendor texts included
 
 
-def run_check(args: argparse.Namespace, tools: ToolSet) -> int:
-    from brisvox.server.agent_file import AgentFileError, load_agent_file
+def run_check(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = None) -> int:
+    """``brisvox check``: the agent file named, or (``brisvox.run(agent)`` without a file) the agent."""
     from brisvox.server.providers import resolve_llm
 
-    try:
-        definition = load_agent_file(args.agent_file, available_tools=tools,
-                                     environ=os.environ if args.env else None)
-    except AgentFileError as exc:
-        for problem in exc.problems:
+    loaded = _load(args.agent_file, tools, agent, os.environ if args.env else None)
+    if isinstance(loaded, list):
+        for problem in loaded:
             print(problem, file=sys.stderr)
-        print(f"{args.agent_file}: {len(exc.problems)} problem(s)", file=sys.stderr)
+        print(f"{_where(args.agent_file, agent)}: {len(loaded)} problem(s)", file=sys.stderr)
         return 1
+    definition, _ = loaded
     llm = definition.llm
     label = resolve_llm(llm.provider, llm.options, llm.api_key_env, os.environ).label
-    print(f"{args.agent_file}: ok, {_summary(definition, label)}")
+    print(f"{_where(args.agent_file, agent)}: ok, {_summary(definition, label)}")
     return 0
+
+
+def _where(path: Path | None, agent: Agent | None) -> str:
+    return str(path) if path is not None or agent is None else f"agent {agent.name!r}"
+
+
+def _load(path: Path | None, tools: ToolSet, agent: Agent | None,
+          environ: Mapping[str, str] | None) -> tuple[AgentDefinition, ToolSet] | list[str]:
+    """The definition to run and its tools, or every problem: the file at ``path`` against
+    ``tools``, else ``agent`` (with ``environ``, each key variable must be set)."""
+    from brisvox.server.agent import AgentError
+    from brisvox.server.agent_file import AgentFileError, load_agent_file
+
+    if path is None and agent is not None:
+        try:
+            if environ is not None:
+                agent.check(environ)
+        except AgentError as exc:
+            return list(exc.problems)
+        return agent.definition(), agent.toolset()
+    if path is None:
+        return ["no agent file given"]
+    try:
+        return load_agent_file(path, available_tools=tools, environ=environ), tools
+    except AgentFileError as exc:
+        return [str(p) for p in exc.problems]
 
 
 _SECRET_VARIABLE = "BRISVOX_AUTH_SECRET"
@@ -140,13 +169,13 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
             tracing.shutdown()  # the last spans go out
 
 
-def run_serve(args: argparse.Namespace, tools: ToolSet, *, ready_line: str | None = None) -> int:
+def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = None, *,
+              ready_line: str | None = None) -> int:
     """``brisvox serve``; ``ready_line`` is printed once the providers are built (so a missing
     extra or key fails before it), before the server starts listening."""
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
-    from brisvox.server.agent_file import AgentFileError, load_agent_file
     from brisvox.server.call import EngineEndpoint, twilio_endpoint
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.host import ServerParts
@@ -163,7 +192,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, *, ready_line: str | Non
         return EXIT_STARTUP_FAILURE
     configure_logging(settings.log_level)
     agent_path = args.agent_file or settings.agent_file
-    if agent_path is None:
+    if agent_path is None and agent is None:
         from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 
         agent_path = DEMO_AGENT_FILE
@@ -174,13 +203,13 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, *, ready_line: str | Non
         return EXIT_STARTUP_FAILURE
     for warning in exposure_warnings(settings, insecure=args.insecure):
         print(f"brisvox serve: warning: {warning}", file=sys.stderr)
-    try:
-        definition = load_agent_file(agent_path, available_tools=tools, environ=os.environ)
-    except AgentFileError as exc:
-        for problem in exc.problems:
+    loaded = _load(agent_path, tools, agent, os.environ)
+    if isinstance(loaded, list):
+        for problem in loaded:
             print(problem, file=sys.stderr)
-        print("brisvox serve: the agent file is invalid; not starting", file=sys.stderr)
+        print("brisvox serve: the agent is invalid; not starting", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
+    definition, tools = loaded
     clock = SystemClock()
     try:
         providers = build_call_providers(definition, clock, os.environ)

@@ -80,6 +80,16 @@ class ServerParts:
     """The call endpoint's transport counters, exported on ``/metrics`` (``brisvox_transport_events_total``)."""
 
 
+def max_calls_for(settings: Settings) -> int:
+    """``BRISVOX_MAX_CALLS``, or the default from the cores and the inference pools (logged)."""
+    if settings.max_calls is not None:
+        return settings.max_calls
+    max_calls = default_max_calls(live_pools(), os.cpu_count() or 1)
+    log.info("max_calls %d (from %d cores and the pools %s)", max_calls, os.cpu_count() or 1,
+             ", ".join(f"{p.name}: {p.lane_capacity}" for p in live_pools()) or "(none)")
+    return max_calls
+
+
 def bind_listener(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (raises OSError)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -120,11 +130,7 @@ async def serve(
     def on_end(ended: Any) -> None:
         metrics.record_call_ended(ended)
 
-    max_calls = settings.max_calls
-    if max_calls is None:
-        max_calls = default_max_calls(live_pools(), os.cpu_count() or 1)
-        log.info("max_calls %d (from %d cores and the pools %s)", max_calls, os.cpu_count() or 1,
-                 ", ".join(f"{p.name}: {p.lane_capacity}" for p in live_pools()) or "(none)")
+    max_calls = max_calls_for(settings)
     manager: SessionManager[Any] = SessionManager(
         parts.runner, max_sessions=max_calls, clock=clock, name="calls", on_end=on_end
     )

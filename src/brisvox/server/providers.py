@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from brisvox.providers.choice import Stage
+
 __all__ = [
     "AUTO_CLOUD_LLMS", "AUTO_LLM", "AUTO_ORDER", "CATALOG", "DEFAULT_LLM_MODELS", "DEFAULT_PROVIDERS", "LLM_REQUEST_OPTIONS", "Bounds",
     "KeyUse", "LlmChoice", "OptionType", "ProviderEntry", "Stage", "local_llm_ready", "lookup", "resolve_llm",
@@ -40,12 +42,6 @@ LLM_REQUEST_OPTIONS = ("temperature", "max_tokens")
 """LLM options that are not the adapter's: they go to ``LlmConfig`` (sent with each request)."""
 
 _NO_BOUNDS: Mapping[str, Bounds] = MappingProxyType({})
-
-
-class Stage(enum.Enum):
-    STT = "stt"
-    LLM = "llm"
-    TTS = "tts"
 
 
 class KeyUse(enum.Enum):

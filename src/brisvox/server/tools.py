@@ -5,26 +5,19 @@ An agent file lists the ones it uses (``agent.tools``); a listed name the set do
 have stops the start (see :mod:`brisvox.server.agent_file`).  Each call then gets a
 tool engine over the agent's tools only.
 
-A tool is an async function ``tool(arguments, ctx)`` (the tool engine's
-:class:`~brisvox.agent.tools.Tool`): ``arguments`` is the dict the model sent, already
-checked against ``parameters`` (a JSON Schema); ``ctx`` is the
-:class:`~brisvox.agent.tools.ToolCallContext` (session, epoch, call, cancellation, and
-``ctx.idempotency_key()``).  It returns text or a JSON value, and raises the tool
-engine's ``ToolError`` for a failure the model should read.  Two kinds:
-
-* ``@tools.read_only(...)``: only looks things up; may run speculatively, is dropped
-  at its timeout.
-* ``@tools.side_effect(...)``: changes the world; runs once per idempotency key, keeps
-  running past its timeout (the result comes later), and with ``confirm=True`` waits for
-  the caller's yes in a later turn.
+Tools are declared from async functions with :mod:`brisvox.tool` (name, docstring and
+signature are the declaration) and added with :meth:`ToolSet.include`, or declared and
+added at once with ``@tools.read_only`` / ``@tools.side_effect`` (the same decorators,
+same options).  :meth:`ToolSet.add` registers a spec and a raw
+:class:`~brisvox.agent.tools.Tool` (``tool(arguments, ctx)``) as the tool engine takes them.
 
 ::
 
     tools = ToolSet()
 
-    @tools.read_only(description="The current time in a time zone.",
-                     parameters={"type": "object", "properties": {"zone": {"type": "string"}}})
-    async def get_time(arguments, ctx):
+    @tools.read_only(timeout=1.0)
+    async def get_time(zone: str) -> str:
+        "The current time in an IANA time zone."
         ...
 
     brisvox.run_with_tools(tools)   # the brisvox command line, with these tools
@@ -32,24 +25,15 @@ engine's ``ToolError`` for a failure the model should read.  Two kinds:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
-from brisvox.agent.tools import (
-    CONFIRM_PENDING,
-    DEFAULT_FILLER_AFTER,
-    DEFAULT_TOOL_TIMEOUT,
-    Tool,
-    ToolKind,
-    ToolRegistry,
-    ToolSpec,
-)
+from brisvox import tool
+from brisvox.agent.tools import CONFIRM_PENDING, Tool, ToolKind, ToolRegistry, ToolSpec
 from brisvox.core.errors import ConfigError
+from brisvox.tool import FunctionTool
 
 __all__ = ["ToolSet"]
-
-_EMPTY_OBJECT: Mapping[str, Any] = {"type": "object", "properties": {}}
-
 
 class ToolSet:
     """Tools by name (see the module docs), checked by the tool engine's registry as they are added."""
@@ -65,44 +49,30 @@ class ToolSet:
         self._registry.register(spec, tool)
         self._order.append(spec.name)
 
-    def read_only(
-        self,
-        *,
-        description: str,
-        parameters: Mapping[str, Any] = _EMPTY_OBJECT,
-        name: str | None = None,
-        timeout: float = DEFAULT_TOOL_TIMEOUT,
-        filler_after: float | None = DEFAULT_FILLER_AFTER,
-    ) -> Callable[[Tool], Tool]:
-        """Decorator: register a ReadOnly tool (named after the function unless ``name`` is given)."""
+    def include(self, *tools: FunctionTool) -> None:
+        """Register tools declared with :mod:`brisvox.tool` (a method must be bound: ``instance.method``)."""
+        for t in tools:
+            if not isinstance(t, FunctionTool):
+                raise ConfigError(f"{t!r} is not a tool: declare it with @brisvox.tool.read_only or .side_effect")
+            if not t.bound:
+                raise ConfigError(f"tool {t.name!r} is a method: include instance.{t.name}, not the class's")
+            self.add(t.spec, t)
 
-        def register(tool: Tool) -> Tool:
-            self.add(ToolSpec(name=name or _tool_name(tool), description=description, parameters=dict(parameters),
-                              kind=ToolKind.READ_ONLY, timeout=timeout, filler_after=filler_after), tool)
-            return tool
+    def read_only(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """Decorator: :func:`brisvox.tool.read_only`, and the tool registered here."""
+        return self._declared(tool.read_only, fn, options)
 
-        return register
+    def side_effect(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """Decorator: :func:`brisvox.tool.side_effect`, and the tool registered here."""
+        return self._declared(tool.side_effect, fn, options)
 
-    def side_effect(
-        self,
-        *,
-        description: str,
-        parameters: Mapping[str, Any] = _EMPTY_OBJECT,
-        name: str | None = None,
-        timeout: float = DEFAULT_TOOL_TIMEOUT,
-        filler_after: float | None = DEFAULT_FILLER_AFTER,
-        confirm: bool = False,
-        repeatable: bool = False,
-    ) -> Callable[[Tool], Tool]:
-        """Decorator: register a SideEffect tool."""
+    def _declared(self, make: Callable[..., Any], fn: Callable[..., Any] | None, options: dict[str, Any]) -> Any:
+        def register(f: Callable[..., Any]) -> FunctionTool:
+            declared: FunctionTool = make(**options)(f)
+            self.include(declared)
+            return declared
 
-        def register(tool: Tool) -> Tool:
-            self.add(ToolSpec(name=name or _tool_name(tool), description=description, parameters=dict(parameters),
-                              kind=ToolKind.SIDE_EFFECT, timeout=timeout, filler_after=filler_after,
-                              confirm=confirm, repeatable=repeatable), tool)
-            return tool
-
-        return register
+        return register(fn) if fn is not None else register
 
     def spec(self, name: str) -> ToolSpec | None:
         return self._registry.spec(name) if name != CONFIRM_PENDING else None
@@ -140,9 +110,3 @@ class ToolSet:
     def __len__(self) -> int:
         return len(self._order)
 
-
-def _tool_name(tool: Tool) -> str:
-    name = getattr(tool, "__name__", "")
-    if not isinstance(name, str) or not name:
-        raise ConfigError("a tool needs a name: pass name=... for a callable without __name__")
-    return name

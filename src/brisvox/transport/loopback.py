@@ -37,6 +37,7 @@ from brisvox.transport.events import (
     WireMarkEcho,
     WireOut,
     WireStarted,
+    WireText,
 )
 from brisvox.transport.link import CallEnds, CallLink, call_pair
 
@@ -93,6 +94,10 @@ class LoopbackClient:
 
     async def send_dtmf(self, digit: str) -> None:
         await self._send(WireDtmf(digit, self._clock.now()))
+
+    async def send_text(self, text: str) -> None:
+        """A message typed instead of spoken (a turn of its own; an interruption while the bot speaks)."""
+        await self._send(WireText(text, self._clock.now()))
 
     async def echo_mark(self, mark_id: str) -> None:
         await self._send(WireMarkEcho(mark_id))

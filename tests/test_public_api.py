@@ -1,0 +1,31 @@
+"""The top-level package's public names are pinned; the examples use only public modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import brisvox
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_the_top_level_package_exports_exactly_these_names() -> None:
+    assert sorted(brisvox.__all__) == sorted([
+        "Agent", "AgentError", "FunctionTool", "Hook", "HookPoint", "ToolContext", "ToolError", "ToolSet", "__version__", "asgi", "run",
+        "run_with_tools", "tool",
+    ])
+    for name in brisvox.__all__:
+        assert getattr(brisvox, name) is not None
+
+
+def test_the_examples_import_no_private_module() -> None:
+    private = []
+    for path in sorted(EXAMPLES.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            private += [f"{path.name}: {n}" for n in names
+                        if n.startswith("brisvox") and any(p.startswith("_") for p in n.split("."))]
+    assert private == []
+    assert any(EXAMPLES.rglob("*.py"))
