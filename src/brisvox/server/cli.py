@@ -144,6 +144,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
     from brisvox.server.metrics import ServerMetrics
     from brisvox.server.page import page_routes
+    from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
     from brisvox.server.settings import Settings
 
     try:
@@ -189,15 +190,17 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     endpoint = EngineEndpoint(clock, ws_config)
     twilio = twilio_endpoint(settings, clock, ws_config)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
+    rtvi = RtviEndpoint(clock, ws_config)
 
     def stop_calls() -> None:
         endpoint.close()
         twilio.close()
         telnyx.close()
+        rtvi.close()
 
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=stop_calls,
-        call_routes=((settings.twilio_path, twilio), (settings.telnyx_path, telnyx)),
+        call_routes=((settings.twilio_path, twilio), (settings.telnyx_path, telnyx), (RTVI_PATH, rtvi)),
         self_authenticating=frozenset(route for route, carrier in ((settings.twilio_path, twilio),
                                                                     (settings.telnyx_path, telnyx))
                                       if carrier.self_authenticating),
