@@ -16,7 +16,8 @@ It asserts, at every sample:
   (from before the request to after the answer): the server holds a call's place from
   before the upgrade to after its close frame, so that count is a lower bound of the
   server's admitted calls at the sampled moment.  The cap of connections that have
-  not started is ``--unstarted-cap`` (0 in this branch: the server has none yet);
+  not started is the server's own (``BRISVOX_MAX_UNSTARTED``, read through the settings;
+  ``--unstarted-cap`` sets it for the server and the check alike);
 
 and at the end that every call that got ``started`` heard its greeting (bot audio with a
 peak over ``--loud``) and no call ended with an error.  It reports, per N: calls offered,
@@ -50,7 +51,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # this checkout's brisvox, as the server's
 from _procutil import cpu_seconds
+from brisvox.server.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 FRAME = bytes(640)  # 20 ms of 16 kHz pcm16 silence
@@ -90,13 +93,14 @@ class Sample:
 
 
 class Server:
-    def __init__(self, max_calls: int | None) -> None:
+    def __init__(self, max_calls: int | None, max_unstarted: int) -> None:
         env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src"),
                "BRISVOX_LLM_SCRIPTED": "1"}
         for name in LLM_VARIABLES:
             env.pop(name, None)
         if max_calls is not None:
             env["BRISVOX_MAX_CALLS"] = str(max_calls)
+        env["BRISVOX_MAX_UNSTARTED"] = str(max_unstarted)
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"brisvox-load-{os.getpid()}.log"
         self.log = self.log_path.open("w")
         self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
@@ -269,6 +273,7 @@ async def run_load(base: str, server: Server, n: int, args: argparse.Namespace) 
     report: dict[str, object] = {
         "offered": n,
         "max_calls": samples[0].max if samples else None,
+        "unstarted_cap": args.unstarted_cap,
         "admitted_peak": peak_admitted,
         "open_sockets_peak": max((s.open_sockets for s in samples), default=0),
         "started": len(started),
@@ -283,6 +288,7 @@ async def run_load(base: str, server: Server, n: int, args: argparse.Namespace) 
         "cores_per_call": round(cores_per_call, 4) if cores_per_call is not None else None,
         "rss_idle_mb": round(rss_idle / 1024, 1),
         "rss_per_call_mb": round((peak_rss - rss_idle) / 1024 / peak_admitted, 2) if peak_admitted else None,
+        "load_average_1m": round(os.getloadavg()[0], 2),  # the whole machine's, at the round's end
         "problems": problems,
     }
     return not problems, report
@@ -295,11 +301,14 @@ def main() -> int:
     parser.add_argument("--ramp", type=float, default=1.0, help="seconds over which the calls of a round start")
     parser.add_argument("--interval", type=float, default=0.2, help="seconds between samples")
     parser.add_argument("--max-calls", type=int, default=None, help="BRISVOX_MAX_CALLS (unset: the server's default)")
-    parser.add_argument("--unstarted-cap", type=int, default=0,
-                        help="connections the server lets sit before start (0: this branch has no such cap)")
+    parser.add_argument("--unstarted-cap", type=int, default=None,
+                        help="BRISVOX_MAX_UNSTARTED: connections the server lets sit before start "
+                             "(unset: the settings' value, from the environment or the default)")
     parser.add_argument("--loud", type=int, default=500, help="a greeting is bot audio with a peak over this")
     args = parser.parse_args()
-    server = Server(args.max_calls)
+    if args.unstarted_cap is None:
+        args.unstarted_cap = Settings.from_env().max_unstarted
+    server = Server(args.max_calls, args.unstarted_cap)
     ok = True
     try:
         base = server.wait_ready()

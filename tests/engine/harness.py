@@ -154,3 +154,23 @@ async def simulate(
         listener.cancel()
     await wait_for_task_baseline(clock, baseline)  # the call left no task behind
     return SimResult(report, heard, speaker)
+
+
+async def two_turns_with_a_tool_and_a_barge_in(clock: SimClock, observer: CallObserver | None) -> SimResult:
+    """A call of two turns: a tool call then a long reply, which the second turn cuts (a barge-in)."""
+    from brisvox.agent.interrupt import InterruptionPolicy
+    from brisvox.agent.tools import ToolKind
+    from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
+
+    async def lookup(arguments: dict[str, object], ctx: object) -> object:
+        return {"free": True}
+
+    reg = ToolRegistry()
+    reg.register(ToolSpec(name="check_availability", description="Free tables.", parameters=OBJ,
+                          kind=ToolKind.READ_ONLY), lookup)
+    llm = ScriptedLlm(clock, [[Call(name="check_availability", arguments={"day": "friday"})],
+                              [Say(" ".join(["word"] * 80))], [Say("Sure.")]])
+    scenario = (ScenarioBuilder().pause(0.5).say("a table on friday").pause(2.5)
+                .say("stop please stop now").pause(3.0).build())
+    config = EngineConfig(turn=FixedSilence(silence=0.5), interruption=InterruptionPolicy.recommended())
+    return await simulate(clock, scenario, llm, config=config, tools=reg, observer=observer)

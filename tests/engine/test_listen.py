@@ -11,10 +11,19 @@ import pytest
 
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import SimClock
-from brisvox.core.frames import InputAudioFrame, TranscriptFrame, VadStartedFrame, VadStoppedFrame
+from brisvox.core.frames import (
+    BusyStage,
+    InputAudioFrame,
+    ModelBusyFrame,
+    TranscriptFrame,
+    VadStartedFrame,
+    VadStoppedFrame,
+)
 from brisvox.core.pipeline import Links, Pipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.engine.listen import HearingLost, ListenStage
+from brisvox.inference.energy import EnergyScorer
+from brisvox.inference.vad import VadEvent, VadParams, VoiceActivityDetector
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.stt import SttError, SttEvent, Transcript
 from tests.core.helpers import Collect
@@ -125,3 +134,31 @@ async def test_a_speech_to_text_session_that_fails_for_good_fails_the_stage_s_re
                 await stt.events.put(SttError(error=error, fatal=True) if failure == "fatal event" else error)
                 await clock.sleep(0.1)
     assert [name for name, _ in seen] == ["stt-reader"]
+
+
+class SaturatingVad(VoiceActivityDetector):
+    """A detector whose pool refuses the frames the pattern marks (True: refused)."""
+
+    def __init__(self, pattern: list[bool]) -> None:
+        super().__init__(EnergyScorer(RATE), VadParams.energy())
+        self.pattern = pattern
+
+    async def process(self, pcm: bytes, at: float) -> list[VadEvent]:
+        self.saturated = self.pattern.pop(0) if self.pattern else False
+        return []
+
+
+async def test_a_saturated_vad_pool_is_reported_once_per_episode_not_per_frame() -> None:
+    clock = SimClock()
+    sink = Collect()
+    vad = SaturatingVad([False, True, True, True, False, False, True, True])
+    async with TaskScope("listen test") as scope:
+        stage = ListenStage(vad, FakeStt(), scope)
+        async with Pipeline("p").then(stage).start(clock, Links(downstream=sink)) as running:
+            for frame in frames(0.2, 0):
+                await running.send(frame)
+                await clock.sleep(0.02)
+        scope.cancel()
+    busy = sink.of(ModelBusyFrame)
+    assert len(busy) == 2  # two runs of refused frames, five refused frames
+    assert all(b.stage is BusyStage.VAD for b in busy)  # type: ignore[attr-defined]

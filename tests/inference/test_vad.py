@@ -150,9 +150,11 @@ async def test_windows_refused_by_a_full_pool_are_dropped_and_counted() -> None:
         det = VoiceActivityDetector(EnergyScorer(RATE), VadParams.energy(), pool)
         assert await det.process(tone(0.05, 3000), 0.0) == []
         assert det.dropped_windows == 5
+        assert det.saturated
         release.set()
         await asyncio.gather(running, queued)
         assert await det.process(tone(0.05, 3000), 0.05) == [VadStartedFrame(at=0.05)]
+        assert not det.saturated
 
 
 @settings(max_examples=200, deadline=None)

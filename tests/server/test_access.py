@@ -301,3 +301,13 @@ def test_mounted_under_a_prefix_the_private_paths_still_need_a_token_and_the_pro
         assert tc.get("/voice/metrics", headers={**LOCAL}).status_code == 401
         assert tc.get("/voice/metrics", headers={**LOCAL, "authorization": f"Bearer {STATIC}"}).status_code == 200
         assert tc.get("/voice/healthz", headers={"host": "10.1.2.3"}).status_code == 200
+
+
+def test_a_client_repeating_refused_requests_gets_one_log_line_not_one_per_refusal(
+        local: tuple[Server, TestClient], caplog: pytest.LogCaptureFixture) -> None:
+    server, tc = local
+    for _ in range(50):
+        assert tc.get("/metrics", headers={"host": "evil.example"}).status_code == 403
+    assert server.refused("host_not_allowed") == 50  # every refusal still counted
+    lines = [r for r in caplog.records if "host_not_allowed" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING

@@ -199,6 +199,19 @@ def test_the_metrics_listener_counts_a_latency_as_a_turn_a_settled_tool_by_its_o
     assert 'brisvox_engine_failures_total{fatal="false",stage="llm-runner"} 1.0' in text
 
 
+def test_the_metrics_listener_counts_each_model_busy_event_by_stage() -> None:
+    metrics = ServerMetrics()
+    listen = metrics_listener(metrics)
+    listen(ev.ModelBusy(epoch=1, at=2.0, stage=BusyStage.VAD, provider="vad"))
+    listen(ev.ModelBusy(epoch=1, at=2.5, stage=BusyStage.STT, provider="local-whisper"))
+    text = metrics.render().decode()
+    assert 'brisvox_model_busy_total{stage="voice_activity"} 1.0' in text
+    assert 'brisvox_model_busy_total{stage="speech_to_text"} 1.0' in text
+    assert 'brisvox_model_busy_total{stage="text_to_speech"} 0.0' in text
+    busy_vad = event_message(ev.ModelBusy(epoch=1, at=2.0, stage=BusyStage.VAD, provider="vad"))
+    assert busy_vad is not None and busy_vad["code"] == "voice_activity_busy"
+
+
 def test_each_engine_event_the_client_sees_has_its_documented_shape() -> None:
     def message(event: ev.EngineEvent) -> dict[str, object] | None:
         return event_message(event)

@@ -49,7 +49,7 @@ async def running(close_deadline: float = 12.0, **settings: Any) -> AsyncIterato
     s = Settings(port=0, **settings)
     endpoint = TransportEndpoint(clock, s.transport_config())
     parts = ServerParts(runner=echo_runner(clock), call_endpoint=endpoint, description="echo",
-                        on_stop_calls=endpoint.close)
+                        on_stop_calls=endpoint.close, transport_stats=endpoint.stats)
     edge = Edge(clock, dataclasses.replace(s.edge_config(), close_deadline=close_deadline))
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
@@ -81,6 +81,14 @@ async def get(port: int, path: str) -> int:
     status = await asyncio.wait_for(r.readline(), 5)
     w.close()
     return int(status.split()[1])
+
+
+async def get_body(port: int, path: str) -> str:
+    r, w = await asyncio.open_connection("127.0.0.1", port)
+    w.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+    data = await asyncio.wait_for(r.read(), 5)
+    w.close()
+    return data.decode()
 
 
 def frame(opcode: int, payload: bytes) -> bytes:
@@ -123,6 +131,9 @@ async def test_a_connection_that_sends_its_request_head_one_byte_at_a_time_is_dr
         w.close()
         assert srv.edge.stats.handshake_timeouts == 1
         assert await get(srv.port, "/healthz") == 200
+        scraped = await get_body(srv.port, "/metrics")
+        assert 'brisvox_edge_events_total{event="handshake_timeouts"} 1.0' in scraped
+        assert 'brisvox_transport_events_total{event="audio_floods"} 0.0' in scraped
 
 
 async def test_a_keep_alive_connection_dripping_its_next_request_is_dropped_at_the_deadline() -> None:

@@ -123,7 +123,7 @@ async def test_a_clear_drops_queued_old_audio_and_reports_the_cut_utterances_fin
 
 
 async def test_a_clear_behind_100_queued_frames_reaches_the_client_within_a_frame_time() -> None:
-    async with loopback_call(SessionConfig(pacer_capacity=128, commands_capacity=128)) as (clock, client, session):
+    async with loopback_call(SessionConfig(pacer_capacity=128)) as (clock, client, session):
         for i in range(100):
             await session.send(audio(i))
         await clock.sleep(0.1)
@@ -192,9 +192,16 @@ async def test_a_mark_cut_by_a_clear_becomes_mark_cleared_never_reaches_the_clie
         assert not any(isinstance(e, MarkPlayed) for e in evs)
 
 
-async def test_a_mark_still_in_the_command_queue_when_a_clear_applies_is_cut() -> None:
+async def test_audio_is_in_the_pacer_when_send_returns_with_no_command_task_between() -> None:
+    async with loopback_call() as (_, _client, session):
+        await session.send(audio(1, ms=60))
+        assert len(session.pacer) == 3  # cut into 20 ms frames in the sender's task
+        assert not any(t.get_name().endswith("/commands") for t in asyncio.all_tasks())
+
+
+async def test_a_mark_behind_audio_still_in_the_pacer_when_a_clear_applies_is_cut() -> None:
     async with loopback_call() as (clock, client, session):
-        for i in range(70):  # fills the pacer; the rest waits in the command queue
+        for i in range(128):  # fills the pacer
             await session.send(audio(i))
         await session.send(Mark("queued"))
         await session.send(Clear(1))

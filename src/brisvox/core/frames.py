@@ -170,13 +170,15 @@ class BusyStage(enum.Enum):
 
     STT = "speech_to_text"
     TTS = "text_to_speech"
+    VAD = "voice_activity"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class ModelBusyFrame(SystemFrame):
     """An embedded model refused a job because its inference pool is full (the machine is at
     capacity).  The listen stage sends it downstream when the speech-to-text refused the
-    caller's words: the turn driver emits a ``ModelBusy`` event, the runner answers the turn
+    caller's words, or when the voice activity detector's pool starts refusing frames (once
+    per saturation episode, not per frame): the turn driver emits a ``ModelBusy`` event, the runner answers the turn
     whose words were lost with the fallback line.  (A busy text-to-speech is an event of the
     speak stage alone: no stage acts on it.)"""
 

@@ -10,10 +10,11 @@ to) and ``at`` (the engine clock's seconds).  The stages emit them as the facts 
 * the LLM runner: :class:`UserTurn` (the words the model gets, when they enter the
   context), :class:`ToolCallStarted` and :class:`ToolCallSettled` (the tool engine's own
   :class:`~brisvox.agent.tools.Outcome`), :class:`BotHeard` (what the caller heard of a
-  reply that was cut), :class:`EngineFailure` (a turn that failed and got the fallback line);
+  reply that was cut), :class:`LlmRound` (each model request: model, times, tokens),
+  :class:`FillerStarted`, :class:`EngineFailure` (a turn that failed and got the fallback line);
 * the speak stage: :class:`BotText` (each piece of the reply as it goes to speech) and
-  :class:`BotDone` (no more text will come for the epoch), and :class:`ModelBusy` when the
-  text-to-speech refused a reply;
+  :class:`BotDone` (no more text will come for the epoch), :class:`TtsFirstAudio` (the epoch's
+  first synthesized audio), and :class:`ModelBusy` when the text-to-speech refused a reply;
 * TransportOut: :class:`BotAudible`, when the first audible sample of the turn's reply
   was released to the caller (leading silence does not count);
 * ``run_call``: :class:`EngineFailure` for a failure that ends the call.
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Final, TypeAlias
 
-from brisvox.agent.tools import Outcome
+from brisvox.agent.tools import Outcome, ToolKind
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import BusyStage, TurnEndReason
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
@@ -54,9 +55,12 @@ __all__ = [
     "EngineEvent",
     "EngineFailure",
     "EventListener",
+    "FillerStarted",
+    "LlmRound",
     "ModelBusy",
     "ToolCallSettled",
     "ToolCallStarted",
+    "TtsFirstAudio",
     "TurnEnded",
     "TurnLatency",
     "TurnStarted",
@@ -137,6 +141,7 @@ class ToolCallStarted(_Event):
     call_id: str
     name: str
     arguments: str
+    kind: ToolKind | None = None  # None: a tool the registry does not know
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
@@ -148,6 +153,34 @@ class ToolCallSettled(_Event):
     outcome: Outcome
     content: str
     is_error: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class LlmRound(_Event):
+    """One model request of the epoch ended at ``at``: sent at ``requested``, its first token
+    (text or tool call) at ``first_token`` (None: none came); tokens as the provider reported
+    them (None: it did not); ``failed``: it gave no usable answer (the fallback line was spoken)."""
+
+    round: int
+    model: str
+    requested: float
+    first_token: float | None
+    input_tokens: int | None
+    output_tokens: int | None
+    failed: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class TtsFirstAudio(_Event):
+    """The text-to-speech (or a filler clip) gave the epoch's first audio at ``at``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class FillerStarted(_Event):
+    """A filler round began while a tool ran (``tool`` the call it covers)."""
+
+    round: int
+    tool: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
@@ -178,8 +211,9 @@ class EngineFailure(_Event):
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class ModelBusy(_Event):
     """An embedded model refused work because its inference pool is full (the machine is at
-    capacity): the caller's words were lost (``BusyStage.STT``; the turn gets the fallback
-    line) or a reply cannot be spoken (``BusyStage.TTS``)."""
+    capacity): the caller's words were lost (``BusyStage.STT``, or ``BusyStage.VAD`` at the
+    start of a run of refused frames; the turn gets the fallback line) or a reply cannot be
+    spoken (``BusyStage.TTS``)."""
 
     stage: BusyStage
     provider: str
@@ -187,7 +221,8 @@ class ModelBusy(_Event):
 
 EngineEvent: TypeAlias = (
     TurnStarted | TurnEnded | UserTranscript | UserTurn | BotText | BotDone | BotHeard | ToolCallStarted
-    | ToolCallSettled | BotAudible | TurnLatency | EngineFailure | ModelBusy
+    | ToolCallSettled | BotAudible | TurnLatency | EngineFailure | ModelBusy | LlmRound | TtsFirstAudio
+    | FillerStarted
 )
 EventListener = Callable[[EngineEvent], None]
 

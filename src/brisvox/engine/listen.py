@@ -70,6 +70,7 @@ class ListenStage(Processor):
         self._stt = stt
         self._scope = scope
         self._reader_started = False
+        self._vad_busy = False  # in a saturation episode of the VAD pool (reported once at its start)
         self.stt_errors = 0
 
     @property
@@ -87,7 +88,12 @@ class ListenStage(Processor):
                 return
             if self._turn_audio is not None:
                 self._turn_audio.append(heard)
-            for event in await self._vad.process(heard, at):
+            vad_events = await self._vad.process(heard, at)
+            if self._vad.saturated != self._vad_busy:
+                self._vad_busy = self._vad.saturated
+                if self._vad_busy:  # the caller's speech may be lost: say so once per episode
+                    await ctx.push(ModelBusyFrame(stage=BusyStage.VAD, provider="vad"))
+            for event in vad_events:
                 await ctx.push(event)
                 if isinstance(event, VadStoppedFrame):
                     await self._stt_call(self._stt.finalize())

@@ -63,6 +63,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from brisvox.agent.assemble import Assembled, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context, ToolCall
@@ -100,7 +101,15 @@ from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.config import LlmConfig, SpeculationMode, Timeouts
-from brisvox.engine.events import BotHeard, CallEvents, ToolCallSettled, ToolCallStarted, UserTurn
+from brisvox.engine.events import (
+    BotHeard,
+    CallEvents,
+    FillerStarted,
+    LlmRound,
+    ToolCallSettled,
+    ToolCallStarted,
+    UserTurn,
+)
 from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.memory import CallMemory
 from brisvox.engine.playout import PlayoutBook
@@ -113,6 +122,7 @@ from brisvox.providers.llm import (
     ProviderDataDelta,
     TextDelta,
     ToolCallDelta,
+    Usage,
 )
 
 __all__ = ["LlmRunner", "RunnerStats"]
@@ -151,6 +161,14 @@ class RunnerStats:
         self.cut_messages = 0
         self.speculations = 0  # speculative starts (committed or dropped)
         self.speculations_committed = 0
+
+
+@dataclass(slots=True)
+class _Streamed:
+    """What one request's stream showed: when its first token came, the usage it reported."""
+
+    first_token: float | None = None
+    usage: Usage | None = None
 
 
 class _NoAnswer(BrisvoxError):
@@ -241,7 +259,7 @@ class LlmRunner(Processor):
 
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
         if isinstance(frame, ModelBusyFrame):
-            self._words_lost = self._words_lost or frame.stage is BusyStage.STT
+            self._words_lost = self._words_lost or frame.stage in (BusyStage.STT, BusyStage.VAD)
             return
         if isinstance(frame, UserTextFrame):
             if frame.text:
@@ -450,8 +468,9 @@ class LlmRunner(Processor):
             self._started_calls[call.id] = (epoch, call.name or "")
             arguments = json.dumps(call.arguments, separators=(",", ":")) if isinstance(call, ToolCall) \
                 else call.raw_arguments
+            spec = self.tools.registry.spec(call.name) if self.tools is not None and call.name else None
             self.events.emit(ToolCallStarted(epoch=epoch, at=at, call_id=call.id, name=call.name or "",
-                                             arguments=arguments))
+                                             arguments=arguments, kind=None if spec is None else spec.kind))
 
     def _deliver(self, execution: Execution, at: float) -> None:
         """The round's results (and late notes) into the context; one settled event per result."""
@@ -628,6 +647,7 @@ class LlmRunner(Processor):
         if choice.clip is not None:
             self.stats.filler_clips += 1
         self.timeline.mark(turn.epoch, TurnEvent.FILLER_STARTED, ctx.clock.now())
+        self.events.emit(FillerStarted(epoch=turn.epoch, at=ctx.clock.now(), round=round_, tool=tool))
         # Kept aside before it is spoken: a barge-in mid-phrase still cuts it to what was heard.
         self._pending_filler = _Filler(turn.epoch, round_, choice.text)
         try:
@@ -704,11 +724,13 @@ class LlmRunner(Processor):
         self.stats.rounds += 1
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
         assembler = ResponseAssembler()
-        timed = self.timeline.llm_request(epoch, ctx.clock.now())
+        requested = ctx.clock.now()
+        timed = self.timeline.llm_request(epoch, requested)
         spoken: list[str] = []
         failed = False
+        seen = _Streamed()
         try:
-            await self._stream(self._request(), epoch, round_, ctx, assembler, spoken, timed)
+            await self._stream(self._request(), epoch, round_, ctx, assembler, spoken, timed, seen)
         except BrisvoxError as exc:
             log.warning("the model gave no usable answer (%s); speaking the fallback line", exc)
             self.stats.fallbacks += 1
@@ -716,7 +738,15 @@ class LlmRunner(Processor):
             fallback = (" " if spoken else "") + self.config.fallback_line
             await ctx.push(LlmTextFrame(epoch=epoch, text=fallback, round=round_))
             spoken.append(fallback)
-        self.timeline.llm_done(epoch, timed, ctx.clock.now())
+        done = ctx.clock.now()
+        self.timeline.llm_done(epoch, timed, done)
+        usage = seen.usage
+        self.events.emit(LlmRound(
+            epoch=epoch, at=done, round=round_, model=self.llm.name, requested=requested,
+            first_token=seen.first_token, failed=failed,
+            input_tokens=None if usage is None else usage.input_tokens,
+            output_tokens=None if usage is None else usage.output_tokens,
+        ))
         if failed:
             assembler.cancel()
             message: AssistantMessage | None = AssistantMessage(text="".join(spoken))
@@ -737,6 +767,7 @@ class LlmRunner(Processor):
         assembler: ResponseAssembler,
         spoken: list[str],
         timed: int | None,
+        seen: _Streamed | None = None,
     ) -> None:
         """Speak the model's text as it streams; everything goes to the assembler as well.
 
@@ -759,6 +790,8 @@ class LlmRunner(Processor):
                 wait = self.timeouts.idle
                 if first and isinstance(event, TextDelta | ToolCallDelta):
                     first = False
+                    if seen is not None:
+                        seen.first_token = ctx.clock.now()
                     if round_ is not None:
                         self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
                 if isinstance(event, TextDelta):
@@ -771,6 +804,8 @@ class LlmRunner(Processor):
                 elif isinstance(event, LlmError):
                     raise _NoAnswer(str(event.error))
                 elif isinstance(event, Done):
+                    if seen is not None:
+                        seen.usage = event.usage
                     break
         finally:
             await stream.aclose()

@@ -58,7 +58,7 @@ from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.clips import FillerClip, FillerClipStore
-from brisvox.engine.events import BotDone, BotText, CallEvents, ModelBusy
+from brisvox.engine.events import BotDone, BotText, CallEvents, ModelBusy, TtsFirstAudio
 from brisvox.engine.playout import PlayoutBook
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import TtsAudio, TtsCancelled, TtsError, TtsEvent, TtsFlushed, TtsSession, TtsWords
@@ -215,7 +215,7 @@ class SpeakStage(Processor):
                 return  # a barge-in dropped it (counted there)
             self._clip_playing = utt
             self._book.push_words(utt, clip.words)
-            self._timeline.mark(epoch, TurnEvent.FIRST_TTS_AUDIO, ctx.clock.now())
+            self._first_audio(epoch, ctx.clock.now())
             await ctx.push(WordTimingsFrame(epoch=epoch, utterance=utt, words=clip.words))
             await ctx.push(OutputAudioFrame(epoch=epoch, pcm=clip.pcm, sample_rate=clip.sample_rate, utterance=utt))
             self.clips_played += 1
@@ -294,12 +294,16 @@ class SpeakStage(Processor):
         except ChannelClosed as exc:
             raise ProviderError("text-to-speech", ProviderErrorKind.CLOSED, "the session closed under the call") from exc
 
+    def _first_audio(self, epoch: int, at: float) -> None:
+        if self._timeline.mark(epoch, TurnEvent.FIRST_TTS_AUDIO, at):
+            self._events.emit(TtsFirstAudio(epoch=epoch, at=at))
+
     async def _read_session(self, ctx: ProcessorContext) -> None:
         while (event := await self._next_event()) is not None:
             if isinstance(event, TtsAudio):
                 epoch = self._book.epoch_of(event.context_id)
                 if epoch is not None:
-                    self._timeline.mark(epoch, TurnEvent.FIRST_TTS_AUDIO, ctx.clock.now())
+                    self._first_audio(epoch, ctx.clock.now())
                     await ctx.push(
                         OutputAudioFrame(
                             epoch=epoch, pcm=event.pcm, sample_rate=event.sample_rate, utterance=event.context_id

@@ -189,7 +189,9 @@ class VoiceActivityDetector:
     """Feeds PCM16 frames through a :class:`WindowScorer` and a :class:`VadTracker`.
 
     With ``pool`` the windows of each frame are scored in one job on its VAD lane; a
-    refused job (lane full) drops those windows, counted in :attr:`dropped_windows`.
+    refused job (lane full) drops those windows, counted in :attr:`dropped_windows`;
+    :attr:`saturated` says whether the last frame's job was refused (the listen stage reports
+    each saturation episode to the call).
     Without a pool the scorer runs inline (for the energy VAD, which costs microseconds).
     One detector serves one audio stream; call :meth:`process` sequentially.
     """
@@ -211,6 +213,8 @@ class VoiceActivityDetector:
         self._score_lock = threading.Lock()
         self.dropped_windows = 0
         self.scored_windows = 0
+        self.saturated = False
+        """Whether the last frame's windows were refused by a full pool (dropped)."""
 
     @property
     def sample_rate(self) -> int:
@@ -268,8 +272,10 @@ class VoiceActivityDetector:
                 probs = await self._pool.run(self._score_all, arrays, lane=Lane.VAD)
             except PoolFull:
                 self.dropped_windows += len(windows)
+                self.saturated = True
                 log.debug("VAD windows dropped: the inference pool is full")
                 return []
+            self.saturated = False
         return self._track(windows, probs)
 
     async def process_frame(self, frame: InputAudioFrame, at: float) -> list[VadEvent]:

@@ -15,7 +15,10 @@ before routing, so a refused request reaches neither admission nor a route:
 A refusal is answered before the WebSocket upgrade (an HTTP denial response when the ASGI
 server supports it, as uvicorn does; otherwise a close before accept, which the server
 turns into a 403), with ``<reason>: <detail>`` as the body, counted in
-``brisvox_auth_refused_total{reason}`` and logged once (never with the token).  A call
+``brisvox_auth_refused_total{reason}`` and logged (never with the token) through a
+:class:`~brisvox.core.ratelog.RateLimitedLog`: one line at most every ``LOG_INTERVAL``
+seconds with the counts since the last, so a client repeating refused requests cannot
+flood the log.  A call
 that passes has its credential removed from the scope (the ``Authorization`` header and
 the ``brisvox.token.`` subprotocol), and the server selects the ``brisvox`` subprotocol
 when the client offered it (browsers fail a connection whose offered subprotocols all go
@@ -36,6 +39,7 @@ from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from brisvox.core.ratelog import RateLimitedLog
 from brisvox.server.auth import (
     LOOPBACK_NAMES,
     PROTOCOL,
@@ -135,6 +139,7 @@ class AccessGuard:
         self.app = app
         self.policy = policy
         self.metrics = metrics
+        self._log = RateLimitedLog(log, "access refused", policy.wall)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -176,9 +181,9 @@ class AccessGuard:
         self.metrics.record_auth_refusal(refusal.reason.value)
         client = scope.get("client")
         path = repr(scope.get("path", ""))[:_MAX_PATH_SHOWN]
-        log.warning("refused %s %s from %s: %s %s: %s", scope["type"], path,
-                    f"{client[0]}:{client[1]}" if client else "unknown", refusal.status, refusal.reason.value,
-                    refusal.detail)
+        peer = f"{client[0]}:{client[1]}" if client else "unknown"
+        self._log.note(f"{refusal.status} {refusal.reason.value}",
+                       f"{scope['type']} {path} from {peer}: {refusal.detail}")
         response = PlainTextResponse(f"{refusal.reason.value}: {refusal.detail}\n", status_code=refusal.status,
                                      headers=_CHALLENGE if refusal.status == 401 else None)
         if scope["type"] == "http":

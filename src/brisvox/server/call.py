@@ -24,7 +24,8 @@ bug).  The endpoint spawns each call with ``hold=True``: its slot stays taken un
 socket is closed, however the session ended.
 
 Each ``ModelBusy`` event (an embedded model refused work) goes to the client as an
-``error`` event (``speech_to_text_busy`` / ``text_to_speech_busy``; the call goes on).
+``error`` event (``speech_to_text_busy``, ``voice_activity_busy`` or ``text_to_speech_busy``;
+the call goes on) and is counted in ``brisvox_model_busy_total{stage}``.
 
 The same events feed the server's ``/metrics`` (:func:`metrics_listener`): each
 ``TurnLatency`` is an answered turn with its latencies, each ``ToolCallSettled`` a
@@ -42,7 +43,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.websockets import WebSocket
 
@@ -82,6 +83,9 @@ from brisvox.transport.telnyx import Codec, TelnyxConfig
 from brisvox.transport.twilio import TwilioConfig
 from brisvox.transport.websocket import PeerClosed, ServerConfig
 from brisvox.transport.websocket import run_call as run_ws_call
+
+if TYPE_CHECKING:  # imported only when tracing is on (the otel extra)
+    from brisvox.server.tracing import Tracing
 
 __all__ = [
     "LATENCY_STAGES",
@@ -321,12 +325,19 @@ def event_message(event: ev.EngineEvent) -> dict[str, Any] | None:
     elif isinstance(event, ev.EngineFailure):
         body = {"kind": "engine_failure", "stage": event.stage, "fatal": event.fatal}
     elif isinstance(event, ev.ModelBusy):
-        what = "your words could not be transcribed" if event.stage is BusyStage.STT else "the reply cannot be spoken"
+        what = _BUSY_WHAT[event.stage]
         body = {"kind": "error", "code": f"{event.stage.value}_busy",
                 "message": f"{event.provider} is at capacity: {what}"}
     else:  # TurnEnded, BotAudible: the engine's own marks (TurnLatency carries them)
         return None
     return {"type": "event", "kind": body.pop("kind"), "epoch": event.epoch, "at": round(event.at, 3), **body}
+
+
+_BUSY_WHAT = {
+    BusyStage.STT: "your words could not be transcribed",
+    BusyStage.VAD: "your speech may not be heard",
+    BusyStage.TTS: "the reply cannot be spoken",
+}
 
 
 def metrics_listener(metrics: ServerMetrics) -> ev.EventListener:
@@ -339,6 +350,8 @@ def metrics_listener(metrics: ServerMetrics) -> ev.EventListener:
             metrics.record_tool(event.name or "unknown", event.outcome.value)
         elif isinstance(event, ev.EngineFailure):
             metrics.record_failure(event.stage, fatal=event.fatal)
+        elif isinstance(event, ev.ModelBusy):
+            metrics.record_model_busy(event.stage)
 
     return listen
 
@@ -367,6 +380,7 @@ def engine_runner(
     clock: Clock,
     providers: CallProviders,
     metrics: ServerMetrics | None = None,
+    tracing: Tracing | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
     config = engine_config(definition)
@@ -393,7 +407,8 @@ def engine_runner(
 
     async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
-        observer = CallObserver(listener=listener)
+        tracer = tracing.call(session.info.call_id, clock) if tracing is not None else None
+        observer = CallObserver(listener=_both(listener, tracer))
         async with TaskScope("engine-call") as scope:
             side = call.events()
             if side is not None:
@@ -413,6 +428,8 @@ def engine_runner(
                 failed, report = exc, exc.report
             finally:
                 observer.close()
+                if tracer is not None:
+                    tracer.close()
                 if rendering is not None:
                     rendering.cancel()  # unfinished: the next call starts it again
             try:
@@ -427,6 +444,17 @@ def engine_runner(
             raise failed
 
     return run
+
+
+def _both(first: ev.EventListener | None, second: ev.EventListener | None) -> ev.EventListener | None:
+    """One listener for the observer: the metrics' and the trace's (either may be absent)."""
+    if first is None or second is None:
+        return first or second
+
+    def both(event: ev.EngineEvent) -> None:
+        first(event)
+        second(event)
+    return both
 
 
 def _log_end(call_id: str, report: CallReport, dropped: int) -> None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.session import SessionRunner
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
+    from brisvox.server.tracing import Tracing
 
 __all__ = ["configure_logging", "run_check", "run_serve", "run_token", "session_runner"]
 
@@ -113,27 +114,35 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 
 def session_runner(
-    definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics
+    definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics,
+    tracing: Tracing | None = None,
 ) -> SessionRunner[EngineCall]:
     """The session runner of ``brisvox serve``: the engine."""
     from brisvox.server.call import engine_runner
 
-    return engine_runner(definition, tools, clock, providers, metrics)
+    return engine_runner(definition, tools, clock, providers, metrics, tracing)
 
 
-async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders) -> int:
+async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders,
+                      tracing: Tracing | None = None) -> int:
     """``serve`` with the shared providers warmed in the background and closed at the end."""
     from brisvox.core.tasks import TaskScope
     from brisvox.server.host import serve
 
-    async with providers, TaskScope("serve") as scope:
-        scope.spawn(providers.warm(), name="warm")
-        code = await serve(settings, parts)
-        scope.cancel()
-        return code
+    try:
+        async with providers, TaskScope("serve") as scope:
+            scope.spawn(providers.warm(), name="warm")
+            code = await serve(settings, parts)
+            scope.cancel()
+            return code
+    finally:
+        if tracing is not None:
+            tracing.shutdown()  # the last spans go out
 
 
-def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
+def run_serve(args: argparse.Namespace, tools: ToolSet, *, ready_line: str | None = None) -> int:
+    """``brisvox serve``; ``ready_line`` is printed once the providers are built (so a missing
+    extra or key fails before it), before the server starts listening."""
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
@@ -179,7 +188,16 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     metrics = ServerMetrics(tool_names=tools.names())
-    runner = session_runner(definition, tools, clock, providers, metrics)
+    tracing = None
+    if settings.tracing:  # off: the tracing module (and OpenTelemetry) is never imported
+        try:
+            from brisvox.server.tracing import open_tracing
+        except ImportError as exc:
+            print(f"brisvox serve: BRISVOX_TRACING=on needs the otel extra (pip install 'brisvox[otel]'): {exc}",
+                  file=sys.stderr)
+            return EXIT_STARTUP_FAILURE
+        tracing = open_tracing(True)
+    runner = session_runner(definition, tools, clock, providers, metrics, tracing)
     description = _summary(definition, providers.llm_label)
     try:
         ws_config = settings.transport_config()
@@ -206,5 +224,8 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
                                       if carrier.self_authenticating),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
+        transport_stats=endpoint.stats,
     )
-    return asyncio.run(_serve_with(settings, parts, providers))
+    if ready_line is not None:
+        print(ready_line, flush=True)
+    return asyncio.run(_serve_with(settings, parts, providers, tracing))

@@ -26,7 +26,7 @@ gives uvicorn:
   ``max_pong_backlog`` bytes.
 
 A frame the WebSocket layer refuses (invalid UTF-8, bad framing, too big) is closed with
-its code as before, but logged as one short line at most every :data:`LOG_INTERVAL`
+its code as before, but logged as one short line at most every :data:`brisvox.core.ratelog.LOG_INTERVAL`
 seconds (with the count), never a traceback.  Timers are loop timer handles at clock
 instants (clock time is loop time, :mod:`brisvox.core.clock`), like
 :func:`brisvox.transport._timeout.bounded`.
@@ -40,7 +40,7 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -51,16 +51,14 @@ from websockets.protocol import State
 
 from brisvox.core.clock import Clock, Timer, call_at
 from brisvox.core.errors import ConfigError
+from brisvox.core.ratelog import RateLimitedLog
 
-__all__ = ["LOG_INTERVAL", "PING_EXTENSION", "Edge", "EdgeConfig", "EdgeStats"]
+__all__ = ["PING_EXTENSION", "Edge", "EdgeConfig", "EdgeStats"]
 
 log = logging.getLogger(__name__)
 
 PING_EXTENSION = "brisvox.ping"
 """The scope extension through which the app pings its WebSocket peer."""
-
-LOG_INTERVAL = 10.0
-"""Seconds between two log lines about refused frames or dropped connections."""
 
 REFUSED_LINGER = 2.0
 """Seconds a connection whose frame was refused keeps reading for the client's close."""
@@ -102,8 +100,6 @@ class EdgeStats:
     refused_frames: int = 0
     close_deadlines: int = 0
     """Sockets dropped because their close did not get through within ``close_deadline``."""
-    quiet: dict[str, int] = field(default_factory=dict)
-    """What happened since the last log line, by kind (see :meth:`Edge.note`)."""
 
 
 class Edge:
@@ -114,19 +110,12 @@ class Edge:
         self.config = config or EdgeConfig()
         self.config.validate()
         self.stats = EdgeStats()
-        self._logged_at: float | None = None
+        self._log = RateLimitedLog(log, "server edge", clock.now)
         self._holders: dict[object, Callable[[], None]] = {}  # unstarted connections, oldest first
 
     def note(self, kind: str) -> None:
-        """Count one refused thing; log what was counted at most every LOG_INTERVAL seconds."""
-        quiet = self.stats.quiet
-        quiet[kind] = quiet.get(kind, 0) + 1
-        now = self.clock.now()
-        if self._logged_at is not None and now - self._logged_at < LOG_INTERVAL:
-            return
-        self._logged_at = now
-        log.warning("server edge: %s", ", ".join(f"{n} {k}" for k, n in sorted(quiet.items())))
-        quiet.clear()
+        """Count one refused thing in the log (a line at most every ``ratelog.LOG_INTERVAL`` seconds)."""
+        self._log.note(kind)
 
     def _acquire(self, holder: object, evict: Callable[[], None]) -> None:
         """Count ``holder`` as not started; at the cap the oldest one is evicted (``evict`` is

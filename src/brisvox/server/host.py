@@ -37,6 +37,7 @@ from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_o
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionManager, SessionRunner
 from brisvox.server.settings import Settings
+from brisvox.transport.websocket.stats import ServerStats
 
 __all__ = ["HTTP_STOP_TIMEOUT", "ServerParts", "bind_listener", "serve"]
 
@@ -75,6 +76,8 @@ class ServerParts:
     """More call endpoints by path (Twilio's, RTVI's ``/rtvi``), admitted like the WebSocket route."""
     self_authenticating: frozenset[str] = frozenset()
     """Paths of ``call_routes`` that check their own credential (AccessPolicy.self_authenticating)."""
+    transport_stats: ServerStats | None = None
+    """The call endpoint's transport counters, exported on ``/metrics`` (``brisvox_transport_events_total``)."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -134,6 +137,7 @@ async def serve(
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
                     extra_routes=parts.extra_routes, access=access, call_routes=parts.call_routes)
     edge = edge or Edge(clock, settings.edge_config())
+    metrics.watch_limits(edge.stats, parts.transport_stats)
     http_protocol, ws_protocol = edge.protocols()
     config = uvicorn.Config(
         app, log_level=settings.log_level, lifespan="off", http=http_protocol, ws=ws_protocol,

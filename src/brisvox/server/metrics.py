@@ -20,21 +20,36 @@ Metric names (all prefixed ``brisvox_``):
   to :class:`ServerMetrics`, plus the built-in ``confirm_pending``) or ``unknown``, so a
   model that invents tool names cannot add series; ``outcome`` is the tool engine's.
 * ``engine_failures_total{stage,fatal}`` (a stage or provider failed; ``fatal="true"``: it ended the call)
+* ``edge_events_total{event}`` (the values of :class:`EdgeEvent`: the edge's limit outcomes)
+* ``transport_events_total{event}`` (the values of :class:`TransportEvent`: the WebSocket
+  transport's refusals, limit closes, drops and faults)
+* ``model_busy_total{stage}`` (the values of :class:`brisvox.core.frames.BusyStage`): a
+  ``ModelBusy`` engine event; for the VAD, one per run of refused frames
+
+The edge and transport counters are plain ints their owners bump at the event (no per-frame
+metric call); a collector reads them at scrape time (:meth:`ServerMetrics.watch_limits`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
+from enum import StrEnum
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
 
 from brisvox.agent.tools.registry import CONFIRM_PENDING
+from brisvox.core.frames import BusyStage
 from brisvox.server.auth import RefusalReason
+from brisvox.server.edge import EdgeStats
 from brisvox.server.session import SessionEnded, SessionOutcome
+from brisvox.transport.websocket.stats import ServerStats
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "ServerMetrics"]
+__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "EdgeEvent", "ServerMetrics",
+           "TransportEvent"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _MAX_STAGE_NAME = 64  # stage names are the engine's own; the cap only guards a label's size
@@ -45,6 +60,54 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 
 _CALL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 UNKNOWN_TOOL = "unknown"
 """The ``tool`` label of a call to a name no tool is registered under (a model's invention)."""
+
+
+class EdgeEvent(StrEnum):
+    """The ``event`` label of ``brisvox_edge_events_total``; each value names an EdgeStats counter."""
+
+    HANDSHAKE_TIMEOUTS = "handshake_timeouts"
+    EVICTED_UNSTARTED = "evicted_unstarted"
+    PONGS_DROPPED = "pongs_dropped"
+    REFUSED_FRAMES = "refused_frames"
+    CLOSE_DEADLINES = "close_deadlines"
+
+
+class TransportEvent(StrEnum):
+    """The ``event`` label of ``brisvox_transport_events_total``; each value names a ServerStats counter."""
+
+    REFUSED_LIMIT = "refused_limit"
+    REFUSED_DROPPED = "refused_dropped"
+    REFUSED_BUSY = "refused_busy"
+    REFUSED_START = "refused_start"
+    FAULTS = "faults"
+    PING_TIMEOUTS = "ping_timeouts"
+    WRITE_TIMEOUTS = "write_timeouts"
+    OUTPUT_RATE_MISMATCHES = "output_rate_mismatches"
+    IDLE_TIMEOUTS = "idle_timeouts"
+    DURATION_LIMITS = "duration_limits"
+    AUDIO_FLOODS = "audio_floods"
+    AUDIO_DROPPED_FRAMES = "audio_dropped_frames"
+    JSON_TOO_DEEP = "json_too_deep"
+
+
+class _LimitCollector(Collector):
+    """Reads the edge's and the transport's counters at scrape time (they are bumped at the event)."""
+
+    def __init__(self, edge: EdgeStats | None, transport: ServerStats | None) -> None:
+        self._edge = edge
+        self._transport = transport
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        edge = CounterMetricFamily("brisvox_edge_events", "Connections and frames the server's edge refused, "
+                                   "dropped or timed out, by event.", labels=["event"])
+        for e in EdgeEvent:
+            edge.add_metric([e.value], getattr(self._edge, e.value) if self._edge is not None else 0)
+        yield edge
+        wire = CounterMetricFamily("brisvox_transport_events", "Calls the WebSocket transport refused or closed "
+                                   "on a limit, and audio and faults it counted, by event.", labels=["event"])
+        for t in TransportEvent:
+            wire.add_metric([t.value], getattr(self._transport, t.value) if self._transport is not None else 0)
+        yield wire
 
 
 class AdmissionView(Protocol):
@@ -88,6 +151,10 @@ class ServerMetrics:
                                   registry=r)
         self._uncovered = Counter("brisvox_window_uncovered_requests",
                                   "Model requests that left out earlier turns no summary covered.", registry=r)
+        self._busy = Counter("brisvox_model_busy", "Frames or turns refused by a saturated model pool, by stage.",
+                             ["stage"], registry=r)
+        for busy in BusyStage:
+            self._busy.labels(stage=busy.value)
         for kind in ("stored", "failed"):
             self._summaries.labels(outcome=kind)
         for reason in ("at_capacity", "shutting_down"):
@@ -104,6 +171,10 @@ class ServerMetrics:
         self._active.set_function(lambda: admission.active)
         self._reserved.set_function(lambda: admission.reserved)
         self._max.set_function(lambda: admission.max_sessions)
+
+    def watch_limits(self, edge: EdgeStats | None, transport: ServerStats | None) -> None:
+        """Export the edge's and the transport's counters (read at every scrape; call once)."""
+        self.registry.register(_LimitCollector(edge, transport))
 
     def record_refusal(self, reason: str) -> None:
         self._refused.labels(reason=reason).inc()
@@ -135,6 +206,11 @@ class ServerMetrics:
     def record_failure(self, stage: str, *, fatal: bool) -> None:
         """One failure of an engine stage or provider (logged by the engine with its traceback)."""
         self._failures.labels(stage=stage[:_MAX_STAGE_NAME], fatal="true" if fatal else "false").inc()
+
+    def record_model_busy(self, stage: BusyStage) -> None:
+        """One ``ModelBusy`` event: a turn's words or reply refused by a saturated pool, or the
+        start of a run of caller frames the VAD pool refused."""
+        self._busy.labels(stage=stage.value).inc()
 
     def record_memory(self, summaries: int, failures: int, uncovered_requests: int) -> None:
         """One call's long-call memory (``CallReport.summaries``, ``summary_failures``, ``uncovered_requests``)."""

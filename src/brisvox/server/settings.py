@@ -116,6 +116,13 @@ def _level(raw: str) -> str:
     return level
 
 
+def _switch(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("on", "off"):
+        raise ValueError("expected on or off")
+    return value == "on"
+
+
 def _file(raw: str) -> Path:
     return Path(raw)
 
@@ -230,6 +237,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_AGENT_FILE", "agent_file", None, _file,
              "agent file served when `brisvox serve` gets none"),
     Variable("BRISVOX_LOG_LEVEL", "log_level", "info", _level, "debug, info, warning or error"),
+    Variable("BRISVOX_TRACING", "tracing", False, _switch,
+             "on: OpenTelemetry traces of every call over OTLP/HTTP (the OTEL_EXPORTER_OTLP_* variables; "
+             "needs the otel extra)"),
     # who may call (brisvox.server.auth; docs/OPERATIONS.md "Security")
     Variable("BRISVOX_AUTH", "auth", AuthMode.NONE, _auth_mode,
              "who may call: none (loopback only, unless --insecure), bearer (static tokens) or signed (call tokens)"),
@@ -289,6 +299,7 @@ class Settings:
     ws_path: str = "/ws"
     agent_file: Path | None = None
     log_level: str = "info"
+    tracing: bool = False  # brisvox.server.tracing
     # who may call (brisvox.server.auth)
     auth: AuthMode = AuthMode.NONE
     auth_tokens: tuple[Secret, ...] = ()

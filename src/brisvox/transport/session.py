@@ -1,13 +1,13 @@
 """TransportSession: the asyncio shell around the ledger, the pacer and one CallLink.
 
-``await TransportSession.open(clock, link, config)`` starts five tasks in the session's
-:class:`~brisvox.core.tasks.TaskScope` (``close()`` cancels and joins them):
+``await TransportSession.open(clock, link, config)`` starts four tasks in the session's
+:class:`~brisvox.core.tasks.TaskScope` (``close()`` cancels and joins them).  Engine
+commands have no queue or task of their own: :meth:`CommandSender.send` applies them in
+the engine's task, in order: audio is cut into frames of at most one tick and pushed into
+the :class:`~brisvox.audio.pacer.OutputPacer` (backpressure; audio of any epoch but the
+current one is dropped), a mark is registered at the accepted position, ``Stop`` records
+``REQUESTED`` and ends the session.
 
-* **commands** takes queued engine commands in order: audio is cut into frames of at
-  most one tick and pushed into the :class:`~brisvox.audio.pacer.OutputPacer` (audio of
-  any epoch but the current one is dropped); a mark is registered at the accepted
-  position (a mark sent before a clear that has since been applied is cut); ``Stop``
-  records ``REQUESTED`` and ends the session.
 * **pacer** releases one frame per tick into the sink (``sink_capacity``).
 * **output**, the only writer to the wire: applies a new ledger generation first
   (``WireClear``, then the cut utterances' final positions and the cut marks), then due
@@ -94,8 +94,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionConfig:
     events_capacity: int = 64
-    commands_capacity: int = 64
-    pacer_capacity: int = 64
+    # The only buffer between the engine and the pacer's tick (commands have no queue of
+    # their own): 128 frames, 2.56 s, what the command queue and the pacer held together.
+    pacer_capacity: int = 128
     sink_capacity: int = 4
     position_interval: float = 0.1
     frame_duration: float = FRAME_DURATION
@@ -110,7 +111,7 @@ class SessionConfig:
     playout_grace: float = 0.5
 
     def validate(self) -> None:
-        for name in ("events_capacity", "commands_capacity", "pacer_capacity", "sink_capacity"):
+        for name in ("events_capacity", "pacer_capacity", "sink_capacity"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"SessionConfig.{name} must be at least 1, got {getattr(self, name)}")
         for name in ("pacer_resync_after", "playout_grace"):
@@ -160,15 +161,22 @@ class CommandSender:
         self._s = session
 
     async def send(self, cmd: TransportCommand) -> None:
-        """Queue ``cmd`` (backpressure); ``Clear`` is applied before this returns.
-        Raises ChannelClosed once the session has ended."""
+        """Apply ``cmd`` in the caller's task: audio waits for room in the pacer
+        (backpressure); ``Clear`` is applied before this returns.  Raises ChannelClosed
+        once the session has ended."""
         s = self._s
         if s._finished:
             raise ChannelClosed("the transport session has ended")
         if isinstance(cmd, Clear):
             self.clear(cmd.epoch)
-            return
-        await s._commands.send((s._ledger.epoch, cmd))
+        elif isinstance(cmd, SendAudio):
+            await s._accept_audio(cmd.frame)
+        elif isinstance(cmd, Mark):
+            s._ledger.add_mark(cmd.id)
+            s._sink.wake()
+        elif isinstance(cmd, Stop):
+            s._set_reason(StopReason.REQUESTED)
+            s._first_done.set()
 
     def clear(self, epoch: int) -> bool:
         """Apply Clear{epoch} synchronously; False when it is not newer than the current epoch.
@@ -205,8 +213,6 @@ class TransportSession:
         self._ledger = Ledger(position_interval=config.position_interval)
         self._events: Channel[TransportEvent] = Channel(config.events_capacity, name="engine events",
                                                         policy=_event_policy)
-        self._commands: Channel[tuple[int, TransportCommand]] = Channel(config.commands_capacity,
-                                                                        name="engine commands")
         self._sink: Channel[OutputAudioFrame] = Channel(config.sink_capacity, name="pacer sink")
         self._pacer: OutputPacer[OutputAudioFrame] = OutputPacer(clock, self._sink.send,
                                                                  capacity=config.pacer_capacity,
@@ -314,7 +320,7 @@ class TransportSession:
 
     def _start(self) -> None:
         scope = self._scope
-        for name, coro in (("commands", self._run_commands()), ("pacer", self._pacer.run()),
+        for name, coro in (("pacer", self._pacer.run()),
                            ("output", self._run_output()), ("input", self._run_input())):
             self._workers.append(scope.spawn(self._worker(coro), name=name))
         self._supervisor = scope.spawn(self._supervise(), name="supervisor")
@@ -345,7 +351,7 @@ class TransportSession:
     async def _supervise(self) -> None:
         cfg, clock, link = self._config, self._clock, self._link
         await self._first_done.wait()
-        input_task = self._workers[3]
+        input_task = self._workers[2]
         if self._wire_closed and self._reason is None and not input_task.done():
             try:
                 await bounded(clock, cfg.wire_closed_grace, asyncio.shield(input_task), "peer hang-up grace")
@@ -377,35 +383,21 @@ class TransportSession:
         except (DeadlineExceeded, ChannelClosed):
             log.info("transport session %s: Stopped was dropped (engine not reading)", link.info.call_id)
         self._events.close()
-        self._commands.close()
 
     async def _event(self, ev: TransportEvent) -> None:
         if not self._events.try_send(ev):
             await bounded(self._clock, self._config.final_send_timeout, self._events.send(ev), "event delivery")
 
-    async def _run_commands(self) -> None:
-        ledger, pacer, cfg = self._ledger, self._pacer, self._config
-        while True:
-            epoch, cmd = await self._commands.recv()
-            if isinstance(cmd, SendAudio):
-                frame = cmd.frame
-                if frame.epoch != ledger.epoch:
-                    self.stale_audio_dropped += 1
-                    continue
-                for chunk in _split(frame, cfg.frame_duration):
-                    if chunk.epoch != ledger.epoch:
-                        break
-                    ledger.accept_frame()
-                    await pacer.push(chunk)
-            elif isinstance(cmd, Mark):
-                if epoch < ledger.epoch:
-                    ledger.cut_mark(cmd.id)
-                else:
-                    ledger.add_mark(cmd.id)
-                self._sink.wake()
-            elif isinstance(cmd, Stop):
-                self._set_reason(StopReason.REQUESTED)
-                return
+    async def _accept_audio(self, frame: OutputAudioFrame) -> None:
+        ledger = self._ledger
+        if frame.epoch != ledger.epoch:
+            self.stale_audio_dropped += 1
+            return
+        for chunk in _split(frame, self._config.frame_duration):
+            if chunk.epoch != ledger.epoch:
+                break  # a clear came while this task waited for room in the pacer
+            ledger.accept_frame()
+            await self._pacer.push(chunk)
 
     async def _wire(self, item: WireOut) -> None:
         out = self._link.out

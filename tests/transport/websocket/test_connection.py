@@ -165,3 +165,20 @@ async def test_the_idle_timer_counts_only_audio() -> None:
     assert 12.0 <= clock.now() - t0 < 14.0  # 5 s after the last audio at 7 s
     assert [t["code"] for t in peer.texts() if t["type"] == "error"] == ["idle_timeout"]
     assert stats.idle_timeouts == 1
+
+
+async def test_a_start_nested_too_deep_is_refused_and_counted_as_too_deep() -> None:
+    peer = ScriptedPeer()
+    peer.incoming.put_nowait("[" * 4000)
+    stats, links, task, _clock = await serve_one(peer, ServerConfig())
+    await asyncio.wait_for(task, 30)
+    assert peer.texts()[0]["code"] == "invalid_start" and peer.closed_with == 1008
+    assert links == [] and stats.refused_start == 1 and stats.json_too_deep == 1
+
+
+async def test_a_start_that_is_not_json_is_refused_but_not_counted_as_too_deep() -> None:
+    peer = ScriptedPeer()
+    peer.incoming.put_nowait("{not json")
+    stats, _links, task, _clock = await serve_one(peer, ServerConfig())
+    await asyncio.wait_for(task, 30)
+    assert stats.refused_start == 1 and stats.json_too_deep == 0

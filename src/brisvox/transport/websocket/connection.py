@@ -194,6 +194,7 @@ async def _read_start(peer: WsPeer, clock: Clock, config: ServerConfig, stats: S
         return parse_start(first)
     except ProtocolViolation as exc:
         stats.refused_start += 1
+        stats.json_too_deep += exc.too_deep
         await _refuse(peer, clock, config, CloseCode.POLICY, exc.code, exc.message)
         return None
 
@@ -289,6 +290,7 @@ class _Call:
             try:
                 ctl = parse_control(msg)
             except ProtocolViolation as exc:
+                self.stats.json_too_deep += exc.too_deep
                 await self._fault(exc.code, exc.message)
                 continue
             if isinstance(ctl, ClientDtmf):

@@ -82,12 +82,14 @@ class ErrorCode(enum.Enum):
 
 
 class ProtocolViolation(Exception):
-    """A client message that breaks the protocol; ``code`` says which rule."""
+    """A client message that breaks the protocol; ``code`` says which rule; ``too_deep``: the
+    JSON nests deeper than :data:`MAX_JSON_DEPTH` (counted on its own by the server)."""
 
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str, *, too_deep: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.too_deep = too_deep
 
 
 _MetaKey = Annotated[str, StringConstraints(min_length=1, max_length=64)]
@@ -165,7 +167,8 @@ def _too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
 def _load(text: str) -> dict[str, Any]:
     if _too_deep(text):
         raise ProtocolViolation(ErrorCode.MALFORMED_MESSAGE,
-                                f"the message nests arrays or objects deeper than {MAX_JSON_DEPTH} levels")
+                                f"the message nests arrays or objects deeper than {MAX_JSON_DEPTH} levels",
+                                too_deep=True)
     try:
         obj = json.loads(text)
     except ValueError:
@@ -186,7 +189,7 @@ def parse_start(text: str) -> StartMessage:
     try:
         obj = _load(text)
     except ProtocolViolation as exc:
-        raise ProtocolViolation(ErrorCode.INVALID_START, exc.message) from None
+        raise ProtocolViolation(ErrorCode.INVALID_START, exc.message, too_deep=exc.too_deep) from None
     if obj["type"] != "start":
         raise ProtocolViolation(ErrorCode.INVALID_START, f"the first message must be 'start', got {obj['type']!r}")
     try:

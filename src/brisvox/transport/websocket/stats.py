@@ -24,4 +24,5 @@ class ServerStats:
     duration_limits: int = 0
     audio_floods: int = 0
     audio_dropped_frames: int = 0  # caller audio over the rate limit
+    json_too_deep: int = 0  # start or control messages refused for nesting past MAX_JSON_DEPTH
     closes: dict[int, int] = field(default_factory=dict)  # close code -> how many goodbyes sent with it
