@@ -23,3 +23,12 @@ def test_the_telephony_and_twilio_packages_export_exactly_their_public_api() -> 
         "OutboundEncoder", "TwilioConfig", "TwilioProtocolError", "TwilioStats", "parse_message", "run_call",
         "signature", "signature_valid",
     ]
+
+
+def test_the_telnyx_package_exports_exactly_its_public_api() -> None:
+    import brisvox.transport.telnyx
+
+    assert brisvox.transport.telnyx.__all__ == [
+        "AUTH_HEADER", "CallRegistry", "Codec", "DtmfOrder", "HangupHook", "OutboundEncoder", "Reorder",
+        "TelnyxConfig", "TelnyxProtocolError", "TelnyxStats", "parse_message", "run_call",
+    ]

@@ -73,11 +73,13 @@ from brisvox.server.call_providers import CallProviders
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
 from brisvox.server.settings import Settings
+from brisvox.server.telnyx_endpoint import TelnyxEndpoint
 from brisvox.server.tools import ToolSet
 from brisvox.server.twilio_endpoint import TwilioEndpoint
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.link import CallLink
 from brisvox.transport.session import TransportSession
+from brisvox.transport.telnyx import Codec, TelnyxConfig
 from brisvox.transport.twilio import TwilioConfig
 from brisvox.transport.websocket import PeerClosed, ServerConfig
 from brisvox.transport.websocket import run_call as run_ws_call
@@ -97,6 +99,7 @@ __all__ = [
     "engine_runner",
     "event_message",
     "metrics_listener",
+    "telnyx_endpoint",
     "twilio_endpoint",
 ]
 
@@ -213,7 +216,7 @@ every provider (the engine converts the caller's audio as it arrives)."""
 
 
 async def _no_events(text: str) -> None:
-    """A Twilio call's event side: Twilio takes no messages but media, mark and clear."""
+    """A carrier call's event side: Twilio and Telnyx take no messages but media, mark and clear."""
 
 
 def twilio_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> TwilioEndpoint:
@@ -222,6 +225,14 @@ def twilio_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> T
     twilio = TwilioConfig(path=settings.twilio_path, public_url=settings.twilio_public_url,
                           auth_token=settings.twilio_auth_token)
     return TwilioEndpoint(clock, config, twilio, session_item=lambda link: EngineCall(link, _no_events))
+
+
+def telnyx_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> TelnyxEndpoint:
+    """The Telnyx media streaming endpoint of ``brisvox serve`` (no hang-up hook: serve holds no
+    Telnyx API key); its calls run the same engine as the others."""
+    telnyx = TelnyxConfig(path=settings.telnyx_path, auth_token=settings.telnyx_auth_token,
+                          codec=Codec(settings.telnyx_codec))
+    return TelnyxEndpoint(clock, config, telnyx, session_item=lambda link: EngineCall(link, _no_events))
 
 
 def engine_config(definition: AgentDefinition) -> EngineConfig:

@@ -176,7 +176,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
-    from brisvox.server.call import EngineEndpoint, twilio_endpoint
+    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
@@ -236,17 +236,21 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         return EXIT_STARTUP_FAILURE
     endpoint = EngineEndpoint(clock, ws_config)
     twilio = twilio_endpoint(settings, clock, ws_config)
+    telnyx = telnyx_endpoint(settings, clock, ws_config)
     rtvi = RtviEndpoint(clock, ws_config)
 
     def stop_calls() -> None:
         endpoint.close()
         twilio.close()
+        telnyx.close()
         rtvi.close()
 
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=stop_calls,
-        call_routes=((settings.twilio_path, twilio), (RTVI_PATH, rtvi)),
-        self_authenticating=frozenset({settings.twilio_path}) if twilio.self_authenticating else frozenset(),
+        call_routes=((settings.twilio_path, twilio), (settings.telnyx_path, telnyx), (RTVI_PATH, rtvi)),
+        self_authenticating=frozenset(route for route, carrier in ((settings.twilio_path, twilio),
+                                                                    (settings.telnyx_path, telnyx))
+                                      if carrier.self_authenticating),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
         transport_stats=endpoint.stats,

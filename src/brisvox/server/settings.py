@@ -140,6 +140,13 @@ def _auth_mode(raw: str) -> AuthMode:
         raise ValueError(f"expected one of {', '.join(m.value for m in AuthMode)}") from None
 
 
+def _telnyx_codec(raw: str) -> str:
+    value = raw.strip().upper()
+    if value not in ("PCMU", "PCMA"):
+        raise ValueError("expected PCMU or PCMA (the call's stream_bidirectional_codec)")
+    return value
+
+
 def _items(raw: str) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
@@ -195,6 +202,8 @@ def _auth_problems(values: Mapping[str, Any]) -> list[str]:
                         "over the public wss:// URL Twilio connects to")
     if values.get("twilio_path") == values.get("ws_path", "/ws"):
         problems.append("BRISVOX_TWILIO_PATH must differ from BRISVOX_WS_PATH")
+    if values.get("telnyx_path", "/telnyx") in (values.get("ws_path", "/ws"), values.get("twilio_path", "/twilio")):
+        problems.append("BRISVOX_TELNYX_PATH must differ from BRISVOX_WS_PATH and BRISVOX_TWILIO_PATH")
     if mode is AuthMode.BEARER and key is not None:
         problems.append("BRISVOX_AUTH_SECRET is set but BRISVOX_AUTH is bearer: set BRISVOX_AUTH=signed to use it")
     return problems
@@ -246,6 +255,12 @@ VARIABLES: tuple[Variable, ...] = (
              "the wss:// URL Twilio connects to, exactly as in the TwiML <Stream url>; signatures are over it"),
     Variable("BRISVOX_TWILIO_AUTH_TOKEN", "twilio_auth_token", None, Secret,
              "the Twilio account's auth token: turns on the X-Twilio-Signature check", secret=True),
+    # Telnyx media streaming (brisvox.server.telnyx_endpoint; docs/TELEPHONY.md)
+    Variable("BRISVOX_TELNYX_PATH", "telnyx_path", "/telnyx", _path, "path of the Telnyx media streaming endpoint"),
+    Variable("BRISVOX_TELNYX_AUTH_TOKEN", "telnyx_auth_token", None, Secret,
+             "the call's stream_auth_token: turns on the x-telnyx-streaming-auth-token check", secret=True),
+    Variable("BRISVOX_TELNYX_CODEC", "telnyx_codec", "PCMU", _telnyx_codec,
+             "the bot's audio law, PCMU or PCMA: equal to the call's stream_bidirectional_codec"),
     Variable("BRISVOX_ALLOWED_ORIGINS", "allowed_origins", frozenset(), _allowed_origins,
              "web origins whose pages may start calls, comma-separated, or '*' (default: the server's own)"),
     # --- limits at the edge and per call (docs/OPERATIONS.md "Limits") ---
@@ -295,6 +310,10 @@ class Settings:
     twilio_path: str = "/twilio"
     twilio_public_url: str | None = None
     twilio_auth_token: Secret | None = None
+    # Telnyx media streaming
+    telnyx_path: str = "/telnyx"
+    telnyx_auth_token: Secret | None = None
+    telnyx_codec: str = "PCMU"
     # limits (see VARIABLES)
     handshake_timeout: float = 5.0
     max_unstarted: int = 128

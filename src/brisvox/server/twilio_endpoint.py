@@ -33,7 +33,7 @@ from brisvox.transport.telephony import UpgradeRefusal
 from brisvox.transport.twilio import TwilioConfig, TwilioStats, run_call, signature_valid
 from brisvox.transport.websocket import ServerConfig
 
-__all__ = ["SIGNATURE_HEADER", "TwilioEndpoint", "check_signature"]
+__all__ = ["SIGNATURE_HEADER", "TwilioEndpoint", "check_signature", "deny"]
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class TwilioEndpoint(LiveCalls):
             client = websocket.client
             log.warning("refused a Twilio stream from %s: %s", f"{client.host}:{client.port}" if client else "unknown",
                         refusal.reason)
-            await _deny(websocket, refusal)
+            await deny(websocket, refusal)
             return
         await websocket.accept()
         peer = StarletteWsPeer(websocket)
@@ -96,7 +96,8 @@ class TwilioEndpoint(LiveCalls):
                        shutdown=self._shutdown, stats=self.stats, register=self._register)
 
 
-async def _deny(websocket: WebSocket, refusal: UpgradeRefusal) -> None:
+async def deny(websocket: WebSocket, refusal: UpgradeRefusal) -> None:
+    """Refuse the upgrade with an HTTP response (a close frame where the server cannot send one)."""
     if "websocket.http.response" in websocket.scope.get("extensions", {}):
         await websocket.send_denial_response(PlainTextResponse(refusal.body(), status_code=refusal.status))
     else:

@@ -28,11 +28,14 @@ from brisvox.transport import LoopbackClient, LoopbackTransport, TransportSessio
 from brisvox.transport.events import WireAudioOut, WireClear, WireHangupOut, WireMark
 from brisvox.transport.link import CallLink
 from brisvox.transport.telephony import b64decode, b64encode
+from brisvox.transport.telnyx import CallRegistry, TelnyxConfig, TelnyxStats
+from brisvox.transport.telnyx import run_call as run_telnyx_call
 from brisvox.transport.twilio import TwilioConfig, TwilioStats
 from brisvox.transport.twilio import run_call as run_twilio_call
 from brisvox.transport.websocket import ServerConfig, ServerStats
 from brisvox.transport.websocket import run_call as run_ws_call
 from tests.transport.conformance._peer import MemoryPeer
+from tests.transport.telnyx import sim as telnyx_sim
 
 
 @dataclass
@@ -317,8 +320,78 @@ def media_message(stream_sid: str, mulaw: bytes, chunk: int) -> str:
                                  "payload": b64encode(mulaw)}})
 
 
+class TelnyxDriver(TwilioDriver):
+    """Telnyx over the simulator (tests/transport/telnyx/sim.py): it plays what it receives and
+    echoes marks after the audio before them, like Twilio; caller audio is shuffled and
+    duplicated (the adapter's reorder buffer puts it back in order)."""
+
+    name = "telnyx"
+
+    def __init__(self, telnyx: TelnyxConfig | None = None, shuffle: bool = True) -> None:
+        super().__init__()
+        self.telnyx = telnyx or TelnyxConfig()
+        self.telnyx_stats = TelnyxStats()
+        self.registry = CallRegistry()
+        self.sim = telnyx_sim.Caller(shuffle=shuffle)
+
+    def _echo(self, peer: MemoryPeer, name: str) -> None:
+        peer.push(telnyx_sim.mark(name, self.sim.next_sequence()))
+
+    def _run(self, clock: SimClock, peer: MemoryPeer, deliver: Callable[[CallLink], Coroutine[Any, Any, bool]],
+             shutdown: asyncio.Event) -> Coroutine[Any, Any, None]:
+        return run_telnyx_call(peer, clock=clock, config=ServerConfig(), telnyx=self.telnyx, deliver=deliver,
+                               shutdown=shutdown, stats=self.telnyx_stats, registry=self.registry)
+
+    def _start(self, peer: MemoryPeer) -> None:
+        peer.push(telnyx_sim.connected())
+        peer.push(telnyx_sim.start())
+
+    def _caller(self, peer: MemoryPeer) -> Caller:
+        async def audio(pcm: bytes) -> None:
+            for frame in self.sim.audio(pcm):
+                peer.push(frame)
+
+        async def dtmf(digit: str) -> None:
+            peer.push(telnyx_sim.dtmf(digit, self.sim.next_sequence()))
+
+        async def hangup() -> None:
+            peer.push(telnyx_sim.stop(self.sim.next_sequence()))
+
+        async def raw(data: bytes | str) -> None:
+            peer.push(data)
+
+        return Caller(self.rate, audio, dtmf, hangup, peer.client_vanish, raw)
+
+    async def _on_message(self, clock: SimClock, peer: MemoryPeer, caller: Caller, msg: bytes | str) -> None:
+        assert isinstance(msg, str), "Telnyx takes text frames only"
+        body = json.loads(msg)
+        assert "stream_id" not in body, "Telnyx's schemas forbid extra properties"
+        if body["event"] == "media":
+            assert 160 <= len(b64decode(body["media"]["payload"])) <= 240000, "Telnyx takes 20 ms to 30 s"
+            body["streamSid"] = self.stream_sid
+        elif body["event"] in ("mark", "clear"):
+            body["streamSid"] = self.stream_sid
+        await super()._on_message(clock, peer, caller, json.dumps(body))
+
+    def fuzz_frames(self) -> st.SearchStrategy[Any]:
+        numbers = st.one_of(st.integers(-5, 10**12), st.text(max_size=6), st.none(), st.booleans())
+        media = st.fixed_dictionaries({"event": st.just("media"), "media": st.fixed_dictionaries(
+            {"payload": st.one_of(st.binary(max_size=400).map(b64encode), st.text(max_size=40))},
+            optional={"chunk": numbers, "timestamp": numbers, "track": st.sampled_from(["inbound", "outbound", 3])})},
+            optional={"sequence_number": numbers})
+        other = st.fixed_dictionaries(
+            {"event": st.sampled_from(["mark", "dtmf", "stop", "start", "connected", "clear", "error", "x"])},
+            optional={"mark": st.fixed_dictionaries({}, optional={"name": st.one_of(st.text(max_size=300), numbers)}),
+                      "dtmf": st.fixed_dictionaries({}, optional={"digit": st.text(max_size=2)}),
+                      "sequence_number": numbers,
+                      "payload": st.fixed_dictionaries({}, optional={"code": numbers, "title": numbers}),
+                      "start": st.just(json.loads(telnyx_sim.start())["start"])})
+        return st.one_of(media.map(json.dumps), other.map(json.dumps), st.text(max_size=80), st.binary(max_size=40))
+
+
 DRIVERS: dict[str, Callable[[], Driver]] = {
     "loopback": LoopbackDriver,
     "websocket": WebSocketDriver,
     "twilio": TwilioDriver,
+    "telnyx": TelnyxDriver,
 }
