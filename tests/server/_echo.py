@@ -7,15 +7,15 @@ from collections.abc import Awaitable, Callable
 
 from brisvox.core.clock import Clock
 from brisvox.server.session import SessionCancel
-from brisvox.transport.echo import echo_call
+from brisvox.transport.echo import EchoOptions, echo_call
 from brisvox.transport.link import CallLink
 
 
-def echo_runner(clock: Clock) -> Callable[[CallLink, SessionCancel], Awaitable[None]]:
+def echo_runner(clock: Clock, options: EchoOptions | None = None) -> Callable[[CallLink, SessionCancel], Awaitable[None]]:
     """Plays each caller frame back until the call ends or the shutdown asks it to stop."""
 
     async def run(link: CallLink, cancel: SessionCancel) -> None:
-        call = asyncio.ensure_future(echo_call(clock, link))
+        call = asyncio.ensure_future(echo_call(clock, link, options))
         stop = asyncio.ensure_future(cancel.wait())
         try:
             await asyncio.wait([call, stop], return_when=asyncio.FIRST_COMPLETED)

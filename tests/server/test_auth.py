@@ -157,7 +157,8 @@ _LONG = st.builds(lambda piece, n: piece * n, st.text(min_size=1, max_size=3), s
 def test_fuzz_any_string_is_a_typed_refusal_never_an_exception(token: str) -> None:
     verdict = verify_call_token(token, KEY, now=NOW, agent="a")
     assert isinstance(verdict, AuthRefusal)
-    assert token not in verdict.detail or len(token) < 3
+    # the detail never echoes the token (a token under 8 characters can occur in the fixed text by chance)
+    assert token not in verdict.detail or len(token) < 8
     assert Authenticator(AuthMode.SIGNED, key=Secret(KEY), tokens=[Secret("s" * 20)]).check(token, NOW) is not None
 
 

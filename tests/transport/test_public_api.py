@@ -9,3 +9,17 @@ def test_the_transport_package_exports_exactly_its_public_api() -> None:
         "SessionConfig", "Started", "Stop", "StopReason", "Stopped", "Transport", "TransportCommand",
         "TransportError", "TransportEvent", "TransportSession", "call_pair",
     ]
+
+
+def test_the_telephony_and_twilio_packages_export_exactly_their_public_api() -> None:
+    import brisvox.transport.telephony
+    import brisvox.transport.twilio
+
+    assert brisvox.transport.telephony.__all__ == [
+        "DEFAULT_MAX_MARKS", "Echo", "MarkBook", "MarkKind", "UpgradeRefusal", "b64decode", "b64encode",
+        "lenient_int", "secret_equal",
+    ]
+    assert brisvox.transport.twilio.__all__ == [
+        "OutboundEncoder", "TwilioConfig", "TwilioProtocolError", "TwilioStats", "parse_message", "run_call",
+        "signature", "signature_valid",
+    ]

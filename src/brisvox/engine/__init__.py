@@ -5,6 +5,7 @@ from brisvox.engine.clips import ClipCache, FillerClip, FillerClipStore, render_
 from brisvox.engine.config import EngineConfig, LlmConfig, SpeculationMode, SummaryConfig, Timeouts
 from brisvox.engine.events import CallObserver, EngineEvent
 from brisvox.engine.playout import PlayoutBook
+from brisvox.engine.s2s import run_s2s_call
 
 __all__ = [
     "CallFailed",
@@ -23,4 +24,5 @@ __all__ = [
     "Timeouts",
     "render_clips",
     "run_call",
+    "run_s2s_call",
 ]

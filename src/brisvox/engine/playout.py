@@ -199,6 +199,15 @@ class PlayoutBook:
         out.sort(key=lambda c: c.msg_index, reverse=True)
         return out
 
+    def heard(self, utterance: int) -> tuple[float, Truncation] | None:
+        """Seconds of the utterance released to the caller and the text they cover (None: unknown
+        utterance).  The S2S stage tells the model this at a cut (``S2sSession.truncate``)."""
+        u = self._utterances.get(utterance)
+        if u is None:
+            return None
+        fully = u.epoch in self._done and u.played_out and u.sent_samples > 0
+        return u.position, u.played.heard(u.position, fully_played=fully)
+
     def epoch_of(self, utterance: int) -> int | None:
         u = self._utterances.get(utterance)
         return None if u is None else u.epoch

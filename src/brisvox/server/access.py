@@ -7,7 +7,10 @@ before routing, so a refused request reaches neither admission nor a route:
 * every other request needs an allowed ``Host`` (403 ``host_not_allowed``);
 * a WebSocket upgrade also needs an allowed ``Origin`` (403 ``origin_not_allowed``) and,
   when the server requires authentication, a valid token (401, or 403 ``wrong_agent``);
-* ``/metrics`` and ``/agent.json`` need a token when the server requires authentication.
+* ``/metrics`` and ``/agent.json`` need a token when the server requires authentication;
+* a WebSocket path in ``self_authenticating`` (a carrier's stream, such as Twilio's, whose
+  endpoint checks the carrier's signature itself) needs an allowed ``Host`` only: no Origin
+  (carriers send none) and no brisvox token (carriers cannot send one).
 
 A refusal is answered before the WebSocket upgrade (an HTTP denial response when the ASGI
 server supports it, as uvicorn does; otherwise a close before accept, which the server
@@ -71,6 +74,8 @@ class AccessPolicy:
     allowed_hosts: frozenset[str]
     allowed_origins: frozenset[str]
     wall: Callable[[], float]
+    self_authenticating: frozenset[str] = frozenset()
+    """WebSocket paths whose endpoint checks its own credential (see the module docs)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, *, agent: str | None, wall: Callable[[], float]) -> AccessPolicy:
@@ -140,6 +145,9 @@ class AccessGuard:
         headers = _headers(scope)
         host = headers.get("host")
         refusal = check_host(host, self.policy.allowed_hosts)
+        if refusal is None and kind == "websocket" and path in self.policy.self_authenticating:
+            await self.app(scope, receive, send)  # the endpoint checks the carrier's signature
+            return
         offered: list[str] = list(scope.get("subprotocols", ()))
         if refusal is None and kind == "websocket":
             refusal = check_origin(headers.get("origin"), host, self.policy.allowed_origins)

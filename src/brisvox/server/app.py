@@ -24,7 +24,7 @@ call link and spawns the slot with it).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
@@ -66,12 +66,13 @@ def build_app(
     extra_routes: Sequence[BaseRoute] = (),
     access: AccessPolicy | None = None,
     pools: Callable[[], Iterable[InferencePool]] = live_pools,
+    call_routes: Sequence[tuple[str, CallEndpoint]] = (),
 ) -> Starlette:
     """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
     Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
     application that embeds this one and checks its requests itself); ``pools`` gives the
-    embedded models' pools whose saturation ``/readyz`` reports."""
-    endpoint = call_endpoint
+    embedded models' pools whose saturation ``/readyz`` reports; ``call_routes``: more call
+    endpoints by path (a carrier's, such as Twilio's), admitted exactly like ``ws_path``."""
     metrics.watch(manager)
 
     async def healthz(request: Request) -> Response:
@@ -93,23 +94,27 @@ def build_app(
     async def metrics_route(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
-    async def call(websocket: WebSocket) -> None:
-        admitted = manager.try_admit()
-        if not isinstance(admitted, SessionSlot):
-            metrics.record_refusal(admitted.reason)
-            text = "too many calls, retry later\n" if isinstance(admitted, AtCapacity) else "shutting down\n"
-            await _deny(websocket, text)
-            return
-        try:
-            await endpoint(websocket, admitted)
-        finally:
-            admitted.release()  # the socket is closed: unused, or a held session's place (see SessionSlot)
+    def admitting(endpoint: CallEndpoint) -> Callable[[WebSocket], Awaitable[None]]:
+        async def call(websocket: WebSocket) -> None:
+            admitted = manager.try_admit()
+            if not isinstance(admitted, SessionSlot):
+                metrics.record_refusal(admitted.reason)
+                text = "too many calls, retry later\n" if isinstance(admitted, AtCapacity) else "shutting down\n"
+                await _deny(websocket, text)
+                return
+            try:
+                await endpoint(websocket, admitted)
+            finally:
+                admitted.release()  # the socket is closed: unused, or a held session's place (see SessionSlot)
+
+        return call
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
-        WebSocketRoute(ws_path, call),
+        WebSocketRoute(ws_path, admitting(call_endpoint)),
+        *(WebSocketRoute(path, admitting(endpoint)) for path, endpoint in call_routes),
         # before the extra routes, whose Mounts would take WebSocket scopes too; Starlette's default is a 403
         WebSocketRoute("/{path:path}", _no_such_path),
         *extra_routes,

@@ -71,11 +71,14 @@ from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
+from brisvox.server.settings import Settings
 from brisvox.server.tools import ToolSet
+from brisvox.server.twilio_endpoint import TwilioEndpoint
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.link import CallLink
 from brisvox.transport.session import TransportSession
-from brisvox.transport.websocket import PeerClosed
+from brisvox.transport.twilio import TwilioConfig
+from brisvox.transport.websocket import PeerClosed, ServerConfig
 from brisvox.transport.websocket import run_call as run_ws_call
 
 __all__ = [
@@ -88,6 +91,7 @@ __all__ = [
     "engine_runner",
     "event_message",
     "metrics_listener",
+    "twilio_endpoint",
 ]
 
 log = logging.getLogger(__name__)
@@ -167,6 +171,18 @@ LISTEN_RATE = 16_000
 """Every call is heard at 16 kHz, whatever its rate: the rate Silero VAD, Smart Turn and the
 local Whisper read (and one every cloud STT takes), so an 8, 24 or 48 kHz call works with
 every provider (the engine converts the caller's audio as it arrives)."""
+
+
+async def _no_events(text: str) -> None:
+    """A Twilio call's event side: Twilio takes no messages but media, mark and clear."""
+
+
+def twilio_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> TwilioEndpoint:
+    """The Twilio Media Streams endpoint of ``brisvox serve``: its calls run the same engine
+    (an :class:`EngineCall` whose event side is silent)."""
+    twilio = TwilioConfig(path=settings.twilio_path, public_url=settings.twilio_public_url,
+                          auth_token=settings.twilio_auth_token)
+    return TwilioEndpoint(clock, config, twilio, session_item=lambda link: EngineCall(link, _no_events))
 
 
 def engine_config(definition: AgentDefinition) -> EngineConfig:

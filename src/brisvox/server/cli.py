@@ -138,7 +138,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
     from brisvox.server.agent_file import AgentFileError, load_agent_file
-    from brisvox.server.call import EngineEndpoint
+    from brisvox.server.call import EngineEndpoint, twilio_endpoint
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
@@ -187,8 +187,16 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     endpoint = EngineEndpoint(clock, ws_config)
+    twilio = twilio_endpoint(settings, clock, ws_config)
+
+    def stop_calls() -> None:
+        endpoint.close()
+        twilio.close()
+
     parts = ServerParts(
-        runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=endpoint.close,
+        runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=stop_calls,
+        call_routes=((settings.twilio_path, twilio),),
+        self_authenticating=frozenset({settings.twilio_path}) if twilio.self_authenticating else frozenset(),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
     )

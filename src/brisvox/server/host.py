@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -70,6 +71,10 @@ class ServerParts:
     """The metrics ``/metrics`` exports; the runner feeds the same object (a fresh one when None)."""
     agent: str | None = None
     """The served agent's name: signed call tokens that name another agent are refused."""
+    call_routes: tuple[tuple[str, CallEndpoint], ...] = ()
+    """More call endpoints by path (Twilio's), admitted like the WebSocket route."""
+    self_authenticating: frozenset[str] = frozenset()
+    """Paths of ``call_routes`` that check their own credential (AccessPolicy.self_authenticating)."""
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
@@ -122,10 +127,12 @@ async def serve(
     )
     wall_clock = clock
     # Token expiry is wall time by necessity: the tokens are minted on another machine.
-    access = AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp())
+    access = dataclasses.replace(
+        AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp()),
+        self_authenticating=parts.self_authenticating)
     log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
-                    extra_routes=parts.extra_routes, access=access)
+                    extra_routes=parts.extra_routes, access=access, call_routes=parts.call_routes)
     edge = edge or Edge(clock, settings.edge_config())
     http_protocol, ws_protocol = edge.protocols()
     config = uvicorn.Config(

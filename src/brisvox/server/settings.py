@@ -103,6 +103,12 @@ def _path(raw: str) -> str:
     return raw
 
 
+def _wss_url(raw: str) -> str:
+    if not re.fullmatch(r"wss://[A-Za-z0-9.\-]+(:[0-9]{1,5})?/[^\s?#]*", raw):
+        raise ValueError("expected wss://host[:port]/path (the URL in the TwiML <Stream url>, no query)")
+    return raw
+
+
 def _level(raw: str) -> str:
     level = raw.strip().lower()
     if level not in _LOG_LEVELS:
@@ -177,6 +183,11 @@ def _auth_problems(values: Mapping[str, Any]) -> list[str]:
     if mode is AuthMode.NONE and (tokens or key is not None):
         problems.append("BRISVOX_AUTH_TOKENS or BRISVOX_AUTH_SECRET is set but BRISVOX_AUTH is none: "
                         "set BRISVOX_AUTH to bearer or signed")
+    if values.get("twilio_auth_token") is not None and values.get("twilio_public_url") is None:
+        problems.append("BRISVOX_TWILIO_AUTH_TOKEN is set but BRISVOX_TWILIO_PUBLIC_URL is not: the signature is "
+                        "over the public wss:// URL Twilio connects to")
+    if values.get("twilio_path") == values.get("ws_path", "/ws"):
+        problems.append("BRISVOX_TWILIO_PATH must differ from BRISVOX_WS_PATH")
     if mode is AuthMode.BEARER and key is not None:
         problems.append("BRISVOX_AUTH_SECRET is set but BRISVOX_AUTH is bearer: set BRISVOX_AUTH=signed to use it")
     return problems
@@ -219,6 +230,12 @@ VARIABLES: tuple[Variable, ...] = (
              "the key that signs call tokens (mode signed; at least 32 characters)", secret=True),
     Variable("BRISVOX_ALLOWED_HOSTS", "allowed_hosts", frozenset(), _allowed_hosts,
              "Host names the server answers, comma-separated, or '*' (default: loopback names and BRISVOX_HOST)"),
+    # Twilio Media Streams (brisvox.server.twilio_endpoint; docs/TELEPHONY.md)
+    Variable("BRISVOX_TWILIO_PATH", "twilio_path", "/twilio", _path, "path of the Twilio Media Streams endpoint"),
+    Variable("BRISVOX_TWILIO_PUBLIC_URL", "twilio_public_url", None, _wss_url,
+             "the wss:// URL Twilio connects to, exactly as in the TwiML <Stream url>; signatures are over it"),
+    Variable("BRISVOX_TWILIO_AUTH_TOKEN", "twilio_auth_token", None, Secret,
+             "the Twilio account's auth token: turns on the X-Twilio-Signature check", secret=True),
     Variable("BRISVOX_ALLOWED_ORIGINS", "allowed_origins", frozenset(), _allowed_origins,
              "web origins whose pages may start calls, comma-separated, or '*' (default: the server's own)"),
     # --- limits at the edge and per call (docs/OPERATIONS.md "Limits") ---
@@ -263,6 +280,10 @@ class Settings:
     auth_secret: Secret | None = None
     allowed_hosts: frozenset[str] = frozenset()
     allowed_origins: frozenset[str] = frozenset()
+    # Twilio Media Streams
+    twilio_path: str = "/twilio"
+    twilio_public_url: str | None = None
+    twilio_auth_token: Secret | None = None
     # limits (see VARIABLES)
     handshake_timeout: float = 5.0
     max_unstarted: int = 128

@@ -32,7 +32,7 @@ from brisvox.server.session import SessionSlot
 from brisvox.transport.link import CallEnds, CallLink
 from brisvox.transport.websocket import PeerClosed, ServerConfig, ServerStats, run_call
 
-__all__ = ["StarletteWsPeer", "TransportEndpoint"]
+__all__ = ["LiveCalls", "StarletteWsPeer", "TransportEndpoint"]
 
 log = logging.getLogger(__name__)
 
@@ -133,19 +133,37 @@ def _server_transport(send: object, depth: int = 4) -> object | None:
     return None
 
 
-class TransportEndpoint:
-    """Runs admitted WebSocket calls through the transport (see the module docs)."""
+class LiveCalls:
+    """The calls an endpoint has connected, so a shutdown can say goodbye to each of them."""
 
-    def __init__(self, clock: Clock, config: ServerConfig | None = None) -> None:
-        self.clock = clock
-        self.config = config or ServerConfig()
-        self.stats = ServerStats()
+    def __init__(self) -> None:
         self._shutdown = asyncio.Event()
         self._live: set[CallEnds] = set()
 
     @property
     def live_calls(self) -> int:
         return len(self._live)
+
+    def _register(self, ends: CallEnds) -> Callable[[], None]:
+        self._live.add(ends)
+        return lambda: self._live.discard(ends)
+
+    def close(self) -> None:
+        """Say goodbye to every call still connected (idempotent)."""
+        self._shutdown.set()
+        for ends in list(self._live):
+            ends.out.wake()
+
+
+class TransportEndpoint(LiveCalls):
+    """Runs admitted WebSocket calls through the transport (see the module docs); :meth:`close` says
+    goodbye (``stop{shutdown}`` and close 1001) to every call still connected."""
+
+    def __init__(self, clock: Clock, config: ServerConfig | None = None) -> None:
+        super().__init__()
+        self.clock = clock
+        self.config = config or ServerConfig()
+        self.stats = ServerStats()
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
         await websocket.accept()
@@ -157,14 +175,4 @@ class TransportEndpoint:
 
         await run_call(peer, clock=self.clock, config=self.config, deliver=deliver, shutdown=self._shutdown,
                        stats=self.stats, register=self._register)
-
-    def _register(self, ends: CallEnds) -> Callable[[], None]:
-        self._live.add(ends)
-        return lambda: self._live.discard(ends)
-
-    def close(self) -> None:
-        """Say goodbye (``stop{shutdown}`` and close 1001) to every call still connected."""
-        self._shutdown.set()
-        for ends in list(self._live):
-            ends.out.wake()
 

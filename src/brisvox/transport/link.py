@@ -21,9 +21,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from brisvox.core.channel import Channel, ItemPolicy, Overflow
+from brisvox.core.clock import Clock, bounded
+from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.transport.events import CallInfo, WireAudio, WireEvent, WireOut
 
-__all__ = ["WIRE_EVENTS_CAPACITY", "WIRE_OUT_CAPACITY", "CallEnds", "CallLink", "Transport", "call_pair"]
+__all__ = ["WIRE_EVENTS_CAPACITY", "WIRE_OUT_CAPACITY", "CallEnds", "CallLink", "Transport", "call_pair", "hand_off"]
 
 WIRE_EVENTS_CAPACITY = 64
 WIRE_OUT_CAPACITY = 8
@@ -70,3 +72,20 @@ class Transport(Protocol):
         """The next call whose client is connected and started; raises ChannelClosed when the
         transport shut down."""
         ...
+
+
+async def hand_off(events: Channel[WireEvent], event: WireEvent, clock: Clock, timeout: float) -> bool:
+    """Queue a lossless event for the core: at once when there is room, else waiting up to
+    ``timeout``.  False when the core did not take it in time (the adapter then ends the call
+    as overloaded); True when it was queued, or when the channel is closed (the call is over:
+    nobody is left to tell)."""
+    if events.closed:
+        return True
+    try:
+        if not events.try_send(event):
+            await bounded(clock, timeout, events.send(event), "event hand-off")
+    except DeadlineExceeded:
+        return False
+    except ChannelClosed:
+        pass
+    return True

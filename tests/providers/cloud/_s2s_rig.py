@@ -1,6 +1,6 @@
 """The spec's three tool scenarios at the S2S adapter level: a scripted vendor and a minimal driver.
 
-The driver stands in for the S2S stage a later wave builds: it answers the tool calls of each
+The driver is the adapter-level twin of the engine's S2S stage (``brisvox.engine.run_s2s_call``): it answers the tool calls of each
 model response through the real :class:`ToolEngine` (one epoch per user turn), sends the results
 in call order and asks for one response.  The vendor side is a loopback server speaking each
 vendor's wire format (``Vendor`` implementations live in the adapter tests).

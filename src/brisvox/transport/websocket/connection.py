@@ -49,7 +49,7 @@ from brisvox.transport.events import (
     WireMarkEcho,
     WireStarted,
 )
-from brisvox.transport.link import CallEnds, CallLink, call_pair
+from brisvox.transport.link import CallEnds, CallLink, call_pair, hand_off
 from brisvox.transport.websocket.config import ServerConfig
 from brisvox.transport.websocket.limits import AudioRateLimit, AudioVerdict
 from brisvox.transport.websocket.protocol import (
@@ -337,16 +337,8 @@ class _Call:
         self.ends.out.wake()
 
     async def _lossless(self, ev: WireEvent) -> None:
-        events = self.ends.events
-        if events.closed:
-            return
-        try:
-            if not events.try_send(ev):
-                await bounded(self.clock, self.cfg.send_timeout, events.send(ev), "event hand-off")
-        except DeadlineExceeded:
+        if not await hand_off(self.ends.events, ev, self.clock, self.cfg.send_timeout):
             self._request_fatal(CloseCode.TRY_AGAIN, ErrorCode.OVERLOADED, "the engine does not keep up")
-        except ChannelClosed:
-            pass
 
     async def _fault(self, code: ErrorCode, message: str) -> None:
         self.faults += 1
