@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
@@ -357,3 +359,13 @@ async def test_a_reply_a_busy_tts_refused_is_reported_to_the_client_as_an_error_
     assert not result.audio_at()  # nothing could be spoken ...
     busy = [e for e in drain(observer) if isinstance(e, ModelBusy)]
     assert busy and {e.stage for e in busy} == {BusyStage.TTS}  # ... and the client is told
+
+
+async def test_the_model_is_told_the_calls_date_from_the_clocks_wall_time_but_the_context_does_not_keep_it() -> None:
+    clock = SimClock(datetime(2026, 12, 4, 7, 0, tzinfo=UTC))
+    scenario = ScenarioBuilder().pause(0.5).say("a table for tomorrow").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("For what time?")]])
+    config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(system_prompt="You book tables."))
+    result = await simulate(clock, scenario, llm, config=config)
+    assert llm.requests[0].messages[0].text == "You book tables.\n\nToday is Friday, 4 December 2026."  # type: ignore[union-attr]
+    assert result.report.context.messages[0].text == "You book tables."  # type: ignore[union-attr]
