@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 APT_PACKAGES := espeak-ng sox chromium
 
-.PHONY: test demo check venv deps-test apt lint typecheck pytest bench clean
+.PHONY: test demo check venv deps-test apt lint typecheck pytest bench clean rtvi-proto
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -18,9 +18,15 @@ apt:
 	if [ -n "$$missing" ]; then echo "installing Debian packages:$$missing"; \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; fi
 
+RTVI_JS := tests/transport/rtvi/js
+
 deps-test: venv apt
 	$(PIP) install -q -e '.[test,local]'
 	$(PY) -m brisvox models fetch
+	@# Pipecat's own JavaScript client for the RTVI tests (pinned by package-lock.json); without node they skip
+	@if command -v npm >/dev/null 2>&1; then (cd $(RTVI_JS) && npm ci --no-audit --no-fund --silent) \
+	  || echo "npm ci failed: the RTVI JavaScript client tests will skip, saying why"; \
+	  else echo "node/npm not found: the RTVI JavaScript client tests will skip"; fi
 
 test: deps-test check
 
@@ -58,6 +64,10 @@ bench: venv
 	$(PY) bench/inference.py
 	$(PY) bench/cloud_llm_stream.py
 	$(PY) bench/turn_machine.py
+
+# Regenerates the RTVI wire module from its .proto (tests/transport/rtvi/test_wire.py checks it is current).
+rtvi-proto:
+	cd src/brisvox/transport/rtvi && $(abspath $(PY)) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. frames.proto
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -11,6 +11,7 @@ import pytest
 
 from brisvox.agent.guards import WORK_CLAIM_WITHOUT_TOOL
 from brisvox.agent.tools import CONFIRM_PENDING, ToolCallContext, ToolKind, ToolRegistry, ToolSpec
+from brisvox.agent.tools.filler import FillerConfig
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
 from brisvox.engine import CallFailed
@@ -177,7 +178,7 @@ def booking_registry(clock: SimClock, seconds: float = 0.0, *, confirm: bool = F
     registry = ToolRegistry()
     booking = SlowBooking(clock, seconds)
     spec = ToolSpec(name="book_table", description="Book a table.", parameters=BOOK_SCHEMA,
-                    kind=ToolKind.SIDE_EFFECT, confirm=confirm)
+                    kind=ToolKind.SIDE_EFFECT, confirm=confirm, timeout=max(10.0, 2 * seconds))
     registry.register(spec, booking)
     return registry, booking
 
@@ -294,3 +295,86 @@ async def test_a_non_fatal_vendor_error_is_logged_and_the_call_goes_on() -> None
 def test_our_barge_in_without_a_vad_is_refused() -> None:
     with pytest.raises(ConfigError, match="vad"):
         asyncio.run(run_s2s_call(None, S2sConfig(barge_in=BargeIn.OURS), FakeS2s(), SimClock()))  # type: ignore[arg-type]
+
+
+def still_running(result: S2sToolResult) -> bool:
+    return bool(content(result).get("status") == "still_running")
+
+
+async def test_a_tool_past_the_think_budget_is_answered_still_running_and_its_result_comes_once_late() -> None:
+    clock, fake = SimClock(), FakeS2s()
+    registry, booking = booking_registry(clock, seconds=12.0)
+    config = S2sConfig(filler=FillerConfig.OFF)
+
+    async def script() -> None:
+        await user_turn(fake)
+        await fake.emit(S2sToolCall(call_id="b1", name="book_table", arguments={"day": "friday"}), S2sResponseDone())
+        await clock.sleep(9.9)
+        fake.before_budget = list(fake.sent)  # type: ignore[attr-defined]
+        await until(clock, lambda: bool(fake.of("results")), limit=0.3)
+        await fake.emit(S2sSpeechStarted(), S2sInterrupted(), S2sSpeechStopped())  # the caller talks over it
+        await until(clock, lambda: bool(booking.done), limit=3.0)
+        await clock.sleep(0.1)
+        await fake.emit(S2sInteractionEnded())
+
+    await s2s_call(clock, fake, script, config=config, tools=registry)
+    assert fake.before_budget == []  # type: ignore[attr-defined]
+    ((answer,),) = results(fake)  # the vendor's one result for the call: "still running"
+    assert answer.call_id == "b1" and still_running(answer)
+    (late,) = fake.of("note")  # the real answer once, as a late answer, though a barge-in came between
+    assert late.startswith("LATE ANSWER") and "b1" in late and "friday" in late
+    assert fake.kinds() == ["results", "request", "note", "request"]
+    assert len(booking.done) == 1
+
+
+async def test_without_a_think_budget_the_model_waits_for_the_result() -> None:
+    clock, fake = SimClock(), FakeS2s()
+    registry, booking = booking_registry(clock, seconds=12.0)
+    config = S2sConfig(think_budget=None, filler=FillerConfig.OFF)
+
+    async def script() -> None:
+        await user_turn(fake)
+        await fake.emit(S2sToolCall(call_id="b1", name="book_table", arguments={"day": "friday"}), S2sResponseDone())
+        await until(clock, lambda: bool(fake.of("request")), limit=13.0)
+
+    await s2s_call(clock, fake, script, config=config, tools=registry)
+    assert booking.done
+    ((answer,),) = results(fake)
+    assert content(answer) == {"booked": "friday"}
+    assert fake.kinds() == ["results", "request"]
+
+
+async def test_a_tool_running_while_the_model_is_silent_gets_one_filler_after_the_delay() -> None:
+    clock, fake = SimClock(), FakeS2s()
+    registry, _ = booking_registry(clock, seconds=4.0)
+    config = S2sConfig(filler=FillerConfig(delay=1.5, phrases=("Just a second.",)))
+
+    async def script() -> None:
+        await user_turn(fake)
+        await fake.emit(S2sToolCall(call_id="b1", name="book_table", arguments={"day": "friday"}), S2sResponseDone())
+        await clock.sleep(1.4)
+        fake.before_delay = list(fake.sent)  # type: ignore[attr-defined]
+        await until(clock, lambda: len(fake.of("request")) == 2, limit=3.0)
+
+    await s2s_call(clock, fake, script, config=config, tools=registry)
+    assert fake.before_delay == []  # type: ignore[attr-defined]
+    assert fake.kinds() == ["note", "request", "results", "request"]  # one filler for the round
+    (note,) = fake.of("note")
+    assert "Just a second." in note and "book_table" in note
+
+
+async def test_no_filler_while_the_model_speaks_during_a_tool_call() -> None:
+    clock, fake = SimClock(), FakeS2s()
+    registry, booking = booking_registry(clock, seconds=3.0)
+    config = S2sConfig(filler=FillerConfig(delay=1.0))
+
+    async def script() -> None:
+        await user_turn(fake)
+        await fake.emit(S2sToolCall(call_id="b1", name="book_table", arguments={"day": "friday"}), S2sResponseDone())
+        for _ in range(25):  # the model says 2.5 s while the booking runs (silent 0.5 s < the delay after)
+            await fake.emit(S2sAudio(tone(0.1), item_id="i1"))
+        await until(clock, lambda: bool(fake.of("request")), limit=4.0)
+
+    await s2s_call(clock, fake, script, config=config, tools=registry)
+    assert booking.done
+    assert fake.kinds() == ["results", "request"]

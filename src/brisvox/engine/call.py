@@ -35,7 +35,7 @@ from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
-from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame
+from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame, UserTextFrame
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
@@ -58,7 +58,15 @@ from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider, SttSession
 from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsProvider, TtsSession
-from brisvox.transport.events import CallFailure, Dtmf, FailureKind, PlaybackPosition, Stopped, StopReason
+from brisvox.transport.events import (
+    CallFailure,
+    Dtmf,
+    FailureKind,
+    PlaybackPosition,
+    Stopped,
+    StopReason,
+    TypedText,
+)
 from brisvox.transport.session import TransportSession
 
 __all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "run_call"]
@@ -438,5 +446,7 @@ async def _pump_events(session: TransportSession, running: RunningPipeline) -> N
                 )
             elif isinstance(event, Dtmf):
                 await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
+            elif isinstance(event, TypedText):
+                await running.send(UserTextFrame(epoch=0, text=event.text))  # a turn of its own (the driver)
             elif isinstance(event, Stopped):
                 return

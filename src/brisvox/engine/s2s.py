@@ -44,9 +44,16 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from brisvox.agent.context import Context, ToolCall
-from brisvox.agent.guards import ClaimPatterns, DeliveryClaimGuard, WorkClaimGuard, WorkClaimVerdict
+from brisvox.agent.guards import (
+    ClaimPatterns,
+    DeliveryClaimGuard,
+    ThinkBudget,
+    WorkClaimGuard,
+    WorkClaimVerdict,
+)
 from brisvox.agent.tools import CancelToken, ToolEngine, ToolRegistry
 from brisvox.agent.tools.execution import Execution
+from brisvox.agent.tools.filler import FillerPlan, FillerPolicy
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError
@@ -112,7 +119,8 @@ log = logging.getLogger(__name__)
 class _S2sStats:
     """Counts of one S2S call (turns and cuts go into its :class:`CallReport`; all are logged at its end)."""
 
-    __slots__ = ("cuts", "late_notes", "truncations", "turns", "work_claims", "work_turns")
+    __slots__ = ("cuts", "fillers", "late_answers", "late_notes", "still_running", "truncations", "turns",
+                 "work_claims", "work_turns")
 
     def __init__(self) -> None:
         self.turns = 0  # user turns (speech starts)
@@ -121,6 +129,9 @@ class _S2sStats:
         self.late_notes = 0  # late results told to the model
         self.work_claims = 0  # work-claim-without-tool decisions
         self.work_turns = 0  # of those, turns requested
+        self.still_running = 0  # rounds answered "still running" past the think budget
+        self.late_answers = 0  # their real results, told later (once each)
+        self.fillers = 0  # holding lines the model was asked to say while a tool ran in silence
 
 
 async def run_s2s_call(
@@ -156,8 +167,9 @@ async def run_s2s_call(
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_s2s_call", exc)
     log.info("call %s: s2s ended: %d turns, %d cuts, %d truncations, %d late notes, %d work claims without a "
-             "tool (%d turns requested)", session.info.call_id, stats.turns, stats.cuts, stats.truncations,
-             stats.late_notes, stats.work_claims, stats.work_turns)
+             "tool (%d turns requested), %d rounds past the think budget (%d late answers), %d fillers",
+             session.info.call_id, stats.turns, stats.cuts, stats.truncations, stats.late_notes, stats.work_claims,
+             stats.work_turns, stats.still_running, stats.late_answers, stats.fillers)
     told = None if fault.cause is None else call_failure(fault.cause)
     reason = await session.close(timeouts.stop, failure=told)
     report = CallReport(
@@ -232,6 +244,8 @@ class S2sStage(Processor):
         self._seq = 0
         self._token: CancelToken | None = None  # the running execution's
         self._executing = 0  # executions started and not yet answered
+        self._fillers = FillerPolicy.from_config(config.filler)
+        self._last_audio = float("-inf")  # when the model's audio last arrived
 
     @property
     def name(self) -> str:
@@ -325,6 +339,7 @@ class S2sStage(Processor):
         return self._utterance
 
     async def _audio(self, event: S2sAudio, ctx: ProcessorContext) -> None:
+        self._last_audio = self._clock.now()
         utterance = self._utterance_for(event.item_id)
         pcm = event.pcm if self._out is None else self._out.process(event.pcm)
         if pcm:
@@ -375,8 +390,19 @@ class S2sStage(Processor):
         for c in calls:
             ours.append(ToolCall(id=f"t{turn}.{self._seq}", name=c.name, arguments=c.arguments, provider_id=c.call_id))
             self._seq += 1
+        tool_round = _Round(ours, turn, token, self._clock.now())
+        budget = self._config.think_budget
+        watchers = []
+        if budget is not None:
+            watchers.append(self._scope.spawn(self._think_budget(tool_round, budget), name="s2s-think-budget"))
+        plan = self._fillers.plan([spec for c in ours if (spec := engine.registry.spec(c.name)) is not None])
+        if plan is not None:
+            watchers.append(self._scope.spawn(self._filler(tool_round, plan), name="s2s-filler"))
         try:
             execution = await engine.execute(ours, turn, token)
+            tool_round.done = True
+            if tool_round.answered:
+                await asyncio.gather(*watchers)  # a "still running" answer being sent finishes first
             now = self._clock.now()
             for call in ours:
                 self._work.tool_call_finished(call.provider_id or call.id, now)
@@ -385,11 +411,59 @@ class S2sStage(Processor):
                 for call in ours:
                     self._delivery.call_cancelled(call.provider_id or call.id, now)
                 return
-            await self._answer(ours, execution, turn, now)
+            await self._answer(ours, execution, turn, now, late=tool_round.answered)
         finally:
+            for watcher in watchers:
+                watcher.cancel()
             self._executing -= 1
 
-    async def _answer(self, calls: list[ToolCall], execution: Execution, turn: int, now: float) -> None:
+    async def _think_budget(self, tool_round: _Round, budget: ThinkBudget) -> None:
+        """Past the budget the calls are answered "still running" (their results come later, once)."""
+        deadline = budget.deadline(tool_round.started)
+        await self._clock.sleep_until(deadline)
+        if tool_round.done or tool_round.token.is_cancelled:
+            return
+        tool_round.answered = True  # from here on this task is awaited, never cancelled
+        if self._token is tool_round.token:
+            self._token = None  # the caller was promised the answer: a barge-in no longer cancels the work
+        # The loop's timer may wake a float rounding before the deadline: decide at the deadline at the earliest.
+        now, results = max(self._clock.now(), deadline), []
+        for call in tool_round.calls:
+            vendor_id = call.provider_id or call.id
+            outcome = budget.decide(vendor_id, call.name, tool_round.started, now, None)
+            assert outcome is not None  # past the deadline with no result: "still running"
+            results.append(S2sToolResult(call_id=vendor_id, name=call.name, content=outcome.content))
+        log.info("call %s: %d tool call(s) still running after the think budget (%g s)", self._events.call_id,
+                 len(results), budget.seconds)
+        self._stats.still_running += 1
+        await self._s2s.send_tool_results(results)
+        await self._s2s.request_response()
+
+    async def _filler(self, tool_round: _Round, plan: FillerPlan) -> None:
+        """While the round runs and the model has been silent for the filler delay, ask it for a holding line."""
+        quiet = tool_round.started
+        while True:
+            now = self._clock.now()
+            if self._playing():  # the model speaks: the silence starts when its audio ends
+                quiet = now
+                await self._clock.sleep(_QUIET_POLL)
+                continue
+            quiet = max(quiet, self._last_audio)
+            if now >= quiet + plan.delay:
+                break
+            await self._clock.sleep_until(quiet + plan.delay)
+        if tool_round.answered or tool_round.token.is_cancelled:
+            return
+        choice = self._fillers.choose(plan.tool)
+        if choice is None:
+            return
+        self._stats.fillers += 1
+        await self._s2s.add_note(f"{plan.tool} is still running. Say only this short holding line to the caller "
+                                 f"now, in the caller's language, and nothing else: {choice.text}")
+        await self._s2s.request_response()
+
+    async def _answer(self, calls: list[ToolCall], execution: Execution, turn: int, now: float, *,
+                      late: bool) -> None:
         results = []
         for call, msg, outcome in zip(calls, execution.results, execution.outcomes, strict=True):
             vendor_id = call.provider_id or call.id
@@ -398,7 +472,12 @@ class S2sStage(Processor):
             results.append(S2sToolResult(call_id=vendor_id, name=call.name, content=content, is_error=msg.is_error))
             self._events.emit(ToolCallSettled(epoch=turn, at=now, call_id=vendor_id, name=call.name,
                                               outcome=outcome, content=content, is_error=msg.is_error))
-        await self._s2s.send_tool_results(results)
+        if late:  # the calls were answered "still running": their results go in as late answers, once
+            for result in results:
+                await self._s2s.add_note(ThinkBudget.late_answer(result.call_id, result.name, result.content).content)
+            self._stats.late_answers += len(results)
+        else:
+            await self._s2s.send_tool_results(results)
         for note in execution.late_notes:
             await self._s2s.add_note(note.text)
             self._stats.late_notes += 1
@@ -445,6 +524,21 @@ class S2sStage(Processor):
                                        text=truncation.text))
             await self._s2s.truncate(item, round(seconds * 1000))
             self._stats.truncations += 1
+
+
+_QUIET_POLL = 0.05  # s: how often the filler watcher looks whether the model's audio still plays
+
+
+@dataclasses.dataclass(slots=True)
+class _Round:
+    """One response's tool calls while they run."""
+
+    calls: list[ToolCall]
+    turn: int
+    token: CancelToken
+    started: float
+    done: bool = False  # the execution finished
+    answered: bool = False  # answered "still running" past the think budget
 
 
 def _json(arguments: dict[str, Any]) -> str:

@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from brisvox.agent.guards import ThinkBudget
+from brisvox.agent.tools.filler import FillerConfig
 from brisvox.agent.tools.spec import ToolSpec
 from brisvox.core.errors import ConfigError
 from brisvox.providers.errors import ProviderError
@@ -77,6 +79,11 @@ class S2sConfig:
     barge_in: BargeIn = BargeIn.MODEL
     non_blocking_tools: bool = True  # Gemini Live: declare tools NON_BLOCKING (the model keeps listening)
     transcribe: bool = True  # ask for transcripts of both sides
+    # A phone call's think budget (10 s): a tool still running past it is answered "still running"
+    # and its result comes later as a LATE ANSWER.  None: the model waits for every result.
+    think_budget: ThinkBudget | None = field(default_factory=ThinkBudget)
+    # Fillers while a tool runs and the model is silent past the delay (the model is asked to say one).
+    filler: FillerConfig = FillerConfig.DEFAULT
 
     def __post_init__(self) -> None:
         for name in ("input_rate", "output_rate"):

@@ -42,7 +42,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.websockets import WebSocket
 
@@ -87,6 +87,8 @@ __all__ = [
     "MAX_TEXT",
     "EngineCall",
     "EngineEndpoint",
+    "EventSide",
+    "JsonEvents",
     "engine_config",
     "engine_runner",
     "event_message",
@@ -99,12 +101,45 @@ log = logging.getLogger(__name__)
 SendText = Callable[[str], Awaitable[None]]
 
 
+class EventSide(Protocol):
+    """Where a call's engine events go on its socket: the WebSocket page's JSON (``event``
+    messages, :func:`event_message`) or RTVI (:class:`~brisvox.server.rtvi_endpoint.RtviSide`)."""
+
+    async def hello(self, info: dict[str, Any]) -> None:
+        """The call's first message (the agent and its LLM); raises PeerClosed when the socket is gone."""
+        ...
+
+    async def run(self, observer: CallObserver) -> None:
+        """Send the observer's events until it closes or the socket goes."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class JsonEvents:
+    """The WebSocket page's event side: ``{"type": "event", ...}`` text messages."""
+
+    send_text: SendText
+
+    async def hello(self, info: dict[str, Any]) -> None:
+        await self.send_text(json.dumps({"type": "event", "kind": "call_info", **info}))
+
+    async def run(self, observer: CallObserver) -> None:
+        await _forward(observer, self.send_text)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class EngineCall:
-    """What the session runner gets for one call: the link, and the socket's text side."""
+    """What the session runner gets for one call: the link, and the socket's text side
+    (``send_text``: JSON events) or another event side (``side``)."""
 
     link: CallLink
-    send_text: SendText
+    send_text: SendText | None = None
+    side: EventSide | None = None
+
+    def events(self) -> EventSide | None:
+        if self.side is not None:
+            return self.side
+        return JsonEvents(self.send_text) if self.send_text is not None else None
 
 
 class _SharedPeer:
@@ -308,6 +343,13 @@ async def _forward(observer: CallObserver, send: SendText) -> None:
         return
 
 
+async def _drain(observer: CallObserver) -> None:
+    """A call with no event side (a test's): the observer's events go nowhere."""
+    with contextlib.suppress(ChannelClosed):
+        while True:
+            await observer.get()
+
+
 def engine_runner(
     definition: AgentDefinition,
     tools: ToolSet,
@@ -323,7 +365,7 @@ def engine_runner(
     fillers = FillerPolicy.from_config(config.llm.filler)
     clips = filler_clips(config, providers.providers.tts, clock)
     listener = metrics_listener(metrics) if metrics is not None else None
-    info = json.dumps({"type": "event", "kind": "call_info", **providers.page_info(definition)})
+    info = providers.page_info(definition)
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
         session = await TransportSession.open(clock, call.link)
@@ -342,9 +384,11 @@ def engine_runner(
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
         observer = CallObserver(listener=listener)
         async with TaskScope("engine-call") as scope:
-            with contextlib.suppress(PeerClosed):
-                await call.send_text(info)
-            forward = scope.spawn(_forward(observer, call.send_text), name="events")
+            side = call.events()
+            if side is not None:
+                with contextlib.suppress(PeerClosed):
+                    await side.hello(info)
+            forward = scope.spawn(side.run(observer) if side is not None else _drain(observer), name="events")
             out_rate = output_rate(session, config)
             # The first call at a rate renders the clips for the later ones (its fillers are text).
             rendering = clips.start(out_rate, scope) if clips is not None else None

@@ -144,6 +144,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
     from brisvox.server.metrics import ServerMetrics
     from brisvox.server.page import page_routes
+    from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
     from brisvox.server.settings import Settings
 
     try:
@@ -188,14 +189,16 @@ def run_serve(args: argparse.Namespace, tools: ToolSet) -> int:
         return EXIT_STARTUP_FAILURE
     endpoint = EngineEndpoint(clock, ws_config)
     twilio = twilio_endpoint(settings, clock, ws_config)
+    rtvi = RtviEndpoint(clock, ws_config)
 
     def stop_calls() -> None:
         endpoint.close()
         twilio.close()
+        rtvi.close()
 
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=stop_calls,
-        call_routes=((settings.twilio_path, twilio),),
+        call_routes=((settings.twilio_path, twilio), (RTVI_PATH, rtvi)),
         self_authenticating=frozenset({settings.twilio_path}) if twilio.self_authenticating else frozenset(),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,

@@ -72,7 +72,7 @@ class ServerParts:
     agent: str | None = None
     """The served agent's name: signed call tokens that name another agent are refused."""
     call_routes: tuple[tuple[str, CallEndpoint], ...] = ()
-    """More call endpoints by path (Twilio's), admitted like the WebSocket route."""
+    """More call endpoints by path (Twilio's, RTVI's ``/rtvi``), admitted like the WebSocket route."""
     self_authenticating: frozenset[str] = frozenset()
     """Paths of ``call_routes`` that check their own credential (AccessPolicy.self_authenticating)."""
 

@@ -41,6 +41,7 @@ __all__ = [
     "TransportCommand",
     "TransportError",
     "TransportEvent",
+    "TypedText",
     "WireAudio",
     "WireAudioOut",
     "WireClear",
@@ -54,6 +55,7 @@ __all__ = [
     "WireMarkEcho",
     "WireOut",
     "WireStarted",
+    "WireText",
 ]
 
 SUPPORTED_RATES = frozenset({8000, 16000, 24000, 44100, 48000})
@@ -134,6 +136,17 @@ class Dtmf:
     at: float
 
 
+@dataclass(frozen=True, slots=True, repr=False)
+class TypedText:
+    """A message the caller typed instead of speaking (RTVI ``send-text``); ``at``: its arrival."""
+
+    text: str
+    at: float
+
+    def __repr__(self) -> str:
+        return f"TypedText(<{len(self.text)} chars>, at={self.at:.3f})"
+
+
 @dataclass(frozen=True, slots=True)
 class MarkPlayed:
     id: str
@@ -176,7 +189,7 @@ class Stopped:
 
 
 TransportEvent = (
-    Started | CallerAudio | Dtmf | MarkPlayed | MarkCleared | PlaybackPosition | PlaybackLead
+    Started | CallerAudio | Dtmf | TypedText | MarkPlayed | MarkCleared | PlaybackPosition | PlaybackLead
     | TransportError | Stopped
 )
 
@@ -232,6 +245,15 @@ class WireDtmf:
     at: float
 
 
+@dataclass(frozen=True, slots=True, repr=False)
+class WireText:
+    text: str
+    at: float
+
+    def __repr__(self) -> str:
+        return f"WireText(<{len(self.text)} chars>, at={self.at:.3f})"
+
+
 @dataclass(frozen=True, slots=True)
 class WireMarkEcho:
     id: str
@@ -254,7 +276,7 @@ class WireLead:
     lead: float
 
 
-WireEvent = WireStarted | WireAudio | WireDtmf | WireMarkEcho | WireFault | WireHangup | WireLead
+WireEvent = WireStarted | WireAudio | WireDtmf | WireText | WireMarkEcho | WireFault | WireHangup | WireLead
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ from brisvox.transport.events import (
     TransportCommand,
     TransportError,
     TransportEvent,
+    TypedText,
     WireAudio,
     WireAudioOut,
     WireClear,
@@ -80,6 +81,7 @@ from brisvox.transport.events import (
     WireMarkEcho,
     WireOut,
     WireStarted,
+    WireText,
 )
 from brisvox.transport.ledger import Ledger
 from brisvox.transport.link import CallLink
@@ -471,6 +473,8 @@ class TransportSession:
                     sink(frame)
             elif isinstance(ev, WireDtmf):
                 await events.send(Dtmf(ev.digit, ev.at))
+            elif isinstance(ev, WireText):
+                await events.send(TypedText(ev.text, ev.at))
             elif isinstance(ev, WireMarkEcho):
                 if ledger.echo(ev.id):
                     await events.send(MarkPlayed(ev.id))

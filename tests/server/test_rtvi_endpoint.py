@@ -1,0 +1,251 @@
+"""RTVI calls in the real server stack (uvicorn, in-process, 127.0.0.1) with mock providers:
+a Python client speaking Pipecat's protobuf frames (our wire module) on ``/rtvi``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from brisvox.audio import write_wav
+from brisvox.core.clock import SystemClock
+from brisvox.core.frames import TurnEndReason
+from brisvox.engine import Providers
+from brisvox.engine import events as ev
+from brisvox.inference.vad import energy_vad
+from brisvox.server.agent_file import parse_agent_file
+from brisvox.server.call import EngineEndpoint, engine_runner
+from brisvox.server.call_providers import CallProviders
+from brisvox.server.host import ServerParts, serve
+from brisvox.server.lifecycle import StopRequests
+from brisvox.server.metrics import ServerMetrics
+from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint, RtviEvents
+from brisvox.server.settings import Settings
+from brisvox.server.tools import ToolSet
+from brisvox.sim import MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.transport.rtvi import InboundAudio, InboundMessage, decode_frame, encode_audio, encode_message
+from brisvox.transport.websocket import ServerConfig
+
+AGENT = ('[agent]\nname = "a"\nprompt = "p"\ngreeting = "Hello there."\n\n'
+         '[turn]\npolicy = "fixed_silence"\nsilence = 0.5\n')
+
+
+@contextlib.asynccontextmanager
+async def serving(on_client_message: Any = None, stt: MockStt | None = None) -> AsyncIterator[str]:
+    clock = SystemClock()
+    providers = CallProviders(
+        providers=Providers(stt=stt or MockStt(clock), llm=ScriptedLlm(clock, [[Say("Sure.")]] * 4), tts=MockTts(clock),
+                            vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+    endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
+    rtvi = RtviEndpoint(clock, ServerConfig(), on_client_message=on_client_message)
+
+    def stop_calls() -> None:
+        endpoint.close()
+        rtvi.close()
+
+    parts = ServerParts(runner=engine_runner(parse_agent_file(AGENT), ToolSet(), clock, providers, ServerMetrics()),
+                        call_endpoint=endpoint, call_routes=((RTVI_PATH, rtvi),), on_stop_calls=stop_calls)
+    stops = StopRequests()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,
+                                         out=io.StringIO(), on_ready=ready.set_result))
+    try:
+        port = await asyncio.wait_for(ready, 20)
+        yield f"ws://127.0.0.1:{port}{RTVI_PATH}"
+    finally:
+        stops.request("test stop")
+        await asyncio.wait_for(server, 30)
+
+
+def rtvi(type_: str, data: Any = None, id_: str = "c1") -> bytes:
+    msg: dict[str, Any] = {"type": type_, "id": id_}
+    if data is not None:
+        msg["data"] = data
+    return encode_message(msg)
+
+
+async def collect(ws: ClientConnection, until: str, seconds: float = 10.0) -> tuple[list[InboundMessage], bytes, int]:
+    """Messages and bot audio until a message of type ``until`` (the client keeps sending silence)."""
+    messages: list[InboundMessage] = []
+    audio = bytearray()
+    rate = 0
+
+    async def read() -> None:
+        nonlocal rate
+        while True:
+            data = await ws.recv()
+            assert isinstance(data, bytes), "the server sent a text frame"
+            frame = decode_frame(data)
+            if isinstance(frame, InboundAudio):
+                audio.extend(frame.pcm)
+                rate = frame.sample_rate
+            else:
+                assert isinstance(frame, InboundMessage), f"a frame kind the JS client does not know: {frame!r}"
+                messages.append(frame)
+                if frame.type == until:
+                    return
+
+    async def mic() -> None:
+        while True:
+            await ws.send(encode_audio(bytes(640), 16000))
+            await asyncio.sleep(0.02)
+
+    talking = asyncio.ensure_future(mic())
+    try:
+        await asyncio.wait_for(read(), seconds)
+    finally:
+        talking.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await talking
+    return messages, bytes(audio), rate
+
+
+@pytest.mark.realtime
+async def test_an_rtvi_client_gets_bot_ready_with_its_id_then_the_greetings_text_and_24khz_audio() -> None:
+    async with serving() as url, connect(url, compression=None) as ws:
+        await ws.send(rtvi("client-ready", {"version": "2.1.0", "about": {"library": "test"}}, "ready-1"))
+        messages, audio, rate = await collect(ws, "bot-stopped-speaking")
+        types = [m.type for m in messages]
+        ready = messages[types.index("bot-ready")]
+        assert ready.id == "ready-1" and ready.data["version"] == "2.1.0"
+        texts = [m.data["text"] for m in messages if m.type == "bot-tts-text"]
+        assert "".join(texts).strip() == "Hello there."
+        assert types.index("bot-llm-started") < types.index("bot-llm-text") < types.index("bot-llm-stopped")
+        assert types.index("bot-started-speaking") < types.index("bot-stopped-speaking")
+        assert rate == 24000
+        assert int(np.abs(np.frombuffer(audio, "<i2")).max()) > 1000  # the bot's voice, not silence
+        await ws.send(rtvi("disconnect-bot", id_="bye"))
+        await asyncio.wait_for(ws.wait_closed(), 10)
+        assert ws.close_code == 1000
+
+
+@pytest.mark.realtime
+async def test_unsupported_or_bad_requests_get_an_error_response_with_their_id_and_the_call_goes_on() -> None:
+    async def answer(t: str, d: Any) -> Any:
+        return {"echo": d, "t": t}
+
+    async with serving(answer) as url, connect(url, compression=None) as ws:
+        await ws.send(rtvi("no-such-type", id_="u1"))
+        await ws.send(rtvi("dtmf", {"buttons": ["1", "x"]}, "d1"))
+        await ws.send(rtvi("client-message", {"t": "ping", "d": {"n": 1}}, "m1"))
+        messages, _, _ = await collect(ws, "server-response")
+        errors = {m.id: m.data for m in messages if m.type == "error-response"}
+        assert set(errors) >= {"u1", "d1"}
+        assert "no-such-type" in errors["u1"]["error"] and "buttons" in errors["d1"]["error"]
+        response = next(m for m in messages if m.type == "server-response")
+        assert response.id == "m1" and response.data == {"t": "ping", "d": {"echo": {"n": 1}, "t": "ping"}}
+        await ws.send(b"\xff\xff")  # not a Frame: an error message, the call goes on
+        more, _, _ = await collect(ws, "error")
+        assert more[-1].data == {"error": "the binary message is not a pipecat Frame",
+                                 "message": "the binary message is not a pipecat Frame", "fatal": False}
+
+
+@pytest.mark.realtime
+async def test_send_text_is_a_typed_turn_the_bot_answers_out_loud() -> None:
+    async with serving() as url, connect(url, compression=None) as ws:
+        await collect(ws, "bot-stopped-speaking")  # the greeting
+        await ws.send(rtvi("send-text", {"content": "a table for two", "options": {"audio_response": True}}, "s1"))
+        messages, audio, _ = await collect(ws, "bot-stopped-speaking")
+        types = [m.type for m in messages]
+        assert "error-response" not in types
+        assert [m.data["text"] for m in messages if m.type == "user-llm-text"] == ["a table for two"]
+        assert types.index("user-llm-text") < types.index("bot-llm-text")
+        assert "".join(m.data["text"] for m in messages if m.type == "bot-llm-text").strip() == "Sure."
+        assert int(np.abs(np.frombuffer(audio, "<i2")).max()) > 1000
+
+
+def test_the_engines_events_become_rtvi_messages_in_order() -> None:
+    r = RtviEvents()
+    got = [m["type"] for e in (
+        ev.TurnStarted(epoch=1, at=0.0), ev.UserTranscript(epoch=1, at=0.1, text="hi", final=False),
+        ev.UserTranscript(epoch=1, at=0.4, text="hi there", final=True),
+        ev.TurnEnded(epoch=1, at=0.5, reason=TurnEndReason.SILENCE),
+        ev.BotText(epoch=1, at=0.6, round=0, text="Sure."), ev.BotText(epoch=1, at=0.7, round=0, text=" Ok."),
+        ev.BotDone(epoch=1, at=0.8), ev.BotDone(epoch=1, at=0.9),
+    ) for m in r.render(e)]
+    assert got == ["user-started-speaking", "user-transcription", "user-transcription", "user-stopped-speaking",
+                   "bot-llm-started",
+                   "bot-tts-started", "bot-llm-text", "bot-tts-text", "bot-llm-text", "bot-tts-text",
+                   "bot-llm-stopped", "bot-tts-stopped"]
+
+
+JS_DIR = Path(__file__).resolve().parents[1] / "transport" / "rtvi" / "js"
+
+
+def _node_client() -> list[str]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: Pipecat's JavaScript client cannot run (install Node 20)")
+    if not (JS_DIR / "node_modules" / "@pipecat-ai" / "client-js").is_dir():
+        pytest.skip(f"the npm packages are not installed: `npm ci` in {JS_DIR} (`make deps-test` does it)")
+    return [node, str(JS_DIR / "rtvi_client.cjs")]
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+async def test_pipecats_js_client_gets_bot_ready_the_users_transcript_the_bots_text_and_its_audio(
+    tmp_path: Path,
+) -> None:
+    command = _node_client()
+    clock = SystemClock()
+    scenario = ScenarioBuilder().pause(1.0).say("a table for four").pause(3.0).build()
+    wav = tmp_path / "mic.wav"
+    write_wav(wav, b"".join(scenario.frames(0.02)), scenario.sample_rate)
+    async with serving(stt=MockStt.for_scenario(clock, scenario)) as url:
+        proc = await asyncio.create_subprocess_exec(*command, url, str(wav), "7", stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 40)
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    assert proc.returncode == 0, err.decode()[-2000:]
+    events = [x.get("event") for x in lines]
+    assert "botReady" in events, lines
+    ready = next(x for x in lines if x.get("event") == "botReady")
+    assert ready["data"]["version"] == "2.1.0"
+    finals = [x["data"]["text"] for x in lines if x.get("event") == "userTranscript" and x["data"]["final"]]
+    assert "a table for four" in " ".join(finals)
+    bot_text = "".join(x["data"]["text"] for x in lines if x.get("event") == "botLlmText")
+    assert "Hello there." in bot_text and "Sure." in bot_text
+    done = next(x for x in lines if x.get("done"))
+    assert done.get("done") and done["botPeak"] > 1000 and done["botSamples"] > 24000 // 2
+    assert "error" not in events, [x for x in lines if x.get("event") == "error"]
+
+
+DENSITY_CLIENT = Path(__file__).resolve().parents[2] / "bench" / "pipecat_density_client.py"
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+async def test_the_density_client_pipecat_is_measured_with_gets_a_normal_turn(tmp_path: Path) -> None:
+    clock = SystemClock()
+    # the client streams silence for about 2 s, then the speech (on a 160 ms boundary)
+    scenario = ScenarioBuilder().pause(2.0).say("a table for four").pause(1.0).build()
+    pcm = b"".join(scenario.frames(0.02))[2 * 16000 * 2:-16000 * 2]  # the speech alone: the client adds silence
+    wav = tmp_path / "speech16.wav"
+    write_wav(wav, pcm, 16000)
+    out = tmp_path / "density.json"
+    async with serving(stt=MockStt.for_scenario(clock, scenario)) as url:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(DENSITY_CLIENT), "-n", "1", "--turns", "1", "--stagger", "0", "--spread", "0",
+            "--url", url, "--wav", str(wav), "--server-pid", str(os.getpid()), "--out", str(out),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 40)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    result = json.loads(out.read_text())
+    summary = result["summary"]
+    assert summary["n_errors"] == 0, summary["errors"]
+    assert summary["replies"] == 1
+    turn = result["turns"][0]
+    assert 0 < turn["v2v"] < 3.0 and turn["bot_audio_s"] > 0
