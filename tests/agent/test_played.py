@@ -9,6 +9,7 @@ import pytest
 
 from brisvox.agent.context import AssistantMessage, Context, SystemMessage, ToolCall, ToolMessage, UserMessage
 from brisvox.agent.played import (
+    CUT_MARKER,
     DEFAULT_CHARS_PER_SECOND,
     PlayedConfig,
     PlayedText,
@@ -231,16 +232,25 @@ def test_nothing_heard_with_tool_calls_empties_the_text_and_keeps_the_calls() ->
 def test_a_heard_prefix_replaces_the_text_and_drops_provider_data_only_without_tool_calls() -> None:
     c = ctx(AssistantMessage(text="Hello there.", provider_data={"full": "Hello there."}))
     assert apply_truncation(c, 2, Truncation("Hello")) is TruncationOutcome.CUT
-    assert c[2] == AssistantMessage(text="Hello")
+    assert c[2] == AssistantMessage(text="Hello" + CUT_MARKER)
     c = ctx(AssistantMessage(text="Booking now.", tool_calls=(CALL,), provider_data="sig"))
     assert apply_truncation(c, 2, Truncation("Booking")) is TruncationOutcome.CUT
-    assert c[2] == AssistantMessage(text="Booking", tool_calls=(CALL,), provider_data="sig")
+    assert c[2] == AssistantMessage(text="Booking" + CUT_MARKER, tool_calls=(CALL,), provider_data="sig")
 
 
 def test_the_cut_hits_the_utterance_own_message_not_the_last_one() -> None:
     c = ctx(AssistantMessage(text="First answer."), AssistantMessage(text="Second answer."))
     assert apply_truncation(c, 2, Truncation("First")) is TruncationOutcome.CUT
-    assert [m.text for m in c if isinstance(m, AssistantMessage)] == ["First", "Second answer."]
+    assert [m.text for m in c if isinstance(m, AssistantMessage)] == ["First" + CUT_MARKER, "Second answer."]
+
+
+def test_the_model_is_handed_the_cut_reply_marked_as_interrupted_not_as_said_in_full() -> None:
+    c = ctx(AssistantMessage(text="Your table for two is booked for Friday at eight."))
+    apply_truncation(c, 2, Truncation("Your table for two is"))
+    c.push_user("sorry, Saturday")
+    said = [m.text for m in c.messages if isinstance(m, AssistantMessage)]
+    assert said == ["Your table for two is\u2014 (the caller interrupted here)"]
+    c.validate()
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
+from brisvox.agent.played import CUT_MARKER
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
@@ -64,14 +67,14 @@ async def test_a_barge_in_clears_the_old_audio_and_the_context_keeps_only_the_he
     messages = result.report.context.messages
     texts = [(type(m).__name__, m.text) for m in messages[1:]]  # type: ignore[union-attr]
     assert [k for k, _ in texts] == ["UserMessage", "AssistantMessage", "UserMessage", "AssistantMessage"]
-    heard = texts[1][1]
+    heard = texts[1][1].removesuffix(CUT_MARKER)
     assert heard and LONG.startswith(heard) and len(heard) < len(LONG)
     assert texts[2][1] == "seven please"
     assert texts[3][1] == "Seven it is."
     assert result.report.interrupts == 1
     # The second request saw only what the caller heard of the first answer.
     second = llm.requests[1].messages
-    assert second[2].text == heard  # type: ignore[union-attr]
+    assert second[2].text == heard + CUT_MARKER  # type: ignore[union-attr]
     await wait_for_task_baseline(clock, baseline)
 
 
@@ -162,7 +165,8 @@ async def test_a_tts_that_drops_mid_answer_is_reconnected_and_the_next_answer_is
     assert later_audio, "nothing was spoken after the reconnect"
     first_answer = result.report.context.messages[2]
     assert isinstance(first_answer, AssistantMessage)
-    assert first_answer.text and LONG.startswith(first_answer.text) and len(first_answer.text) < len(LONG)
+    heard = first_answer.text.removesuffix(CUT_MARKER)  # a cut reply is marked as cut for the model
+    assert first_answer.text.endswith(CUT_MARKER) and heard and LONG.startswith(heard) and len(heard) < len(LONG)
     assert result.report.context.messages[-1].text == "Short."  # type: ignore[union-attr]
     await wait_for_task_baseline(clock, baseline)
 
@@ -296,11 +300,11 @@ async def test_a_caller_who_talks_over_the_greeting_cuts_it_and_the_context_keep
     assert cleared
     assert [t for t, epoch in result.audio_at() if epoch == 0 and t > cleared[0]] == []
     messages = result.report.context.messages
-    greeting_heard = messages[1].text  # type: ignore[union-attr]
+    greeting_heard = messages[1].text.removesuffix(CUT_MARKER)  # type: ignore[union-attr]
     assert isinstance(messages[1], AssistantMessage)
     assert greeting_heard and GREETING.startswith(greeting_heard) and len(greeting_heard) < len(GREETING)
     assert isinstance(messages[2], UserMessage) and messages[2].text == "hi I want a table"
-    assert llm.requests[0].messages[1].text == greeting_heard
+    assert llm.requests[0].messages[1].text == greeting_heard + CUT_MARKER
 
 
 def test_an_empty_greeting_is_refused_by_name() -> None:
@@ -355,3 +359,13 @@ async def test_a_reply_a_busy_tts_refused_is_reported_to_the_client_as_an_error_
     assert not result.audio_at()  # nothing could be spoken ...
     busy = [e for e in drain(observer) if isinstance(e, ModelBusy)]
     assert busy and {e.stage for e in busy} == {BusyStage.TTS}  # ... and the client is told
+
+
+async def test_the_model_is_told_the_calls_date_from_the_clocks_wall_time_but_the_context_does_not_keep_it() -> None:
+    clock = SimClock(datetime(2026, 12, 4, 7, 0, tzinfo=UTC))
+    scenario = ScenarioBuilder().pause(0.5).say("a table for tomorrow").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("For what time?")]])
+    config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(system_prompt="You book tables."))
+    result = await simulate(clock, scenario, llm, config=config)
+    assert llm.requests[0].messages[0].text == "You book tables.\n\nToday is Friday, 4 December 2026."  # type: ignore[union-attr]
+    assert result.report.context.messages[0].text == "You book tables."  # type: ignore[union-attr]

@@ -8,6 +8,7 @@ import pytest
 
 from brisvox.agent.context import AssistantMessage
 from brisvox.agent.interrupt import InterruptionPolicy
+from brisvox.agent.played import CUT_MARKER
 from brisvox.agent.tools import Outcome, ToolKind, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
@@ -100,7 +101,7 @@ async def test_a_barge_in_is_reported_as_a_turn_started_by_a_barge_in_and_the_he
     assert heard.text and len(heard.text) < len(long_reply) and long_reply.startswith(heard.text)
     streamed = "".join(e.text for e in events if isinstance(e, BotText) and e.epoch == 0 and e.round == heard.round)
     assert streamed.startswith(heard.text)
-    assert heard.text in [m.text for m in result.report.context.messages if isinstance(m, AssistantMessage)]
+    assert heard.text + CUT_MARKER in [m.text for m in result.report.context.messages if isinstance(m, AssistantMessage)]
     assert events.index(barge_ins[0]) < events.index(heard)
     # The turn after the barge-in reaches the model, and the stream says so.
     assert [(e.epoch, e.text) for e in of(events, UserTurn) if isinstance(e, UserTurn)] == [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from brisvox.agent.context import AssistantMessage, ToolMessage
+from brisvox.agent.played import CUT_MARKER
 from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, FillerPolicy, ToolKind, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
@@ -131,7 +132,7 @@ async def test_a_filler_cut_by_a_barge_in_stays_in_the_context_as_its_heard_pref
     result, tool, _ = await weather_call(5.0, pause=2.4, then=("no wait", 4.0))
     assert result.report.interrupts == 1
     assert result.report.fillers == 1
-    texts = assistant_texts(result)
+    texts = [t.removesuffix(CUT_MARKER) for t in assistant_texts(result)]
     heard = [t for t in texts if DEFAULT_FILLER_TEXT.startswith(t) and t != DEFAULT_FILLER_TEXT]
     assert heard == ["One moment,"]
     assert len(tool.calls) == 1
@@ -139,7 +140,7 @@ async def test_a_filler_cut_by_a_barge_in_stays_in_the_context_as_its_heard_pref
     interrupted = [m for m in msgs if isinstance(m, ToolMessage) and "interrupted" in m.content]
     assert len(interrupted) == 1
     # The filler sits after the interrupted result and before the caller's next words.
-    i = next(i for i, m in enumerate(msgs) if getattr(m, "text", None) == "One moment,")
+    i = next(i for i, m in enumerate(msgs) if getattr(m, "text", None) == "One moment," + CUT_MARKER)
     assert isinstance(msgs[i - 1], ToolMessage)
     assert getattr(msgs[i + 1], "text", None) == "no wait"
     result.report.context.validate()

@@ -28,6 +28,11 @@ Rules:
   characters cut back to a whitespace boundary, flagged :attr:`Truncation.estimated`.
 * A reply the caller heard in full (``fully_played=True``: flushed, nothing lost, played
   out) is not cut: the whole text minus trailing whitespace.
+
+:func:`apply_truncation` ends a cut message with :data:`CUT_MARKER` (a dash and a note that
+the caller interrupted), so every model is told the reply stopped there and does not repeat
+the fragment as if it had been said in full; :attr:`Truncation.text` (what was heard, the
+``BotHeard`` event's text) stays without it.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from dataclasses import dataclass, field
 from brisvox.agent.context import AssistantMessage, Context, ContextError
 
 __all__ = [
+    "CUT_MARKER",
     "DEFAULT_CHARS_PER_SECOND",
     "PlayedConfig",
     "PlayedText",
@@ -52,6 +58,8 @@ __all__ = [
 ]
 
 DEFAULT_CHARS_PER_SECOND = 14.0
+CUT_MARKER = "— (the caller interrupted here)"
+"""What ends an assistant message cut by a barge-in (the heard text comes before it)."""
 
 
 class TruncateError(ContextError):
@@ -312,11 +320,12 @@ class TruncationOutcome(enum.Enum):
     UNCHANGED = "unchanged"  # heard in full
     REMOVED = "removed"  # nothing heard, no tool call: the message is gone
     EMPTIED = "emptied"  # nothing heard, tool calls kept
-    CUT = "cut"  # the text replaced by its heard prefix
+    CUT = "cut"  # the text replaced by its heard prefix and CUT_MARKER
 
 
 def apply_truncation(context: Context, index: int, truncation: Truncation) -> TruncationOutcome:
-    """Cut the utterance's own assistant message at ``index`` to what was heard.
+    """Cut the utterance's own assistant message at ``index`` to what was heard, marked
+    as cut (:data:`CUT_MARKER`) so the model knows the caller interrupted it there.
 
     Raises :class:`TruncateError` (context untouched) when ``index`` is not an assistant
     message or the heard text is not a prefix of its text.
@@ -344,7 +353,8 @@ def apply_truncation(context: Context, index: int, truncation: Truncation) -> Tr
             return TruncationOutcome.EMPTIED
         # Provider data may embed the whole text: dropped unless tool calls need it echoed.
         data = message.provider_data if message.tool_calls else None
-        context.replace(index, AssistantMessage(text=text, tool_calls=message.tool_calls, provider_data=data))
+        context.replace(index, AssistantMessage(text=f"{text.rstrip()}{CUT_MARKER}", tool_calls=message.tool_calls,
+                                                provider_data=data))
         return TruncationOutcome.CUT
     except ContextError as exc:
         if isinstance(exc, TruncateError):

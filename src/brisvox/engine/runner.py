@@ -14,6 +14,9 @@ the node's tools, each round's calls are screened and applied through the flow, 
 node is entered at once (its ``Say`` lines spoken first), and a node's ``EndCall`` hangs
 up once its first response has played.
 
+Every request tells the model the call's date (:func:`date_note`, from the injected clock's
+wall time) at the end of its system prompt; it is not kept in the context.
+
 A model that sends no first token within ``first_token`` seconds, goes silent for
 ``idle`` seconds, or fails, is answered with the fixed fallback line (in the context too,
 as what the bot said).  A barge-in (a newer interrupt) cancels the round task and joins
@@ -59,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import json
 import logging
 import sys
@@ -66,7 +70,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from brisvox.agent.assemble import Assembled, ResponseAssembler
-from brisvox.agent.context import AssistantMessage, Context, ToolCall
+from brisvox.agent.context import AssistantMessage, Context, Message, SystemMessage, ToolCall
 from brisvox.agent.flows import EndCall, Screened
 from brisvox.agent.played import TruncationOutcome, apply_truncation
 from brisvox.agent.tools import (
@@ -169,6 +173,19 @@ class _Streamed:
 
     first_token: float | None = None
     usage: Usage | None = None
+
+
+def date_note(today: datetime.date) -> str:
+    """The call's date for the model, so "tomorrow" or "on Friday" can be resolved."""
+    return f"Today is {today:%A}, {today.day} {today:%B %Y}."
+
+
+def with_date(messages: tuple[Message, ...], today: datetime.date) -> tuple[Message, ...]:
+    """``messages`` with :func:`date_note` at the end of the system prompt (a system message
+    of its own when there is no prompt)."""
+    if messages and isinstance(messages[0], SystemMessage):
+        return (SystemMessage(text=f"{messages[0].text}\n\n{date_note(today)}"), *messages[1:])
+    return (SystemMessage(text=date_note(today)), *messages)
 
 
 class _NoAnswer(BrisvoxError):
@@ -437,7 +454,7 @@ class LlmRunner(Processor):
         assembler = ResponseAssembler()
         chunks: list[str] = []
         try:
-            await self._stream(self._request(context), epoch, None, ctx, assembler, chunks, None)
+            await self._stream(self._request(ctx.clock.wall().date(), context), epoch, None, ctx, assembler, chunks, None)
         except BrisvoxError as exc:
             log.info("a speculative start got no usable answer (%s); the turn will ask again", exc)
             assembler.cancel()
@@ -705,9 +722,10 @@ class LlmRunner(Processor):
             self.context.push(message)
             self.book.record_round(epoch, round_, len(self.context) - 1)
 
-    def _request(self, context: Context | None = None) -> LlmRequest:
+    def _request(self, today: datetime.date, context: Context | None = None) -> LlmRequest:
         context = context if context is not None else self.context
         messages = self.memory.request_messages(context) if self.memory is not None else context.messages
+        messages = with_date(messages, today)
         if self.flow is not None:
             specs = self.flow.tool_specs()
         else:
@@ -731,7 +749,8 @@ class LlmRunner(Processor):
         failed = False
         seen = _Streamed()
         try:
-            await self._stream(self._request(), epoch, round_, ctx, assembler, spoken, timed, seen)
+            await self._stream(self._request(ctx.clock.wall().date()), epoch, round_, ctx, assembler, spoken, timed,
+                               seen)
         except BrisvoxError as exc:
             log.warning("the model gave no usable answer (%s); speaking the fallback line", exc)
             self.stats.fallbacks += 1
