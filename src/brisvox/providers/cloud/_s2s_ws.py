@@ -162,6 +162,8 @@ class S2sWsSession(SessionBase[S2sEvent]):
         ws = self._ws
         self._ws = None
         self._scope.cancel()
+        # The reader reports its own failure through guarded() (a fatal S2sError event): ignoring its
+        # re-raise here avoids a second report, as the other WebSocket sessions do.
         with contextlib.suppress(Exception):
             await self._scope.aclose()
         if ws is not None:
