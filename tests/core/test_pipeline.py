@@ -12,9 +12,10 @@ from brisvox.core.frames import (
     Frame,
     InterruptFrame,
     LlmTextFrame,
-    PlaybackFrame,
     StartFrame,
     StopFrame,
+    WordTiming,
+    WordTimingsFrame,
 )
 from brisvox.core.inbox import QueueConfig
 from brisvox.core.pipeline import Links, Pipeline
@@ -88,13 +89,13 @@ async def test_what_was_heard_of_an_interrupted_turn_still_reaches_the_end() -> 
     gate = Gate("slow")
     async with Pipeline("p").then(gate).then(Passthrough("b")).start(clock, Links(downstream=sink)) as running:
         await running.send(text(0, "stale"))
-        await running.send(PlaybackFrame(epoch=0, utterance=1, samples=160, sample_rate=16000))
+        await running.send(WordTimingsFrame(epoch=0, utterance=1, words=(WordTiming(word="hi", start=0.0, end=0.2),)))
         await settle()
         await running.send(InterruptFrame(new_epoch=1))
         await settle()
         gate.release.set()
         await running.stop(1.0)
-    assert [f.samples for f in sink.of(PlaybackFrame)] == [160]  # type: ignore[attr-defined]
+    assert [f.utterance for f in sink.of(WordTimingsFrame)] == [1]  # type: ignore[attr-defined]
     assert sink.texts() == []
 
 
