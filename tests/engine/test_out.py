@@ -26,7 +26,7 @@ from brisvox.engine import EngineConfig
 from brisvox.engine.events import BotAudible, CallEvents, CallObserver
 from brisvox.engine.out import PlayoutFact, TransportOut
 from brisvox.engine.playout import PlayoutBook
-from brisvox.sim import Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim import MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.transport.events import PlaybackPosition
 from brisvox.transport.session import CommandSender
 from tests.core.helpers import Collect
@@ -147,3 +147,17 @@ async def test_a_barge_in_on_a_speaking_bot_sends_the_client_one_clear() -> None
     config = EngineConfig(turn=FixedSilence(silence=0.5), interruption=InterruptionPolicy.recommended())
     result = await simulate(clock, scenario, llm, config=config)
     assert [epoch for _, epoch in result.clears()] == [1]
+
+
+async def test_the_driver_learns_the_bot_began_when_its_audio_went_out_even_while_transport_out_waits_for_room() -> None:
+    # The TTS hands over 6 s of audio at once: TransportOut then waits for room in the pacer
+    # (2.56 s) for seconds.  The first position report still reaches the book and the driver
+    # as the audio goes out, not after TransportOut has handed over the rest.
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [[Say(" ".join(["word"] * 40))]])
+    scenario = ScenarioBuilder().pause(0.5).say("tell me a story").pause(12.0).build()
+    result = await simulate(clock, scenario, llm, tts=MockTtsConfig(chunk_seconds=6.0))
+    first_heard = result.audio_at()[0][0]
+    record = result.report.timeline[0]
+    started = record.at(TurnEvent.BOT_AUDIO_STARTED)
+    assert started is not None and started - first_heard < 0.25
