@@ -50,7 +50,6 @@ __all__ = [
     "SystemFrame",
     "TimerFrame",
     "TranscriptFrame",
-    "TtsTextFrame",
     "TurnEndReason",
     "TurnVerdictFrame",
     "UserTextFrame",
@@ -354,14 +353,6 @@ class UserTextFrame(DataFrame):
 class LlmTextFrame(DataFrame):
     text: str
     round: int = 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class TtsTextFrame(DataFrame):
-    """A segment of text handed to TTS for one utterance."""
-
-    text: str
-    utterance: int
 
 
 @dataclass(frozen=True, slots=True)
