@@ -12,7 +12,8 @@ current one is dropped), a mark is registered at the accepted position, ``Stop``
 * **output**, the only writer to the wire: applies a new ledger generation first
   (``WireClear``, then the cut utterances' final positions and the cut marks), then due
   marks, then takes the next frame from the sink, skips stale ones and writes it
-  (bounded by ``wire_write_timeout``).
+  (bounded by ``wire_write_timeout``).  Position reports are events, or, once the engine routed them
+  (:meth:`TransportSession.route_playout`), handed to its sink in this task.
 * **input** forwards WireEvents: caller audio re-tagged with the current epoch
   (drop-oldest; or straight to the sink given to ``route_caller_audio``), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
   session as ``PEER_HANGUP``, a closed event side as ``PEER_DISCONNECTED``.
