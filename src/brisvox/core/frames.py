@@ -9,9 +9,9 @@ Three classes of frame travel between processors:
 * **Data** frames (audio, text, transcripts) carry it too.
 
 ``is_stale(current)`` is the purge predicate of an interruption: a control or data frame
-from an older epoch is dropped, except the frames that describe the past (word timings,
-playback positions, what was heard of a cut reply): they say what the caller actually
-heard.
+from an older epoch is dropped, except the frames that describe the past (word timings):
+they say what the caller actually heard.  (Playback positions never travel as frames: the
+transport hands them to the engine's TransportOut directly.)
 
 The repr of a frame shows sizes only: never audio samples, never caller or model text.
 """
@@ -45,13 +45,11 @@ __all__ = [
     "ModelBusyFrame",
     "OutputAudioFrame",
     "OverflowClass",
-    "PlaybackFrame",
     "StartFrame",
     "StopFrame",
     "SystemFrame",
     "TimerFrame",
     "TranscriptFrame",
-    "TtsTextFrame",
     "TurnEndReason",
     "TurnVerdictFrame",
     "UserTextFrame",
@@ -357,14 +355,6 @@ class LlmTextFrame(DataFrame):
     round: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class TtsTextFrame(DataFrame):
-    """A segment of text handed to TTS for one utterance."""
-
-    text: str
-    utterance: int
-
-
 @dataclass(frozen=True, slots=True)
 class WordTiming:
     """One word of an utterance, in seconds from the utterance's first sample."""
@@ -382,20 +372,6 @@ class WordTimingsFrame(DataFrame):
     survives_interrupt: ClassVar[bool] = True
     utterance: int
     words: tuple[WordTiming, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class PlaybackFrame(DataFrame):
-    """How much of an utterance the transport has released to the caller, in samples.
-
-    It describes the past, so an interrupt never purges it: the cut of an interrupted
-    reply depends on the final position.
-    """
-
-    survives_interrupt: ClassVar[bool] = True
-    utterance: int
-    samples: int
-    sample_rate: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

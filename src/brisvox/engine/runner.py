@@ -85,7 +85,6 @@ from brisvox.agent.tools import (
 from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
-    BotAudioEnded,
     BotResponseDone,
     BusyStage,
     Direction,
@@ -274,6 +273,15 @@ class LlmRunner(Processor):
     def name(self) -> str:
         return "llm-runner"
 
+    def response_played(self, epoch: int) -> None:
+        """The epoch's response has played out (TransportOut, from the PlayoutBook): a node's
+        EndCall waiting for it hangs up now."""
+        if self._end_armed and epoch == self._end_after:
+            self._end_armed = False
+            log.info("the flow's node ends the call: its response has played")
+            if self._end_call is not None:
+                self._end_call()
+
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
         if isinstance(frame, ModelBusyFrame):
             self._words_lost = self._words_lost or frame.stage in (BusyStage.STT, BusyStage.VAD)
@@ -286,11 +294,6 @@ class LlmRunner(Processor):
             await ctx.push(frame, direction)
             await self._start_turn(frame.epoch, ctx)
             return
-        if isinstance(frame, BotAudioEnded) and self._end_armed and frame.epoch == self._end_after:
-            self._end_armed = False
-            log.info("the flow's node ends the call: its response has played")
-            if self._end_call is not None:
-                self._end_call()
         if isinstance(frame, UserTurnTentative):
             await self._maybe_speculate(frame, ctx)
             await ctx.push(frame, direction)

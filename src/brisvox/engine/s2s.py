@@ -58,8 +58,6 @@ from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
-    BotAudioEnded,
-    BotAudioStarted,
     Direction,
     Frame,
     InputAudioFrame,
@@ -72,7 +70,15 @@ from brisvox.core.pipeline import Pipeline
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder
-from brisvox.engine.call import CallFailed, CallReport, _audio_into, _Fault, _pump, call_failure
+from brisvox.engine.call import (
+    CallFailed,
+    CallReport,
+    _audio_into,
+    _Fault,
+    _positions_into,
+    _pump,
+    call_failure,
+)
 from brisvox.engine.config import Timeouts
 from brisvox.engine.events import (
     BotDone,
@@ -159,7 +165,7 @@ async def run_s2s_call(
     timeline = TimelineRecorder()
     events = CallEvents(session.info.call_id, observer, timeline)
     stats = _S2sStats()
-    fault = _Fault(events, clock, lambda: stats.turns)
+    fault = _Fault(events, clock, lambda: stats.turns, asyncio.Event())
     out: TransportOut | None = None
     try:
         out = await _run(session, config, provider, clock, tools, events, timeline, fault, stats, cancel, vad,
@@ -204,12 +210,14 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
             pipeline = Pipeline("s2s-call").then(stage).then(out)
             running = pipeline.start(clock)
             session.route_caller_audio(_audio_into(running))
+            session.route_playout(_positions_into(out, clock, fault))
             try:
-                await _pump(session, running, cancel, fault, asyncio.Event())
+                await _pump(session, running, cancel, fault)
                 if engine is not None:
                     engine.hang_up()  # no side effect starts once the caller is gone
             finally:
                 session.route_caller_audio(None)
+                session.route_playout(None)
                 scope.cancel()
                 await running.aclose()
                 if engine is not None:
@@ -220,7 +228,7 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
 class S2sStage(Processor):
     """The model's side of an S2S call (see the module docs)."""
 
-    # Caller audio carries no epoch of ours; position reports of every epoch pass.
+    # Caller audio carries no epoch of ours.
     epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
 
     def __init__(self, s2s: S2sSession, config: S2sConfig, in_rate: int, out_rate: int, book: PlayoutBook,
@@ -267,8 +275,6 @@ class S2sStage(Processor):
             if pcm:
                 await self._s2s.send_audio(pcm)
             return
-        if isinstance(frame, BotAudioStarted | BotAudioEnded):
-            return  # the book knows what played; nothing upstream of us wants these
         await ctx.push(frame, direction)
 
     async def _user_speech(self, ctx: ProcessorContext, *, ours: bool) -> None:
