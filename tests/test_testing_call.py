@@ -163,3 +163,23 @@ async def test_typing_and_speaking_are_refused_in_the_other_mode_with_a_clear_er
     async with AgentTest(menu_agent([]), llm=["Hi."], audio=True) as test:
         with pytest.raises(ConfigError, match="give the words the mock STT hears"):
             await test.user_says(audio=b"")
+
+
+@pytest.mark.slow
+async def test_audio_mode_with_the_local_whisper_hears_real_speech(tmp_path: Path) -> None:
+    from brisvox.providers.local.whisper import WhisperConfig, WhisperStt
+    from tests._speech import espeak_wav
+
+    config = WhisperConfig()
+    if not (config.resolve_dir() / "model.bin").is_file():
+        pytest.skip("the Whisper model is not fetched (run `brisvox models fetch`)")
+    speech = espeak_wav("show me the desserts", tmp_path)
+    llm = [[call("show_menu", section="desserts")], "Here they are."]
+    stt = WhisperStt(config)
+    try:
+        async with AgentTest(menu_agent([]), llm=llm, stt=stt, screen=True) as test:
+            turn = await test.user_says(audio=speech)
+    finally:
+        await stt.aclose()
+    assert "dessert" in turn.heard.lower() and turn.text == "<audio>"
+    turn.expect.ui_action(ShowMenu, section="desserts")
