@@ -64,7 +64,7 @@ __all__ = [
     "ToolError",
     "ToolKind",
     "ToolRegistry",
-    "UiUnavailable",
     "ToolSpec",
     "ToolStatsSnapshot",
+    "UiUnavailable",
 ]
