@@ -552,7 +552,9 @@ async def test_a_served_call_hands_its_tools_the_transports_screen_and_the_calls
         call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text, ui=screen),
                                             asyncio.Event()))
         await client.send_text("show me the desserts")
-        while not screen.actions:
+        for _ in range(200):  # ten seconds of call time
+            if screen.actions:
+                break
             await clock.sleep(0.05)
         await client.hangup()
         await call
