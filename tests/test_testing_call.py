@@ -183,3 +183,16 @@ async def test_audio_mode_with_the_local_whisper_hears_real_speech(tmp_path: Pat
         await stt.aclose()
     assert "dessert" in turn.heard.lower() and turn.text == "<audio>"
     turn.expect.ui_action(ShowMenu, section="desserts")
+
+
+async def test_the_agent_speaks_with_the_tts_given() -> None:
+    from brisvox.core.clock import SimClock
+    from brisvox.sim import MockTts, MockTtsConfig
+
+    clock = SimClock()
+    voice = MockTts(clock, MockTtsConfig(chars_per_second=50.0), name="slow-voice")
+    async with AgentTest(menu_agent([]), llm=["Hello there, how can I help?"], clock=clock, tts=voice) as test:
+        started = clock.now()
+        await test.user_says("hi")
+        took = clock.now() - started
+    assert len(voice.sessions) == 1 and took > 0.5  # 28 characters at 50 a second, then the settle

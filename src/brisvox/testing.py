@@ -31,6 +31,7 @@ machine's end of turn and a mock STT that hears ``text`` in those seconds of aud
 ``user_says(text, audio=path)`` sends a WAV instead (its words placed over its audible
 part).  With ``stt=`` (any speech-to-text provider, e.g. the local Whisper) the audio goes
 to that STT and the turn is what it heard (``Turn.heard``); ``audio=`` is then required.
+With ``tts=`` the agent speaks with that TTS (the local voice, say) instead of the mock one.
 
 The tools' context (``brisvox.ToolContext``) describes the call: ``meta.transport`` is
 ``loopback``, ``meta.parameters`` the ``parameters`` given (what a transport would pass
@@ -78,6 +79,7 @@ from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider
 from brisvox.providers.summarizer import LlmSummarizer
+from brisvox.providers.tts import TtsProvider
 from brisvox.server.agent import Agent
 from brisvox.server.call import agent_flow, engine_config, flow_manager
 from brisvox.server.tools import ToolSet
@@ -299,12 +301,15 @@ class AgentTest:
     def __init__(self, agent: Agent, *, llm: Sequence[Response] | LlmProvider | None = None,
                  clock: Clock | None = None, on_event: ev.EventListener | None = None,
                  chars_per_second: float = _FAST_VOICE.chars_per_second, audio: bool = False,
-                 stt: SttProvider | None = None, screen: bool | Callable[[BaseModel], None] = False,
+                 stt: SttProvider | None = None, tts: TtsProvider | None = None,
+                 screen: bool | Callable[[BaseModel], None] = False,
                  parameters: Mapping[str, str] | None = None) -> None:
         """``clock``: the call's clock (a SimClock by default; the console passes the system's);
         ``on_event``: sees every engine event as it happens; ``chars_per_second``: how fast the
         mock voice "speaks" (fast by default: a reply's audio is short); ``audio``: the caller
-        speaks (mock STT); ``stt``: the caller speaks to this STT (implies ``audio``);
+        speaks (mock STT); ``stt``: the caller speaks to this STT (implies ``audio``); ``tts``:
+        the agent speaks with this TTS (the call is at 16 kHz: wrap a voice that cannot speak it
+        in ``brisvox.providers.resampling.ResamplingTts``; default: the silent mock voice);
         ``screen``: the call has a screen (a callable also gets each UI action);
         ``parameters``: what the transport tells the tools of the caller (``ctx.meta.parameters``)."""
         self.agent = agent
@@ -313,6 +318,7 @@ class AgentTest:
         self._on_event = on_event
         self.audio = audio or stt is not None
         self._stt_given = stt
+        self._tts_given = tts
         self._mock_stt: MockStt | None = None
         self._line: _Line | None = None
         self._screen = _Screen(self, screen if callable(screen) else None) if screen else None
@@ -407,7 +413,8 @@ class AgentTest:
             stt = self._stt_given
         else:
             stt = self._mock_stt = MockStt(self.clock)
-        providers = Providers(stt=stt, llm=self._llm(), tts=MockTts(self.clock, self._voice), vad=_energy_vad)
+        tts = self._tts_given if self._tts_given is not None else MockTts(self.clock, self._voice)
+        providers = Providers(stt=stt, llm=self._llm(), tts=tts, vad=_energy_vad)
         self._transport = transport = LoopbackTransport(self.clock)
         await transport.__aenter__()
         self._scope = scope = TaskScope("agent-test")
