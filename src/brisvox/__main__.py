@@ -14,12 +14,16 @@ if TYPE_CHECKING:
     from brisvox.server.tools import ToolSet
 
 
+_REF_HELP = "a Python agent as module:name or path/to/file.py:name (a brisvox.Agent)"
+
+
 def _add_server_parsers(sub: Any) -> None:
     # Defined here, not in brisvox.server, so that --help and --version import nothing heavy.
     serve_p = sub.add_parser("serve", help="run the voice-agent server (settings from BRISVOX_* variables)",
                              description="Run the server. Settings come from BRISVOX_* environment variables "
                                          "(see docs/OPERATIONS.md).")
-    serve_p.add_argument("agent_file", nargs="?", type=Path, help="agent file (default: $BRISVOX_AGENT_FILE)")
+    serve_p.add_argument("agent_file", nargs="?", type=Path,
+                         help=f"agent file, or {_REF_HELP} (default: $BRISVOX_AGENT_FILE)")
     serve_p.add_argument("--insecure", action="store_true",
                          help="serve without authentication on an address that is not loopback")
     token_p = sub.add_parser("token", help="print a signed call token (key from BRISVOX_AUTH_SECRET)",
@@ -32,14 +36,14 @@ def _add_server_parsers(sub: Any) -> None:
     check_p = sub.add_parser("check", help="validate an agent file offline",
                              description="Validate an agent file offline; exit 0 when it is valid, 1 otherwise.")
     check_p.add_argument("agent_file", nargs="?", type=Path,
-                         help="agent file (default: the program's own agent, with brisvox.run(agent))")
+                         help=f"agent file, or {_REF_HELP} (default: the program's own agent, with brisvox.run(agent))")
     check_p.add_argument("--env", action="store_true", help="also require every api_key_env variable to be set")
     console_p = sub.add_parser("console", help="talk to the agent in the terminal by typing",
                                description="Talk to the agent by typing: replies stream, tool calls and their "
                                            "outcomes show as they happen, a line typed while it answers "
                                            "interrupts it. /quit or Ctrl-D ends.")
     console_p.add_argument("agent_file", nargs="?", type=Path,
-                           help="agent file (default: the program's own agent, with brisvox.run(agent))")
+                           help=f"agent file, or {_REF_HELP} (default: the program's own agent, with brisvox.run(agent))")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_server_parsers(sub)
     demo_p = sub.add_parser("demo", help="run the local demonstration")
+    demo_p.add_argument("agent_file", nargs="?", type=Path,
+                        help=f"agent file, or {_REF_HELP} (default: the program's own agent, else the demo agent)")
     demo_p.add_argument("--insecure", action="store_true",
                         help="serve without authentication on an address that is not loopback")
     _add_models_parser(sub)
@@ -70,6 +76,19 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
     no agent file is named (see :func:`brisvox.run`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    named = getattr(args, "agent_file", None)
+    if named is not None and ":" in str(named):
+        # A Python agent named on the command line takes the place of the program's own: from
+        # here on it runs exactly as brisvox.run(agent) does.
+        from brisvox.server.agent import AgentError, import_agent, is_agent_ref
+
+        if is_agent_ref(str(named)):
+            try:
+                agent = import_agent(str(named))
+            except AgentError as exc:
+                print(f"brisvox {args.command}: {exc}", file=sys.stderr)
+                return 1
+            args.agent_file = None
     if args.command in ("serve", "check"):
         from brisvox.server.cli import run_check, run_serve
         from brisvox.server.tools import ToolSet
@@ -87,7 +106,7 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
     if args.command == "demo":
         from brisvox._demo import run_demo
 
-        return run_demo(insecure=args.insecure)
+        return run_demo(insecure=args.insecure, agent=agent, agent_file=args.agent_file, tools=tools)
     if args.command == "models":
         from brisvox.inference._cli import run_models_command
 

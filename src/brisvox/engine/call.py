@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 from brisvox.agent.context import Context
 from brisvox.agent.flows import Flow, FlowManager
-from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
+from brisvox.agent.tools import CallMeta, FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
+from brisvox.agent.ui import UiChannel
 from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
@@ -63,6 +64,7 @@ from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsProvider, TtsSession
 from brisvox.transport.events import (
     CallFailure,
+    CallInfo,
     Dtmf,
     FailureKind,
     PlaybackPosition,
@@ -72,7 +74,7 @@ from brisvox.transport.events import (
 )
 from brisvox.transport.session import TransportSession
 
-__all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "run_call"]
+__all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "call_meta", "run_call"]
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +152,11 @@ def call_failure(exc: BaseException) -> CallFailure:
 _MAX_FAILURE_TEXT = 300
 
 
+def call_meta(info: CallInfo, agent: str = "agent") -> CallMeta:
+    """What the tools of a call are told about it: the transport's call info and the agent's name."""
+    return CallMeta(call_id=info.call_id, transport=info.transport, agent=agent, parameters=info.metadata)
+
+
 class _Fault:
     """The first failure that ends a call; later ones follow from it and are not logged again.
     Recording it sets ``end`` (the call's end: see ``_pump``)."""
@@ -183,6 +190,7 @@ async def run_call(
     clips: FillerClipStore | None = None,
     summarizer: Summarizer | None = None,
     flow: Flow | FlowManager | None = None,
+    ui: UiChannel | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
@@ -195,6 +203,8 @@ async def run_call(
     ``ResetWithSummary`` uses it too.  ``flow`` (a :class:`~brisvox.agent.flows.Flow`, or a
     :class:`~brisvox.agent.flows.FlowManager` the application keeps, not yet started) runs the call as that flow;
     it needs ``tools`` (its tools are taken from them) and turns speculation off.
+    ``ui``: the caller's screen, bound by a transport that has one (:mod:`brisvox.agent.ui`):
+    tools dispatch UI actions through it; without it a dispatch raises ``UiUnavailable``.
 
     Raises :class:`CallFailed` when a failure ended the call (see the module docs).
     """
@@ -213,7 +223,7 @@ async def run_call(
     fault = _Fault(events, clock, lambda: machine.epoch, asyncio.Event())
     call = _Call(session, config, providers, clock, context, timeline, events, machine, fault)
     try:
-        await call.run(cancel, tools, filler, clips, summarizer, flow_run)
+        await call.run(cancel, tools, filler, clips, summarizer, flow_run, ui)
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_call", exc)
     if call.runner is not None:
@@ -247,7 +257,8 @@ class _Call:
         self.flow_run: FlowRun | None = None
 
     async def run(self, cancel: asyncio.Event | None, tools: ToolRegistry | None, filler: FillerPolicy | None,
-                  clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None) -> None:
+                  clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None,
+                  ui: UiChannel | None) -> None:
         session, config, providers, clock = self.session, self.config, self.providers, self.clock
         rates = session.info.sample_rate()
         in_rate = rates.input if rates else config.stt.sample_rate
@@ -277,7 +288,8 @@ class _Call:
             except BaseException:
                 await stt.aclose()
                 raise
-            engine = ToolEngine(tools, session.info.call_id, clock, config.tools) if tools is not None else None
+            engine = None if tools is None else ToolEngine(tools, session.info.call_id, clock, config.tools,
+                                                           meta=call_meta(session.info, config.agent), ui=ui)
             async with stt, tts, contextlib.AsyncExitStack() as stack:
                 if engine is not None:
                     await stack.enter_async_context(engine)

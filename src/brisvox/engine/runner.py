@@ -108,6 +108,7 @@ from brisvox.engine.events import (
     BotHeard,
     CallEvents,
     FillerStarted,
+    FlowEntered,
     LlmRound,
     ToolCallSettled,
     ToolCallStarted,
@@ -613,6 +614,10 @@ class LlmRunner(Processor):
         for line in self.flow.pending_lines():
             await self._speak_line(turn, line, ctx, keep=False)
         entered = await self.flow.enter(self.context)
+        if entered is not None:
+            self.events.emit(FlowEntered(epoch=turn.epoch, at=ctx.clock.now(), node=entered.node,
+                                         previous=entered.previous,
+                                         tools=tuple(spec.name for spec in self.flow.tool_specs())))
         if entered is not None and any(isinstance(a, EndCall) for a in entered.post_actions):
             self._end_armed = True
             self._end_after = turn.epoch if entered.respond_immediately else None

@@ -78,6 +78,7 @@ from brisvox.engine.call import (
     _positions_into,
     _pump,
     call_failure,
+    call_meta,
 )
 from brisvox.engine.config import Timeouts
 from brisvox.engine.events import (
@@ -200,7 +201,7 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
     out = TransportOut(commands, book, timeline, events)
     async with TaskScope("s2s-call", on_failure=fault.record) as scope:
         s2s: S2sSession = await bounded(clock, timeouts.connect, provider.connect(config), f"connecting {provider.name}")
-        engine = ToolEngine(tools, session.info.call_id, clock) if tools is not None else None
+        engine = ToolEngine(tools, session.info.call_id, clock, meta=call_meta(session.info)) if tools is not None else None
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(s2s.aclose)
             if engine is not None:

@@ -25,6 +25,10 @@ checks that each one is set).
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +45,7 @@ from brisvox.server.agent_flow import FlowSettings, WindowSettings
 from brisvox.server.tools import ToolSet
 from brisvox.tool import FunctionTool
 
-__all__ = ["Agent", "AgentError"]
+__all__ = ["Agent", "AgentError", "import_agent", "is_agent_ref"]
 
 
 class AgentError(ConfigError):
@@ -147,3 +151,47 @@ class Agent:
     def check(self, environ: Mapping[str, str]) -> None:
         """Also require each provider's key variable to be set in ``environ`` (``brisvox check --env``)."""
         self._check(environ)
+
+
+_REF = re.compile(r"(?P<where>[A-Za-z_][\w.]*|.+\.py):(?P<name>[A-Za-z_]\w*)")
+
+
+def is_agent_ref(text: str) -> bool:
+    """Whether ``text`` names a Python agent (``module:name`` or ``path/to/file.py:name``), not an agent file."""
+    return _REF.fullmatch(text) is not None
+
+
+def import_agent(ref: str) -> Agent:
+    """The :class:`Agent` that ``ref`` names: ``module:name`` (the module imported with the
+    current directory on the path, as ``python -m`` does) or ``path/to/file.py:name``;
+    ``name`` is an Agent or a function of no arguments that returns one.  Raises
+    :class:`AgentError` saying what is missing."""
+    match = _REF.fullmatch(ref)
+    if match is None:
+        raise AgentError([f"{ref!r} names no Python agent: write module:name or path/to/file.py:name"])
+    where, name = match["where"], match["name"]
+    try:
+        if where.endswith(".py"):
+            path = Path(where).resolve()
+            if not path.is_file():
+                raise AgentError([f"{ref}: no file {where}"])
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            assert spec is not None and spec.loader is not None  # a .py file always has both
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module  # its annotations (the tools' schemas) resolve through it
+            spec.loader.exec_module(module)
+        else:
+            if "" not in sys.path and str(Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(Path.cwd()))
+            module = importlib.import_module(where)
+    except ModuleNotFoundError as exc:
+        raise AgentError([f"{ref}: cannot import {exc.name!r} ({exc})"]) from None
+    found = getattr(module, name, None)
+    if found is None:
+        raise AgentError([f"{ref}: {where} has no {name!r}"])
+    if not isinstance(found, Agent) and callable(found):
+        found = found()
+    if not isinstance(found, Agent):
+        raise AgentError([f"{ref}: {name} is {type(found).__name__}, not a brisvox.Agent (or a function "
+                          "that returns one)"])
+    return found

@@ -49,6 +49,7 @@ from starlette.websockets import WebSocket
 
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy
+from brisvox.agent.ui import UiChannel
 from brisvox.core.clock import Clock, bounded, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import BusyStage
@@ -95,9 +96,11 @@ __all__ = [
     "EngineEndpoint",
     "EventSide",
     "JsonEvents",
+    "agent_flow",
     "engine_config",
     "engine_runner",
     "event_message",
+    "flow_manager",
     "metrics_listener",
     "telnyx_endpoint",
     "twilio_endpoint",
@@ -137,11 +140,13 @@ class JsonEvents:
 @dataclass(frozen=True, slots=True, eq=False)
 class EngineCall:
     """What the session runner gets for one call: the link, and the socket's text side
-    (``send_text``: JSON events) or another event side (``side``)."""
+    (``send_text``: JSON events) or another event side (``side``); ``ui``: the caller's
+    screen when the transport has one (tools dispatch UI actions through it, :mod:`brisvox.agent.ui`)."""
 
     link: CallLink
     send_text: SendText | None = None
     side: EventSide | None = None
+    ui: UiChannel | None = None
 
     def events(self) -> EventSide | None:
         if self.side is not None:
@@ -253,6 +258,7 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         window=definition.window.policy,
         summary=SummaryConfig(enabled=definition.window.summarize, timeout=definition.window.summary_timeout),
         hooks=definition.hooks,
+        agent=definition.name,
     )
 
 
@@ -262,14 +268,14 @@ def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCa
     return ClipCache(tts, config.tts, texts, clock) if texts else None
 
 
-def _agent_flow(definition: AgentDefinition, tools: ToolSet) -> Flow | None:
+def agent_flow(definition: AgentDefinition, tools: ToolSet) -> Flow | None:
     """The agent file's ``[flow]`` over the agent's tools, the prompt as its role (checked once, at start)."""
     if definition.flow is None:
         return None
     return definition.flow.build(definition.prompt.strip(), tools.registry(definition.tools, definition.confirm_tools))
 
 
-def _flow_manager(definition: AgentDefinition, flow: Flow | None, clock: Clock) -> FlowManager | None:
+def flow_manager(definition: AgentDefinition, flow: Flow | None, clock: Clock) -> FlowManager | None:
     """Each call's own walk through the flow."""
     if flow is None or definition.flow is None:
         return None
@@ -387,7 +393,7 @@ def engine_runner(
     config = engine_config(definition)
     if not providers.summaries:
         config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
-    flow = _agent_flow(definition, tools)
+    flow = agent_flow(definition, tools)
     fillers = FillerPolicy.from_config(config.llm.filler)
     clips = filler_clips(config, providers.providers.tts, clock)
     listener = metrics_listener(metrics) if metrics is not None else None
@@ -424,7 +430,8 @@ def engine_runner(
                 report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
                                         filler=fillers.clone(), observer=observer,
                                         clips=clips.store(out_rate) if clips is not None else None,
-                                        summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock))
+                                        summarizer=providers.summarizer, flow=flow_manager(definition, flow, clock),
+                                        ui=call.ui)
             except CallFailed as exc:  # logged by the engine, told to the client; the session ends as error
                 failed, report = exc, exc.report
             finally:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 
 from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
@@ -58,6 +59,7 @@ class SideEffects:
         session: str,
         clock: Clock,
         registry: ToolRegistry,
+        context: Callable[[int, ToolCall, CancelToken], ToolCallContext],
         confirmations: Confirmations,
         answers: Answers,
         tally: Tally,
@@ -68,6 +70,7 @@ class SideEffects:
         orphan_window: float,
     ) -> None:
         self.session, self.clock, self.registry = session, clock, registry
+        self._context = context
         self.confirmations = confirmations
         self._answers = answers
         self._tally = tally
@@ -201,7 +204,7 @@ class SideEffects:
             log.info("side-effect call %s epoch=%d key=%s confirms=%s", spec.name, epoch, key.hex(), confirms.call.id)
         else:
             log.info("side-effect call %s epoch=%d key=%s", spec.name, epoch, key.hex())
-        ctx = ToolCallContext(self.session, epoch, call, cancel)
+        ctx = self._context(epoch, call, cancel)
         task = self._scope.spawn(self._task(record, registered, call, ctx), name=f"side-effect/{call.id}")
         self._running.add(task)
         task.add_done_callback(self._running.discard)
