@@ -27,8 +27,8 @@ VAD's speech start while the model's audio plays cuts and ``cancel_response`` is
 cut tells the model what was heard: ``truncate(item, heard_ms)`` at the transport's position.
 
 Guards: the delivery guard corrects a tool result (correction first) when a send was
-claimed while the call ran and nothing was delivered (``delivered`` in the tool's JSON
-object result); the work guard decides at each ``S2sInteractionEnded`` and its
+claimed while the call ran and nothing was delivered (``Execution.delivered``: what the tool's
+returned value listed under ``delivered``, carried by the tool engine); the work guard decides at each ``S2sInteractionEnded`` and its
 ``work-claim-without-tool`` decision is logged, its note added and at most one turn per
 user utterance requested.
 """
@@ -465,9 +465,10 @@ class S2sStage(Processor):
     async def _answer(self, calls: list[ToolCall], execution: Execution, turn: int, now: float, *,
                       late: bool) -> None:
         results = []
-        for call, msg, outcome in zip(calls, execution.results, execution.outcomes, strict=True):
+        for call, msg, outcome, delivered in zip(calls, execution.results, execution.outcomes, execution.delivered,
+                                                 strict=True):
             vendor_id = call.provider_id or call.id
-            verdict = self._delivery.result(vendor_id, _delivered(msg.content), now)
+            verdict = self._delivery.result(vendor_id, delivered, now)
             content = verdict.apply(msg.content)
             results.append(S2sToolResult(call_id=vendor_id, name=call.name, content=content, is_error=msg.is_error))
             self._events.emit(ToolCallSettled(epoch=turn, at=now, call_id=vendor_id, name=call.name,
@@ -543,13 +544,3 @@ class _Round:
 
 def _json(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
-
-
-def _delivered(content: str) -> tuple[str, ...]:
-    """What a tool result lists in ``delivered`` (a JSON object's list of strings), else nothing."""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return ()
-    items = value.get("delivered") if isinstance(value, dict) else None
-    return tuple(str(i) for i in items) if isinstance(items, list) else ()
