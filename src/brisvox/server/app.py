@@ -6,7 +6,10 @@ Routes:
 * ``GET /readyz``: 200 when a call would be admitted now and every embedded model's pool
   takes jobs, 503 when full, draining or a pool is saturated; the body is JSON
   ``{"ready", "draining", "active", "reserved", "max", "saturated"}`` (``saturated``: the
-  names of the full pools).
+  names of the full pools).  In a worker of a node (``--workers N``) the answer is the
+  node's: ready while any live worker admits, and the body adds ``"node"`` with the
+  node's ``workers``, ``alive``, ``ready``, ``active``, ``reserved`` and ``max``, and
+  ``each``: every worker's ``pid``, ``alive`` and ``active``.
 * ``GET /metrics``: the Prometheus text exposition of :class:`~brisvox.server.metrics.ServerMetrics`.
 * Before any route, with an ``access`` policy: the Host, Origin and token checks
   (:mod:`brisvox.server.access`); a refused request gets 401/403 and reaches no route.
@@ -38,6 +41,7 @@ from brisvox.inference.pool import InferencePool, live_pools
 from brisvox.server.access import AccessGuard, AccessPolicy
 from brisvox.server.capacity import saturated_pools
 from brisvox.server.metrics import CONTENT_TYPE, ServerMetrics
+from brisvox.server.node import NodeTotals
 from brisvox.server.session import AtCapacity, SessionManager, SessionSlot
 
 __all__ = ["RETRY_AFTER_SECONDS", "CallEndpoint", "build_app"]
@@ -67,12 +71,14 @@ def build_app(
     access: AccessPolicy | None = None,
     pools: Callable[[], Iterable[InferencePool]] = live_pools,
     call_routes: Sequence[tuple[str, CallEndpoint]] = (),
+    node: Callable[[], NodeTotals] | None = None,
 ) -> Starlette:
     """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
     Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
     application that embeds this one and checks its requests itself); ``pools`` gives the
     embedded models' pools whose saturation ``/readyz`` reports; ``call_routes``: more call
-    endpoints by path (a carrier's, such as Twilio's), admitted exactly like ``ws_path``."""
+    endpoints by path (a carrier's, such as Twilio's), admitted exactly like ``ws_path``;
+    ``node``: the node's totals, for a worker of ``--workers N`` (``/readyz`` answers for the node)."""
     metrics.watch(manager)
 
     async def healthz(request: Request) -> Response:
@@ -81,7 +87,7 @@ def build_app(
     async def readyz(request: Request) -> Response:
         saturated = saturated_pools(pools())
         ready = manager.ready and not saturated
-        body = {
+        body: dict[str, Any] = {
             "ready": ready,
             "draining": manager.draining,
             "active": manager.active,
@@ -89,6 +95,14 @@ def build_app(
             "max": manager.max_sessions,
             "saturated": saturated,
         }
+        if node is not None:
+            totals = node()
+            # This worker's live state counts for itself; the table's row for it may be half a publish old.
+            ready = not manager.draining and (ready or totals.admits)
+            body["ready"] = ready
+            body["node"] = {"workers": totals.workers, "alive": totals.alive, "ready": totals.ready,
+                            "active": totals.active, "reserved": totals.reserved, "max": totals.max_calls,
+                            "each": [{"pid": r.pid, "alive": bool(r.alive), "active": r.active} for r in totals.rows]}
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics_route(request: Request) -> Response:

@@ -41,8 +41,11 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
     from brisvox.server.tracing import Tracing
+    from brisvox.server.workers import WorkerStart
 
 __all__ = ["configure_logging", "run_check", "run_serve", "run_token", "session_runner"]
+
+log = logging.getLogger(__name__)
 
 
 
@@ -153,7 +156,7 @@ def session_runner(
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders,
-                      tracing: Tracing | None = None) -> int:
+                      tracing: Tracing | None = None, node: WorkerStart | None = None) -> int:
     """``serve`` with the shared providers warmed in the background and closed at the end."""
     from brisvox.core.tasks import TaskScope
     from brisvox.server.host import serve
@@ -161,7 +164,10 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
     try:
         async with providers, TaskScope("serve") as scope:
             scope.spawn(providers.warm(), name="warm")
-            code = await serve(settings, parts)
+            if node is None:
+                code = await serve(settings, parts)
+            else:
+                code = await serve(settings, parts, listener=node.listener, seat=node.seat)
             scope.cancel()
             return code
     finally:
@@ -172,17 +178,11 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
 def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = None, *,
               ready_line: str | None = None) -> int:
     """``brisvox serve``; ``ready_line`` is printed once the providers are built (so a missing
-    extra or key fails before it), before the server starts listening."""
-    from brisvox.core.clock import SystemClock
+    extra or key fails before it), before the server starts listening.  ``--workers N``: a node
+    of N processes (:mod:`brisvox.server.workers`), each serving the agent."""
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
-    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
-    from brisvox.server.call_providers import build_call_providers
-    from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
-    from brisvox.server.metrics import ServerMetrics
-    from brisvox.server.page import page_routes
-    from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
     from brisvox.server.settings import Settings
 
     try:
@@ -210,13 +210,58 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         print("brisvox serve: the agent is invalid; not starting", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     definition, tools = loaded
+    workers = _workers(args)
+    if workers == 1:
+        return _serve_agent(settings, definition, tools, ready_line=ready_line)
+    from brisvox.server.workers import run_node
+
+    log.info("serving with %d worker processes (--workers)", workers)
+
+    def banner(port: int) -> str:
+        return (f"brisvox serve: listening on http://{settings.host}:{port} (calls on ws://{settings.host}:{port}"
+                f"{settings.ws_path}; {workers} workers; agent {definition.name})")
+
+    def worker(start: WorkerStart) -> int:
+        return _serve_agent(settings, definition, tools, node=start)
+
+    if ready_line is not None:
+        print(ready_line, flush=True)
+    return run_node(workers, settings.host, settings.port, worker, banner=banner)
+
+
+def _workers(args: argparse.Namespace) -> int:
+    """``--workers``: a count, or ``auto`` (absent: 1, as for ``brisvox demo``) for the number of cores."""
+    value = getattr(args, "workers", None)
+    if value is None:
+        return 1
+    if value == "auto":
+        return os.cpu_count() or 1
+    return int(value)
+
+
+def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet, *,
+                 ready_line: str | None = None, node: WorkerStart | None = None) -> int:
+    """One server process for the agent: the whole server, or one worker of a node (``node``)."""
+    from brisvox.core.clock import SystemClock
+    from brisvox.core.errors import ConfigError
+    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
+    from brisvox.server.call_providers import build_call_providers
+    from brisvox.server.host import ServerParts
+    from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
+    from brisvox.server.metrics import NodeMetrics, ServerMetrics, use_multiprocess_values
+    from brisvox.server.page import page_routes
+    from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
+
+    if node is not None:  # before any metric exists in this process
+        use_multiprocess_values(node.metrics_dir)
     clock = SystemClock()
     try:
         providers = build_call_providers(definition, clock, os.environ)
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    metrics = ServerMetrics(tool_names=tools.names())
+    metrics = ServerMetrics(tool_names=tools.names(),
+                            node=NodeMetrics(node.metrics_dir, node.seat.table) if node is not None else None)
     tracing = None
     if settings.tracing:  # off: the tracing module (and OpenTelemetry) is never imported
         try:
@@ -257,4 +302,4 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     )
     if ready_line is not None:
         print(ready_line, flush=True)
-    return asyncio.run(_serve_with(settings, parts, providers, tracing))
+    return asyncio.run(_serve_with(settings, parts, providers, tracing, node))
