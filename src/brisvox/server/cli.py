@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.agent_file import AgentDefinition
     from brisvox.server.call import EngineCall
     from brisvox.server.call_providers import CallProviders
+    from brisvox.server.directory import CallDirectory
     from brisvox.server.host import ServerParts
     from brisvox.server.metrics import ServerMetrics
     from brisvox.server.session import SessionRunner
@@ -147,22 +148,29 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 def session_runner(
     definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics,
-    tracing: Tracing | None = None,
+    tracing: Tracing | None = None, directory: CallDirectory | None = None,
 ) -> SessionRunner[EngineCall]:
     """The session runner of ``brisvox serve``: the engine."""
     from brisvox.server.call import engine_runner
 
-    return engine_runner(definition, tools, clock, providers, metrics, tracing)
+    return engine_runner(definition, tools, clock, providers, metrics, tracing, directory)
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders,
                       tracing: Tracing | None = None, node: WorkerStart | None = None) -> int:
-    """``serve`` with the shared providers warmed in the background and closed at the end."""
+    """``serve`` with the shared providers warmed in the background and closed at the end, and the
+    link to the call registry (Redis) open while it serves, when ``BRISVOX_REDIS_URL`` is set."""
+    from contextlib import AsyncExitStack
+
+    from brisvox.core.clock import SystemClock
     from brisvox.core.tasks import TaskScope
+    from brisvox.server.directory import RedisLink
     from brisvox.server.host import serve
 
     try:
-        async with providers, TaskScope("serve") as scope:
+        async with AsyncExitStack() as stack, providers, TaskScope("serve") as scope:
+            if settings.redis_url is not None and parts.directory is not None:
+                await stack.enter_async_context(RedisLink(parts.directory, settings.redis_url.reveal(), SystemClock()))
             scope.spawn(providers.warm(), name="warm")
             if node is None:
                 code = await serve(settings, parts)
@@ -271,7 +279,11 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
                   file=sys.stderr)
             return EXIT_STARTUP_FAILURE
         tracing = open_tracing(True)
-    runner = session_runner(definition, tools, clock, providers, metrics, tracing)
+    from brisvox.server.directory import CallDirectory, owner_id
+
+    directory = CallDirectory(owner_id(settings.node_id, node.seat.index if node is not None else None),
+                              settings.global_max_calls, on_error=metrics.record_directory_error)
+    runner = session_runner(definition, tools, clock, providers, metrics, tracing, directory)
     description = _summary(definition, providers.llm_label)
     try:
         ws_config = settings.transport_config()
@@ -298,7 +310,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
                                       if carrier.self_authenticating),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
-        transport_stats=endpoint.stats,
+        transport_stats=endpoint.stats, directory=directory,
     )
     if ready_line is not None:
         print(ready_line, flush=True)

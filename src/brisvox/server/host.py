@@ -38,6 +38,7 @@ from brisvox.inference.pool import live_pools
 from brisvox.server.access import AccessPolicy
 from brisvox.server.app import CallEndpoint, build_app
 from brisvox.server.capacity import default_max_calls, saturated_pools
+from brisvox.server.directory import CallDirectory
 from brisvox.server.edge import Edge
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
@@ -85,6 +86,8 @@ class ServerParts:
     """Paths of ``call_routes`` that check their own credential (AccessPolicy.self_authenticating)."""
     transport_stats: ServerStats | None = None
     """The call endpoint's transport counters, exported on ``/metrics`` (``brisvox_transport_events_total``)."""
+    directory: CallDirectory | None = None
+    """The calls by id: the control routes (``/calls/{id}/hangup``) and the global cap."""
 
 
 def max_calls_for(settings: Settings, workers: int = 1) -> int:
@@ -158,7 +161,7 @@ async def serve(
     log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
                     extra_routes=parts.extra_routes, access=access, call_routes=parts.call_routes,
-                    node=seat.totals if seat is not None else None)
+                    node=seat.totals if seat is not None else None, directory=parts.directory)
     edge = edge or Edge(clock, settings.edge_config())
     metrics.watch_limits(edge.stats, parts.transport_stats)
     http_protocol, ws_protocol = edge.protocols()

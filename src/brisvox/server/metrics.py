@@ -9,7 +9,8 @@ and never block.
 Metric names (all prefixed ``brisvox_``):
 
 * ``active_calls``, ``reserved_calls``, ``max_calls`` (gauges, read from the manager at scrape time)
-* ``admissions_refused_total{reason}`` (``at_capacity``, ``shutting_down``)
+* ``admissions_refused_total{reason}`` (``at_capacity``, ``shutting_down``, ``at_global_capacity``)
+* ``directory_errors_total``: requests to the call registry (Redis) that failed
 * ``auth_refused_total{reason}`` (the values of :class:`brisvox.server.auth.RefusalReason`)
 * ``calls_ended_total{outcome}`` (``ok``, ``error``, ``crashed``, ``cancelled``, ``aborted``)
 * ``call_duration_seconds`` (histogram)
@@ -216,7 +217,9 @@ class ServerMetrics:
             self._busy.labels(stage=busy.value)
         for kind in ("stored", "failed"):
             self._summaries.labels(outcome=kind)
-        for reason in ("at_capacity", "shutting_down"):
+        self._directory_errors = Counter("brisvox_directory_errors", "Requests to the call registry (Redis) "
+                                         "that failed.", registry=r)
+        for reason in ("at_capacity", "shutting_down", "at_global_capacity"):
             self._refused.labels(reason=reason)
         for why in RefusalReason:
             self._auth_refused.labels(reason=why.value)
@@ -242,6 +245,10 @@ class ServerMetrics:
 
     def record_refusal(self, reason: str) -> None:
         self._refused.labels(reason=reason).inc()
+
+    def record_directory_error(self) -> None:
+        """A request to the call registry (Redis) failed (logged by the directory, rate-limited)."""
+        self._directory_errors.inc()
 
     def record_auth_refusal(self, reason: str) -> None:
         """A request refused by the access checks (``reason``: a RefusalReason value)."""
