@@ -27,15 +27,17 @@ AGENT = '[agent]\nname = "node"\nprompt = "You answer briefly."\n[llm]\nprovider
 class Node:
     """``brisvox serve`` on a free port; its output collected by reader threads."""
 
-    def __init__(self, agent: Path, *, workers: int = 1, env: Mapping[str, str] = ()) -> None:  # type: ignore[assignment]
+    def __init__(self, agent: Path, *, workers: int = 1, env: Mapping[str, str] | None = None) -> None:
         full = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src"),
-                **dict(env)}
+                **dict(env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", "--workers", str(workers),
                                       str(agent)], env=full, cwd=ROOT, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.workers = workers
         self.out: list[str] = []
         self.err: list[str] = []
         self._listening = threading.Event()
+        self._warm = threading.Semaphore(0)
         for stream, into in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
             threading.Thread(target=self._read, args=(stream, into), daemon=True).start()
 
@@ -45,10 +47,17 @@ class Node:
             into.append(line)
             if "listening on" in line:
                 self._listening.set()
+            if "call providers warm" in line:
+                self._warm.release()
 
     @property
     def url(self) -> str:
-        assert self._listening.wait(60), self.log()
+        """The node's URL once it listens and every worker's models are loaded (a first call on a busy
+        machine would otherwise wait for them)."""
+        assert self._listening.wait(90), self.log()
+        while self.workers:
+            assert self._warm.acquire(timeout=120), self.log()
+            self.workers -= 1
         m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", "".join(self.out))
         assert m is not None, self.log()
         return m.group(1)
@@ -86,7 +95,7 @@ def readyz(url: str) -> dict[str, Any]:
     return data
 
 
-def until(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
+def until(what: str, check: Callable[[], Any], timeout: float = 60.0) -> Any:
     for _ in range(int(timeout / 0.1)):
         value = check()
         if value:
