@@ -22,6 +22,9 @@ def _add_server_parsers(sub: Any) -> None:
     serve_p.add_argument("agent_file", nargs="?", type=Path, help="agent file (default: $BRISVOX_AGENT_FILE)")
     serve_p.add_argument("--insecure", action="store_true",
                          help="serve without authentication on an address that is not loopback")
+    serve_p.add_argument("--workers", default="auto", type=_workers,
+                         help="worker processes behind the one port: a count, or auto for the number of cores "
+                              "(default); see docs/SCALING.md")
     token_p = sub.add_parser("token", help="print a signed call token (key from BRISVOX_AUTH_SECRET)",
                              description="Print a call token signed with BRISVOX_AUTH_SECRET, for a server run "
                                          "with BRISVOX_AUTH=signed (see docs/OPERATIONS.md, Security).")
@@ -40,6 +43,12 @@ def _add_server_parsers(sub: Any) -> None:
                                            "interrupts it. /quit or Ctrl-D ends.")
     console_p.add_argument("agent_file", nargs="?", type=Path,
                            help="agent file (default: the program's own agent, with brisvox.run(agent))")
+
+
+def _workers(raw: str) -> str:
+    if raw == "auto" or (raw.isdigit() and 1 <= int(raw) <= 256):
+        return raw
+    raise argparse.ArgumentTypeError(f"expected auto or a count from 1 to 256, not {raw!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:

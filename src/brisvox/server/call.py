@@ -70,6 +70,7 @@ from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
+from brisvox.server.directory import CallDirectory
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
 from brisvox.server.settings import Settings
@@ -382,8 +383,10 @@ def engine_runner(
     providers: CallProviders,
     metrics: ServerMetrics | None = None,
     tracing: Tracing | None = None,
+    directory: CallDirectory | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
-    """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
+    """The session runner of ``brisvox serve``: one engine call per session (see the module docs).
+    ``directory``: where control requests find the call (a hang-up ends it as a stop request does)."""
     config = engine_config(definition)
     if not providers.summaries:
         config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
@@ -407,6 +410,17 @@ def engine_runner(
             await session.close(config.timeouts.stop)  # every path: no transport task outlives the call
 
     async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
+        if directory is None:
+            await converse(session, call, cancel)
+            return
+        call_id = session.info.call_id
+        directory.add(call_id, lambda _control: cancel.set())  # HANGUP, the one control: the engine says goodbye
+        try:
+            await converse(session, call, cancel)
+        finally:
+            directory.remove(call_id)
+
+    async def converse(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
         tracer = tracing.call(session.info.call_id, clock) if tracing is not None else None
         observer = CallObserver(listener=_both(listener, tracer))
