@@ -401,3 +401,24 @@ async def test_a_send_listed_in_a_truncated_result_needs_no_correction() -> None
     await s2s_call(clock, fake, script, tools=registry)
     ((result,),) = results(fake)
     assert not result.content.startswith("CORRECTION") and "TRUNCATED" in result.content.upper()
+
+
+async def test_a_greeting_is_asked_of_the_model_before_the_caller_speaks() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def script() -> None:
+        await until(clock, lambda: bool(fake.of("request")))
+
+    await s2s_call(clock, fake, script, config=S2sConfig(greeting="Hello, Trattoria here!"))
+    assert fake.kinds()[:2] == ["note", "request"]
+    assert "Hello, Trattoria here!" in fake.of("note")[0]
+
+
+async def test_without_a_greeting_the_model_waits_for_the_caller() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def script() -> None:
+        await clock.sleep(1.0)
+
+    await s2s_call(clock, fake, script)
+    assert fake.of("request") == [] and fake.of("note") == []

@@ -194,6 +194,10 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
     out = TransportOut(commands, book, timeline, events)
     async with TaskScope("s2s-call", on_failure=fault.record) as scope:
         s2s: S2sSession = await bounded(clock, timeouts.connect, provider.connect(config), f"connecting {provider.name}")
+        if config.greeting:  # the model speaks first only when asked to
+            await s2s.add_note(f"The call has started. Greet the caller now with these words, in their language: "
+                               f"{config.greeting}")
+            await s2s.request_response()
         engine = ToolEngine(tools, session.info.call_id, clock) if tools is not None else None
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(s2s.aclose)

@@ -64,6 +64,7 @@ class S2sConfig:
     """What one S2S session is asked to do."""
 
     instructions: str = ""
+    greeting: str | None = None  # said first: the stage asks the model for it as the call starts
     tools: Sequence[ToolSpec] = ()
     voice: str | None = None
     input_rate: int = 24_000

@@ -376,25 +376,25 @@ async def _drain(observer: CallObserver) -> None:
             await observer.get()
 
 
-def engine_runner(
-    definition: AgentDefinition,
-    tools: ToolSet,
+Talk = Callable[[TransportSession, CallObserver, SessionCancel, TaskScope], Awaitable[CallReport]]
+"""One call's conversation on its open session: the cascaded engine's or a speech-to-speech model's."""
+
+
+def call_runner(
+    talk: Talk,
     clock: Clock,
-    providers: CallProviders,
+    *,
+    stop_timeout: float,
+    info: dict[str, Any],
     metrics: ServerMetrics | None = None,
     tracing: Tracing | None = None,
     directory: CallDirectory | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
-    """The session runner of ``brisvox serve``: one engine call per session (see the module docs).
-    ``directory``: where control requests find the call (a hang-up ends it as a stop request does)."""
-    config = engine_config(definition)
-    if not providers.summaries:
-        config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
-    flow = _agent_flow(definition, tools)
-    fillers = FillerPolicy.from_config(config.llm.filler)
-    clips = filler_clips(config, providers.providers.tts, clock)
+    """A session runner around ``talk``: opens the call's session and closes it on every path
+    (a call that could not start is told why), registers the call in ``directory`` (a hang-up
+    ends it as a stop request does), greets the event side with ``info``, forwards the
+    engine's events to it, the metrics and the trace, and logs the call's end once."""
     listener = metrics_listener(metrics) if metrics is not None else None
-    info = providers.page_info(definition)
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
         session = await TransportSession.open(clock, call.link)
@@ -404,10 +404,10 @@ def engine_runner(
             raise  # a failed call: the engine has logged it and told the client
         except Exception as exc:  # the call could not start (a setting, the clips): the engine never ran
             # The caller hears why (error, stop{error}, 1011); the manager logs and counts the outcome.
-            await session.close(config.timeouts.stop, failure=call_failure(exc))
+            await session.close(stop_timeout, failure=call_failure(exc))
             raise
         finally:
-            await session.close(config.timeouts.stop)  # every path: no transport task outlives the call
+            await session.close(stop_timeout)  # every path: no transport task outlives the call
 
     async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
         if directory is None:
@@ -421,7 +421,6 @@ def engine_runner(
             directory.remove(call_id)
 
     async def converse(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
-        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
         tracer = tracing.call(session.info.call_id, clock) if tracing is not None else None
         observer = CallObserver(listener=_both(listener, tracer))
         async with TaskScope("engine-call") as scope:
@@ -430,23 +429,15 @@ def engine_runner(
                 with contextlib.suppress(PeerClosed):
                     await side.hello(info)
             forward = scope.spawn(side.run(observer) if side is not None else _drain(observer), name="events")
-            out_rate = output_rate(session, config)
-            # The first call at a rate renders the clips for the later ones (its fillers are text).
-            rendering = clips.start(out_rate, scope) if clips is not None else None
             failed: CallFailed | None = None
             try:
-                report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
-                                        filler=fillers.clone(), observer=observer,
-                                        clips=clips.store(out_rate) if clips is not None else None,
-                                        summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock))
+                report = await talk(session, observer, cancel, scope)
             except CallFailed as exc:  # logged by the engine, told to the client; the session ends as error
                 failed, report = exc, exc.report
             finally:
                 observer.close()
                 if tracer is not None:
                     tracer.close()
-                if rendering is not None:
-                    rendering.cancel()  # unfinished: the next call starts it again
             try:
                 await bounded(clock, 1.0, forward, "event forwarding")  # cancelled on the deadline
             except DeadlineExceeded:
@@ -459,6 +450,43 @@ def engine_runner(
             raise failed
 
     return run
+
+
+def engine_runner(
+    definition: AgentDefinition,
+    tools: ToolSet,
+    clock: Clock,
+    providers: CallProviders,
+    metrics: ServerMetrics | None = None,
+    tracing: Tracing | None = None,
+    directory: CallDirectory | None = None,
+) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
+    """The session runner of ``brisvox serve`` for a cascaded agent: one engine call per session
+    (see the module docs and :func:`call_runner`)."""
+    config = engine_config(definition)
+    if not providers.summaries:
+        config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
+    flow = _agent_flow(definition, tools)
+    fillers = FillerPolicy.from_config(config.llm.filler)
+    clips = filler_clips(config, providers.providers.tts, clock)
+
+    async def talk(session: TransportSession, observer: CallObserver, cancel: SessionCancel,
+                   scope: TaskScope) -> CallReport:
+        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
+        out_rate = output_rate(session, config)
+        # The first call at a rate renders the clips for the later ones (its fillers are text).
+        rendering = clips.start(out_rate, scope) if clips is not None else None
+        try:
+            return await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
+                                  filler=fillers.clone(), observer=observer,
+                                  clips=clips.store(out_rate) if clips is not None else None,
+                                  summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock))
+        finally:
+            if rendering is not None:
+                rendering.cancel()  # unfinished: the next call starts it again
+
+    return call_runner(talk, clock, stop_timeout=config.timeouts.stop, info=providers.page_info(definition),
+                       metrics=metrics, tracing=tracing, directory=directory)
 
 
 def _both(first: ev.EventListener | None, second: ev.EventListener | None) -> ev.EventListener | None:

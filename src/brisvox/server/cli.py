@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.directory import CallDirectory
     from brisvox.server.host import ServerParts
     from brisvox.server.metrics import ServerMetrics
+    from brisvox.server.s2s_call import S2sCallProviders
     from brisvox.server.session import SessionRunner
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
@@ -51,8 +52,11 @@ log = logging.getLogger(__name__)
 
 
 def _summary(d: AgentDefinition, llm_label: str) -> str:
-    """The agent in one line; ``llm_label``: the resolved LLM (``resolve_llm``), as serve and /agent.json say it."""
+    """The agent in one line; ``llm_label``: the resolved LLM (``resolve_llm``), as serve and /agent.json say it
+    (a speech-to-speech agent's: its model)."""
     tools = ", ".join(d.tools) if d.tools else "none"
+    if d.s2s is not None:
+        return f"agent {d.name!r} (tools: {tools}; {llm_label}, barge-in by {d.s2s_policy.barge_in.value})"
     return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {llm_label}, tts {d.tts.provider})"
 
 
@@ -76,7 +80,12 @@ def run_check(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         return 1
     definition, _ = loaded
     llm = definition.llm
-    label = resolve_llm(llm.provider, llm.options, llm.api_key_env, os.environ).label
+    if definition.s2s is not None:
+        from brisvox.server.s2s_call import s2s_label
+
+        label = s2s_label(definition)
+    else:
+        label = resolve_llm(llm.provider, llm.options, llm.api_key_env, os.environ).label
     print(f"{_where(args.agent_file, agent)}: ok, {_summary(definition, label)}")
     return 0
 
@@ -156,7 +165,7 @@ def session_runner(
     return engine_runner(definition, tools, clock, providers, metrics, tracing, directory)
 
 
-async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders,
+async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders | S2sCallProviders,
                       tracing: Tracing | None = None, node: WorkerStart | None = None) -> int:
     """``serve`` with the shared providers warmed in the background and closed at the end, and the
     link to the call registry (Redis) open while it serves, when ``BRISVOX_REDIS_URL`` is set."""
@@ -259,12 +268,15 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     from brisvox.server.metrics import NodeMetrics, ServerMetrics, use_multiprocess_values
     from brisvox.server.page import page_routes
     from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
+    from brisvox.server.s2s_call import S2sCallProviders, build_s2s_providers, s2s_runner
 
     if node is not None:  # before any metric exists in this process
         use_multiprocess_values(node.metrics_dir)
     clock = SystemClock()
     try:
-        providers = build_call_providers(definition, clock, os.environ)
+        providers: CallProviders | S2sCallProviders = (
+            build_s2s_providers(definition, clock, os.environ) if definition.s2s is not None
+            else build_call_providers(definition, clock, os.environ))
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
@@ -283,7 +295,11 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
 
     directory = CallDirectory(owner_id(settings.node_id, node.seat.index if node is not None else None),
                               settings.global_max_calls, on_error=metrics.record_directory_error)
-    runner = session_runner(definition, tools, clock, providers, metrics, tracing, directory)
+    runner: SessionRunner[EngineCall]
+    if isinstance(providers, S2sCallProviders):
+        runner = s2s_runner(definition, tools, clock, providers, metrics, tracing, directory)
+    else:
+        runner = session_runner(definition, tools, clock, providers, metrics, tracing, directory)
     description = _summary(definition, providers.llm_label)
     try:
         ws_config = settings.transport_config()
