@@ -51,11 +51,28 @@ def _workers(raw: str) -> str:
     raise argparse.ArgumentTypeError(f"expected auto or a count from 1 to 256, not {raw!r}")
 
 
+def _positive(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {raw!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {raw!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="brisvox", description="brisvox voice-agent framework")
     parser.add_argument("--version", action="version", version=f"brisvox {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_server_parsers(sub)
+    tail_p = sub.add_parser("tail", help="show a server's calls and their last turn's stages, redrawn every second",
+                            description="Show a server's live and recent calls (GET /api/calls), redrawn every "
+                                        "second; Ctrl-C ends it.")
+    tail_p.add_argument("url", nargs="?", default="http://127.0.0.1:8765", help="the server (default %(default)s)")
+    tail_p.add_argument("--token", default=None, help="bearer token (default: $BRISVOX_TOKEN)")
+    tail_p.add_argument("--interval", type=_positive, default=1.0, help="seconds between redraws (default 1)")
+    tail_p.add_argument("--once", action="store_true", help="draw once and exit")
     demo_p = sub.add_parser("demo", help="run the local demonstration")
     demo_p.add_argument("--insecure", action="store_true",
                         help="serve without authentication on an address that is not loopback")
@@ -93,6 +110,10 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
         from brisvox.server.cli import run_token
 
         return run_token(args)
+    if args.command == "tail":
+        from brisvox.server.tail import run_tail
+
+        return run_tail(args)
     if args.command == "demo":
         from brisvox._demo import run_demo
 

@@ -159,11 +159,11 @@ def test_a_hangup_at_the_wrong_node_reaches_the_call_and_the_global_cap_spans_th
         assert refused.value.response.status_code == 503
         assert metrics_with(b.url, 'brisvox_admissions_refused_total{reason="at_global_capacity"} 1.0')
 
-        status, body = await asyncio.to_thread(_post, f"{b.url}/calls/{call_id}/hangup")
+        status, body = await asyncio.to_thread(_post, f"{b.url}/api/calls/{call_id}/hangup")
         assert (status, body.get("outcome"), body.get("owner")) == (202, "forwarded", "node-a"), body
         assert await _stop_reason(ws, within=10) is not None  # a's engine ended the call
         await ws.close()
-        status, _ = await asyncio.to_thread(_post, f"{b.url}/calls/{call_id}/hangup")
+        status, _ = await asyncio.to_thread(_post, f"{b.url}/api/calls/{call_id}/hangup")
         assert status == 404  # gone from the registry once it ended
 
         for _ in range(50):  # a's load reaches Redis at its next beat: b admits again

@@ -11,7 +11,7 @@ Routes:
   node's ``workers``, ``alive``, ``ready``, ``active``, ``reserved`` and ``max``, and
   ``each``: every worker's ``pid``, ``alive`` and ``active``.
 * ``GET /metrics``: the Prometheus text exposition of :class:`~brisvox.server.metrics.ServerMetrics`.
-* ``POST /calls/{call_id}/hangup`` (with a :class:`~brisvox.server.directory.CallDirectory`):
+* ``POST /api/calls/{call_id}/hangup`` (with a :class:`~brisvox.server.directory.CallDirectory`):
   ends the call as a stop request does, wherever it lives (:mod:`brisvox.server.directory`):
   ``202`` ``{"call", "outcome": "done"|"forwarded", "owner"}``, ``404`` when no process holds
   it, ``503`` when it is not here and the registry cannot be asked.
@@ -150,7 +150,7 @@ def build_app(
                                  "cannot be reached"}, status_code=503)
         return JSONResponse({"call": call_id, "outcome": outcome.value, "owner": owner}, status_code=202)
 
-    control = [Route("/calls/{call_id:str}/hangup", hangup, methods=["POST"])] if directory is not None else []
+    control = [Route("/api/calls/{call_id:str}/hangup", hangup, methods=["POST"])] if directory is not None else []
     routes: list[BaseRoute] = [
         *control,
         Route("/healthz", healthz, methods=["GET"]),

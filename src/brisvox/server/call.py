@@ -70,6 +70,7 @@ from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
+from brisvox.server.calllog import CallLog, CallTimeline
 from brisvox.server.directory import CallDirectory
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
@@ -389,11 +390,13 @@ def call_runner(
     metrics: ServerMetrics | None = None,
     tracing: Tracing | None = None,
     directory: CallDirectory | None = None,
+    calls: CallLog | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """A session runner around ``talk``: opens the call's session and closes it on every path
     (a call that could not start is told why), registers the call in ``directory`` (a hang-up
     ends it as a stop request does), greets the event side with ``info``, forwards the
-    engine's events to it, the metrics and the trace, and logs the call's end once."""
+    engine's events to it, the metrics, the trace and the call's timeline in ``calls`` (``/calls``),
+    and logs the call's end once."""
     listener = metrics_listener(metrics) if metrics is not None else None
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
@@ -421,8 +424,24 @@ def call_runner(
             directory.remove(call_id)
 
     async def converse(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
+        call_id = session.info.call_id
+        if calls is None:
+            await watched(session, call, cancel, None)
+            return
+        timeline = calls.open(call_id, session.info.transport, clock.wall().isoformat(timespec="seconds"), clock.now())
+        outcome = "aborted"
+        try:
+            outcome = await watched(session, call, cancel, timeline)
+        except CallFailed:
+            outcome = "failed"
+            raise
+        finally:
+            calls.close(call_id, clock.now(), outcome)
+
+    async def watched(session: TransportSession, call: EngineCall, cancel: SessionCancel,
+                      timeline: CallTimeline | None) -> str:
         tracer = tracing.call(session.info.call_id, clock) if tracing is not None else None
-        observer = CallObserver(listener=_both(listener, tracer))
+        observer = CallObserver(listener=_all(listener, tracer, timeline.add if timeline is not None else None))
         async with TaskScope("engine-call") as scope:
             side = call.events()
             if side is not None:
@@ -448,6 +467,7 @@ def call_runner(
         _log_end(session.info.call_id, report, observer.dropped)
         if failed is not None:
             raise failed
+        return report.stop_reason.value if report.stop_reason is not None else "ended"
 
     return run
 
@@ -460,6 +480,7 @@ def engine_runner(
     metrics: ServerMetrics | None = None,
     tracing: Tracing | None = None,
     directory: CallDirectory | None = None,
+    calls: CallLog | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve`` for a cascaded agent: one engine call per session
     (see the module docs and :func:`call_runner`)."""
@@ -486,18 +507,19 @@ def engine_runner(
                 rendering.cancel()  # unfinished: the next call starts it again
 
     return call_runner(talk, clock, stop_timeout=config.timeouts.stop, info=providers.page_info(definition),
-                       metrics=metrics, tracing=tracing, directory=directory)
+                       metrics=metrics, tracing=tracing, directory=directory, calls=calls)
 
 
-def _both(first: ev.EventListener | None, second: ev.EventListener | None) -> ev.EventListener | None:
-    """One listener for the observer: the metrics' and the trace's (either may be absent)."""
-    if first is None or second is None:
-        return first or second
+def _all(*listeners: ev.EventListener | None) -> ev.EventListener | None:
+    """One listener for the observer: the metrics', the trace's and the timeline's (any may be absent)."""
+    present = [listener for listener in listeners if listener is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
 
-    def both(event: ev.EngineEvent) -> None:
-        first(event)
-        second(event)
-    return both
+    def every(event: ev.EngineEvent) -> None:
+        for listener in present:
+            listener(event)
+    return every
 
 
 def _log_end(call_id: str, report: CallReport, dropped: int) -> None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.agent_file import AgentDefinition
     from brisvox.server.call import EngineCall
     from brisvox.server.call_providers import CallProviders
+    from brisvox.server.calllog import CallLog
     from brisvox.server.directory import CallDirectory
     from brisvox.server.host import ServerParts
     from brisvox.server.metrics import ServerMetrics
@@ -157,12 +158,12 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 def session_runner(
     definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics,
-    tracing: Tracing | None = None, directory: CallDirectory | None = None,
+    tracing: Tracing | None = None, directory: CallDirectory | None = None, calls: CallLog | None = None,
 ) -> SessionRunner[EngineCall]:
     """The session runner of ``brisvox serve``: the engine."""
     from brisvox.server.call import engine_runner
 
-    return engine_runner(definition, tools, clock, providers, metrics, tracing, directory)
+    return engine_runner(definition, tools, clock, providers, metrics, tracing, directory, calls)
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders | S2sCallProviders,
@@ -263,6 +264,8 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     from brisvox.core.errors import ConfigError
     from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
     from brisvox.server.call_providers import build_call_providers
+    from brisvox.server.calllog import CallLog
+    from brisvox.server.calls_page import calls_routes
     from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
     from brisvox.server.metrics import NodeMetrics, ServerMetrics, use_multiprocess_values
@@ -296,10 +299,11 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     directory = CallDirectory(owner_id(settings.node_id, node.seat.index if node is not None else None),
                               settings.global_max_calls, on_error=metrics.record_directory_error)
     runner: SessionRunner[EngineCall]
+    calls = CallLog()
     if isinstance(providers, S2sCallProviders):
-        runner = s2s_runner(definition, tools, clock, providers, metrics, tracing, directory)
+        runner = s2s_runner(definition, tools, clock, providers, metrics, tracing, directory, calls)
     else:
-        runner = session_runner(definition, tools, clock, providers, metrics, tracing, directory)
+        runner = session_runner(definition, tools, clock, providers, metrics, tracing, directory, calls)
     description = _summary(definition, providers.llm_label)
     try:
         ws_config = settings.transport_config()
@@ -325,7 +329,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
                                                                     (settings.telnyx_path, telnyx))
                                       if carrier.self_authenticating),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
-        extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
+        extra_routes=(*calls_routes(calls), *page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
         transport_stats=endpoint.stats, directory=directory,
     )
     if ready_line is not None:

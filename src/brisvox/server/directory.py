@@ -1,6 +1,6 @@
 """Where each call lives: the process's calls, and with Redis every node's.
 
-A control request for a call (``POST /calls/{call_id}/hangup``) can arrive at any node of a
+A control request for a call (``POST /api/calls/{call_id}/hangup``) can arrive at any node of a
 deployment behind a load balancer, but the call is a WebSocket held by one process.  The
 :class:`CallDirectory` of each server process knows its own calls (the engine registers a
 call when it starts and removes it when it ends) and acts on them; with

@@ -87,7 +87,7 @@ class ServerParts:
     transport_stats: ServerStats | None = None
     """The call endpoint's transport counters, exported on ``/metrics`` (``brisvox_transport_events_total``)."""
     directory: CallDirectory | None = None
-    """The calls by id: the control routes (``/calls/{id}/hangup``) and the global cap."""
+    """The calls by id: the control routes (``/api/calls/{id}/hangup``) and the global cap."""
 
 
 def max_calls_for(settings: Settings, workers: int = 1) -> int:

@@ -27,6 +27,7 @@ from brisvox.providers.s2s import BargeIn, S2sConfig, S2sProvider
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call import EngineCall, call_runner
 from brisvox.server.call_providers import extra_for, key_for, vad_factory
+from brisvox.server.calllog import CallLog
 from brisvox.server.directory import CallDirectory
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel
@@ -125,6 +126,7 @@ def s2s_runner(
     metrics: ServerMetrics | None = None,
     tracing: Tracing | None = None,
     directory: CallDirectory | None = None,
+    calls: CallLog | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve`` for a speech-to-speech agent (see the module docs)."""
     policy = definition.s2s_policy
@@ -143,4 +145,4 @@ def s2s_runner(
                                   observer=observer, cancel=cancel, vad=vad)
 
     return call_runner(talk, clock, stop_timeout=_STOP_TIMEOUT, info=providers.page_info(definition),
-                       metrics=metrics, tracing=tracing, directory=directory)
+                       metrics=metrics, tracing=tracing, directory=directory, calls=calls)
