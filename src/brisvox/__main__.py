@@ -26,6 +26,9 @@ def _add_server_parsers(sub: Any) -> None:
                          help=f"agent file, or {_REF_HELP} (default: $BRISVOX_AGENT_FILE)")
     serve_p.add_argument("--insecure", action="store_true",
                          help="serve without authentication on an address that is not loopback")
+    serve_p.add_argument("--workers", default="auto", type=_workers,
+                         help="worker processes behind the one port: a count, or auto for the number of cores "
+                              "(default); see docs/SCALING.md")
     token_p = sub.add_parser("token", help="print a signed call token (key from BRISVOX_AUTH_SECRET)",
                              description="Print a call token signed with BRISVOX_AUTH_SECRET, for a server run "
                                          "with BRISVOX_AUTH=signed (see docs/OPERATIONS.md, Security).")
@@ -46,11 +49,34 @@ def _add_server_parsers(sub: Any) -> None:
                            help=f"agent file, or {_REF_HELP} (default: the program's own agent, with brisvox.run(agent))")
 
 
+def _workers(raw: str) -> str:
+    if raw == "auto" or (raw.isdigit() and 1 <= int(raw) <= 256):
+        return raw
+    raise argparse.ArgumentTypeError(f"expected auto or a count from 1 to 256, not {raw!r}")
+
+
+def _positive(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {raw!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {raw!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="brisvox", description="brisvox voice-agent framework")
     parser.add_argument("--version", action="version", version=f"brisvox {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_server_parsers(sub)
+    tail_p = sub.add_parser("tail", help="show a server's calls and their last turn's stages, redrawn every second",
+                            description="Show a server's live and recent calls (GET /api/calls), redrawn every "
+                                        "second; Ctrl-C ends it.")
+    tail_p.add_argument("url", nargs="?", default="http://127.0.0.1:8765", help="the server (default %(default)s)")
+    tail_p.add_argument("--token", default=None, help="bearer token (default: $BRISVOX_TOKEN)")
+    tail_p.add_argument("--interval", type=_positive, default=1.0, help="seconds between redraws (default 1)")
+    tail_p.add_argument("--once", action="store_true", help="draw once and exit")
     demo_p = sub.add_parser("demo", help="run the local demonstration")
     demo_p.add_argument("agent_file", nargs="?", type=Path,
                         help=f"agent file, or {_REF_HELP} (default: the program's own agent, else the demo agent)")
@@ -103,6 +129,10 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
         from brisvox.server.cli import run_token
 
         return run_token(args)
+    if args.command == "tail":
+        from brisvox.server.tail import run_tail
+
+        return run_tail(args)
     if args.command == "demo":
         from brisvox._demo import run_demo
 

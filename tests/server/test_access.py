@@ -146,6 +146,15 @@ def test_metrics_and_agent_json_need_a_token_when_the_server_requires_one() -> N
         assert tc.get("/", headers={**LOCAL}).status_code == 404  # other paths: the Host check only
 
 
+def test_the_calls_data_and_control_under_api_need_a_token_when_the_server_requires_one() -> None:
+    server = Server(Settings(auth=AuthMode.BEARER, auth_tokens=(Secret(STATIC),)))
+    with TestClient(server.app) as tc:
+        assert tc.get("/api/calls", headers={**LOCAL}).status_code == 401
+        assert tc.post("/api/calls/ws-1/hangup", headers={**LOCAL}).status_code == 401
+        # past the check, the app answers (no such route in this app: 404, not the data)
+        assert tc.get("/api/calls", headers={**LOCAL, "authorization": f"Bearer {STATIC}"}).status_code == 404
+
+
 def test_a_static_bearer_token_starts_a_call_and_never_reaches_the_endpoint(caplog: pytest.LogCaptureFixture) -> None:
     server = Server(Settings(auth=AuthMode.BEARER, auth_tokens=(Secret(STATIC),)))
     caplog.set_level(logging.DEBUG)
@@ -290,7 +299,7 @@ def test_the_policy_describes_itself_for_the_start_up_log_without_credentials() 
                         allowed_origins=frozenset({"https://app.example.com"}))
     text = AccessPolicy.from_settings(settings, agent="lokanta", wall=lambda: NOW).describe()
     assert text == ("auth bearer; hosts 127.0.0.1, ::1, localhost; origins: the server's own, "
-                    "https://app.example.com; /agent.json, /metrics need a token")
+                    "https://app.example.com; /agent.json, /metrics, /api/* need a token")
     assert STATIC not in text
 
 

@@ -27,8 +27,8 @@ VAD's speech start while the model's audio plays cuts and ``cancel_response`` is
 cut tells the model what was heard: ``truncate(item, heard_ms)`` at the transport's position.
 
 Guards: the delivery guard corrects a tool result (correction first) when a send was
-claimed while the call ran and nothing was delivered (``delivered`` in the tool's JSON
-object result); the work guard decides at each ``S2sInteractionEnded`` and its
+claimed while the call ran and nothing was delivered (``Execution.delivered``: what the tool's
+returned value listed under ``delivered``, carried by the tool engine); the work guard decides at each ``S2sInteractionEnded`` and its
 ``work-claim-without-tool`` decision is logged, its note added and at most one turn per
 user utterance requested.
 """
@@ -201,6 +201,10 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
     out = TransportOut(commands, book, timeline, events)
     async with TaskScope("s2s-call", on_failure=fault.record) as scope:
         s2s: S2sSession = await bounded(clock, timeouts.connect, provider.connect(config), f"connecting {provider.name}")
+        if config.greeting:  # the model speaks first only when asked to
+            await s2s.add_note(f"The call has started. Greet the caller now with these words, in their language: "
+                               f"{config.greeting}")
+            await s2s.request_response()
         engine = ToolEngine(tools, session.info.call_id, clock, meta=call_meta(session.info)) if tools is not None else None
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(s2s.aclose)
@@ -472,9 +476,10 @@ class S2sStage(Processor):
     async def _answer(self, calls: list[ToolCall], execution: Execution, turn: int, now: float, *,
                       late: bool) -> None:
         results = []
-        for call, msg, outcome in zip(calls, execution.results, execution.outcomes, strict=True):
+        for call, msg, outcome, delivered in zip(calls, execution.results, execution.outcomes, execution.delivered,
+                                                 strict=True):
             vendor_id = call.provider_id or call.id
-            verdict = self._delivery.result(vendor_id, _delivered(msg.content), now)
+            verdict = self._delivery.result(vendor_id, delivered, now)
             content = verdict.apply(msg.content)
             results.append(S2sToolResult(call_id=vendor_id, name=call.name, content=content, is_error=msg.is_error))
             self._events.emit(ToolCallSettled(epoch=turn, at=now, call_id=vendor_id, name=call.name,
@@ -550,13 +555,3 @@ class _Round:
 
 def _json(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
-
-
-def _delivered(content: str) -> tuple[str, ...]:
-    """What a tool result lists in ``delivered`` (a JSON object's list of strings), else nothing."""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return ()
-    items = value.get("delivered") if isinstance(value, dict) else None
-    return tuple(str(i) for i in items) if isinstance(items, list) else ()

@@ -9,6 +9,10 @@
         interruption=InterruptionPolicy.recommended(),
     )
 
+A speech-to-speech agent names its model instead of the three stages:
+``brisvox.Agent(name=..., prompt=..., s2s=providers.OpenAIRealtime(voice="marin"),
+s2s_policy=S2sPolicy(barge_in=BargeIn.OURS))`` (the ``[s2s]`` section of a file).
+
 Every field is what an agent file's section becomes (``window`` and ``flow`` are the
 ``[window]`` and ``[flow]`` sections as the file's parser gives them): the providers are
 :class:`~brisvox.providers.choice.ProviderChoice` objects (``brisvox.providers.OpenAI(...)``),
@@ -40,6 +44,7 @@ from brisvox.agent.turn import Adaptive, TurnPolicy
 from brisvox.core.errors import ConfigError
 from brisvox.engine.hooks import Hook
 from brisvox.providers.choice import Hibari, LocalWhisper, ProviderChoice, Scripted, Stage
+from brisvox.providers.s2s import S2sPolicy
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file, parse_agent_table
 from brisvox.server.agent_flow import FlowSettings, WindowSettings
 from brisvox.server.tools import ToolSet
@@ -83,6 +88,8 @@ class Agent:
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None
     hooks: tuple[Hook, ...] = ()
+    s2s: ProviderChoice | None = None
+    s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
     source: Path | None = field(default=None, compare=False)
     _definition: AgentDefinition | None = field(default=None, compare=False, repr=False, init=False)
 
@@ -106,11 +113,23 @@ class Agent:
                                  "tools": [t.name for t in self.tools], "confirm_tools": list(self.confirm_tools)}
         if self.greeting is not None:
             agent["greeting"] = self.greeting
-        raw = {"agent": agent, "stt": _table(self.stt), "llm": _table(self.llm), "tts": _table(self.tts)}
+        raw: dict[str, Any] = {"agent": agent}
         source = self.source if self.source is not None else f"agent {self.name!r}"
         for stage, choice in ((Stage.STT, self.stt), (Stage.LLM, self.llm), (Stage.TTS, self.tts)):
             if not isinstance(choice, ProviderChoice) or choice.stage is not stage:
                 raise AgentError([f"{stage.value}: {choice!r} is not a {stage.value} provider"])
+        if self.s2s is None:
+            raw |= {"stt": _table(self.stt), "llm": _table(self.llm), "tts": _table(self.tts)}
+        else:
+            if not isinstance(self.s2s, ProviderChoice) or self.s2s.stage is not Stage.S2S:
+                raise AgentError([f"s2s: {self.s2s!r} is not a speech-to-speech provider "
+                                  "(brisvox.providers.OpenAIRealtime() or GeminiLive())"])
+            if (self.stt, self.llm, self.tts) != (LocalWhisper(), Scripted(), Hibari()):
+                raise AgentError(["s2s: a speech-to-speech agent hears, thinks and speaks through its model: "
+                                  "give it no stt, llm or tts"])
+            budget = self.s2s_policy.think_budget
+            raw["s2s"] = {**_table(self.s2s), "barge_in": self.s2s_policy.barge_in.value,
+                          "think_budget": budget.seconds if budget is not None else 0.0}
         try:
             checked = parse_agent_table(raw, source=source, available_tools=self.toolset(), environ=environ)
         except AgentFileError as exc:
@@ -119,7 +138,7 @@ class Agent:
             source=Path(source), name=self.name, prompt=self.prompt, language=self.language, greeting=self.greeting,
             tools=checked.tools, confirm_tools=checked.confirm_tools, turn=self.turn, interruption=self.interruption,
             speculation=self.speculation, filler=self.filler, stt=checked.stt, llm=checked.llm, tts=checked.tts,
-            window=self.window, flow=self.flow, hooks=self.hooks,
+            window=self.window, flow=self.flow, hooks=self.hooks, s2s=checked.s2s, s2s_policy=checked.s2s_policy,
         )
 
     @classmethod
@@ -134,7 +153,7 @@ class Agent:
                    tools=tuple(t for name in d.tools if isinstance(t := by_name[name], FunctionTool)),
                    confirm_tools=d.confirm_tools, stt=d.stt, llm=d.llm, tts=d.tts, turn=d.turn,
                    interruption=d.interruption, filler=d.filler, speculation=d.speculation, window=d.window,
-                   flow=d.flow, hooks=tuple(hooks),
+                   flow=d.flow, hooks=tuple(hooks), s2s=d.s2s, s2s_policy=d.s2s_policy,
                    source=d.source)
 
     def toolset(self) -> ToolSet:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
-from brisvox.agent.tools._answers import Answers, Tally, render
+from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render
 from brisvox.agent.tools._calls import Raised, guarded, lost_body, timed_out_running
 from brisvox.agent.tools._lifecycle import Event, Phase
 from brisvox.agent.tools._race import Ended, race
@@ -145,7 +145,7 @@ class SideEffects:
             if entry.state is EntryState.DONE:
                 self._tally.bump("side_effect_replays")
                 answer = ToolMessage(call_id=call.id, content=entry.content, is_error=entry.is_error)
-                answers.settle(slot, epoch, start, answer, Outcome.RECORDED)
+                answers.settle(slot, epoch, start, answer, Outcome.RECORDED, entry.delivered)
             elif entry.state is EntryState.IN_FLIGHT:
                 answers.settle_error(slot, epoch, start, ErrorKind.DUPLICATE_CALL, Outcome.DUPLICATE, texts.DUPLICATE)
             else:
@@ -247,7 +247,7 @@ class SideEffects:
                 rec.claimed_by = run_id
                 slot.claim = ReplayClaim(rec, slot.call_id, epoch, run_id)
                 answer = ToolMessage(call_id=slot.call_id, content=settled.content, is_error=settled.is_error)
-                answers.settle(slot, epoch, start, answer, Outcome.ORPHAN_REPLAYED)
+                answers.settle(slot, epoch, start, answer, Outcome.ORPHAN_REPLAYED, settled.delivered)
             return True
         return False
 
@@ -293,7 +293,8 @@ class SideEffects:
                 else:
                     try:
                         text, cut = truncate_result(render(value.value), self._max_result_bytes)
-                        settled = Settled(text, False, Outcome.OK_TRUNCATED if cut else Outcome.OK)
+                        settled = Settled(text, False, Outcome.OK_TRUNCATED if cut else Outcome.OK,
+                                          delivered=delivered_of(value.value))
                     except (TypeError, ValueError):
                         body = error_message(call.id, ErrorKind.TOOL_FAILED, spec.name, texts.NOT_JSON).content
                         settled = Settled(body, True, Outcome.FAILED)
@@ -307,7 +308,7 @@ class SideEffects:
         if settled.lost:
             self.store.lose(record.key)
         else:
-            self.store.finish(record.key, settled.content, settled.is_error)
+            self.store.finish(record.key, settled.content, settled.is_error, settled.delivered)
         record.settled = settled
         if record.move(Event.FINISH) is Phase.READY:
             assert record.waiter is not None
@@ -360,7 +361,7 @@ class SideEffects:
             assert settled is not None
             slot.carried = True
             message = ToolMessage(call_id=slot.call_id, content=settled.content, is_error=settled.is_error)
-            answers.settle(slot, epoch, start, message, settled.outcome)
+            answers.settle(slot, epoch, start, message, settled.outcome, settled.delivered)
             return
         self._detach(record)
         if ended is Ended.CANCELLED:
@@ -399,7 +400,7 @@ class SideEffects:
                 if settled.lost:
                     self.store.lose(key)
                 else:
-                    self.store.finish(key, settled.content, settled.is_error)
+                    self.store.finish(key, settled.content, settled.is_error, settled.delivered)
             # The model has now read the result under the new id: a later identical call of
             # this turn is a repeat of a delivered call.
             if not settled.lost:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from brisvox.agent.assemble import InvalidCall
 from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
-from brisvox.agent.tools._answers import Answers, Tally, render
+from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render
 from brisvox.agent.tools._calls import Raised, guarded
 from brisvox.agent.tools._plan import plan_calls
 from brisvox.agent.tools._race import Ended, race
@@ -328,16 +328,18 @@ class ToolEngine:
             detail = f"the tool's result exceeds {limit} bytes"
             settle_error(slot, epoch, start, ErrorKind.RESULT_TOO_LARGE, Outcome.RESULT_TOO_LARGE, detail)
             return
-        self._answers.settle(slot, epoch, start, ToolMessage(call_id=slot.call_id, content=text), Outcome.OK)
+        self._answers.settle(slot, epoch, start, ToolMessage(call_id=slot.call_id, content=text), Outcome.OK,
+                             delivered_of(value.value))
 
     # -- executions ----------------------------------------------------------------------------
 
     def _finish(self, slots: list[Slot], epoch: int, exhausted: bool, ran: list[Record]) -> Execution:
-        results, outcomes = [], []
+        results, outcomes, delivered = [], [], []
         for s in slots:
             assert s.answer is not None and s.outcome is not None, f"slot {s.call_id} was not answered"
             results.append(s.answer)
             outcomes.append(s.outcome)
+            delivered.append(s.delivered)
         receipt = Receipt(
             ran=tuple(ran),
             carried=tuple(s.record for s in slots if s.record is not None and s.carried),
@@ -345,5 +347,6 @@ class ToolEngine:
             taken=self._effects.take_mailbox(),
         )
         return Execution(
-            self._effects, epoch=epoch, results=results, budget_exhausted=exhausted, outcomes=outcomes, receipt=receipt
+            self._effects, epoch=epoch, results=results, budget_exhausted=exhausted, outcomes=outcomes, receipt=receipt,
+            delivered=delivered,
         )
