@@ -76,7 +76,7 @@ def _no_serving(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         def page_info(self, definition: Any) -> dict[str, str]:
             return {}
 
-    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None) -> int:
+    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None, node: Any = None) -> int:
         served.append(parts)
         return 0
 
@@ -95,7 +95,7 @@ def _no_serving(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 def test_brisvox_serve_serves_a_named_python_agent_with_its_tools(
         program: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     served = _no_serving(monkeypatch)
-    assert main(["serve", "desk_program:agent"]) == 0
+    assert main(["serve", "desk_program:agent", "--workers", "1"]) == 0
     assert served[0] == ("desk", ["opening_hours"]) and served[1].agent == "desk"
 
 

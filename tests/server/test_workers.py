@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from brisvox.server.node import NodeRow, NodeSeat, NodeTable
+from brisvox.server.workers import WorkerStart, run_node
 from tests.server._nodes import AGENT, Node, call_now, metrics_with, readyz, until
 
 # --- the table ---------------------------------------------------------------------------------
@@ -102,3 +103,13 @@ def test_a_two_worker_node_answers_for_itself_restarts_a_dead_worker_and_drains_
     assert node.stop(timeout=40) == 0, node.log()
     assert "stopped (2 workers, exit status 0)" in "".join(node.out)
     assert "worker 0 died (exit status -9)" in "".join(node.err)
+
+
+def test_a_node_whose_workers_cannot_start_exits_1_instead_of_restarting_them(
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    def cannot_start(start: WorkerStart) -> int:
+        return 1  # what a worker returns when its providers cannot be built
+
+    assert run_node(2, "127.0.0.1", 0, cannot_start, banner=lambda port: f"listening on {port}") == 1
+    assert "listening on" not in capsys.readouterr().out
+    assert "failed to start" in caplog.text and "restarting" not in caplog.text

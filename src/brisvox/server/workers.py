@@ -13,7 +13,8 @@ node's exit status is the worst of its workers'.  A worker that dies while the n
 stopping is logged with its status, counted (``brisvox_worker_restarts_total``) and
 replaced after a back-off (:data:`RESTART_BACKOFF`, doubling up to :data:`MAX_BACKOFF`,
 reset once a replacement has published itself alive); the other workers' calls are
-untouched.  The supervisor runs no event loop: it waits on the workers' sentinels and a
+untouched.  A worker that dies before every worker has started (a setting or a key it cannot
+start with) stops the node instead: exit status 1.  The supervisor runs no event loop: it waits on the workers' sentinels and a
 self-pipe the signal handlers write to.
 """
 
@@ -163,6 +164,7 @@ def _supervise(pool: list[_Worker], table: NodeTable, start: Callable[[_Worker],
                wake_r: int, banner: str, out: TextIO) -> int:
     forwarded = 0
     announced = False
+    failed_start = False
     waited = 0.0
     while True:
         if len(stops) > forwarded:  # pass each stop request on to every live worker
@@ -176,7 +178,8 @@ def _supervise(pool: list[_Worker], table: NodeTable, start: Callable[[_Worker],
             for w in pool:
                 if w.process is not None:
                     w.process.join()
-            return max((max(w.codes) if w.codes else 0) for w in pool)
+            worst = max((max(w.codes) if w.codes else 0) for w in pool)
+            return EXIT_STARTUP_FAILURE if failed_start else worst
         if not announced:
             if table.totals().alive == len(pool):
                 print(banner, file=out, flush=True)
@@ -204,6 +207,11 @@ def _supervise(pool: list[_Worker], table: NodeTable, start: Callable[[_Worker],
                 w.process = None
                 if stopping:  # the node's status is its workers' drains; a replaced worker's death was logged
                     w.codes.append(code if code >= 0 else EXIT_ABORTED)  # negative: killed by a signal
+                    continue
+                if not announced:  # a worker that cannot start (a setting, a key): its replacement could not either
+                    log.error("worker %d failed to start (exit status %d); stopping the node", w.index, code)
+                    failed_start = True
+                    stops.append(signal.SIGTERM)
                     continue
                 table.retire(w.index)
                 log.error("worker %d died (exit status %d); restarting it in %.1f s; the other workers' calls "
