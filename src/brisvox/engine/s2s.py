@@ -60,6 +60,7 @@ from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
     BotAudioEnded,
     BotAudioStarted,
+    ContextNoteFrame,
     Direction,
     Frame,
     InputAudioFrame,
@@ -269,6 +270,9 @@ class S2sStage(Processor):
             return
         if isinstance(frame, BotAudioStarted | BotAudioEnded):
             return  # the book knows what played; nothing upstream of us wants these
+        if isinstance(frame, ContextNoteFrame):  # the caller's screen said something: context, no turn
+            await self._s2s.add_note(frame.text)
+            return
         await ctx.push(frame, direction)
 
     async def _user_speech(self, ctx: ProcessorContext, *, ours: bool) -> None:

@@ -78,6 +78,7 @@ from brisvox.server.tools import ToolSet
 from brisvox.server.twilio_endpoint import TwilioEndpoint
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.link import CallLink
+from brisvox.transport.rtvi.ui import UiDispatcher, bind_ui, unbind_ui
 from brisvox.transport.session import TransportSession
 from brisvox.transport.telnyx import Codec, TelnyxConfig
 from brisvox.transport.twilio import TwilioConfig
@@ -142,6 +143,7 @@ class EngineCall:
     link: CallLink
     send_text: SendText | None = None
     side: EventSide | None = None
+    ui: UiDispatcher | None = None  # the call's screen: the tools' ``dispatch`` of UI actions (RTVI calls)
 
     def events(self) -> EventSide | None:
         if self.side is not None:
@@ -420,6 +422,7 @@ def engine_runner(
             # The first call at a rate renders the clips for the later ones (its fillers are text).
             rendering = clips.start(out_rate, scope) if clips is not None else None
             failed: CallFailed | None = None
+            bound = bind_ui(call.ui)  # the engine's tool tasks, started from here, dispatch to this call's screen
             try:
                 report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
                                         filler=fillers.clone(), observer=observer,
@@ -428,6 +431,7 @@ def engine_runner(
             except CallFailed as exc:  # logged by the engine, told to the client; the session ends as error
                 failed, report = exc, exc.report
             finally:
+                unbind_ui(bound)
                 observer.close()
                 if tracer is not None:
                     tracer.close()

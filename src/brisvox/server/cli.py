@@ -237,7 +237,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     endpoint = EngineEndpoint(clock, ws_config)
     twilio = twilio_endpoint(settings, clock, ws_config)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
-    rtvi = RtviEndpoint(clock, ws_config)
+    rtvi = RtviEndpoint(clock, ws_config, ui=agent.ui if agent is not None else None)
 
     def stop_calls() -> None:
         endpoint.close()

@@ -1,9 +1,22 @@
 """RTVI over WebSocket: Pipecat's client SDKs (``@pipecat-ai/client-js`` and the React client)
-talk to brisvox.  ``wire`` is the protobuf framing; see docs/RTVI.md."""
+talk to brisvox.  ``wire`` is the protobuf framing, ``ui`` the agent's typed UI actions and app
+events (``typescript`` their TypeScript types); see docs/RTVI.md."""
 
 from __future__ import annotations
 
 from brisvox.transport.rtvi.connection import RtviCall, RtviConfig, run_rtvi_call
+from brisvox.transport.rtvi.typescript import typescript_types
+from brisvox.transport.rtvi.ui import (
+    Action,
+    AppEvent,
+    CallUi,
+    UiContract,
+    UiDispatcher,
+    UiError,
+    UiErrorKind,
+    UiEventError,
+    dispatch,
+)
 from brisvox.transport.rtvi.wire import (
     InboundAudio,
     InboundFrame,
@@ -17,16 +30,26 @@ from brisvox.transport.rtvi.wire import (
 )
 
 __all__ = [
+    "Action",
+    "AppEvent",
+    "CallUi",
     "InboundAudio",
     "InboundFrame",
     "InboundMessage",
     "InboundText",
     "RtviCall",
     "RtviConfig",
+    "UiContract",
+    "UiDispatcher",
+    "UiError",
+    "UiErrorKind",
+    "UiEventError",
     "WireError",
     "WireErrorKind",
     "decode_frame",
+    "dispatch",
     "encode_audio",
     "encode_message",
     "run_rtvi_call",
+    "typescript_types",
 ]

@@ -51,6 +51,7 @@ from brisvox.transport.events import (
     WireHangupOut,
     WireMark,
     WireMarkEcho,
+    WireNote,
     WireStarted,
     WireText,
 )
@@ -95,6 +96,8 @@ class RtviCall:
     link: CallLink
     requests: Channel[rtvi.RtviRequest]
     send: Callable[[dict[str, Any]], Awaitable[None]]
+    post: Callable[[dict[str, Any]], bool]  # queue without waiting: False when full, ChannelClosed when over
+    note: Callable[[str], Awaitable[None]]  # a note for the model's context that opens no turn (WireNote)
 
 
 async def run_rtvi_call(
@@ -120,7 +123,7 @@ async def run_rtvi_call(
     ends.events.try_send(WireStarted(info))
     call = _Call(peer, clock, config, rtvi_config, ends, shutdown, stats)
     try:
-        if not await deliver(RtviCall(link, call.requests, call.send)):
+        if not await deliver(RtviCall(link, call.requests, call.send, call.post, call.note)):
             stats.refused_busy += 1
             await call.goodbye(CloseCode.TRY_AGAIN, rtvi.error("the server cannot take the call now", fatal=True))
             return
@@ -175,10 +178,19 @@ class _Call:
             raise PeerClosed(by_peer=False) from None
         self.ends.out.wake()
 
-    def _reply(self, message: dict[str, Any]) -> None:
-        if not self.outbox.try_send(encode_message(message)):
-            log.info("rtvi call %s: a reply was dropped (outbox full)", self.ends.info.call_id)
+    def post(self, message: dict[str, Any]) -> bool:
+        """Queue one message without waiting: False when the outbox is full; raises ChannelClosed
+        when the call is over."""
+        queued = self.outbox.try_send(encode_message(message))
         self.ends.out.wake()
+        return queued
+
+    async def note(self, text: str) -> None:
+        await self._lossless(WireNote(text, self.clock.now()))
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        if not self.post(message):
+            log.info("rtvi call %s: a reply was dropped (outbox full)", self.ends.info.call_id)
 
     async def run(self) -> None:
         async with TaskScope(f"rtvi[{self.ends.info.call_id}]") as scope:
