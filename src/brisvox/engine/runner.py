@@ -51,6 +51,11 @@ dropped and the round asks the model afresh.  A barge-in or the end of the call 
 The run starts on a settled copy of the context (calls a barge-in left open are closed
 there), since the live context is settled only when the turn ends.
 
+Notes (a ``ContextNoteFrame``: an app event from the caller's screen) open no turn and are
+never spoken: each goes into the context as a system message at once, or, while a tool call
+is open, right after the round's results (so a tool round's next request reads it) or when
+the next turn starts.
+
 The end of the call: :meth:`LlmRunner.hang_up` (called by ``run_call`` as soon as the
 transport reports it) stops every later side effect from starting; :meth:`LlmRunner.finish`
 (called after the pipeline ended, cleanly or not) completes the call's record: open calls
@@ -288,8 +293,7 @@ class LlmRunner(Processor):
             return
         if isinstance(frame, ContextNoteFrame):  # no turn, nothing spoken: the next request reads it
             self._notes.append(frame.text)
-            if self._round_task is None or self._round_task.done():
-                self._append_notes()
+            self._append_notes()
             return
         if isinstance(frame, UserTurnEnded):
             await ctx.push(frame, direction)
@@ -489,8 +493,8 @@ class LlmRunner(Processor):
         self._append_notes()
 
     def _append_notes(self) -> None:
-        """Notes that open no turn, as system messages: when no round streams into the context
-        (the call is idle, a turn starts, a round's results are in) and no call is open."""
+        """Notes that open no turn, as system messages: at once, or, while a tool call is open
+        (its result must follow it), once the round's results are in or the next turn starts."""
         if not self._notes or self.context.has_open_tool_calls():
             return
         for text in self._notes:

@@ -27,12 +27,12 @@ class Item(BaseModel):
 class OpenConfirm(Action):
     nonce: str
     summary: str = Field(description="one line the user can read")
-    items: list[Item] = []
+    items: list[Item] = Field(default_factory=list)
 
 
 class ShowMap(Action):
     center: tuple[float, float]
-    labels: dict[str, int] = {}
+    labels: dict[str, int] = Field(default_factory=dict)
 
 
 class ConfirmAnswered(AppEvent):
