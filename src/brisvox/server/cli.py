@@ -251,6 +251,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         self_authenticating=frozenset(route for route, carrier in ((settings.twilio_path, twilio),
                                                                     (settings.telnyx_path, telnyx))
                                       if carrier.self_authenticating),
+        query_token=frozenset({RTVI_PATH}),  # Pipecat's JS transport sends its token as ?token=
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
         transport_stats=endpoint.stats,
