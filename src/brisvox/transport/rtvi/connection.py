@@ -20,7 +20,8 @@ Browsers report no playout, so marks are acknowledged from a playout estimate on
 injected clock: bot audio is taken to play in real time from when it was written (after
 what was already queued), and a mark is echoed when the audio before it has played.  The
 same estimate gives ``bot-started-speaking`` (first audio after silence) and
-``bot-stopped-speaking`` (the estimate ran out, or a clear cut it).
+``bot-stopped-speaking`` (:data:`SPEAKING_HANGOVER` after the estimate ran out, or at once when
+a clear cut it).
 """
 
 from __future__ import annotations
@@ -70,13 +71,16 @@ from brisvox.transport.websocket.connection import PeerClosed, WsPeer
 from brisvox.transport.websocket.protocol import CloseCode, ErrorCode
 from brisvox.transport.websocket.stats import ServerStats
 
-__all__ = ["REQUESTS_CAPACITY", "RtviCall", "RtviConfig", "run_rtvi_call"]
+__all__ = ["REQUESTS_CAPACITY", "SPEAKING_HANGOVER", "RtviCall", "RtviConfig", "run_rtvi_call"]
 
 log = logging.getLogger(__name__)
 
 REQUESTS_CAPACITY = 16
 OUTBOX_CAPACITY = 64
 MARK_TICK = 0.02  # seconds between checks of the playout estimate
+SPEAKING_HANGOVER = 0.35
+"""Seconds past the playout estimate before ``bot-stopped-speaking`` (as Pipecat's server waits):
+bot audio paced in real time would otherwise start and stop the bot every frame."""
 AUDIO_CHUNK_SAMPLES = 24_000 // 10 * 4  # bot audio goes out in frames of at most this many samples
 
 _ids = itertools.count(1)
@@ -395,6 +399,9 @@ class _Call:
         are the session's to report."""
         self.marks.clear()
         self.play_end = self.clock.now()
+        if self.speaking:  # said now, not at the next tick: the client's player is cut now
+            self.speaking = False
+            self._reply(rtvi.message("bot-stopped-speaking"))
 
     # --- monitor ---------------------------------------------------------------------------
 
@@ -437,7 +444,7 @@ class _Call:
         """Echo the marks whose audio has played; say when the bot's audio ran out."""
         while self.marks and self.marks[0][0] <= now:
             await self._lossless(WireMarkEcho(self.marks.popleft()[1]))
-        if self.speaking and now >= self.play_end:
+        if self.speaking and now >= self.play_end + SPEAKING_HANGOVER:
             self.speaking = False
             self._reply(rtvi.message("bot-stopped-speaking"))
 
