@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import pytest
 from pydantic import BaseModel
+from starlette.routing import BaseRoute
 from websockets.asyncio.client import ClientConnection, connect
 
 import brisvox.tool
@@ -56,7 +57,8 @@ AGENT = ('[agent]\nname = "a"\nprompt = "p"\ngreeting = "Hello there."\n\n'
 
 @contextlib.asynccontextmanager
 async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm: ScriptedLlm | None = None,
-                  agent: str = AGENT, tools: ToolSet | None = None, ui: UiContract | None = None) -> AsyncIterator[str]:
+                  agent: str = AGENT, tools: ToolSet | None = None, ui: UiContract | None = None,
+                  routes: tuple[BaseRoute, ...] = ()) -> AsyncIterator[str]:
     clock = SystemClock()
     providers = CallProviders(
         providers=Providers(stt=stt or MockStt(clock), llm=llm or ScriptedLlm(clock, [[Say("Sure.")]] * 4),
@@ -73,7 +75,8 @@ async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm
 
     definition = parse_agent_file(agent, available_tools=tools.names())
     parts = ServerParts(runner=engine_runner(definition, tools, clock, providers, ServerMetrics()),
-                        call_endpoint=endpoint, call_routes=((RTVI_PATH, rtvi),), on_stop_calls=stop_calls)
+                        call_endpoint=endpoint, call_routes=((RTVI_PATH, rtvi),), on_stop_calls=stop_calls,
+                        extra_routes=routes)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,
