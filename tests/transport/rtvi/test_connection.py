@@ -18,6 +18,7 @@ from brisvox.transport.events import (
     WireMark,
     WireMarkEcho,
     WireStarted,
+    WireText,
 )
 from brisvox.transport.rtvi import (
     InboundAudio,
@@ -152,4 +153,18 @@ async def test_a_clear_says_bot_stopped_speaking_at_once() -> None:
     for _ in range(5):
         await asyncio.sleep(0)  # no virtual time passes
     assert types(peer) == ["bot-started-speaking", "bot-stopped-speaking"]
+    await end(peer, call, task)
+
+
+async def test_send_text_is_a_typed_turn_and_a_text_only_request_is_told_it_will_be_spoken() -> None:
+    peer = ScriptedPeer()
+    call, task, _clock = await serve_one(peer)
+    assert isinstance(await call.link.events.recv(), WireStarted)
+    peer.incoming.put_nowait(encode_message({"type": "send-text", "id": "t1",
+                                             "data": {"content": "hello", "options": {"audio_response": False}}}))
+    typed = await call.link.events.recv()
+    assert isinstance(typed, WireText) and typed.text == "hello"
+    (answer,) = [f for f in sent(peer) if isinstance(f, InboundMessage)]
+    assert answer.type == "error-response" and answer.id == "t1" and "audio_response" in answer.data["error"]
+    assert answer.data["fatal"] is False
     await end(peer, call, task)

@@ -262,6 +262,9 @@ class _Call:
             for key in req.buttons:
                 await self._lossless(WireDtmf(key, self.last_seen))
         elif isinstance(req, rtvi.SendText):
+            if not req.audio_response:  # told, not silently ignored: the answer is still spoken
+                self._reply(rtvi.error_response(req.id, "send-text: audio_response false is not supported; "
+                                                        "the answer is spoken"))
             if req.content.strip():
                 await self._lossless(WireText(req.content, self.last_seen))
         else:
