@@ -103,3 +103,17 @@ def test_brisvox_types_without_a_ui_says_how_to_name_one(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-m", "brisvox", "types", "--ts"], capture_output=True, text=True,
                           env=env, timeout=60)
     assert done.returncode == 1 and "--ui MODULE:NAME" in done.stderr
+
+
+def test_brisvox_run_with_an_agent_prints_its_ui_types_and_an_agent_refuses_a_ui_that_is_not_a_contract(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import brisvox
+    from brisvox.__main__ import main
+
+    agent = brisvox.Agent(prompt="p", ui=UI)
+    assert main(["types", "--ts"], agent=agent) == 0
+    assert capsys.readouterr().out == typescript_types(UI)
+    with pytest.raises(brisvox.AgentError) as err:
+        brisvox.Agent(prompt="p", ui=(OpenConfirm,))  # type: ignore[arg-type]
+    assert "is not a UiContract" in str(err.value)
