@@ -41,6 +41,14 @@ def _add_server_parsers(sub: Any) -> None:
     check_p.add_argument("agent_file", nargs="?", type=Path,
                          help=f"agent file, or {_REF_HELP} (default: the program's own agent, with brisvox.run(agent))")
     check_p.add_argument("--env", action="store_true", help="also require every api_key_env variable to be set")
+    types_p = sub.add_parser("types", help="write the TypeScript types of the agent's UI actions and app events",
+                             description="Write TypeScript declarations for the agent's UI actions (ui-command) "
+                                         "and app events (ui-event): of the program's own agent "
+                                         "(brisvox.run(agent)) or of a UiContract or Agent named with --ui.")
+    types_p.add_argument("--ts", action="store_true", required=True, help="TypeScript (the only format)")
+    types_p.add_argument("--ui", default=None, metavar="MODULE:NAME",
+                         help="a UiContract or an Agent to import (default: the program's own agent)")
+    types_p.add_argument("-o", "--out", type=Path, default=None, help="write to this file (default: stdout)")
     console_p = sub.add_parser("console", help="talk to the agent in the terminal by typing",
                                description="Talk to the agent by typing: replies stream, tool calls and their "
                                            "outcomes show as they happen, a line typed while it answers "
@@ -125,6 +133,10 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
         return run_serve(args, toolset, agent) if args.command == "serve" else run_check(args, toolset, agent)
     if args.command == "console":
         return _console(parser, args, tools, agent)
+    if args.command == "types":
+        from brisvox.server.types_cli import run_types
+
+        return run_types(args, agent)
     if args.command == "token":
         from brisvox.server.cli import run_token
 

@@ -31,6 +31,7 @@ __all__ = [
     "BotResponseDone",
     "BusyStage",
     "CancelFrame",
+    "ContextNoteFrame",
     "ControlFrame",
     "DataFrame",
     "Direction",
@@ -346,6 +347,15 @@ class TranscriptFrame(DataFrame):
 class UserTextFrame(DataFrame):
     """A message the caller typed instead of speaking."""
 
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class ContextNoteFrame(DataFrame):
+    """A fact for the model's context that opens no turn and is never spoken (an app event from
+    the caller's screen).  A barge-in never drops it: it happened."""
+
+    survives_interrupt: ClassVar[bool] = True
     text: str
 
 

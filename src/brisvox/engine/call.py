@@ -38,7 +38,14 @@ from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
-from brisvox.core.frames import BotAudioEnded, Direction, DtmfFrame, InputAudioFrame, UserTextFrame
+from brisvox.core.frames import (
+    BotAudioEnded,
+    ContextNoteFrame,
+    Direction,
+    DtmfFrame,
+    InputAudioFrame,
+    UserTextFrame,
+)
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
@@ -65,6 +72,7 @@ from brisvox.providers.tts import TtsProvider, TtsSession
 from brisvox.transport.events import (
     CallFailure,
     CallInfo,
+    ContextNote,
     Dtmf,
     FailureKind,
     PlaybackPosition,
@@ -490,5 +498,7 @@ async def _pump_events(session: TransportSession, running: RunningPipeline) -> N
                 await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
             elif isinstance(event, TypedText):
                 await running.send(UserTextFrame(epoch=0, text=event.text))  # a turn of its own (the driver)
+            elif isinstance(event, ContextNote):
+                await running.send(ContextNoteFrame(epoch=0, text=event.text))  # no turn: the LLM stage keeps it
             elif isinstance(event, Stopped):
                 return

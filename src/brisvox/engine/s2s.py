@@ -58,6 +58,7 @@ from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
+    ContextNoteFrame,
     Direction,
     Frame,
     InputAudioFrame,
@@ -279,6 +280,9 @@ class S2sStage(Processor):
             pcm = frame.pcm if self._in is None else self._in.process(frame.pcm)
             if pcm:
                 await self._s2s.send_audio(pcm)
+            return
+        if isinstance(frame, ContextNoteFrame):  # the caller's screen said something: context, no turn
+            await self._s2s.add_note(frame.text)
             return
         await ctx.push(frame, direction)
 

@@ -17,7 +17,8 @@ Every field is what an agent file's section becomes (``window`` and ``flow`` are
 ``[window]`` and ``[flow]`` sections as the file's parser gives them): the providers are
 :class:`~brisvox.providers.choice.ProviderChoice` objects (``brisvox.providers.OpenAI(...)``),
 the turn, interruption and filler policies the engine's own objects, the tools
-:class:`~brisvox.tool.FunctionTool` objects.  The constructor checks the agent with the
+:class:`~brisvox.tool.FunctionTool` objects, ``ui`` the screen's contract (typed UI actions and
+app events, :class:`~brisvox.transport.rtvi.ui.UiContract`, docs/RTVI.md).  The constructor checks the agent with the
 agent file's checks (:func:`~brisvox.server.agent_file.parse_agent_table` on the table the
 fields make: name, language, tools and ``confirm_tools``, each provider against the
 catalog with its options), and raises :class:`AgentError` listing every problem.
@@ -49,6 +50,7 @@ from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agen
 from brisvox.server.agent_flow import FlowSettings, WindowSettings
 from brisvox.server.tools import ToolSet
 from brisvox.tool import FunctionTool
+from brisvox.transport.rtvi.ui import UiContract
 
 __all__ = ["Agent", "AgentError", "import_agent", "is_agent_ref"]
 
@@ -90,6 +92,7 @@ class Agent:
     hooks: tuple[Hook, ...] = ()
     s2s: ProviderChoice | None = None
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
+    ui: UiContract | None = None
     source: Path | None = field(default=None, compare=False)
     _definition: AgentDefinition | None = field(default=None, compare=False, repr=False, init=False)
 
@@ -97,6 +100,9 @@ class Agent:
         object.__setattr__(self, "tools", tuple(self.tools))
         object.__setattr__(self, "confirm_tools", tuple(self.confirm_tools))
         object.__setattr__(self, "hooks", tuple(self.hooks))
+        if self.ui is not None and not isinstance(self.ui, UiContract):
+            raise AgentError([f"ui: {self.ui!r} is not a UiContract (brisvox.transport.rtvi.UiContract(actions=..., "
+                              "events=...))"])
         for h in self.hooks:
             if not isinstance(h, Hook):
                 raise AgentError([f"hooks: {h!r} is not a Hook (brisvox.Hook(brisvox.HookPoint.BEFORE_LLM, fn))"])
@@ -142,9 +148,10 @@ class Agent:
         )
 
     @classmethod
-    def from_file(cls, path: str | Path, tools: Iterable[FunctionTool] = (), hooks: Iterable[Hook] = ()) -> Agent:
+    def from_file(cls, path: str | Path, tools: Iterable[FunctionTool] = (), hooks: Iterable[Hook] = (),
+                  ui: UiContract | None = None) -> Agent:
         """The agent an agent file describes, with its listed tools taken from ``tools`` by name
-        (and ``hooks``, custom processing, which a file does not describe).  Raises :class:`~brisvox.server.agent_file.AgentFileError` listing every problem."""
+        (and ``hooks``, custom processing, and ``ui``, its screen, which a file does not describe).  Raises :class:`~brisvox.server.agent_file.AgentFileError` listing every problem."""
         offered = ToolSet()
         offered.include(*tools)
         d = load_agent_file(path, available_tools=offered)
@@ -153,7 +160,7 @@ class Agent:
                    tools=tuple(t for name in d.tools if isinstance(t := by_name[name], FunctionTool)),
                    confirm_tools=d.confirm_tools, stt=d.stt, llm=d.llm, tts=d.tts, turn=d.turn,
                    interruption=d.interruption, filler=d.filler, speculation=d.speculation, window=d.window,
-                   flow=d.flow, hooks=tuple(hooks), s2s=d.s2s, s2s_policy=d.s2s_policy,
+                   flow=d.flow, hooks=tuple(hooks), s2s=d.s2s, s2s_policy=d.s2s_policy, ui=ui,
                    source=d.source)
 
     def toolset(self) -> ToolSet:

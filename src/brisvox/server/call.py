@@ -148,7 +148,7 @@ class EngineCall:
     link: CallLink
     send_text: SendText | None = None
     side: EventSide | None = None
-    ui: UiChannel | None = None
+    ui: UiChannel | None = None  # the call's screen (an RTVI call's CallUi): the tools' ``ctx.dispatch`` of UI actions
 
     def events(self) -> EventSide | None:
         if self.side is not None:

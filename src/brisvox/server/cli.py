@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.tools import ToolSet
     from brisvox.server.tracing import Tracing
     from brisvox.server.workers import WorkerStart
+    from brisvox.transport.rtvi.ui import UiContract
 
 __all__ = ["configure_logging", "run_check", "run_serve", "run_token", "session_runner"]
 
@@ -228,9 +229,10 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         print("brisvox serve: the agent is invalid; not starting", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     definition, tools = loaded
+    ui = agent.ui if agent is not None else None
     workers = _workers(args)
     if workers == 1:
-        return _serve_agent(settings, definition, tools, ready_line=ready_line)
+        return _serve_agent(settings, definition, tools, ready_line=ready_line, ui=ui)
     from brisvox.server.workers import run_node
 
     log.info("serving with %d worker processes (--workers)", workers)
@@ -240,7 +242,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
                 f"{settings.ws_path}; {workers} workers; agent {definition.name})")
 
     def worker(start: WorkerStart) -> int:
-        return _serve_agent(settings, definition, tools, node=start)
+        return _serve_agent(settings, definition, tools, node=start, ui=ui)
 
     if ready_line is not None:
         print(ready_line, flush=True)
@@ -258,8 +260,10 @@ def _workers(args: argparse.Namespace) -> int:
 
 
 def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet, *,
-                 ready_line: str | None = None, node: WorkerStart | None = None) -> int:
-    """One server process for the agent: the whole server, or one worker of a node (``node``)."""
+                 ready_line: str | None = None, node: WorkerStart | None = None,
+                 ui: UiContract | None = None) -> int:
+    """One server process for the agent: the whole server, or one worker of a node (``node``);
+    ``ui``: the Python agent's UI contract (RTVI calls' screen)."""
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
@@ -314,7 +318,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     endpoint = EngineEndpoint(clock, ws_config)
     twilio = twilio_endpoint(settings, clock, ws_config)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
-    rtvi = RtviEndpoint(clock, ws_config)
+    rtvi = RtviEndpoint(clock, ws_config, ui=ui)
 
     def stop_calls() -> None:
         endpoint.close()
@@ -328,6 +332,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
         self_authenticating=frozenset(route for route, carrier in ((settings.twilio_path, twilio),
                                                                     (settings.telnyx_path, telnyx))
                                       if carrier.self_authenticating),
+        query_token=frozenset({RTVI_PATH}),  # Pipecat's JS transport sends its token as ?token=
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=(*calls_routes(calls), *page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
         transport_stats=endpoint.stats, directory=directory,

@@ -84,6 +84,8 @@ class ServerParts:
     """More call endpoints by path (Twilio's, RTVI's ``/rtvi``), admitted like the WebSocket route."""
     self_authenticating: frozenset[str] = frozenset()
     """Paths of ``call_routes`` that check their own credential (AccessPolicy.self_authenticating)."""
+    query_token: frozenset[str] = frozenset()
+    """Paths of ``call_routes`` that also take the token as ``?token=`` (AccessPolicy.query_token)."""
     transport_stats: ServerStats | None = None
     """The call endpoint's transport counters, exported on ``/metrics`` (``brisvox_transport_events_total``)."""
     directory: CallDirectory | None = None
@@ -157,7 +159,7 @@ async def serve(
     # Token expiry is wall time by necessity: the tokens are minted on another machine.
     access = dataclasses.replace(
         AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp()),
-        self_authenticating=parts.self_authenticating)
+        self_authenticating=parts.self_authenticating, query_token=parts.query_token)
     log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
                     extra_routes=parts.extra_routes, access=access, call_routes=parts.call_routes,

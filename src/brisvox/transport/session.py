@@ -55,6 +55,7 @@ from brisvox.transport.events import (
     CallFailure,
     CallInfo,
     Clear,
+    ContextNote,
     Dtmf,
     Mark,
     MarkCleared,
@@ -80,6 +81,7 @@ from brisvox.transport.events import (
     WireLead,
     WireMark,
     WireMarkEcho,
+    WireNote,
     WireOut,
     WireStarted,
     WireText,
@@ -502,6 +504,8 @@ class TransportSession:
                 await events.send(Dtmf(ev.digit, ev.at))
             elif isinstance(ev, WireText):
                 await events.send(TypedText(ev.text, ev.at))
+            elif isinstance(ev, WireNote):
+                await events.send(ContextNote(ev.text, ev.at))
             elif isinstance(ev, WireMarkEcho):
                 if ledger.echo(ev.id):
                     await events.send(MarkPlayed(ev.id))
