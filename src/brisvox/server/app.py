@@ -40,7 +40,7 @@ from brisvox.server.capacity import saturated_pools
 from brisvox.server.metrics import CONTENT_TYPE, ServerMetrics
 from brisvox.server.session import AtCapacity, SessionManager, SessionSlot
 
-__all__ = ["RETRY_AFTER_SECONDS", "CallEndpoint", "build_app"]
+__all__ = ["RETRY_AFTER_SECONDS", "CallEndpoint", "HttpCallEndpoint", "build_app"]
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,17 @@ class CallEndpoint(Protocol):
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None: ...
 
 
+class HttpCallEndpoint(Protocol):
+    """Calls started by plain HTTP requests under ``path`` (WebRTC's WHIP signaling): its routes
+    admit through ``manager`` themselves; the AccessGuard checks Origin and token on them
+    (``AccessPolicy.call_paths``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    def routes(self, manager: SessionManager[Any], /) -> Sequence[BaseRoute]: ...
+
+
 def build_app(
     manager: SessionManager[Any],
     metrics: ServerMetrics,
@@ -67,12 +78,14 @@ def build_app(
     access: AccessPolicy | None = None,
     pools: Callable[[], Iterable[InferencePool]] = live_pools,
     call_routes: Sequence[tuple[str, CallEndpoint]] = (),
+    http_call_endpoints: Sequence[HttpCallEndpoint] = (),
 ) -> Starlette:
     """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
     Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
     application that embeds this one and checks its requests itself); ``pools`` gives the
     embedded models' pools whose saturation ``/readyz`` reports; ``call_routes``: more call
-    endpoints by path (a carrier's, such as Twilio's), admitted exactly like ``ws_path``."""
+    endpoints by path (a carrier's, such as Twilio's), admitted exactly like ``ws_path``;
+    ``http_call_endpoints``: HTTP call routes (WebRTC signaling) that admit through ``manager``."""
     metrics.watch(manager)
 
     async def healthz(request: Request) -> Response:
@@ -117,6 +130,7 @@ def build_app(
         *(WebSocketRoute(path, admitting(endpoint)) for path, endpoint in call_routes),
         # before the extra routes, whose Mounts would take WebSocket scopes too; Starlette's default is a 403
         WebSocketRoute("/{path:path}", _no_such_path),
+        *(route for endpoint in http_call_endpoints for route in endpoint.routes(manager)),
         *extra_routes,
     ]
     guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []
