@@ -35,7 +35,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from brisvox.audio import write_wav
-from brisvox.core.clock import SystemClock
+from brisvox.core.clock import SystemClock, bounded
 from brisvox.core.secret import Secret
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
@@ -227,18 +227,18 @@ async def test_inner_a_relay_only_call_flows_through_coturn(tmp_path: Path) -> N
     if shutil.which("turnserver") is None:
         pytest.skip("coturn is not installed (apt-get install coturn; `make test` does it)")
     port = _free_port()
-    turn = subprocess.Popen(
-        ["turnserver", "-n", "--listening-ip=127.0.0.1", "--relay-ip=127.0.0.1", f"--listening-port={port}",
+    turn = await asyncio.create_subprocess_exec(
+        "turnserver", "-n", "--listening-ip=127.0.0.1", "--relay-ip=127.0.0.1", f"--listening-port={port}",
          "--allow-loopback-peers", "--use-auth-secret", f"--static-auth-secret={TURN_SECRET}", "--realm=test",
          "--no-tls", "--no-dtls", "--no-cli", "--no-stdout-log", f"--log-file={tmp_path / 'turn.log'}",
-         "--min-port=49160", "--max-port=49200"],
+         "--min-port=49160", "--max-port=49200",
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         config = WhipConfig(turn=TurnConfig(urls=(f"turn:127.0.0.1:{port}?transport=udp",), secret=Secret(TURN_SECRET)))
         result, kind, endpoint = await _talk(tmp_path, config, relay=True)
     finally:
         turn.terminate()
-        turn.wait(10)
+        await bounded(SystemClock(), 10, turn.wait(), "turnserver stop")
     assert result["error"] is None and result["state"] == "connected", result
     assert kind == "relay", f"the browser's side of the pair is {kind}"
     assert result["maxRms"] > 0.02, f"the echoed speech is not heard in the page: {result}"

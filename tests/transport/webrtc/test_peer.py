@@ -123,6 +123,25 @@ async def test_delete_is_a_hang_up() -> None:
         assert await bounded(SystemClock(), 3.0, asyncio.shield(ran), "end") is EndReason.HANGUP
 
 
+async def test_the_browsers_close_is_a_hang_up() -> None:
+    async with webrtc_call() as (browser, _call, session, ran):
+        await bounded(SystemClock(), 2.0, session.recv(), "started")
+        await browser.close()
+        got = await events_until(session, Stopped)
+        assert [e.reason for e in got if isinstance(e, Stopped)] == [StopReason.PEER_HANGUP]
+        assert await bounded(SystemClock(), 3.0, asyncio.shield(ran), "end") is EndReason.HANGUP
+
+
+async def test_a_browser_that_stops_sending_is_a_lost_peer_after_the_idle_timeout() -> None:
+    async with webrtc_call(WebRtcConfig(idle_timeout=0.5)) as (browser, call, session, ran):
+        await bounded(SystemClock(), 2.0, session.recv(), "started")
+        browser.mic.stop()
+        got = await events_until(session, Stopped)
+        assert [e.reason for e in got if isinstance(e, Stopped)] == [StopReason.PEER_DISCONNECTED]
+        assert await bounded(SystemClock(), 3.0, asyncio.shield(ran), "end") is EndReason.LOST
+        assert call.stats.idle_timeouts == 1
+
+
 async def test_an_offer_that_never_connects_is_abandoned_unseen_by_the_engine() -> None:
     clock = SystemClock()
     browser = BrowserPeer(clock)

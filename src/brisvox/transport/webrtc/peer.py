@@ -203,6 +203,7 @@ class WebRtcCall:
         self.limit = AudioRateLimit(ratio=config.max_audio_packets_per_sec * FRAME, burst=config.packet_burst,
                                     flood=config.packet_burst * 10)
         self.remote: MediaStreamTrack | None = None
+        self._receiver: Any = None
         self.answer_sdp = ""
         self.connected = asyncio.Event()
         self.broken = asyncio.Event()
@@ -234,6 +235,7 @@ class WebRtcCall:
         if self.remote is None:
             raise OfferRejected("the offer sends no audio (it must be sendrecv or sendonly)")
         pc.addTrack(self.track)
+        self._receiver = audio[0].receiver
         self._limit_packets(audio[0].receiver)
         await pc.setLocalDescription(await pc.createAnswer())
         self.answer_sdp = pc.localDescription.sdp
@@ -264,6 +266,11 @@ class WebRtcCall:
             self.broken.set()
             if self.ends is not None:
                 self.ends.out.wake()
+
+    def _closed_by_browser(self) -> bool:
+        """The browser closed the DTLS session (its ``pc.close()``): a hang-up, not a lost peer."""
+        transport = getattr(self._receiver, "transport", None)
+        return self._remote_closed or (not self._closed and getattr(transport, "state", None) == "closed")
 
     def hang_up(self) -> None:
         """The browser's DELETE."""
@@ -362,7 +369,7 @@ class WebRtcCall:
                 self._request_end(EndReason.LOST, None, f"no audio from the browser for {self.cfg.idle_timeout:g} s")
                 return
             except MediaStreamError:
-                self._request_end(EndReason.HANGUP if self._remote_closed else EndReason.LOST, None,
+                self._request_end(EndReason.HANGUP if self._closed_by_browser() else EndReason.LOST, None,
                                   "the browser's track ended")
                 return
             if not isinstance(got, av.AudioFrame):
@@ -427,7 +434,7 @@ class WebRtcCall:
             if self.hangup_requested.is_set():
                 self._request_end(EndReason.HANGUP, None, "DELETE")
             elif self.broken.is_set():
-                self._request_end(EndReason.HANGUP if self._remote_closed else EndReason.LOST, None,
+                self._request_end(EndReason.HANGUP if self._closed_by_browser() else EndReason.LOST, None,
                                   f"the peer connection is {self.pc.connectionState}")
             elif now - started > self.cfg.max_call_duration:
                 self.stats.duration_limits += 1
@@ -440,6 +447,8 @@ class WebRtcCall:
         """End the call once: a hang-up for HANGUP, a fatal fault for LIMIT, a lost peer otherwise."""
         if self.end_reason is not None:
             return
+        if self.hangup_requested.is_set():
+            reason = EndReason.HANGUP  # the DELETE came first; the transport's close follows it
         self.end_reason = reason
         ends = self.ends
         if ends is None:
