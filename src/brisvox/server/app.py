@@ -65,6 +65,10 @@ class HttpCallEndpoint(Protocol):
     @property
     def path(self) -> str: ...
 
+    def close(self) -> None:
+        """End every call (idempotent): the shutdown's goodbye."""
+        ...
+
     def routes(self, manager: SessionManager[Any], /) -> Sequence[BaseRoute]: ...
 
 

@@ -176,7 +176,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
-    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
+    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint, webrtc_endpoint
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
@@ -238,12 +238,15 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     twilio = twilio_endpoint(settings, clock, ws_config)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
     rtvi = RtviEndpoint(clock, ws_config)
+    webrtc = webrtc_endpoint(settings, clock)
 
     def stop_calls() -> None:
         endpoint.close()
         twilio.close()
         telnyx.close()
         rtvi.close()
+        if webrtc is not None:
+            webrtc.close()
 
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=stop_calls,
@@ -253,7 +256,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
                                       if carrier.self_authenticating),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
-        transport_stats=endpoint.stats,
+        transport_stats=endpoint.stats, http_call_endpoints=(webrtc,) if webrtc is not None else (),
     )
     if ready_line is not None:
         print(ready_line, flush=True)

@@ -45,6 +45,7 @@ from brisvox.core.errors import ConfigError, DeadlineExceeded
 from brisvox.core.ratelog import RateLimitedLog
 from brisvox.core.secret import Secret
 from brisvox.server.auth import ANY, check_origin
+from brisvox.server.call import SendText
 from brisvox.server.session import SessionManager, SessionSlot
 from brisvox.transport.link import CallEnds, CallLink
 from brisvox.transport.webrtc import OfferRejected, WebRtcCall, WebRtcConfig, WebRtcStats, answer_offer
@@ -114,7 +115,7 @@ class WebRtcEndpoint:
     """The WHIP routes (see the module docs); :meth:`close` ends every call (idempotent)."""
 
     def __init__(self, clock: Clock, config: WhipConfig | None = None,
-                 session_item: Callable[[CallLink], object] = lambda link: link) -> None:
+                 session_item: Callable[[CallLink, SendText], object] = lambda link, send_text: link) -> None:
         self.config = config or WhipConfig()
         self.config.validate()
         self.clock = clock
@@ -259,7 +260,7 @@ class WebRtcEndpoint:
         """The call after its 201, in the request's task: the engine gets it once connected."""
 
         async def deliver(link: CallLink) -> bool:
-            slot.spawn(self._item(link), name="webrtc-call", hold=True)
+            slot.spawn(self._item(link, call.send_text), name="webrtc-call", hold=True)
             return True
 
         def register(ends: CallEnds) -> Callable[[], None]:

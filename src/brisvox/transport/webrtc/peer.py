@@ -20,6 +20,8 @@ connected the call pair is built (``WireStarted`` with ``input_rate`` in and
   :class:`~brisvox.transport.webrtc.media.OutboundAudio`; a clear drops what is buffered and
   forgets the pending marks; a mark flushes the partial frame and waits in
   :class:`~brisvox.transport.webrtc.media.PlayoutMarks`.
+* engine events (JSON text) go to the page over its data channel, if the offer opened one
+  (:meth:`WebRtcCall.send_text`, bounded, never waits).
 * the **monitor** (every 10 ms): acknowledges the marks whose estimated playout passed, and
   ends the call on ``DELETE`` (a hang-up), a DTLS close (a hang-up), an ICE failure (a lost
   peer), ``max_call_duration`` or a packet flood.
@@ -36,6 +38,7 @@ import enum
 import fractions
 import itertools
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
@@ -83,6 +86,8 @@ FRAME = FRAME_SAMPLES / OPUS_RATE
 TICK = 0.01
 RESYNC_AFTER = 0.02
 _TIME_BASE = fractions.Fraction(1, OPUS_RATE)
+MAX_PENDING_EVENTS = 64
+MAX_EVENT_BUFFER = 256 * 1024
 
 
 class OfferRejected(BrisvoxError):
@@ -204,6 +209,9 @@ class WebRtcCall:
                                     flood=config.packet_burst * 10)
         self.remote: MediaStreamTrack | None = None
         self._receiver: Any = None
+        self.channel: Any = None  # the browser's data channel: the engine's JSON events go there
+        self._pending_events: deque[str] = deque()
+        self.events_dropped = 0
         self.answer_sdp = ""
         self.connected = asyncio.Event()
         self.broken = asyncio.Event()
@@ -225,6 +233,16 @@ class WebRtcCall:
         def on_track(track: MediaStreamTrack) -> None:
             if track.kind == "audio" and self.remote is None:
                 self.remote = track
+
+        @pc.on("datachannel")
+        def on_channel(channel: Any) -> None:
+            if self.channel is not None:
+                channel.close()  # one event channel per call
+                return
+            self.channel = channel
+            channel.on("open", self._flush_events)
+            if channel.readyState == "open":
+                self._flush_events()
 
         await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
         audio = [t for t in pc.getTransceivers() if t.kind == "audio"]
@@ -266,6 +284,30 @@ class WebRtcCall:
             self.broken.set()
             if self.ends is not None:
                 self.ends.out.wake()
+
+    async def send_text(self, text: str) -> None:
+        """One engine event (JSON text) for the page, over its data channel.  Queued (at most
+        ``MAX_PENDING_EVENTS``, oldest dropped) until the channel opens; dropped (counted) while
+        the channel holds more than ``MAX_EVENT_BUFFER`` bytes unsent, so a page that stopped
+        reading never holds the engine.  A call without a data channel gets no events."""
+        channel = self.channel
+        if channel is not None and channel.readyState == "open":
+            if channel.bufferedAmount > MAX_EVENT_BUFFER:
+                self.events_dropped += 1
+                return
+            channel.send(text)
+            return
+        if channel is not None and channel.readyState in ("closing", "closed"):
+            self.events_dropped += 1
+            return
+        if len(self._pending_events) >= MAX_PENDING_EVENTS:
+            self._pending_events.popleft()
+            self.events_dropped += 1
+        self._pending_events.append(text)
+
+    def _flush_events(self) -> None:
+        while self._pending_events and self.channel is not None:
+            self.channel.send(self._pending_events.popleft())
 
     def _closed_by_browser(self) -> bool:
         """The browser closed the DTLS session (its ``pc.close()``): a hang-up, not a lost peer."""

@@ -4,7 +4,7 @@ and the per-address limits.
 * :func:`parse_offer` takes a POST's ``Content-Type`` and body and returns the SDP to answer or
   a :class:`SignalingRefusal` (status and reason): ``application/sdp`` only (415), at most
   ``max_body`` bytes (413), UTF-8 (400), an SDP session (``v=0``) with exactly one ``m=audio``
-  section and no other media (400), at most ``MAX_LINES`` lines of at most ``MAX_LINE`` bytes
+  section, at most one ``m=application`` (the page's event channel) and nothing else (400), at most ``MAX_LINES`` lines of at most ``MAX_LINE`` bytes
   (400).  ICE candidates naming an mDNS host (``*.local``) are removed: the server never
   resolves names a browser hands it.
 * :func:`turn_credentials`: coturn's REST formula (``use-auth-secret``): the username is
@@ -87,9 +87,9 @@ def parse_offer(content_type: str | None, body: bytes, *, max_body: int) -> str 
         if line.startswith("a=candidate:") and _mdns(line):
             continue
         kept.append(line)
-    if media.count("audio") != 1 or len(media) != 1:
-        return SignalingRefusal(400, "bad_offer",
-                                f"the offer must hold exactly one audio section and nothing else, not {media[:8]}")
+    if media.count("audio") != 1 or media.count("application") > 1 or len(media) != 1 + media.count("application"):
+        return SignalingRefusal(400, "bad_offer", f"the offer must hold exactly one audio section (and at most one "
+                                                  f"data channel section), not {media[:8]}")
     return "\r\n".join(kept) + "\r\n"
 
 
