@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 MAX_LINES = 400
-MAX_LINE = 4096
+MAX_LINE = 3072
 _QUOTE_UNSAFE = frozenset('"\\\r\n')
 
 
