@@ -395,3 +395,8 @@ DRIVERS: dict[str, Callable[[], Driver]] = {
     "twilio": TwilioDriver,
     "telnyx": TelnyxDriver,
 }
+
+# The WebRTC driver imports Caller from this module, so it joins last.
+from tests.transport.conformance._webrtc import WebRtcDriver  # noqa: E402
+
+DRIVERS["webrtc"] = WebRtcDriver

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import fractions
 from collections import deque
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import av
 import numpy as np
@@ -66,6 +68,8 @@ class BrowserPeer:
     pc: RTCPeerConnection = field(init=False)
     mic: FeedTrack = field(init=False)
     heard: list[tuple[float, bytes]] = field(default_factory=list)
+    on_track: Callable[[MediaStreamTrack], Coroutine[Any, Any, None]] | None = None
+    """Reads the server's track instead of recording it in ``heard``."""
     _reader: asyncio.Task[None] | None = None
 
     def __post_init__(self) -> None:
@@ -76,7 +80,8 @@ class BrowserPeer:
 
         @self.pc.on("track")
         def on_track(track: MediaStreamTrack) -> None:
-            self._reader = asyncio.ensure_future(self._read(track))
+            reader = self._read(track) if self.on_track is None else self.on_track(track)
+            self._reader = asyncio.ensure_future(reader)
 
     async def offer(self) -> str:
         with host_addresses(("127.0.0.1",)):
