@@ -65,3 +65,12 @@ def test_a_mark_is_due_after_its_frames_left_plus_the_playout_delay_and_a_clear_
     marks.clear()
     marks.sent(4, now=2.0)
     assert marks.due(3.0) == [] and len(marks) == 0
+
+
+def test_the_tail_of_an_utterance_is_sent_once_no_audio_followed_it_for_a_frame_time() -> None:
+    out = OutboundAudio()
+    out.push(np.full(480, 500, dtype="<i2").tobytes(), 24000)  # 20 ms: a little under a frame at 48 kHz
+    assert out.take() is None, "the first dry take waits: more audio may complete the frame"
+    tail = out.take()
+    assert tail is not None and len(tail) == FRAME_SAMPLES * 2
+    assert out.take() is None

@@ -34,6 +34,8 @@ class WebRtcConfig:
     packet_burst: float = 1.0
     """Seconds at the packet rate admitted at once on top of it."""
     max_concealed_frames: int = 5
+    jitter_prefetch: int = 1
+    """Packets aiortc's jitter buffer holds before decoding (its default, 4, adds 60 ms)."""
     outbound_frames: int = 50
     """20 ms frames buffered towards the browser at most (drop-oldest)."""
     mark_delay: float = 0.1
@@ -60,7 +62,7 @@ class WebRtcConfig:
                 raise bad(name, "must be positive")
         if self.mark_delay < 0:
             raise bad("mark_delay", "must be >= 0")
-        for name in ("max_audio_packets_per_sec", "outbound_frames"):
+        for name in ("max_audio_packets_per_sec", "outbound_frames", "jitter_prefetch"):
             if getattr(self, name) < 1:
                 raise bad(name, "must be at least 1")
         if self.max_concealed_frames < 0 or self.max_faults < 0:

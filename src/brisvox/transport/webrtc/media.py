@@ -98,6 +98,7 @@ class OutboundAudio:
     """Frames ever taken by the track."""
     _frames: deque[bytes] = field(default_factory=deque, init=False)
     _partial: bytearray = field(default_factory=bytearray, init=False)
+    _partial_stale: bool = field(default=False, init=False)
     _streams: dict[int, ResampleStream] = field(default_factory=dict, init=False)
 
     def push(self, pcm: bytes, rate: int) -> None:
@@ -105,6 +106,7 @@ class OutboundAudio:
         if stream is None:
             stream = self._streams[rate] = ResampleStream(rate, OPUS_RATE)
         self._partial += stream.process(pcm)
+        self._partial_stale = False
         while len(self._partial) >= FRAME_BYTES:
             self._queue(bytes(self._partial[:FRAME_BYTES]))
             del self._partial[:FRAME_BYTES]
@@ -125,9 +127,15 @@ class OutboundAudio:
         self.queued_total += 1
 
     def take(self) -> bytes | None:
-        """The next 20 ms frame, or None when nothing is buffered (the track then sends silence)."""
+        """The next 20 ms frame, or None when nothing is buffered (the track then sends silence).
+        A partial frame that got no audio for a whole take is the end of an utterance: it is
+        padded and sent (one frame time late at most, never glued to the next utterance)."""
         if not self._frames:
-            return None
+            if self._partial and self._partial_stale:
+                self.flush()
+            else:
+                self._partial_stale = True
+                return None
         self.sent_total += 1
         return self._frames.popleft()
 

@@ -47,6 +47,7 @@ import aioice.ice
 import av
 import numpy as np
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from brisvox.core.channel import WAKE
@@ -255,8 +256,18 @@ class WebRtcCall:
         pc.addTrack(self.track)
         self._receiver = audio[0].receiver
         self._limit_packets(audio[0].receiver)
+        self._shorten_jitter_buffer(audio[0].receiver)
         await pc.setLocalDescription(await pc.createAnswer())
         self.answer_sdp = pc.localDescription.sdp
+
+    def _shorten_jitter_buffer(self, receiver: Any) -> None:
+        """aiortc holds 4 packets (80 ms) before it decodes the first; its buffer already waits for
+        a missing packet on its own, so the prefetch only adds delay.  ``jitter_prefetch`` (1: the
+        next packet) replaces it (a private attribute of aiortc 1.16, checked at the call)."""
+        name = "_RTCRtpReceiver__jitter_buffer"
+        if not hasattr(receiver, name):
+            raise RuntimeError("aiortc's receiver has no jitter buffer where 1.16 keeps it; pin aiortc==1.16.0")
+        setattr(receiver, name, JitterBuffer(capacity=16, prefetch=self.cfg.jitter_prefetch))
 
     def _limit_packets(self, receiver: Any) -> None:
         """Drop RTP past the per-call packet rate before it reaches the jitter buffer and decoder."""
