@@ -42,14 +42,13 @@ from aiortc.jitterbuffer import JitterBuffer, JitterFrame
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _procutil import cpu_seconds, read_port, write_port  # noqa: E402
-
-from brisvox.core.clock import SystemClock, bounded  # noqa: E402
-from brisvox.core.frames import OutputAudioFrame  # noqa: E402
-from brisvox.transport import CallerAudio, SendAudio, TransportSession  # noqa: E402
-from brisvox.transport.link import CallLink  # noqa: E402
-from brisvox.transport.webrtc import WebRtcConfig, WebRtcStats, answer_offer, host_addresses  # noqa: E402
-from brisvox.transport.webrtc.media import InboundAudio, OutboundAudio  # noqa: E402
+from _procutil import cpu_seconds, read_port, write_port
+from brisvox.core.clock import SystemClock, bounded
+from brisvox.core.frames import OutputAudioFrame
+from brisvox.transport import CallerAudio, SendAudio, TransportSession
+from brisvox.transport.link import CallLink
+from brisvox.transport.webrtc import WebRtcConfig, WebRtcStats, answer_offer, host_addresses
+from brisvox.transport.webrtc.media import InboundAudio, OutboundAudio
 
 RATE = 16000
 FRAME_16K = RATE // 50
@@ -271,7 +270,7 @@ def load(counts: list[int], seconds: float) -> list[dict[str, Any]]:
                     rss0, cpu0, t0 = _rss_kib(child.pid), cpu_seconds(child.pid), time.monotonic()
                     peak_rss = [rss0]
 
-                    async def run(calls: Any = calls, n: int = n) -> int:
+                    async def run(calls: Any = calls, n: int = n, peak_rss: list[int] = peak_rss) -> int:
                         async def watch() -> None:
                             while True:
                                 peak_rss.append(_rss_kib(child.pid))
@@ -353,31 +352,31 @@ async def _ws_latency(bursts: int) -> tuple[float, float]:
 
     clock = SystemClock()
     inbound, outbound = [], []
-    async with WebSocketServer(clock, ServerConfig(port=0, audio_rate=None)) as server:
-        async with connect(server.url, max_size=None) as ws:
-            await ws.send(json.dumps({"type": "start", "sample_rate": RATE}))
-            session = await TransportSession.open(clock, await server.accept())
-            try:
-                await session.recv()  # Started
-                for _ in range(bursts):
-                    sent = clock.now()
-                    await ws.send(_tone(RATE, FRAME_16K))
-                    while True:
-                        ev = await bounded(clock, 5, session.recv(), "caller audio")
-                        if isinstance(ev, CallerAudio):
-                            inbound.append(clock.now() - sent)
-                            break
-                    sent = clock.now()
-                    await session.send(SendAudio(OutputAudioFrame(epoch=0, pcm=_tone(RATE, FRAME_16K),
-                                                                  sample_rate=RATE)))
-                    while True:
-                        msg = await bounded(clock, 5, ws.recv(), "bot audio")
-                        if isinstance(msg, bytes):
-                            outbound.append(clock.now() - sent)
-                            break
-                    await clock.sleep(0.1)
-            finally:
-                await session.close()
+    async with WebSocketServer(clock, ServerConfig(port=0, audio_rate=None)) as server, \
+            connect(server.url, max_size=None) as ws:
+        await ws.send(json.dumps({"type": "start", "sample_rate": RATE}))
+        session = await TransportSession.open(clock, await server.accept())
+        try:
+            await session.recv()  # Started
+            for _ in range(bursts):
+                sent = clock.now()
+                await ws.send(_tone(RATE, FRAME_16K))
+                while True:
+                    ev = await bounded(clock, 5, session.recv(), "caller audio")
+                    if isinstance(ev, CallerAudio):
+                        inbound.append(clock.now() - sent)
+                        break
+                sent = clock.now()
+                await session.send(SendAudio(OutputAudioFrame(epoch=0, pcm=_tone(RATE, FRAME_16K),
+                                                              sample_rate=RATE)))
+                while True:
+                    msg = await bounded(clock, 5, ws.recv(), "bot audio")
+                    if isinstance(msg, bytes):
+                        outbound.append(clock.now() - sent)
+                        break
+                await clock.sleep(0.1)
+        finally:
+            await session.close()
     return statistics.median(inbound), statistics.median(outbound)
 
 
