@@ -20,7 +20,7 @@ import pytest
 
 from brisvox.audio import write_wav
 from tests._speech import espeak_wav
-from tests.server._demo_server import ROOT, DemoServer, need_models
+from tests.server._demo_server import ROOT, DemoServer, chromium_flags, need_models
 
 CHROMIUM = "/usr/bin/chromium"
 REQUEST = "I would like a table for four people tomorrow at seven."
@@ -28,16 +28,6 @@ AGAIN = "A table for four people tomorrow at seven please."
 OVER = "Wait, wait. My name is Anna Smith."
 
 pytestmark = pytest.mark.slow
-
-
-def chromium_flags(wav: Path) -> list[str]:
-    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={wav}%noloop", "--autoplay-policy=no-user-gesture-required",
-            # WebRTC on 127.0.0.1 (the server offers only that address): without these Chromium gathers no
-            # loopback candidate and hides its addresses behind mDNS names the server does not resolve
-            "--allow-loopback-in-peer-connection", "--disable-features=WebRtcHideLocalIpsWithMdns"]
 
 
 def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(tmp_path: Path) -> None:

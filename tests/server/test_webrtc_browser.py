@@ -17,7 +17,6 @@ outer test says so.
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 import re
 import shutil
@@ -37,13 +36,10 @@ from starlette.routing import Route
 from brisvox.audio import write_wav
 from brisvox.core.clock import SystemClock, bounded
 from brisvox.core.secret import Secret
-from brisvox.server.host import ServerParts, serve
-from brisvox.server.lifecycle import StopRequests
-from brisvox.server.settings import Settings
 from brisvox.server.webrtc_endpoint import TurnConfig, WebRtcEndpoint, WhipConfig
-from brisvox.server.ws_endpoint import TransportEndpoint
 from tests._speech import espeak_wav
-from tests.server._echo import echo_runner
+from tests.server._demo_server import chromium_flags
+from tests.server._webrtc import whip_server
 
 CHROMIUM = "/usr/bin/chromium"
 NETNS_VARIABLE = "BRISVOX_WEBRTC_NETNS"
@@ -108,14 +104,6 @@ async function localCandidateType() {
 </script></body></html>"""
 
 
-def chromium_flags(wav: Path) -> list[str]:
-    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={wav}%noloop", "--autoplay-policy=no-user-gesture-required",
-            "--allow-loopback-in-peer-connection", "--disable-features=WebRtcHideLocalIpsWithMdns"]
-
-
 def _need_browser() -> Any:
     async_api = pytest.importorskip("playwright.async_api", reason="playwright is not installed (the test extra)")
     if shutil.which(CHROMIUM) is None:
@@ -154,28 +142,6 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def webrtc_server(config: WhipConfig) -> AsyncIterator[tuple[str, WebRtcEndpoint]]:
-    clock = SystemClock()
-    endpoint = WebRtcEndpoint(clock, config)
-
-    async def page(request: Request) -> Response:
-        return HTMLResponse(PAGE)
-
-    parts = ServerParts(runner=echo_runner(clock), call_endpoint=TransportEndpoint(clock), description="echo",
-                        on_stop_calls=endpoint.close, http_call_endpoints=(endpoint,),
-                        extra_routes=(Route("/", page),))
-    stops = StopRequests()
-    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    server = asyncio.ensure_future(serve(Settings(port=0, max_calls=4), parts, clock=clock, stops=stops,
-                                         out=io.StringIO(), on_ready=ready.set_result))
-    try:
-        yield f"http://127.0.0.1:{await asyncio.wait_for(ready, 20)}", endpoint
-    finally:
-        stops.request("test stop")
-        assert await asyncio.wait_for(server, 30) == 0
-
-
-@asynccontextmanager
 async def chromium(tmp_path: Path) -> AsyncIterator[Any]:
     async_api = _need_browser()
     speech = espeak_wav("Hello, I would like to book a table for two.", tmp_path, lead=1.5, trail=1.0)
@@ -192,7 +158,11 @@ async def chromium(tmp_path: Path) -> AsyncIterator[Any]:
 
 async def _talk(tmp_path: Path, config: WhipConfig, relay: bool) -> tuple[dict[str, Any], str | None, WebRtcEndpoint]:
     clock = SystemClock()
-    async with webrtc_server(config) as (base, endpoint), chromium(tmp_path) as browser:
+    async def page(request: Request) -> Response:
+        return HTMLResponse(PAGE)
+
+    async with whip_server(config, extra_routes=(Route("/", page),)) as (base, endpoint), \
+            chromium(tmp_path) as browser:
         page = await browser.new_page()
         await page.goto(f"{base}/")
         await page.evaluate(f"call({'true' if relay else 'false'})")

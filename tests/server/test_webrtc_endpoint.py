@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
-import io
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -17,12 +14,10 @@ import pytest
 from brisvox.core.clock import SystemClock, bounded
 from brisvox.core.secret import Secret
 from brisvox.server.auth import AuthMode
-from brisvox.server.host import ServerParts, serve
-from brisvox.server.lifecycle import StopRequests
 from brisvox.server.settings import Settings
-from brisvox.server.webrtc_endpoint import TurnConfig, WebRtcEndpoint, WhipConfig
+from brisvox.server.webrtc_endpoint import TurnConfig, WhipConfig
 from brisvox.transport.webrtc import WebRtcConfig
-from tests.server._echo import echo_runner
+from tests.server._webrtc import whip_server
 from tests.transport.webrtc._client import BrowserPeer, rms, tone
 
 pytestmark = pytest.mark.realtime
@@ -30,24 +25,6 @@ pytestmark = pytest.mark.realtime
 TOKEN = "t" * 32
 SDP = {"Content-Type": "application/sdp"}
 
-
-@asynccontextmanager
-async def whip_server(config: WhipConfig | None = None, settings: Settings | None = None
-                      ) -> AsyncIterator[tuple[str, WebRtcEndpoint]]:
-    clock = SystemClock()
-    endpoint = WebRtcEndpoint(clock, config or WhipConfig())
-    from brisvox.server.ws_endpoint import TransportEndpoint
-    parts = ServerParts(runner=echo_runner(clock), call_endpoint=TransportEndpoint(clock), description="echo",
-                        on_stop_calls=endpoint.close, http_call_endpoints=(endpoint,))
-    stops = StopRequests()
-    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    server = asyncio.ensure_future(serve(settings or Settings(port=0, max_calls=4), parts, clock=clock, stops=stops,
-                                         out=io.StringIO(), on_ready=ready.set_result))
-    try:
-        yield f"http://127.0.0.1:{await asyncio.wait_for(ready, 20)}", endpoint
-    finally:
-        stops.request("test stop")
-        assert await asyncio.wait_for(server, 30) == 0
 
 
 async def test_an_offer_gets_an_answer_and_the_call_reaches_the_engine_and_delete_hangs_up() -> None:
