@@ -143,3 +143,19 @@ async def test_turn_credentials_come_as_link_headers_and_from_the_ice_endpoint()
             assert links[0].startswith("<turn:127.0.0.1:3478?transport=udp>")
         finally:
             await browser.close()
+
+
+async def test_a_full_server_answers_503_and_counts_the_refusal() -> None:
+    config = WhipConfig(webrtc=WebRtcConfig(connect_timeout=3))
+    async with whip_server(config, Settings(port=0, max_calls=1)) as (base, endpoint), \
+            httpx.AsyncClient(timeout=10) as http:
+        first, second = BrowserPeer(SystemClock()), BrowserPeer(SystemClock())
+        try:
+            assert (await http.post(f"{base}/whip", content=await first.offer(), headers=SDP)).status_code == 201
+            full = await http.post(f"{base}/whip", content=await second.offer(), headers=SDP)
+            assert full.status_code == 503 and full.headers["retry-after"]
+            metrics = (await http.get(f"{base}/metrics")).text
+            assert 'brisvox_admissions_refused_total{reason="at_capacity"} 1.0' in metrics
+        finally:
+            await first.close()
+            await second.close()

@@ -69,7 +69,9 @@ class HttpCallEndpoint(Protocol):
         """End every call (idempotent): the shutdown's goodbye."""
         ...
 
-    def routes(self, manager: SessionManager[Any], /) -> Sequence[BaseRoute]: ...
+    def routes(self, manager: SessionManager[Any], metrics: ServerMetrics, /) -> Sequence[BaseRoute]:
+        """The routes; admission refusals are counted in ``metrics`` like the WebSocket route's."""
+        ...
 
 
 def build_app(
@@ -134,7 +136,7 @@ def build_app(
         *(WebSocketRoute(path, admitting(endpoint)) for path, endpoint in call_routes),
         # before the extra routes, whose Mounts would take WebSocket scopes too; Starlette's default is a 403
         WebSocketRoute("/{path:path}", _no_such_path),
-        *(route for endpoint in http_call_endpoints for route in endpoint.routes(manager)),
+        *(route for endpoint in http_call_endpoints for route in endpoint.routes(manager, metrics)),
         *extra_routes,
     ]
     guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []

@@ -46,6 +46,7 @@ from brisvox.core.ratelog import RateLimitedLog
 from brisvox.core.secret import Secret
 from brisvox.server.auth import ANY, check_origin
 from brisvox.server.call import SendText
+from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionManager, SessionSlot
 from brisvox.transport.link import CallEnds, CallLink
 from brisvox.transport.webrtc import OfferRejected, WebRtcCall, WebRtcConfig, WebRtcStats, answer_offer
@@ -143,13 +144,13 @@ class WebRtcEndpoint:
         for ends in list(self._live):
             ends.out.wake()
 
-    def routes(self, manager: SessionManager[Any]) -> Sequence[BaseRoute]:
+    def routes(self, manager: SessionManager[Any], metrics: ServerMetrics) -> Sequence[BaseRoute]:
         path = self.config.path
 
         async def post(request: Request) -> Response:
             if request.method == "OPTIONS":
                 return self._preflight(request)
-            return await self._post(request, manager)
+            return await self._post(request, manager, metrics)
 
         async def ice(request: Request) -> Response:
             if request.method == "OPTIONS":
@@ -185,7 +186,7 @@ class WebRtcEndpoint:
 
     # --- POST ----------------------------------------------------------------------------------
 
-    async def _post(self, request: Request, manager: SessionManager[Any]) -> Response:
+    async def _post(self, request: Request, manager: SessionManager[Any], metrics: ServerMetrics) -> Response:
         cfg = self.config
         address = request.client.host if request.client is not None else "unknown"
         header_bytes = sum(len(k) + len(v) + 4 for k, v in request.headers.raw)
@@ -211,6 +212,7 @@ class WebRtcEndpoint:
         try:
             admitted = manager.try_admit()
             if not isinstance(admitted, SessionSlot):
+                metrics.record_refusal(admitted.reason)
                 return self._refuse(request, SignalingRefusal(503, admitted.reason, "too many calls, retry later"),
                                     retry_after=RETRY_AFTER_SECONDS)
             slot = admitted

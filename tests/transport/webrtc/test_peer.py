@@ -21,6 +21,7 @@ from brisvox.transport import (
     Started,
     Stopped,
     StopReason,
+    TransportError,
     TransportEvent,
     TransportSession,
 )
@@ -166,3 +167,13 @@ async def test_a_bad_offer_is_rejected_with_a_reason(offer: str, why: str) -> No
     with pytest.raises(OfferRejected, match=why):
         await answer_offer(offer, clock=SystemClock(), config=WebRtcConfig(), stats=WebRtcStats(), call_id="c3")
 
+
+
+async def test_rtp_past_the_packet_rate_is_dropped_before_decoding_and_a_flood_ends_the_call() -> None:
+    config = WebRtcConfig(max_audio_packets_per_sec=10, packet_burst=0.1)
+    async with webrtc_call(config) as (_, call, session, ran):
+        await bounded(SystemClock(), 2.0, session.recv(), "started")
+        got = await events_until(session, Stopped, within=15.0)
+        assert call.stats.packets_dropped > call.stats.packets_in // 2, "50 packets a second against 10"
+        assert any(isinstance(e, TransportError) and e.kind == "audio_flood" and e.fatal for e in got)
+        assert await bounded(SystemClock(), 3.0, asyncio.shield(ran), "end") is EndReason.LIMIT
