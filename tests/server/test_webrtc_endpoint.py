@@ -147,7 +147,7 @@ async def test_turn_credentials_come_as_link_headers_and_from_the_ice_endpoint()
 
 async def test_a_full_server_answers_503_and_counts_the_refusal() -> None:
     config = WhipConfig(webrtc=WebRtcConfig(connect_timeout=3))
-    async with whip_server(config, Settings(port=0, max_calls=1)) as (base, endpoint), \
+    async with whip_server(config, Settings(port=0, max_calls=1)) as (base, _), \
             httpx.AsyncClient(timeout=10) as http:
         first, second = BrowserPeer(SystemClock()), BrowserPeer(SystemClock())
         try:
