@@ -177,3 +177,16 @@ async def test_rtp_past_the_packet_rate_is_dropped_before_decoding_and_a_flood_e
         assert call.stats.packets_dropped > call.stats.packets_in // 2, "50 packets a second against 10"
         assert any(isinstance(e, TransportError) and e.kind == "audio_flood" and e.fatal for e in got)
         assert await bounded(SystemClock(), 3.0, asyncio.shield(ran), "end") is EndReason.LIMIT
+
+
+async def test_the_answer_offers_only_the_configured_addresses() -> None:
+    clock = SystemClock()
+    browser = BrowserPeer(clock)
+    call = await answer_offer(await browser.offer(), clock=clock, config=WebRtcConfig(hosts=("127.0.0.1",)),
+                              stats=WebRtcStats(), call_id="c4")
+    try:
+        candidates = [line.split()[4] for line in call.answer_sdp.splitlines() if line.startswith("a=candidate:")]
+        assert candidates and set(candidates) == {"127.0.0.1"}, candidates
+    finally:
+        await call.close_peer()
+        await browser.close()
