@@ -17,6 +17,7 @@ outer test says so.
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import re
 import shutil
@@ -36,9 +37,14 @@ from starlette.routing import Route
 from brisvox.audio import write_wav
 from brisvox.core.clock import SystemClock, bounded
 from brisvox.core.secret import Secret
+from brisvox.server.host import ServerParts, serve
+from brisvox.server.lifecycle import StopRequests
+from brisvox.server.settings import Settings
 from brisvox.server.webrtc_endpoint import TurnConfig, WebRtcEndpoint, WhipConfig
+from brisvox.server.ws_endpoint import TransportEndpoint
 from tests._speech import espeak_wav
 from tests.server._demo_server import chromium_flags
+from tests.server._echo import echo_runner
 from tests.server._webrtc import whip_server
 
 CHROMIUM = "/usr/bin/chromium"
@@ -213,3 +219,33 @@ async def test_inner_a_relay_only_call_flows_through_coturn(tmp_path: Path) -> N
     assert kind == "relay", f"the browser's side of the pair is {kind}"
     assert result["maxRms"] > 0.02, f"the echoed speech is not heard in the page: {result}"
     assert endpoint.stats.calls_started == 1
+
+
+@pytest.mark.slow
+@pytest.mark.realtime
+async def test_the_demo_page_falls_back_to_the_websocket_and_says_so(tmp_path: Path) -> None:
+    """A server without the WHIP endpoint: the page's offer has nowhere to go, and the call goes over
+    the WebSocket (the echo engine answers ``started``)."""
+    from brisvox.server.page import page_routes
+
+    clock = SystemClock()
+    parts = ServerParts(runner=echo_runner(clock), call_endpoint=TransportEndpoint(clock), description="echo",
+                        extra_routes=tuple(page_routes({"agent": "echo", "llm": "-", "vad": "-", "stt": "-",
+                                                        "tts": "-"})))
+    stops = StopRequests()
+    ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,
+                                         out=io.StringIO(), on_ready=ready.set_result))
+    try:
+        base = f"http://127.0.0.1:{await asyncio.wait_for(ready, 20)}"
+        async with chromium(tmp_path) as browser:
+            page = await browser.new_page()
+            await page.goto(f"{base}/?raw=1")
+            await page.click("#talk")
+            await page.wait_for_selector("#status:has-text('in call over WebSocket')", timeout=15_000)
+            note = await page.locator(".note").first.inner_text()
+            assert "WebRTC unavailable" in note and "no WebRTC endpoint" in note, note
+            await page.click("#talk")
+    finally:
+        stops.request("test stop")
+        assert await asyncio.wait_for(server, 30) == 0
