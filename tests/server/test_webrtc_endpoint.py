@@ -159,3 +159,17 @@ async def test_a_full_server_answers_503_and_counts_the_refusal() -> None:
         finally:
             await first.close()
             await second.close()
+
+
+async def test_a_drain_abandons_offers_that_have_not_connected_instead_of_waiting_for_them() -> None:
+    clock = SystemClock()
+    config = WhipConfig(webrtc=WebRtcConfig(connect_timeout=60))
+    browser = BrowserPeer(clock)
+    try:
+        async with whip_server(config) as (base, endpoint), httpx.AsyncClient(timeout=10) as http:
+            assert (await http.post(f"{base}/whip", content=await browser.offer(), headers=SDP)).status_code == 201
+            stopping = clock.now()
+        assert clock.now() - stopping < 10, "the stop did not wait for the 60 s connect deadline"
+        assert endpoint.stats.closes == {"shutdown": 1} and endpoint.stats.calls_started == 0
+    finally:
+        await browser.close()

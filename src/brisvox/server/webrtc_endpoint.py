@@ -226,7 +226,7 @@ class WebRtcEndpoint:
                 return self._refuse(request, SignalingRefusal(503, "answer_timeout", "the answer took too long"),
                                     retry_after=RETRY_AFTER_SECONDS)
             headers = {**self._cors(request), "Location": f"{cfg.path}/{call_id}", "Cache-Control": "no-store"}
-            response = _Answer(call.answer_sdp, headers, run=functools.partial(self._run, call, admitted, address),
+            response = _Answer(call.answer_sdp, headers, run=functools.partial(self._run, call, admitted, address, manager),
                                abandon=call.hang_up)
             for value in link_headers(self.ice_servers(call_id)):
                 response.headers.append("Link", value)
@@ -258,8 +258,9 @@ class WebRtcEndpoint:
         except DeadlineExceeded:
             return SignalingRefusal(408, "body_timeout", f"the offer did not arrive within {cfg.body_timeout:g} s")
 
-    async def _run(self, call: WebRtcCall, slot: SessionSlot[Any], address: str) -> None:
-        """The call after its 201, in the request's task: the engine gets it once connected."""
+    async def _run(self, call: WebRtcCall, slot: SessionSlot[Any], address: str, manager: SessionManager[Any]) -> None:
+        """The call after its 201, in the request's task: the engine gets it once connected; a server
+        that starts draining abandons it before (a drain waits for connected calls only)."""
 
         async def deliver(link: CallLink) -> bool:
             slot.spawn(self._item(link, call.send_text), name="webrtc-call", hold=True)
@@ -270,7 +271,7 @@ class WebRtcEndpoint:
             return lambda: self._live.discard(ends)
 
         try:
-            await call.run(deliver, self._shutdown, register)
+            await call.run(deliver, self._shutdown, register, abandon_if=lambda: manager.draining)
         except Exception:
             log.exception("webrtc call %s failed in the transport", call.call_id)
         finally:

@@ -87,6 +87,7 @@ FRAME = FRAME_SAMPLES / OPUS_RATE
 TICK = 0.01
 RESYNC_AFTER = 0.02
 _TIME_BASE = fractions.Fraction(1, OPUS_RATE)
+CONNECT_POLL = 0.25
 MAX_PENDING_EVENTS = 64
 MAX_EVENT_BUFFER = 256 * 1024
 
@@ -344,18 +345,22 @@ class WebRtcCall:
     # --- the call ----------------------------------------------------------------------------
 
     async def run(self, deliver: Callable[[CallLink], Awaitable[bool]], shutdown: asyncio.Event,
-                  register: Callable[[CallEnds], Callable[[], None]] | None = None) -> EndReason:
-        """Serve the call until it ends; the reason it ended.  The peer connection is closed on every path."""
+                  register: Callable[[CallEnds], Callable[[], None]] | None = None,
+                  abandon_if: Callable[[], bool] | None = None) -> EndReason:
+        """Serve the call until it ends; the reason it ended.  ``abandon_if`` (polled every
+        ``CONNECT_POLL`` while connecting; the server's drain) ends a call that has not connected
+        yet.  The peer connection is closed on every path."""
         try:
-            reason = await self._run(deliver, shutdown, register)
+            reason = await self._run(deliver, shutdown, register, abandon_if)
         finally:
             await self.close_peer()
         self.stats.closes[reason.value] = self.stats.closes.get(reason.value, 0) + 1
         return reason
 
     async def _run(self, deliver: Callable[[CallLink], Awaitable[bool]], shutdown: asyncio.Event,
-                   register: Callable[[CallEnds], Callable[[], None]] | None) -> EndReason:
-        if not await self._wait_connected(shutdown):
+                   register: Callable[[CallEnds], Callable[[], None]] | None,
+                   abandon_if: Callable[[], bool] | None) -> EndReason:
+        if not await self._wait_connected(shutdown, abandon_if):
             return self.end_reason or EndReason.ABANDONED
         metadata = dict(self.metadata)
         metadata.update({"transport": "webrtc", CallInfo.SAMPLE_RATE_KEY: str(self.cfg.input_rate),
@@ -385,17 +390,27 @@ class WebRtcCall:
             self.stats.outbound_dropped += self.outbound.dropped
         return self.end_reason or EndReason.ENGINE
 
-    async def _wait_connected(self, shutdown: asyncio.Event) -> bool:
+    async def _wait_connected(self, shutdown: asyncio.Event, abandon_if: Callable[[], bool] | None) -> bool:
         waits = [asyncio.ensure_future(e.wait()) for e in (self.connected, self.broken, self.hangup_requested,
                                                             shutdown)]
+        until = self.clock.now() + self.cfg.connect_timeout
         try:
-            await bounded(self.clock, self.cfg.connect_timeout,
-                          asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED), "webrtc connect")
-        except DeadlineExceeded:
-            self.stats.abandoned += 1
-            log.info("webrtc call %s abandoned: not connected within %.1f s", self.call_id, self.cfg.connect_timeout)
-            self.end_reason = EndReason.ABANDONED
-            return False
+            while True:
+                try:
+                    await bounded(self.clock, min(CONNECT_POLL, max(0.0, until - self.clock.now())),
+                                  asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED), "webrtc connect")
+                    break
+                except DeadlineExceeded:
+                    if abandon_if is not None and abandon_if():
+                        log.info("webrtc call %s abandoned before it connected: the server drains", self.call_id)
+                        self.end_reason = EndReason.SHUTDOWN
+                        return False
+                    if self.clock.now() >= until:
+                        self.stats.abandoned += 1
+                        log.info("webrtc call %s abandoned: not connected within %.1f s", self.call_id,
+                                 self.cfg.connect_timeout)
+                        self.end_reason = EndReason.ABANDONED
+                        return False
         finally:
             for w in waits:
                 w.cancel()
