@@ -32,3 +32,11 @@ def test_the_telnyx_package_exports_exactly_its_public_api() -> None:
         "AUTH_HEADER", "CallRegistry", "Codec", "DtmfOrder", "HangupHook", "OutboundEncoder", "Reorder",
         "TelnyxConfig", "TelnyxProtocolError", "TelnyxStats", "parse_message", "run_call",
     ]
+
+
+def test_the_webrtc_package_exports_exactly_its_public_api() -> None:
+    import brisvox.transport.webrtc
+
+    assert brisvox.transport.webrtc.__all__ == [
+        "EndReason", "OfferRejected", "WebRtcCall", "WebRtcConfig", "WebRtcStats", "answer_offer", "host_addresses",
+    ]

@@ -39,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -70,6 +71,7 @@ from brisvox.engine.config import SummaryConfig
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
+from brisvox.server.app import HttpCallEndpoint
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.calllog import CallLog, CallTimeline
 from brisvox.server.directory import CallDirectory
@@ -106,6 +108,7 @@ __all__ = [
     "metrics_listener",
     "telnyx_endpoint",
     "twilio_endpoint",
+    "webrtc_endpoint",
 ]
 
 log = logging.getLogger(__name__)
@@ -240,6 +243,44 @@ def telnyx_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> T
     telnyx = TelnyxConfig(path=settings.telnyx_path, auth_token=settings.telnyx_auth_token,
                           codec=Codec(settings.telnyx_codec))
     return TelnyxEndpoint(clock, config, telnyx, session_item=lambda link: EngineCall(link, _no_events))
+
+
+def webrtc_endpoint(settings: Settings, clock: Clock) -> HttpCallEndpoint | None:
+    """The WHIP endpoint of ``brisvox serve`` (docs/WEBRTC.md): its calls run the same engine, the
+    events going to the page's data channel.  None when ``BRISVOX_WEBRTC=off``, or (with one
+    warning) when the webrtc extra is not installed: the page then calls over the WebSocket."""
+    if not settings.webrtc:
+        return None
+    try:
+        from brisvox.server.webrtc_endpoint import TurnConfig, WebRtcEndpoint, WhipConfig
+        from brisvox.transport.webrtc import WebRtcConfig
+    except ImportError as exc:
+        log.warning("BRISVOX_WEBRTC=on but the webrtc extra is not installed (pip install 'brisvox[webrtc]'): %s; "
+                    "browsers call over the WebSocket", exc)
+        return None
+    hosts = settings.webrtc_hosts or _listener_address(settings.host)
+    turn = (TurnConfig(urls=settings.webrtc_turn_urls, secret=settings.webrtc_turn_secret)
+            if settings.webrtc_turn_secret is not None and settings.webrtc_turn_urls else None)
+    config = WhipConfig(path=settings.webrtc_path, turn=turn, allowed_origins=settings.allowed_origins,
+                        webrtc=WebRtcConfig(hosts=hosts, input_rate=LISTEN_RATE,
+                                            max_call_duration=settings.max_call_duration))
+    log.info("webrtc: signaling at %s, host candidates %s, TURN %s", config.path, ", ".join(hosts),
+             ", ".join(turn.urls) if turn is not None else "none")
+    return WebRtcEndpoint(clock, config, session_item=lambda link, send_text: EngineCall(link, send_text))
+
+
+def _listener_address(host: str) -> tuple[str, ...]:
+    """The listener's own IP address as the one host candidate; 127.0.0.1 for a name or a wildcard
+    (browsers elsewhere then need BRISVOX_WEBRTC_HOSTS)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return ("127.0.0.1",)
+    if address.is_unspecified:
+        log.warning("BRISVOX_HOST=%s listens everywhere but WebRTC offers only 127.0.0.1: set BRISVOX_WEBRTC_HOSTS "
+                    "to the addresses browsers reach", host)
+        return ("127.0.0.1",)
+    return (host,)
 
 
 def engine_config(definition: AgentDefinition) -> EngineConfig:

@@ -266,7 +266,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     ``ui``: the Python agent's UI contract (RTVI calls' screen)."""
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
-    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
+    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint, webrtc_endpoint
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.calllog import CallLog
     from brisvox.server.calls_page import calls_routes
@@ -319,12 +319,15 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     twilio = twilio_endpoint(settings, clock, ws_config)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
     rtvi = RtviEndpoint(clock, ws_config, ui=ui)
+    webrtc = webrtc_endpoint(settings, clock)
 
     def stop_calls() -> None:
         endpoint.close()
         twilio.close()
         telnyx.close()
         rtvi.close()
+        if webrtc is not None:
+            webrtc.close()
 
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=stop_calls,
@@ -335,7 +338,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
         query_token=frozenset({RTVI_PATH}),  # Pipecat's JS transport sends its token as ?token=
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=(*calls_routes(calls), *page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
-        transport_stats=endpoint.stats, directory=directory,
+        transport_stats=endpoint.stats, directory=directory, http_call_endpoints=(webrtc,) if webrtc is not None else (),
     )
     if ready_line is not None:
         print(ready_line, flush=True)

@@ -109,6 +109,26 @@ def _wss_url(raw: str) -> str:
     return raw
 
 
+def _ip_list(raw: str) -> tuple[str, ...]:
+    hosts = tuple(h.strip() for h in raw.split(",") if h.strip())
+    for host in hosts:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"expected IP addresses, comma-separated; {host[:40]!r} is not one") from None
+    if not hosts:
+        raise ValueError("expected at least one IP address")
+    return hosts
+
+
+def _turn_urls(raw: str) -> tuple[str, ...]:
+    urls = tuple(u.strip() for u in raw.split(",") if u.strip())
+    for url in urls:
+        if not re.fullmatch(r"turns?:[A-Za-z0-9.\-\[\]:]+(\?transport=(udp|tcp))?", url):
+            raise ValueError(f"expected turn:host:port[?transport=udp|tcp] URLs, comma-separated; not {url[:60]!r}")
+    return urls
+
+
 def _level(raw: str) -> str:
     level = raw.strip().lower()
     if level not in _LOG_LEVELS:
@@ -221,6 +241,12 @@ def _auth_problems(values: Mapping[str, Any]) -> list[str]:
         problems.append("BRISVOX_TWILIO_PATH must differ from BRISVOX_WS_PATH")
     if values.get("telnyx_path", "/telnyx") in (values.get("ws_path", "/ws"), values.get("twilio_path", "/twilio")):
         problems.append("BRISVOX_TELNYX_PATH must differ from BRISVOX_WS_PATH and BRISVOX_TWILIO_PATH")
+    if bool(values.get("webrtc_turn_urls")) != (values.get("webrtc_turn_secret") is not None):
+        problems.append("BRISVOX_WEBRTC_TURN_URLS and BRISVOX_WEBRTC_TURN_SECRET go together (coturn's "
+                        "use-auth-secret)")
+    if values.get("webrtc_path", "/whip") in (values.get("ws_path", "/ws"), values.get("twilio_path", "/twilio"),
+                                              values.get("telnyx_path", "/telnyx")):
+        problems.append("BRISVOX_WEBRTC_PATH must differ from the other call paths")
     if mode is AuthMode.BEARER and key is not None:
         problems.append("BRISVOX_AUTH_SECRET is set but BRISVOX_AUTH is bearer: set BRISVOX_AUTH=signed to use it")
     return problems
@@ -286,6 +312,17 @@ VARIABLES: tuple[Variable, ...] = (
              "the call's stream_auth_token: turns on the x-telnyx-streaming-auth-token check", secret=True),
     Variable("BRISVOX_TELNYX_CODEC", "telnyx_codec", "PCMU", _telnyx_codec,
              "the bot's audio law, PCMU or PCMA: equal to the call's stream_bidirectional_codec"),
+    # browsers over WebRTC (brisvox.server.webrtc_endpoint; docs/WEBRTC.md)
+    Variable("BRISVOX_WEBRTC", "webrtc", True, _switch,
+             "on: browsers call over WebRTC (WHIP) at BRISVOX_WEBRTC_PATH (needs the webrtc extra; without it, a warning)"),
+    Variable("BRISVOX_WEBRTC_PATH", "webrtc_path", "/whip", _path, "path of the WHIP signaling endpoint"),
+    Variable("BRISVOX_WEBRTC_HOSTS", "webrtc_hosts", None, _ip_list,
+             "the addresses offered to browsers as ICE host candidates, comma-separated (default: BRISVOX_HOST, "
+             "or 127.0.0.1 when it is a wildcard); no other address is ever offered"),
+    Variable("BRISVOX_WEBRTC_TURN_URLS", "webrtc_turn_urls", (), _turn_urls,
+             "coturn URLs given to browsers with short-lived credentials, comma-separated"),
+    Variable("BRISVOX_WEBRTC_TURN_SECRET", "webrtc_turn_secret", None, Secret,
+             "coturn's static-auth-secret (use-auth-secret): signs the browsers' TURN credentials", secret=True),
     Variable("BRISVOX_ALLOWED_ORIGINS", "allowed_origins", frozenset(), _allowed_origins,
              "web origins whose pages may start calls, comma-separated, or '*' (default: the server's own)"),
     # --- limits at the edge and per call (docs/OPERATIONS.md "Limits") ---
@@ -343,6 +380,12 @@ class Settings:
     telnyx_path: str = "/telnyx"
     telnyx_auth_token: Secret | None = None
     telnyx_codec: str = "PCMU"
+    # browsers over WebRTC
+    webrtc: bool = True
+    webrtc_path: str = "/whip"
+    webrtc_hosts: tuple[str, ...] | None = None  # None: the listener's address (127.0.0.1 for a wildcard)
+    webrtc_turn_urls: tuple[str, ...] = ()
+    webrtc_turn_secret: Secret | None = None
     # limits (see VARIABLES)
     handshake_timeout: float = 5.0
     max_unstarted: int = 128
