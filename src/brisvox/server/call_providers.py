@@ -36,7 +36,7 @@ from brisvox.core.errors import BrisvoxError, ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine import Providers
 from brisvox.inference.pool import InferencePool, PoolConfig
-from brisvox.inference.vad import VoiceActivityDetector, energy_vad, silero_vad
+from brisvox.inference.vad import VadParams, VoiceActivityDetector, energy_vad, silero_vad
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.stt import SttProvider
@@ -106,6 +106,10 @@ def _build_llm(definition: AgentDefinition, resolved: LlmChoice, options: dict[s
         from brisvox.server.demo_llm import scripted_demo_llm
 
         return scripted_demo_llm(clock)
+    if name == "mock":
+        from brisvox.server.mock_providers import mock_llm
+
+        return mock_llm(options, clock)
     raise ConfigError(f"{definition.source}: llm provider {name!r} is not available in this build")
 
 
@@ -157,16 +161,21 @@ class CallProviders:
         await self.aclose()
 
 
-def _vad_factory() -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
+def _vad_factory(
+    overrides: Mapping[str, float],
+) -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
+    """Each call's detector; ``overrides``: the agent file's ``[vad]`` keys, over the detector's defaults."""
     try:
         from brisvox.inference.silero import SileroModel
 
         model = SileroModel.load()
     except (BrisvoxError, ImportError, OSError) as exc:
         log.warning("Silero VAD unavailable (%s); the calls use the energy detector", exc)
-        return (lambda rate: energy_vad(rate)), "energy", None
+        energy_params = dataclasses.replace(VadParams.energy(), **overrides)
+        return (lambda rate: energy_vad(rate, params=energy_params)), "energy", None
     pool = InferencePool(PoolConfig(name="brisvox-vad", threads=1))
-    return (lambda rate: silero_vad(model, pool, sample_rate=rate)), "silero", pool
+    params = dataclasses.replace(VadParams(), **overrides)
+    return (lambda rate: silero_vad(model, pool, sample_rate=rate, params=params)), "silero", pool
 
 
 def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> SttProvider:
@@ -176,6 +185,10 @@ def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
         from brisvox.providers.local import WhisperStt
 
         return WhisperStt()
+    if choice.provider == "mock":
+        from brisvox.server.mock_providers import mock_stt
+
+        return mock_stt(choice.options, clock)
     if choice.provider == "deepgram":
         key = _key(definition, choice, environ)
         with _extra(choice.stage, choice.provider):
@@ -191,6 +204,10 @@ def _tts(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
         from brisvox.providers.local import HIBARI_SAMPLE_RATE, HibariTts
 
         return ResamplingTts(HibariTts(), HIBARI_SAMPLE_RATE)
+    if choice.provider == "mock":
+        from brisvox.server.mock_providers import mock_tts
+
+        return mock_tts(choice.options, clock)  # speaks every call rate
     if choice.provider == "cartesia":
         key = _key(definition, choice, environ)
         with _extra(choice.stage, choice.provider):
@@ -246,7 +263,7 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
     tts = _tts(definition, clock, environ)
     llm, label = choose_llm(definition, clock, environ)
     summaries, summary_llm = _summary_llm(definition, llm, clock, environ)
-    vad, vad_label, pool = _vad_factory()
+    vad, vad_label, pool = _vad_factory(definition.vad)
     end_of_turn = None
     closers: list[Callable[[], Any]] = []
     for provider in (stt, tts, llm, summary_llm):
@@ -279,9 +296,10 @@ def _summary_llm(
     if not window.summarize:
         return False, None
     from brisvox.server.demo_llm import DemoHostLlm
+    from brisvox.sim import ScriptedLlm
 
-    if isinstance(llm, DemoHostLlm):
-        log.info("window summaries are off: the scripted host cannot summarize (requests keep the newest turns)")
+    if isinstance(llm, DemoHostLlm | ScriptedLlm):
+        log.info("window summaries are off: the %s LLM cannot summarize (requests keep the newest turns)", llm.name)
         return False, None
     if window.summary_model is None:
         return True, None  # run_call summarizes with the agent's own model
