@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -79,6 +80,10 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
             with urllib.request.urlopen(url, timeout=1) as resp:
                 if resp.status == 200:
                     return
+        except urllib.error.HTTPError as exc:
+            if url.endswith(":%d/" % PORT):  # the reference bot answers / with 404 once it listens
+                return
+            print(f"waiting for {url}: {exc}", file=sys.stderr)
         except OSError:
             pass
         time.sleep(0.2)

@@ -43,7 +43,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LoadtestError", "LoadtestResult", "add_loadtest_parser", "format_row", "run_loadtest", "speech_wav"]
+__all__ = [
+    "LoadtestError", "LoadtestResult", "add_loadtest_parser", "bot_audio", "format_row", "run_loadtest", "speech_wav",
+]
 
 RATE = 16_000
 FRAME = 640  # bytes: 20 ms of PCM16 mono at 16 kHz
@@ -147,15 +149,24 @@ def _audio_frame(pcm: bytes) -> bytes:
     return encode_audio(pcm, RATE)
 
 
-def _bot_audio(message: bytes) -> tuple[bytes, int] | None:
-    """The PCM and rate of an audio frame from the server; None for any other frame."""
+def bot_audio(message: bytes) -> tuple[bytes, int] | None:
+    """The PCM and rate of an audio frame from the server (None for any other frame); raises
+    LoadtestError for bytes that are not a pipecat Frame or audio that is not whole PCM16 samples."""
+    from google.protobuf.message import DecodeError
+
     from brisvox.transport.rtvi import frames_pb2
 
     frame = frames_pb2.Frame()
-    frame.ParseFromString(message)
+    try:
+        frame.ParseFromString(message)
+    except (DecodeError, RecursionError, ValueError):
+        raise LoadtestError(f"the server sent {len(message)} bytes that are not a pipecat Frame") from None
     if frame.WhichOneof("frame") != "audio":
         return None
-    return frame.audio.audio, frame.audio.sample_rate or RATE
+    pcm = frame.audio.audio
+    if len(pcm) % 2:
+        raise LoadtestError(f"the server sent {len(pcm)} bytes of PCM16 audio: half a sample")
+    return pcm, frame.audio.sample_rate or RATE
 
 
 def _peak(pcm: bytes) -> int:
@@ -294,7 +305,7 @@ class Caller:
             now = time.monotonic()
             if isinstance(message, str):
                 continue
-            audio = _bot_audio(message)
+            audio = bot_audio(message)
             if audio is None or st.armed is None:
                 continue
             pcm, rate = audio

@@ -27,7 +27,8 @@ __all__ = ["MOCK_REPLY", "MOCK_TRANSCRIPT", "mock_llm", "mock_stt", "mock_tts"]
 
 MOCK_TRANSCRIPT = "Hi I would like to check the status of my order."
 MOCK_REPLY = ("Sure. I can help with that right away let me look up your order status in our system now.")
-"""20 words: the first sentence ends with the first word, as in the Pipecat reference bot."""
+"""The Pipecat reference bot's 20 tokens as 19 words (its last token is the final "."): the first
+sentence ends with the first word."""
 
 
 def _number(options: Mapping[str, object], name: str, default: float) -> float:
