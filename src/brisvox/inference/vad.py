@@ -35,7 +35,8 @@ from brisvox.inference.errors import PoolFull
 from brisvox.inference.pool import InferencePool, Lane
 
 if TYPE_CHECKING:
-    from brisvox.inference.silero import SileroModel
+    from brisvox.inference.silero import SileroModel, SileroScorer
+    from brisvox.inference.vad_batch import SileroBatcher
 
 __all__ = [
     "VadEvent",
@@ -188,8 +189,9 @@ class _Window:
 class VoiceActivityDetector:
     """Feeds PCM16 frames through a :class:`WindowScorer` and a :class:`VadTracker`.
 
-    With ``pool`` the windows of each frame are scored in one job on its VAD lane; a
-    refused job (lane full) drops those windows, counted in :attr:`dropped_windows`;
+    With ``pool`` the windows of each frame are scored in one job on its VAD lane; with
+    ``batcher`` (Silero only) in the batcher's next job, together with other calls' windows
+    (:mod:`brisvox.inference.vad_batch`).  A refused job (lane full) drops those windows, counted in :attr:`dropped_windows`;
     :attr:`saturated` says whether the last frame's job was refused (the listen stage reports
     each saturation episode to the call).
     Without a pool the scorer runs inline (for the energy VAD, which costs microseconds).
@@ -197,11 +199,16 @@ class VoiceActivityDetector:
     """
 
     def __init__(
-        self, scorer: WindowScorer, params: VadParams | None = None, pool: InferencePool | None = None
+        self,
+        scorer: WindowScorer,
+        params: VadParams | None = None,
+        pool: InferencePool | None = None,
+        batcher: tuple[SileroBatcher, SileroScorer] | None = None,
     ) -> None:
         self._scorer = scorer
         self._params = params or VadParams()
         self._pool = pool
+        self._batcher = batcher  # the batcher and the Silero scorer it runs (the same object as scorer)
         self._rate = scorer.sample_rate
         self._win = scorer.window_samples
         self._tracker = VadTracker(self._params, self._rate)
@@ -265,11 +272,16 @@ class VoiceActivityDetector:
         if not windows:
             return []
         arrays = [w.samples for w in windows]
-        if self._pool is None:
+        if self._pool is None and self._batcher is None:
             probs = self._score_all(arrays)
         else:
             try:
-                probs = await self._pool.run(self._score_all, arrays, lane=Lane.VAD)
+                if self._batcher is not None:
+                    batcher, silero = self._batcher
+                    probs = await batcher.score(silero, arrays, self._score_lock)
+                else:
+                    assert self._pool is not None
+                    probs = await self._pool.run(self._score_all, arrays, lane=Lane.VAD)
             except PoolFull:
                 self.dropped_windows += len(windows)
                 self.saturated = True
@@ -316,7 +328,16 @@ def energy_vad(
 
 
 def silero_vad(
-    model: SileroModel, pool: InferencePool | None, *, sample_rate: int = 16000, params: VadParams | None = None
+    model: SileroModel,
+    pool: InferencePool | None,
+    *,
+    sample_rate: int = 16000,
+    params: VadParams | None = None,
+    batcher: SileroBatcher | None = None,
 ) -> VoiceActivityDetector:
-    """A call's Silero detector, scoring on ``pool``'s VAD lane (64 ms start / 100 ms stop by default)."""
-    return VoiceActivityDetector(model.scorer(sample_rate), params or VadParams(), pool)
+    """A call's Silero detector, scoring on ``pool``'s VAD lane, or with ``batcher`` (on its pool)
+    together with the other calls' windows (64 ms start / 100 ms stop by default)."""
+    scorer = model.scorer(sample_rate)
+    if batcher is not None:
+        return VoiceActivityDetector(scorer, params or VadParams(), batcher=(batcher, scorer))
+    return VoiceActivityDetector(scorer, params or VadParams(), pool)

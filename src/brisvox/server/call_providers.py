@@ -1,7 +1,9 @@
 """The providers ``brisvox serve`` builds for an agent: loaded once, shared by every call.
 
-* VAD: Silero (``brisvox models fetch``) on a small inference pool; the energy detector
-  when the model is missing (logged).
+* VAD: Silero (``brisvox models fetch``) on a small inference pool, every call's windows
+  scored together (:class:`~brisvox.inference.vad_batch.SileroBatcher`; ``BRISVOX_VAD_BATCH=off``
+  scores each call's frame in a job of its own); the energy detector when the model is
+  missing (logged).  The agent file's ``[vad]`` keys replace the detector's defaults.
 * End of turn: Smart Turn when its model is present, else the turn machine's deadline.
 * STT / TTS: the agent file's choice, built from its ``options`` table and key.  STT:
   ``local`` (faster-whisper) or ``deepgram``.  TTS: ``local`` (hibari), ``cartesia``,
@@ -37,6 +39,7 @@ from brisvox.core.secret import Secret
 from brisvox.engine import Providers
 from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.inference.vad import VadParams, VoiceActivityDetector, energy_vad, silero_vad
+from brisvox.inference.vad_batch import SileroBatcher
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.stt import SttProvider
@@ -162,9 +165,10 @@ class CallProviders:
 
 
 def _vad_factory(
-    overrides: Mapping[str, float],
+    overrides: Mapping[str, float], batch: bool = True,
 ) -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
-    """Each call's detector; ``overrides``: the agent file's ``[vad]`` keys, over the detector's defaults."""
+    """Each call's detector; ``overrides``: the agent file's ``[vad]`` keys, over the detector's
+    defaults; ``batch``: Silero scores every call's windows together (SileroBatcher)."""
     try:
         from brisvox.inference.silero import SileroModel
 
@@ -175,7 +179,8 @@ def _vad_factory(
         return (lambda rate: energy_vad(rate, params=energy_params)), "energy", None
     pool = InferencePool(PoolConfig(name="brisvox-vad", threads=1))
     params = dataclasses.replace(VadParams(), **overrides)
-    return (lambda rate: silero_vad(model, pool, sample_rate=rate, params=params)), "silero", pool
+    batcher = SileroBatcher(model, pool) if batch else None
+    return (lambda rate: silero_vad(model, pool, sample_rate=rate, params=params, batcher=batcher)), "silero", pool
 
 
 def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> SttProvider:
@@ -253,8 +258,10 @@ def _extra(stage: Stage, provider: str) -> Iterator[None]:
                           f"(pip install 'brisvox[{extra}]'): {exc}") from None
 
 
-def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> CallProviders:
+def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str], *,
+                         vad_batch: bool = True) -> CallProviders:
     """The providers of ``definition`` (raises ConfigError for a stage this build cannot run).
+    ``vad_batch``: Silero scores the windows of every call together (``BRISVOX_VAD_BATCH``).
 
     Only what the agent uses is built: the local models load only for ``local`` stages, and
     building a cloud adapter opens no connection (each call connects its own session).
@@ -263,7 +270,7 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
     tts = _tts(definition, clock, environ)
     llm, label = choose_llm(definition, clock, environ)
     summaries, summary_llm = _summary_llm(definition, llm, clock, environ)
-    vad, vad_label, pool = _vad_factory(definition.vad)
+    vad, vad_label, pool = _vad_factory(definition.vad, vad_batch)
     end_of_turn = None
     closers: list[Callable[[], Any]] = []
     for provider in (stt, tts, llm, summary_llm):

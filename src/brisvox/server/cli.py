@@ -212,7 +212,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     definition, tools = loaded
     clock = SystemClock()
     try:
-        providers = build_call_providers(definition, clock, os.environ)
+        providers = build_call_providers(definition, clock, os.environ, vad_batch=settings.vad_batch)
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE

@@ -240,6 +240,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_TRACING", "tracing", False, _switch,
              "on: OpenTelemetry traces of every call over OTLP/HTTP (the OTEL_EXPORTER_OTLP_* variables; "
              "needs the otel extra)"),
+    Variable("BRISVOX_VAD_BATCH", "vad_batch", True, _switch,
+             "on: Silero scores the windows of every call together, one model run per round "
+             "(off: one inference job per call and frame)"),
     # who may call (brisvox.server.auth; docs/OPERATIONS.md "Security")
     Variable("BRISVOX_AUTH", "auth", AuthMode.NONE, _auth_mode,
              "who may call: none (loopback only, unless --insecure), bearer (static tokens) or signed (call tokens)"),
@@ -300,6 +303,7 @@ class Settings:
     agent_file: Path | None = None
     log_level: str = "info"
     tracing: bool = False  # brisvox.server.tracing
+    vad_batch: bool = True  # brisvox.inference.vad_batch
     # who may call (brisvox.server.auth)
     auth: AuthMode = AuthMode.NONE
     auth_tokens: tuple[Secret, ...] = ()
