@@ -81,7 +81,7 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
                 if resp.status == 200:
                     return
         except urllib.error.HTTPError as exc:
-            if url.endswith(":%d/" % PORT):  # the reference bot answers / with 404 once it listens
+            if url.endswith(f":{PORT}/"):  # the reference bot answers / with 404 once it listens
                 return
             print(f"waiting for {url}: {exc}", file=sys.stderr)
         except OSError:
@@ -91,7 +91,7 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def server(framework: str, pipecat_python: Path, log: Path, loop: str) -> Iterator[tuple[int, str]]:
+def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch: str) -> Iterator[tuple[int, str]]:
     """A fresh server pinned to core 0: (its pid, the call URL)."""
     env = dict(os.environ)
     if framework == "pipecat":
@@ -106,7 +106,7 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str) -> Iterat
             python += ["-m", "brisvox"]
         cmd = [*python, "serve", str(HERE / "agent.toml")]
         env.update(PYTHONPATH=str(SRC), BRISVOX_PORT=str(PORT), BRISVOX_MAX_CALLS="1000", BRISVOX_LOG_LEVEL="WARNING",
-                   BRISVOX_SMART_TURN_PATH=str(HERE / "no-smart-turn.onnx"))  # the reference runs no Smart Turn
+                   BRISVOX_VAD_BATCH=vad_batch, BRISVOX_SMART_TURN_PATH=str(HERE / "no-smart-turn.onnx"))  # the reference runs no Smart Turn
         for name in ("BRISVOX_AGENT_FILE", "BRISVOX_AUTH", "BRISVOX_HOST"):
             env.pop(name, None)
         ready, url = f"http://127.0.0.1:{PORT}/readyz", f"ws://127.0.0.1:{PORT}/rtvi"
@@ -128,7 +128,7 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str) -> Iterat
 def run_point(framework: str, n: int, turns: int, args: argparse.Namespace, pipecat_python: Path,
               wav: Path) -> dict[str, Any]:
     log = args.out / f"{framework}_n{n}.log"
-    with server(framework, pipecat_python, log, args.loop) as (pid, url):
+    with server(framework, pipecat_python, log, args.loop, args.vad_batch) as (pid, url):
         cmd = ["taskset", "-c", "1", sys.executable, "-m", "brisvox", "loadtest", url, "-n", str(n),
                "--turns", str(turns), "--server-pid", str(pid), "--wav", str(wav), "--json",
                "--jitter-buffer-ms", str(JITTER_BUFFER_MS), "--stagger", str(args.stagger), "--spread",
@@ -211,6 +211,7 @@ def main() -> int:
     ap.add_argument("--stagger", type=float, default=10.0)
     ap.add_argument("--spread", type=float, default=9.0)
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="brisvox's event loop")
+    ap.add_argument("--vad-batch", choices=("on", "off"), default="on", help="brisvox's BRISVOX_VAD_BATCH")
     ap.add_argument("--frameworks", default="pipecat,brisvox")
     ap.add_argument("--pipecat-venv", type=Path, default=Path("/work/venv-pipecat"))
     ap.add_argument("--out", type=Path, default=None)
@@ -237,7 +238,7 @@ def main() -> int:
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; nproc"], capture_output=True,
                          text=True).stdout.strip().replace("\n", ", ")
     text = (f"# Density, {stamp}\n\nMachine: {cpu}; server on core 0, client on core 1; load average at the "
-            f"end {os.getloadavg()}; brisvox loop {args.loop}.\n\n{table(points)}\n")
+            f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}.\n\n{table(points)}\n")
     (args.out / "table.md").write_text(text)
     print(text)
     return 0

@@ -25,11 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from brisvox.inference.pool import InferencePool, PoolConfig  # noqa: E402
-from brisvox.inference.silero import SileroModel  # noqa: E402
-from brisvox.inference.vad import VadParams, silero_vad  # noqa: E402
-from brisvox.inference.vad_batch import SileroBatcher  # noqa: E402
-from brisvox.loadtest import speech_wav  # noqa: E402
+from brisvox.inference.pool import InferencePool, PoolConfig
+from brisvox.inference.silero import SileroModel
+from brisvox.inference.vad import VadParams, silero_vad
+from brisvox.inference.vad_batch import SileroBatcher
+from brisvox.loadtest import speech_wav
 
 FRAME = 640
 

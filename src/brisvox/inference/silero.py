@@ -146,7 +146,7 @@ class SileroScorer:
         this one, scaled to [-1, 1) (a view of this scorer's buffer: use it before the next load)."""
         if window.shape != (self._win,):
             raise ConfigError(f"Silero VAD windows hold {self._win} samples, got {window.shape}")
-        buf = self._input[0]
+        buf: npt.NDArray[np.float32] = self._input[0]
         # Context: the last samples of the previous window, already at the end of the buffer.
         buf[: self._ctx] = buf[-self._ctx :]
         buf[self._ctx :] = window

@@ -16,6 +16,10 @@ and updated (``VoiceActivityDetector.reset`` takes the same lock on the loop).  
 refuses the job (full or closed) fails every request of it with that refusal, which the
 detector handles as before (windows dropped, counted, the call told once); a model error
 fails them with :class:`~brisvox.inference.errors.InferenceFailed`.
+
+The waiting list is bounded by the calls: a detector awaits each request before its next
+frame, so it holds at most one request per call, and the pool's VAD lane holds at most the
+batcher's one job.
 """
 
 from __future__ import annotations
