@@ -154,7 +154,7 @@ def _fmt(v: Any, digits: int = 1) -> str:
 
 
 def table(points: Sequence[dict[str, Any]]) -> str:
-    rows = ["| framework | calls per core | overhead at 1 call p50 / p95 ms | CPU per call | RSS per call MB | "
+    rows = ["| framework | calls per core | overhead at 1 call p50 / p95 ms | CPU per call (of a core) | RSS per call MB | "
             "set-up CPU per call ms |", "| --- | --- | --- | --- | --- | --- |"]
     per: dict[str, dict[str, float]] = {}
     for fw in ("pipecat", "brisvox"):
@@ -172,7 +172,7 @@ def table(points: Sequence[dict[str, Any]]) -> str:
         setup = setups[len(setups) // 2] if setups else None
         cpu = rss = None
         if best is not None:
-            cpu = best["cpu_steady_pct"] / best["n"]
+            cpu = best["cpu_ms_per_call_s"] / 10 if best.get("cpu_ms_per_call_s") is not None else None
             rss = (best["rss_max_mb"] - best["rss_idle_mb"]) / best["n"]
         calls = best["n"] if best is not None else 0
         per[fw] = {"calls": calls}
@@ -182,12 +182,14 @@ def table(points: Sequence[dict[str, Any]]) -> str:
         rows.append(f"\nbrisvox / Pipecat calls per core: {per['brisvox']['calls'] / per['pipecat']['calls']:.1f}x")
     rows.append("\nEvery point (overhead = V2V - 760 ms; underruns with a 40 ms client jitter buffer / without one):\n")
     rows.append("| framework | calls | replies | overhead p50 / p95 ms | underrun turns (40 ms / none) | "
-                "CPU % of core 0 | main thread % | RSS idle / max MB | client lag max ms | load avg | pass |")
-    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                "CPU % of core 0 | main thread % | CPU ms per call-second | RSS idle / max MB | client lag max ms | "
+                "load avg | pass |")
+    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for p in points:
         rows.append(f"| {p['framework']} | {p['n']} | {p['replies']}/{p['turns']} | {_fmt(p['ovh_p50_ms'])} / "
                     f"{_fmt(p['ovh_p95_ms'])} | {p['underrun_turns']} / {p['underrun_turns_unbuffered']} | "
                     f"{_fmt(p.get('cpu_steady_pct'))} | {_fmt(p.get('main_thread_steady_pct'))} | "
+                    f"{_fmt(p.get('cpu_ms_per_call_s'), 2)} | "
                     f"{_fmt(p.get('rss_idle_mb'))} / {_fmt(p.get('rss_max_mb'))} | "
                     f"{_fmt(p['client_send_lag_max_ms'])} | {_fmt(p['load_before'], 2)} | "
                     f"{'yes' if passes(p) else 'no'} |")

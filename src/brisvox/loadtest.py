@@ -36,12 +36,13 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 import wave
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from brisvox.core.clock import SystemClock
 
 __all__ = [
     "LoadtestError", "LoadtestResult", "add_loadtest_parser", "bot_audio", "format_row", "run_loadtest", "speech_wav",
@@ -54,6 +55,9 @@ LOUD = 300  # peak above which bot audio is the reply, not silence
 SPEECH_TEXT = "Hi I would like to check the status of my order"
 DEFAULT_IDEAL_MS = 760.0
 """The agent of ``bench/density``: VAD stop 200 + STT 150 + LLM first token 300 + one token 10 + TTS 100."""
+
+
+_CLOCK = SystemClock()  # the callers run on real time: their frames are a real microphone's
 
 
 class LoadtestError(Exception):
@@ -117,8 +121,8 @@ class ProcSample:
     rss_kb: int
 
 
-def proc_sample(pid: int) -> ProcSample:
-    """The process's CPU and RSS now (Linux /proc); LoadtestError when it is gone."""
+def proc_sample(pid: int, at: float) -> ProcSample:
+    """The process's CPU and RSS now, taken at ``at`` (Linux /proc); LoadtestError when it is gone."""
 
     def ticks(path: str) -> int:
         with open(path) as f:
@@ -128,7 +132,7 @@ def proc_sample(pid: int) -> ProcSample:
     try:
         with open(f"/proc/{pid}/status") as f:
             rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
-        return ProcSample(time.monotonic(), ticks(f"/proc/{pid}/stat") / _TICK,
+        return ProcSample(at, ticks(f"/proc/{pid}/stat") / _TICK,
                           ticks(f"/proc/{pid}/task/{pid}/stat") / _TICK, rss)
     except (OSError, StopIteration, IndexError, ValueError) as exc:
         raise LoadtestError(f"cannot read process {pid} in /proc ({exc}): is the server running on this machine?") \
@@ -234,10 +238,11 @@ class Caller:
     errors: list[str] = field(default_factory=list)
     lag: float = 0.0  # the worst lateness of a frame this caller sent: the client's own health
     hangup_at: float | None = None
+    connected_s: float = 0.0  # how long this caller's call was up
 
     async def run(self, t_start: float) -> None:
         p = self.plan
-        await asyncio.sleep(self.idx * p.stagger / p.n)  # callers connect one by one
+        await _CLOCK.sleep(self.idx * p.stagger / p.n)  # callers connect one by one
         first_turn_at = t_start + p.stagger + 2 + self.idx * p.spread / p.n
         try:
             await self._call(first_turn_at)
@@ -249,60 +254,68 @@ class Caller:
 
         p = self.plan
         async with connect(p.url, max_size=None, compression=None, open_timeout=p.connect_timeout) as ws:
-            st = _Playout((_Player(0.0), _Player(p.jitter_buffer)))
-            receiver = asyncio.create_task(self._receive(ws, st))
-            t0, k = time.monotonic(), 0
-            silence = _audio_frame(bytes(FRAME))
-            speech = [_audio_frame(f) for f in self.speech]
-
-            async def send(frame: bytes) -> None:
-                nonlocal k
-                if receiver.done():  # the server closed the call: stop here, say why
-                    raise ConnectionError(f"the server ended the call ({receiver.exception()!r})")
-                k += 1
-                target = t0 + k * 0.02  # frame k is "captured" at its end
-                now = time.monotonic()
-                if target > now:
-                    await asyncio.sleep(target - now)
-                self.lag = max(self.lag, time.monotonic() - target)
-                await ws.send(frame)
-
+            opened = _CLOCK.now()
             try:
-                while k < 3 * ALIGN or k % ALIGN or time.monotonic() < first_turn_at:
-                    await send(silence)
-                for turn in range(p.turns):
-                    for f in speech:
-                        await send(f)
-                    t_eos = time.monotonic()
-                    st.arm(t_eos)
-                    n_sil = 0
-                    while True:
-                        await send(silence)
-                        n_sil += 1
-                        now = time.monotonic()
-                        if n_sil < 100 or k % ALIGN:
-                            continue
-                        if st.first is None and now - t_eos < p.reply_timeout:
-                            continue
-                        if st.first is not None and now < st.play_end + 0.5:
-                            continue
-                        break
-                    self.turns.append({
-                        "caller": self.idx, "turn": turn, "t_eos": t_eos,
-                        "v2v": None if st.first is None else st.first - t_eos,
-                        "bot_audio_s": round(st.audio_s, 3), "underrun_s": round(st.players[1].underrun_s, 3),
-                        "underrun_unbuffered_s": round(st.players[0].underrun_s, 3),
-                    })
-                    if st.first is None:
-                        self.errors.append(f"caller{self.idx} turn{turn}: no reply")
-                    st.armed = None
-                self.hangup_at = time.monotonic()
+                await self._converse(ws, first_turn_at)
             finally:
-                receiver.cancel()
+                self.connected_s = _CLOCK.now() - opened
+
+    async def _converse(self, ws: Any, first_turn_at: float) -> None:
+        p = self.plan
+        st = _Playout((_Player(0.0), _Player(p.jitter_buffer)))
+        receiver = asyncio.create_task(self._receive(ws, st))
+        t0, k = _CLOCK.now(), 0
+        silence = _audio_frame(bytes(FRAME))
+        speech = [_audio_frame(f) for f in self.speech]
+
+        async def send(frame: bytes) -> None:
+            nonlocal k
+            if receiver.done():  # the server closed the call: stop here, say why
+                raise ConnectionError(f"the server ended the call ({receiver.exception()!r})")
+            k += 1
+            target = t0 + k * 0.02  # frame k is "captured" at its end
+            now = _CLOCK.now()
+            if target > now:
+                await _CLOCK.sleep(target - now)
+            self.lag = max(self.lag, _CLOCK.now() - target)
+            await ws.send(frame)
+
+        try:
+            while k < 3 * ALIGN or k % ALIGN or _CLOCK.now() < first_turn_at:
+                await send(silence)
+            for turn in range(p.turns):
+                for f in speech:
+                    await send(f)
+                t_eos = _CLOCK.now()
+                st.arm(t_eos)
+                n_sil = 0
+                while True:
+                    await send(silence)
+                    n_sil += 1
+                    now = _CLOCK.now()
+                    if n_sil < 100 or k % ALIGN:
+                        continue
+                    if st.first is None and now - t_eos < p.reply_timeout:
+                        continue
+                    if st.first is not None and now < st.play_end + 0.5:
+                        continue
+                    break
+                self.turns.append({
+                    "caller": self.idx, "turn": turn, "t_eos": t_eos,
+                    "v2v": None if st.first is None else st.first - t_eos,
+                    "bot_audio_s": round(st.audio_s, 3), "underrun_s": round(st.players[1].underrun_s, 3),
+                    "underrun_unbuffered_s": round(st.players[0].underrun_s, 3),
+                })
+                if st.first is None:
+                    self.errors.append(f"caller{self.idx} turn{turn}: no reply")
+                st.armed = None
+            self.hangup_at = _CLOCK.now()
+        finally:
+            receiver.cancel()
 
     async def _receive(self, ws: Any, st: _Playout) -> None:
         async for message in ws:
-            now = time.monotonic()
+            now = _CLOCK.now()
             if isinstance(message, str):
                 continue
             audio = bot_audio(message)
@@ -336,17 +349,18 @@ class LoadtestResult:
     turns: list[dict[str, Any]]
 
 
-async def probe_setup(url: str, pid: int, calls: int, connect_timeout: float = 30.0) -> float:
-    """Seconds of server CPU one call's set-up costs: ``calls`` calls opened one after another on
-    the idle server (streaming silence), over the idle CPU rate; each is closed afterwards."""
+async def probe_setup(url: str, pid: int, calls: int, connect_timeout: float = 30.0) -> tuple[float, float]:
+    """Seconds of server CPU one call's set-up costs (``calls`` calls opened one after another on
+    the idle server, over the idle CPU rate; each is closed afterwards), and that idle rate
+    (CPU seconds per second)."""
     from websockets.asyncio.client import connect
 
-    idle_a = proc_sample(pid)
-    await asyncio.sleep(1.0)
-    idle_b = proc_sample(pid)
+    idle_a = proc_sample(pid, _CLOCK.now())
+    await _CLOCK.sleep(1.0)
+    idle_b = proc_sample(pid, _CLOCK.now())
     idle_rate = (idle_b.cpu - idle_a.cpu) / (idle_b.at - idle_a.at)
     silence = _audio_frame(bytes(FRAME))
-    start = proc_sample(pid)
+    start = proc_sample(pid, _CLOCK.now())
     async with _Sockets() as sockets:
         for _ in range(calls):
             try:
@@ -355,10 +369,10 @@ async def probe_setup(url: str, pid: int, calls: int, connect_timeout: float = 3
                 await ws.send(silence)
             except Exception as exc:  # refused or closed: the probe cannot measure, the run stops here
                 raise LoadtestError(f"the set-up probe could not open a call at {url}: {exc!r}") from exc
-            await asyncio.sleep(0.25)  # the server builds the call
-        end = proc_sample(pid)
+            await _CLOCK.sleep(0.25)  # the server builds the call
+        end = proc_sample(pid, _CLOCK.now())
     used = (end.cpu - start.cpu) - idle_rate * (end.at - start.at)
-    return max(0.0, used) / max(1, calls)
+    return max(0.0, used) / max(1, calls), max(0.0, idle_rate)
 
 
 class _Sockets:
@@ -380,22 +394,23 @@ class _Sockets:
 async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | None, ideal_ms: float,
                    setup_probe: int = 0) -> LoadtestResult:
     """Drive ``plan.n`` callers (see the module docs) and summarize."""
-    setup_cpu_ms = None
+    setup_cpu_ms = idle_rate = None
     if server_pid is not None and setup_probe > 0:
-        setup_cpu_ms = 1000 * await probe_setup(plan.url, server_pid, setup_probe)
-        await asyncio.sleep(2.0)  # the probe's calls end
+        setup, idle_rate = await probe_setup(plan.url, server_pid, setup_probe)
+        setup_cpu_ms = 1000 * setup
+        await _CLOCK.sleep(2.0)  # the probe's calls end
     callers = [Caller(i, plan, speech) for i in range(plan.n)]
     samples: list[ProcSample] = []
     if server_pid is not None:
-        samples.append(proc_sample(server_pid))
-    t_start = time.monotonic()
+        samples.append(proc_sample(server_pid, _CLOCK.now()))
+    t_start = _CLOCK.now()
     cpu0 = os.times()
 
     async def sampler() -> None:
         assert server_pid is not None
         while True:
-            await asyncio.sleep(0.5)
-            samples.append(proc_sample(server_pid))
+            await _CLOCK.sleep(0.5)
+            samples.append(proc_sample(server_pid, _CLOCK.now()))
 
     sampling = asyncio.create_task(sampler()) if server_pid is not None else None
     try:
@@ -404,9 +419,9 @@ async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | Non
         if sampling is not None:
             sampling.cancel()
     if server_pid is not None:
-        samples.append(proc_sample(server_pid))
+        samples.append(proc_sample(server_pid, _CLOCK.now()))
     cpu1 = os.times()
-    wall = time.monotonic() - t_start
+    wall = _CLOCK.now() - t_start
     turns = [t for c in callers for t in c.turns]
     v2v = [t["v2v"] * 1000 for t in turns if t["v2v"] is not None]
     p50, p95 = _pct(v2v, 50), _pct(v2v, 95)
@@ -436,7 +451,12 @@ async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | Non
         if len(window) < 2:
             window = samples
         rss0 = samples[0].rss_kb
+        call_seconds = sum(c.connected_s for c in callers)
+        # CPU per call-second over the whole run (over the idle rate when the probe measured it):
+        # what a call costs even when the server was starved and fell behind
+        used = samples[-1].cpu - samples[0].cpu - (idle_rate or 0.0) * (samples[-1].at - samples[0].at)
         summary.update({
+            "cpu_ms_per_call_s": 1000 * max(0.0, used) / call_seconds if call_seconds else None,
             "cpu_run_pct": _cpu_pct(samples[0], samples[-1]),
             "cpu_steady_pct": _cpu_pct(window[0], window[-1]),
             "main_thread_steady_pct": _cpu_pct(window[0], window[-1], main=True),
@@ -448,7 +468,7 @@ async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | Non
 
 # --- output -----------------------------------------------------------------------------------
 
-ROW_HEADER = ("| calls | replies | overhead p50 / p95 ms | underrun turns | server CPU % of a core | CPU per call | "
+ROW_HEADER = ("| calls | replies | overhead p50 / p95 ms | underrun turns | server CPU % of a core | CPU per call (% of a core) | "
               "RSS per call MB | set-up CPU ms | errors |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 
 
@@ -460,9 +480,11 @@ def format_row(s: dict[str, Any]) -> str:
 
     n = max(1, int(s["n"]))
     cpu = s.get("cpu_steady_pct")
+    per_call = s.get("cpu_ms_per_call_s")  # ms of CPU per call-second: tenths of a percent of a core
     rss = None if s.get("rss_max_mb") is None else (s["rss_max_mb"] - s["rss_idle_mb"]) / n
     return (f"| {s['n']} | {s['replies']}/{s['turns']} | {num(s['ovh_p50_ms'])} / {num(s['ovh_p95_ms'])} | "
-            f"{s['underrun_turns']} | {num(cpu)} | {num(None if cpu is None else cpu / n, ' %')} | {num(rss)} | "
+            f"{s['underrun_turns']} | {num(cpu)} | {num(None if per_call is None else per_call / 10, ' %')} | "
+            f"{num(rss)} | "
             f"{num(s.get('setup_cpu_ms'))} | {s['n_errors']} |")
 
 
@@ -517,7 +539,7 @@ def run_loadtest(args: argparse.Namespace) -> int:
     try:
         speech = read_speech(args.wav if args.wav is not None else speech_wav())
         if args.server_pid is not None:
-            proc_sample(args.server_pid)
+            proc_sample(args.server_pid, 0.0)  # the server is there before the callers start
         plan = Plan(url=args.url, n=args.calls, turns=args.turns, stagger=args.stagger, spread=args.spread,
                     reply_timeout=args.reply_timeout, jitter_buffer=args.jitter_buffer_ms / 1000)
         result = asyncio.run(run_load(plan, speech, server_pid=args.server_pid, ideal_ms=args.ideal_ms,

@@ -303,9 +303,8 @@ def _summary_llm(
     if not window.summarize:
         return False, None
     from brisvox.server.demo_llm import DemoHostLlm
-    from brisvox.sim import ScriptedLlm
 
-    if isinstance(llm, DemoHostLlm | ScriptedLlm):
+    if isinstance(llm, DemoHostLlm) or definition.llm.provider == "mock":
         log.info("window summaries are off: the %s LLM cannot summarize (requests keep the newest turns)", llm.name)
         return False, None
     if window.summary_model is None:
