@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from brisvox.audio.pcm import PCM16_DTYPE, pcm16_to_array
+from brisvox.audio.pcm import PCM16_DTYPE, check_whole_samples
 from brisvox.core.errors import ConfigError, InvalidInput
 from brisvox.core.frames import InputAudioFrame, VadStartedFrame, VadStoppedFrame
 from brisvox.inference.errors import PoolFull
@@ -212,7 +212,7 @@ class VoiceActivityDetector:
         self._rate = scorer.sample_rate
         self._win = scorer.window_samples
         self._tracker = VadTracker(self._params, self._rate)
-        self._buf: Int16Array = np.zeros(0, dtype=PCM16_DTYPE)
+        self._pending = b""  # samples of the next window, not yet whole
         self._anchor_at = 0.0  # clock time of the sample at _anchor_pos == 0
         self._anchor_pos = 0  # samples consumed since the anchor
         # A cancelled caller cannot stop a job already on a thread; the lock keeps that job and
@@ -236,21 +236,26 @@ class VoiceActivityDetector:
         return self._tracker.speaking
 
     def _windows(self, pcm: bytes, at: float) -> list[_Window]:
-        samples = pcm16_to_array(pcm)
-        if self._buf.size == 0:
+        # The partial window waits as bytes: a frame adds one bytes join and one zero-copy view of
+        # its whole windows (no array concatenation and copy per frame: the audio path's allocations).
+        check_whole_samples(pcm)
+        if not self._pending:
             # Re-anchor the time line on each frame that starts a fresh buffer.
             self._anchor_at = at
             self._anchor_pos = 0
-            buf = samples
+            data = bytes(pcm)
         else:
-            buf = np.concatenate((self._buf, samples))
-        out: list[_Window] = []
-        pos = 0
-        while buf.size - pos >= self._win:
-            out.append(_Window(self._anchor_at + (self._anchor_pos + pos) / self._rate, buf[pos : pos + self._win]))
-            pos += self._win
-        self._buf = buf[pos:].copy()
-        self._anchor_pos += pos
+            data = self._pending + pcm
+        count = len(data) // (2 * self._win)
+        if count == 0:
+            self._pending = data
+            return []
+        used = count * self._win
+        arr = np.frombuffer(data, dtype=PCM16_DTYPE, count=used).reshape(count, self._win)
+        start = self._anchor_at + self._anchor_pos / self._rate
+        out = [_Window(start + i * self._win / self._rate, arr[i]) for i in range(count)]
+        self._pending = data[2 * used :]
+        self._anchor_pos += used
         return out
 
     def _score_all(self, windows: Sequence[Int16Array]) -> list[float]:
@@ -305,12 +310,12 @@ class VoiceActivityDetector:
 
     def finish(self, at: float) -> VadEvent | None:
         """End of the stream: drop the partial window, close open speech."""
-        self._buf = np.zeros(0, dtype=PCM16_DTYPE)
+        self._pending = b""
         return self._tracker.finish(at)
 
     def reset(self) -> None:
         """Forget everything (a new stream)."""
-        self._buf = np.zeros(0, dtype=PCM16_DTYPE)
+        self._pending = b""
         self._tracker.reset()
         with self._score_lock:
             self._scorer.reset()
