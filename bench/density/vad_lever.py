@@ -3,7 +3,8 @@ every 20 ms in real time (calls staggered over the 20 ms), in this process, per 
 
 * ``pool``: one inference-pool job per call and frame (brisvox before the batcher);
 * ``batch``: :class:`~brisvox.inference.vad_batch.SileroBatcher`, the windows of every call
-  that asks while a job runs scored together in the next job;
+  that asks while a job runs scored together in the next job; ``batch:5``: the same with a
+  5 ms linger (an idle batcher waits 5 ms for more calls before it starts a job);
 
 each on asyncio and on uvloop.  Prints the CPU per call-second (process CPU over the calls'
 audio seconds), the jobs and ONNX runs per second, and how late the detectors answered
@@ -25,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
+from brisvox.core.clock import SystemClock
 from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.inference.silero import SileroModel
 from brisvox.inference.vad import VadParams, silero_vad
@@ -37,7 +39,8 @@ FRAME = 640
 async def run(mode: str, calls: int, seconds: float, speech: bytes) -> dict[str, float]:
     model = SileroModel.load()
     async with InferencePool(PoolConfig(name="bench-vad", threads=1, jobs_per_thread=4096)) as pool:
-        batcher = SileroBatcher(model, pool) if mode == "batch" else None
+        linger = float(mode.partition(":")[2] or 0) / 1000
+        batcher = SileroBatcher(model, pool, clock=SystemClock(), linger=linger) if mode.startswith("batch") else None
         detectors = [silero_vad(model, pool, params=VadParams(), batcher=batcher) for _ in range(calls)]
         frames = len(speech) // FRAME
         late: list[float] = []
@@ -75,6 +78,8 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--loops", default="asyncio,uvloop")
+    ap.add_argument("--modes", default="pool,batch,batch:5,batch:10",
+                    help="pool, or batch[:linger ms] (the batcher waiting that long for more calls)")
     args = ap.parse_args()
     with wave.open(str(speech_wav(Path("/tmp")))) as w:
         speech = w.readframes(w.getnframes())
@@ -83,7 +88,7 @@ def main() -> int:
     print("| loop | VAD | CPU ms per call-second | pool jobs/s | ONNX runs/s | answer late p50 / p95 ms |")
     print("| --- | --- | --- | --- | --- | --- |")
     for loop in args.loops.split(","):
-        for mode in ("pool", "batch"):
+        for mode in args.modes.split(","):
             if loop == "uvloop":
                 import uvloop
 

@@ -8,7 +8,9 @@ while a batch is running in the next batch (continuous batching): an idle server
 each frame at once, exactly as before, and a busy one runs one job per pool round for all
 its calls instead of one per call and frame.  A request holding several windows of one
 stream is scored in several rounds of the same job (a stream's windows run in order: each
-carries the state of the one before).
+carries the state of the one before).  With ``linger`` the first request of an idle batcher
+waits that long for others (fewer, larger jobs for a small delay of every VAD decision);
+the default, 0, never waits.
 
 The batcher runs one job at a time on the pool's VAD lane, so one stream's state is never
 touched by two jobs at once; each request's detector lock is held while its scorer is read
@@ -32,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from brisvox.core.clock import Clock, call_at
+from brisvox.core.errors import ConfigError
 from brisvox.inference.errors import PoolClosed, PoolFull
 from brisvox.inference.pool import InferencePool, Lane
 from brisvox.inference.silero import SileroModel, SileroScorer
@@ -60,11 +64,18 @@ class BatcherStats:
 class SileroBatcher:
     """Scores the windows of many Silero streams together (see the module docs)."""
 
-    def __init__(self, model: SileroModel, pool: InferencePool) -> None:
+    def __init__(self, model: SileroModel, pool: InferencePool, *, clock: Clock | None = None,
+                 linger: float = 0.0) -> None:
+        if linger < 0:
+            raise ConfigError(f"SileroBatcher linger must not be negative, got {linger}")
+        if linger > 0 and clock is None:
+            raise ConfigError("SileroBatcher: a linger needs the clock to wait on")
         self._model = model
         self._pool = pool
+        self._clock = clock
+        self._linger = linger
         self._pending: list[_Request] = []
-        self._running = False
+        self._running = False  # a job is on the pool, or the linger timer is set
         self.stats = BatcherStats()
 
     async def score(self, scorer: SileroScorer, windows: Sequence[Int16Array], lock: threading.Lock) -> list[float]:
@@ -73,8 +84,17 @@ class SileroBatcher:
         fut: asyncio.Future[list[float]] = asyncio.get_running_loop().create_future()
         self._pending.append(_Request(scorer, windows, lock, fut))
         if not self._running:
-            self._launch()
+            if self._linger > 0:
+                assert self._clock is not None
+                self._running = True
+                call_at(self._clock, self._clock.now() + self._linger, self._linger_over)
+            else:
+                self._launch()
         return await fut
+
+    def _linger_over(self) -> None:
+        self._running = False
+        self._launch()
 
     def _launch(self) -> None:
         batch = [r for r in self._pending if not r.future.done()]  # a cancelled caller's request is skipped
