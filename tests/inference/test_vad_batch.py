@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from brisvox.core.clock import SimClock
+from brisvox.core.errors import ConfigError
 from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
 from brisvox.inference.errors import ModelNotFound, PoolClosed, PoolFull
 from brisvox.inference.pool import InferencePool, Lane, PoolConfig
@@ -125,3 +127,29 @@ async def test_batched_detectors_find_the_same_speech_as_pooled_ones(model: Sile
     kinds = [[(type(e).__name__, round(e.at, 3)) for e in events[i]] for i in range(6)]
     assert all(k == kinds[0] for k in kinds) and any(isinstance(e, VadStoppedFrame) for e in events[5])
     assert isinstance(events[5][0], VadStartedFrame)
+
+
+async def test_with_a_linger_the_requests_of_the_next_moments_share_one_job(model: SileroModel) -> None:
+    clock = SimClock()
+    async with InferencePool(PoolConfig(name="test-vad", threads=1)) as pool:
+        batcher = SileroBatcher(model, pool, clock=clock, linger=0.005)
+
+        async def ask(i: int, after: float) -> list[float]:
+            await clock.sleep(after)
+            return await batcher.score(model.scorer(), _windows(i, 1), threading.Lock())
+
+        # three calls within the 5 ms, one after it
+        await asyncio.gather(ask(0, 0.0), ask(1, 0.002), ask(2, 0.004), ask(3, 0.02))
+    assert batcher.stats.jobs == 2 and batcher.stats.requests == 4
+
+
+def test_a_linger_needs_a_clock_and_may_not_be_negative(model: SileroModel) -> None:
+    pool = InferencePool(PoolConfig(name="test-vad", threads=1))
+    try:
+        with pytest.raises(ConfigError, match="needs the clock"):
+            SileroBatcher(model, pool, linger=0.01)
+        with pytest.raises(ConfigError, match="must not be negative"):
+            SileroBatcher(model, pool, clock=SimClock(), linger=-1.0)
+    finally:
+        pool.close()
+        pool.join()
