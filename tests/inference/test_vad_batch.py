@@ -12,7 +12,7 @@ import pytest
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
 from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
-from brisvox.inference.errors import ModelNotFound, PoolClosed, PoolFull
+from brisvox.inference.errors import PoolClosed, PoolFull
 from brisvox.inference.pool import InferencePool, Lane, PoolConfig
 from brisvox.inference.silero import SileroModel
 from brisvox.inference.vad import VadParams, silero_vad
@@ -20,14 +20,6 @@ from brisvox.inference.vad_batch import SileroBatcher
 from tests._speech import espeak_wav
 
 WIN = 512
-
-
-@pytest.fixture(scope="module")
-def model() -> SileroModel:
-    try:
-        return SileroModel.load()
-    except ModelNotFound as exc:
-        pytest.skip(str(exc))
 
 
 def _windows(seed: int, n: int) -> list[np.ndarray]:
