@@ -26,7 +26,7 @@ def test_the_demo_says_where_the_page_is_then_serves_the_demo_agent(
 
     monkeypatch.setenv("BRISVOX_PORT", "8799")
     monkeypatch.delenv("BRISVOX_AGENT_FILE", raising=False)
-    monkeypatch.setattr("brisvox.server.call_providers.build_call_providers", lambda *a: _Providers())
+    monkeypatch.setattr("brisvox.server.call_providers.build_call_providers", lambda *a, **kw: _Providers())
     monkeypatch.setattr("brisvox.server.cli.session_runner", lambda *a: None)
     monkeypatch.setattr("brisvox.server.page.page_routes", lambda info: [])
     monkeypatch.setattr("brisvox.server.cli._serve_with", serve_with)
@@ -38,7 +38,7 @@ def test_the_demo_says_where_the_page_is_then_serves_the_demo_agent(
 def test_a_demo_whose_providers_cannot_be_built_fails_before_printing_its_url(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def no_providers(*args: Any) -> Any:
+    def no_providers(*args: Any, **kwargs: Any) -> Any:
         raise ConfigError("openai: the 'openai' extra is not installed (pip install 'brisvox[openai]')")
 
     monkeypatch.setenv("BRISVOX_PORT", "8799")

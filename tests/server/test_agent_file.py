@@ -125,9 +125,9 @@ def test_an_unknown_key_is_rejected_at_its_position_with_a_suggestion() -> None:
 
 
 def test_an_unknown_section_is_rejected_at_its_header() -> None:
-    assert problems(BASE + "\n[vad]\nthreshold = 0.5\n") == [
-        "agent.toml:5:2: vad: unknown key (known keys: agent, turn, interruption, speculation, filler, window, flow, "
-        "stt, llm, tts, s2s)"
+    assert problems(BASE + "\n[voice]\nthreshold = 0.5\n") == [
+        "agent.toml:5:2: voice: unknown key (known keys: agent, turn, interruption, vad, speculation, filler, window, "
+        "flow, stt, llm, tts, s2s)"
     ]
 
 
@@ -276,7 +276,7 @@ def test_an_unknown_provider_and_an_unspoken_language_are_reported_at_the_provid
     text = BASE + "language = \"tr\"\n\n[stt]\nprovider = \"local\"\n\n[llm]\nprovider = \"gpt\"\n"
     assert problems(text) == [
         "agent.toml:7:12: stt.provider: stt provider 'local' does not speak 'tr' (it speaks en)",
-        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: auto, scripted, local, openai, "
+        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: auto, scripted, mock, local, openai, "
         "openrouter, ollama, vllm, anthropic, gemini)",
     ]
 
@@ -358,3 +358,21 @@ def test_a_file_that_is_not_utf8_is_reported_at_the_bad_byte(tmp_path: Path) -> 
         load_agent_file(f)
     assert [str(p) for p in info.value.problems] == [
         f"{f}:4:16: not UTF-8 text: byte 0xe9 (invalid continuation byte)"]
+
+
+def test_the_vad_section_sets_the_detectors_timing_and_leaves_the_rest_at_its_defaults() -> None:
+    d = parse_agent_file(BASE + "\n[vad]\nthreshold = 0.7\nhysteresis = 0\nmin_silence = 0.192\n", source="agent.toml")
+    assert dict(d.vad) == {"threshold": 0.7, "hysteresis": 0.0, "min_silence": 0.192}
+    assert dict(parse_agent_file(BASE, source="agent.toml").vad) == {}
+
+
+def test_a_vad_hysteresis_not_below_the_threshold_is_refused_at_its_key() -> None:
+    assert problems(BASE + "\n[vad]\nthreshold = 0.3\nhysteresis = 0.3\n") == [
+        "agent.toml:7:1: vad.hysteresis: VAD hysteresis must be in [0, threshold), got 0.3"]
+
+
+def test_a_vad_value_out_of_its_range_or_an_unknown_vad_key_is_refused() -> None:
+    assert problems(BASE + "\n[vad]\nmin_silence = 6.0\nstop_secs = 0.2\n") == [
+        "agent.toml:6:15: vad.min_silence: expected a value from 0 to 5 (got 6.0)",
+        "agent.toml:7:1: vad.stop_secs: unknown key (known keys: threshold, hysteresis, min_speech, min_silence)",
+    ]

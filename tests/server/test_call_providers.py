@@ -13,6 +13,7 @@ import pytest
 
 from brisvox.core.clock import SystemClock
 from brisvox.core.errors import ConfigError
+from brisvox.inference.vad import VadParams
 from brisvox.providers.cloud.cartesia import CartesiaTts
 from brisvox.providers.cloud.deepgram import DeepgramStt
 from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm
@@ -221,3 +222,11 @@ def test_the_page_and_the_built_providers_name_the_resolved_llm(built: list[Call
     built.append(providers)
     assert providers.llm_label == "auto: openai (gpt-4o-mini); OPENAI_API_KEY is set"
     assert providers.page_info(agent(text))["llm"] == providers.llm_label
+
+
+def test_the_vad_section_reaches_every_calls_detector(built: list[CallProviders]) -> None:
+    mocks = '\n[stt]\nprovider = "mock"\n\n[tts]\nprovider = "mock"\n'
+    p = build(BASE + mocks + "\n[vad]\nthreshold = 0.7\nhysteresis = 0\nmin_silence = 0.192\n", built)
+    params = p.providers.vad(16000).params
+    assert (params.threshold, params.hysteresis, params.min_silence) == (0.7, 0.0, 0.192)
+    assert params.min_speech == VadParams().min_speech or p.vad_label == "energy"

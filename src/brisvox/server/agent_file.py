@@ -50,6 +50,7 @@ from brisvox.agent.turn import (
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
+from brisvox.inference.vad import VadParams
 from brisvox.providers.choice import CASCADE, ProviderChoice
 from brisvox.providers.s2s import BargeIn, S2sPolicy
 from brisvox.server._section import Section, in_bounds, range_text
@@ -170,6 +171,15 @@ class _Interruption(Section):
     vad_hangover: float | None = None
 
 
+class _Vad(Section):
+    ranges = MappingProxyType({"threshold": (0.05, 1.0), "hysteresis": (0.0, 0.5), "min_speech": (0.0, 2.0),
+                               "min_silence": (0.0, 5.0)})
+    threshold: float | None = None
+    hysteresis: float | None = None
+    min_speech: float | None = None
+    min_silence: float | None = None
+
+
 class _Speculation(Section):
     enabled: bool = False
 
@@ -199,6 +209,7 @@ class _File(Section):
     agent: _Agent
     turn: _Turn = _Turn()
     interruption: _Interruption = _Interruption()
+    vad: _Vad = _Vad()
     speculation: _Speculation = _Speculation()
     filler: _Filler = _Filler()
     window: WindowSection = WindowSection()
@@ -235,6 +246,8 @@ class AgentDefinition:
     tts: ProviderChoice
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
+    # The [vad] keys the file set (VadParams field -> value); the rest keep the detector's defaults.
+    vad: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
     s2s: ProviderChoice | None = None  # a speech-to-speech model in place of stt, llm and tts
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
@@ -408,6 +421,11 @@ def _build(
     takes_model = llm_entry is not None and (llm_entry.options is None or "model" in llm_entry.options)
     window = window_settings(f.window, takes_model, report.at_key)
     flow = flow_settings(f.flow, a.tools, report.at_key) if f.flow is not None else None
+    vad = MappingProxyType({k: float(v) for k, v in f.vad.model_dump().items() if v is not None})
+    try:
+        VadParams(**vad)  # the keys together: hysteresis must stay below threshold
+    except ConfigError as exc:
+        report.at_key(("vad", "hysteresis" if "hysteresis" in vad else "threshold"), str(exc))
     if report.problems or turn is None or interruption is None:
         return None
     return AgentDefinition(
@@ -415,7 +433,7 @@ def _build(
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
-        s2s=s2s, s2s_policy=s2s_policy,
+        s2s=s2s, s2s_policy=s2s_policy, vad=vad,
     )
 
 

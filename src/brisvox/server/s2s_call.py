@@ -109,7 +109,7 @@ def build_s2s_providers(definition: AgentDefinition, clock: Clock, environ: Mapp
     closers: list[Callable[[], Any]] = []
     vad, vad_label = None, "the model's"
     if definition.s2s_policy.barge_in is BargeIn.OURS:
-        vad, vad_label, pool = vad_factory()
+        vad, vad_label, pool = vad_factory(definition.vad)
         if pool is not None:
             closers.append(pool.aclose)
     label = s2s_label(definition)

@@ -291,6 +291,9 @@ VARIABLES: tuple[Variable, ...] = (
              "this node's id in the call registry (default: the host name)"),
     Variable("BRISVOX_GLOBAL_MAX_CALLS", "global_max_calls", None, _int_in(1, 10_000_000),
              "calls across every node sharing BRISVOX_REDIS_URL (needs it)"),
+    Variable("BRISVOX_VAD_BATCH", "vad_batch", True, _switch,
+             "on: Silero scores the windows of every call together, one model run per round "
+             "(off: one inference job per call and frame)"),
     # who may call (brisvox.server.auth; docs/OPERATIONS.md "Security")
     Variable("BRISVOX_AUTH", "auth", AuthMode.NONE, _auth_mode,
              "who may call: none (loopback only, unless --insecure), bearer (static tokens) or signed (call tokens)"),
@@ -366,6 +369,7 @@ class Settings:
     redis_url: Secret | None = None
     node_id: str | None = None
     global_max_calls: int | None = None
+    vad_batch: bool = True  # brisvox.inference.vad_batch
     # who may call (brisvox.server.auth)
     auth: AuthMode = AuthMode.NONE
     auth_tokens: tuple[Secret, ...] = ()
