@@ -249,22 +249,27 @@ class WsCall(Generic[S]):
 
     async def host(self, delivered: Awaitable[bool],
                    register: Callable[[CallEnds], Callable[[], None]] | None) -> None:
-        """Run the call once the engine took it (``delivered``), else :meth:`refuse_busy`."""
-        if not await delivered:
-            self.stats.refused_busy += 1
-            await self.refuse_busy()
-            return
-        unregister = register(self.ends) if register is not None else None
-        self.stats.calls_started += 1
+        """Run the call once the engine took it (``delivered``), else :meth:`refuse_busy`.  A
+        connection that broke, a write past its deadline or a closed channel end the call
+        quietly: each was already counted and reported where it happened."""
         try:
-            await self.begin()
-            await self.run()
-        finally:
-            self.ends.events.close()
-            self.ends.out.close()
-            self.release()
-            if unregister is not None:
-                unregister()
+            if not await delivered:
+                self.stats.refused_busy += 1
+                await self.refuse_busy()
+                return
+            unregister = register(self.ends) if register is not None else None
+            self.stats.calls_started += 1
+            try:
+                await self.begin()
+                await self.run()
+            finally:
+                self.ends.events.close()
+                self.ends.out.close()
+                self.release()
+                if unregister is not None:
+                    unregister()
+        except (PeerClosed, DeadlineExceeded, ChannelClosed):
+            pass
 
     async def run(self) -> None:
         self.last_seen = self.last_audio = self.started_at = self.clock.now()
