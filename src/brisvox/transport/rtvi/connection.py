@@ -51,7 +51,7 @@ from brisvox.transport.rtvi.wire import (
     encode_message,
 )
 from brisvox.transport.websocket.config import ServerConfig
-from brisvox.transport.websocket.loop import Ending, Kinds, PeerClosed, WsCall, WsPeer
+from brisvox.transport.websocket.loop import Ending, PeerClosed, WsCall, WsPeer
 from brisvox.transport.websocket.protocol import CloseCode, ErrorCode
 from brisvox.transport.websocket.stats import ServerStats
 
@@ -108,10 +108,6 @@ async def run_rtvi_call(
 
 class _RtviCall(WsCall[ServerStats]):
     label = "rtvi"
-    kinds = Kinds(overloaded=ErrorCode.OVERLOADED, too_many_faults=ErrorCode.TOO_MANY_FAULTS,
-                  too_big=ErrorCode.MESSAGE_TOO_BIG, protocol_error=ErrorCode.PROTOCOL_ERROR,
-                  rate_mismatch=ErrorCode.OUTPUT_RATE_MISMATCH, silence=ErrorCode.PING_TIMEOUT,
-                  idle=ErrorCode.IDLE_TIMEOUT, max_duration=ErrorCode.MAX_DURATION)
 
     def __init__(self, peer: WsPeer, clock: Clock, config: ServerConfig, info: CallInfo, shutdown: asyncio.Event,
                  stats: ServerStats, rtvi_config: RtviConfig) -> None:

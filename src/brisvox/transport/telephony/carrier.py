@@ -23,6 +23,7 @@ common.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import enum
 import logging
@@ -154,11 +155,13 @@ class CarrierCall(WsCall[CS]):
         self.progress_step = int(carrier.progress_interval * MEDIA_RATE)
         self.next_progress = self.progress_step
 
+    @abc.abstractmethod
     def parse(self, text: str) -> object:
-        raise NotImplementedError
+        """One text frame as a typed message; raises CarrierProtocolError."""
 
+    @abc.abstractmethod
     async def on_message(self, msg: object) -> None:
-        raise NotImplementedError
+        """One typed message while the call is fed."""
 
     async def finish(self) -> None:
         self.stats.marks_evicted += self.book.evicted

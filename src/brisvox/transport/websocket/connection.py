@@ -34,7 +34,7 @@ from brisvox.transport.events import CallFailure, CallInfo, WireDtmf, WireHangup
 from brisvox.transport.link import CallEnds, CallLink
 from brisvox.transport.websocket.config import ServerConfig
 from brisvox.transport.websocket.limits import AudioRateLimit, AudioVerdict
-from brisvox.transport.websocket.loop import Ending, Kinds, PeerClosed, WsCall, WsPeer
+from brisvox.transport.websocket.loop import Ending, PeerClosed, WsCall, WsPeer
 from brisvox.transport.websocket.protocol import (
     MAX_MARK_ID_BYTES,
     ClientDtmf,
@@ -139,10 +139,6 @@ async def _refuse(peer: WsPeer, clock: Clock, config: ServerConfig, close: Close
 
 class _WsCall(WsCall[ServerStats]):
     label = "websocket"
-    kinds = Kinds(overloaded=ErrorCode.OVERLOADED, too_many_faults=ErrorCode.TOO_MANY_FAULTS,
-                  too_big=ErrorCode.MESSAGE_TOO_BIG, protocol_error=ErrorCode.PROTOCOL_ERROR,
-                  rate_mismatch=ErrorCode.OUTPUT_RATE_MISMATCH, silence=ErrorCode.PING_TIMEOUT,
-                  idle=ErrorCode.IDLE_TIMEOUT, max_duration=ErrorCode.MAX_DURATION)
 
     def __init__(self, peer: WsPeer, clock: Clock, config: ServerConfig, info: CallInfo, shutdown: asyncio.Event,
                  stats: ServerStats, start: StartMessage) -> None:

@@ -25,6 +25,7 @@ and names its fault kinds in a :class:`Kinds`.  All timers run on the injected c
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import enum
@@ -54,7 +55,7 @@ from brisvox.transport.events import (
 )
 from brisvox.transport.link import CallEnds, call_pair, hand_off
 from brisvox.transport.websocket.config import ServerConfig
-from brisvox.transport.websocket.protocol import CloseCode
+from brisvox.transport.websocket.protocol import CloseCode, ErrorCode
 
 __all__ = ["Ending", "Fatal", "Kinds", "LoopStats", "PeerClosed", "WsCall", "WsPeer", "close_peer"]
 
@@ -153,13 +154,16 @@ async def close_peer(peer: WsPeer, clock: Clock, config: ServerConfig, code: int
 S = TypeVar("S", bound=LoopStats)
 
 
-class WsCall(Generic[S]):
-    """One call's loop (see the module docs).  An adapter supplies ``label``, ``kinds``,
+class WsCall(abc.ABC, Generic[S]):
+    """One call's loop (see the module docs).  An adapter supplies ``label``,
     :meth:`on_frame`, the ``send_*`` methods and :meth:`goodbye`; the other hooks default to
     nothing."""
 
     label: ClassVar[str]  # the transport's name in task names and logs
-    kinds: ClassVar[Kinds]
+    kinds: ClassVar[Kinds] = Kinds(  # the WebSocket protocol's error codes (RTVI uses them too)
+        overloaded=ErrorCode.OVERLOADED, too_many_faults=ErrorCode.TOO_MANY_FAULTS, too_big=ErrorCode.MESSAGE_TOO_BIG,
+        protocol_error=ErrorCode.PROTOCOL_ERROR, rate_mismatch=ErrorCode.OUTPUT_RATE_MISMATCH,
+        silence=ErrorCode.PING_TIMEOUT, idle=ErrorCode.IDLE_TIMEOUT, max_duration=ErrorCode.MAX_DURATION)
     peer_name: ClassVar[str] = "the client"
     pings: ClassVar[bool] = True  # WebSocket pings keep the peer's liveness fresh
     tracks_audio: ClassVar[bool] = True  # idle_timeout applies to caller audio
@@ -189,26 +193,31 @@ class WsCall(Generic[S]):
 
     # --- the adapter's part ----------------------------------------------------------------
 
+    @abc.abstractmethod
     async def on_frame(self, frame: bytes | str) -> None:
         """One inbound frame while the call is fed."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     async def send_audio(self, frame: OutputAudioFrame) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def send_clear(self, epoch: int) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def send_mark(self, mark_id: str) -> None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def goodbye(self, ending: Ending, failure: CallFailure | None = None) -> None:
         """The last writes and the close frame (use :meth:`close`)."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     async def refuse_busy(self) -> None:
         """The engine did not take the call."""
-        raise NotImplementedError
+        ...
 
     async def begin(self) -> None:
         """Before the loop starts (the engine took the call)."""
