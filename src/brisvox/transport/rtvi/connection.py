@@ -209,9 +209,8 @@ class _RtviCall(WsCall[ServerStats]):
 
     # --- writer ----------------------------------------------------------------------------
 
-    async def flush(self) -> None:
-        while (data := self.outbox.try_recv()) is not None:
-            await self.write(data)
+    def next_pending(self) -> bytes | None:
+        return self.outbox.try_recv()
 
     async def goodbye(self, ending: Ending, failure: CallFailure | None = None) -> None:
         await self.flush()

@@ -155,9 +155,7 @@ class CarrierCall(WsCall[CS]):
         self.progress_step = int(carrier.progress_interval * MEDIA_RATE)
         self.next_progress = self.progress_step
 
-    @abc.abstractmethod
-    def parse(self, text: str) -> object:
-        """One text frame as a typed message; raises CarrierProtocolError."""
+    parse: Callable[[str], object]  # one text frame as a typed message; raises CarrierProtocolError
 
     @abc.abstractmethod
     async def on_message(self, msg: object) -> None:
@@ -226,13 +224,18 @@ class CarrierCall(WsCall[CS]):
             data: bytes | bytearray = self.carry
         else:
             data = encoded
-        step, least = self.carrier.chunk_bytes, self.min_piece
+        step, least, stats, media = self.carrier.chunk_bytes, self.min_piece, self.stats, self.encoder.media
         view = memoryview(data)
         size = len(data)
         i = 0
-        while size - i >= least:
-            await self._send_piece(view[i:i + step])
-            i += min(step, size - i)
+        while size - i >= least:  # the hot path: _send_piece inline
+            piece = view[i:i + step]
+            await self.write(media(piece))
+            self.sent_bytes += len(piece)
+            stats.media_out += 1
+            if self.sent_bytes >= self.next_progress:
+                await self._progress()
+            i += len(piece)
         if i < size or self.carry:
             tail = bytes(view[i:])
             view.release()
@@ -259,6 +262,9 @@ class CarrierCall(WsCall[CS]):
         self.sent_bytes += len(piece)
         self.stats.media_out += 1
         if self.sent_bytes >= self.next_progress:
-            self.next_progress = self.sent_bytes + self.progress_step
-            name = self.book.progress(at=self.clock.now(), position=self.sent_bytes)
-            await self.write(self.encoder.mark(name))
+            await self._progress()
+
+    async def _progress(self) -> None:
+        self.next_progress = self.sent_bytes + self.progress_step
+        name = self.book.progress(at=self.clock.now(), position=self.sent_bytes)
+        await self.write(self.encoder.mark(name))

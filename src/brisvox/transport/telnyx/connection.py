@@ -49,7 +49,6 @@ from brisvox.transport.telnyx.protocol import (
     OutboundEncoder,
     StreamStart,
     TelnyxError,
-    TelnyxMessage,
     parse_message,
 )
 from brisvox.transport.telnyx.reorder import DtmfOrder, Reorder
@@ -176,8 +175,7 @@ class _TelnyxCall(CarrierCall[TelnyxStats]):
         self.stopped_by_telnyx = False  # Telnyx sent stop: the call is over at Telnyx, no hang-up needed
         self.hangup_done = False
 
-    def parse(self, text: str) -> TelnyxMessage:
-        return parse_message(text)
+    parse = staticmethod(parse_message)
 
     async def refuse_busy(self) -> None:
         self.registry.forget(self.call_id)

@@ -32,7 +32,6 @@ from brisvox.transport.twilio.protocol import (
     InboundStop,
     OutboundEncoder,
     StreamStart,
-    TwilioMessage,
     parse_message,
 )
 from brisvox.transport.websocket.config import ServerConfig
@@ -96,15 +95,16 @@ class _TwilioCall(CarrierCall[TwilioStats]):
     peer_name = "Twilio"
     next_chunk: int | None = None
 
-    def parse(self, text: str) -> TwilioMessage:
-        return parse_message(text)
+    parse = staticmethod(parse_message)
 
     async def refuse_busy(self) -> None:
         await close_peer(self.peer, self.clock, self.cfg, CloseCode.TRY_AGAIN, "server busy")
 
     async def on_message(self, msg: object) -> None:
         if isinstance(msg, InboundMedia):
-            await self._media(msg)
+            problem = self._media(msg)
+            if problem is not None:
+                await self.fault(problem.kind, problem.message)
         elif isinstance(msg, InboundMark):
             await self.echo(msg.name)
         elif isinstance(msg, InboundDtmf):
@@ -114,17 +114,18 @@ class _TwilioCall(CarrierCall[TwilioStats]):
         else:
             await self.fault(FaultKind.UNEXPECTED, f"a second {type(msg).__name__} message")
 
-    async def _media(self, msg: InboundMedia) -> None:
+    def _media(self, msg: InboundMedia) -> CarrierProtocolError | None:
+        """Caller audio (synchronous: the hot path); returns the fault of a bad payload."""
         if msg.track != "inbound":
-            return  # a fork's outbound track: not the caller
+            return None  # a fork's outbound track: not the caller
         try:
             mulaw = decode_media(msg.payload, self.cfg.max_audio_bytes)
         except CarrierProtocolError as exc:
-            await self.fault(exc.kind, exc.message)
-            return
+            return exc
         self.stats.media_in += 1
         if msg.chunk is not None:
             if self.next_chunk is not None and msg.chunk > self.next_chunk:
                 self.stats.lost_chunks += msg.chunk - self.next_chunk
             self.next_chunk = msg.chunk + 1
         self.audio_in(ulaw_decode(mulaw), MEDIA_RATE, self.last_seen)
+        return None

@@ -226,9 +226,8 @@ class _WsCall(WsCall[ServerStats]):
 
     # --- writer ----------------------------------------------------------------------------
 
-    async def flush(self) -> None:
-        while self.notices:
-            await self.write(self.notices.popleft())
+    def next_pending(self) -> str | None:
+        return self.notices.popleft() if self.notices else None
 
     async def goodbye(self, ending: Ending, failure: CallFailure | None = None) -> None:
         if ending is Ending.FATAL:

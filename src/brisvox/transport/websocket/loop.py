@@ -222,8 +222,9 @@ class WsCall(abc.ABC, Generic[S]):
     async def begin(self) -> None:
         """Before the loop starts (the engine took the call)."""
 
-    async def flush(self) -> None:
-        """The writer's pending messages, written before anything else."""
+    def next_pending(self) -> bytes | str | None:
+        """The adapter's next queued message (notices, replies), written before anything else."""
+        return None
 
     def notify_fault(self, kind: enum.Enum, message: str) -> None:
         """A non-fatal fault (the loop reports it to the engine after this)."""
@@ -388,14 +389,23 @@ class WsCall(abc.ABC, Generic[S]):
         except (PeerClosed, DeadlineExceeded):
             self.peer.abort()
 
+    async def flush(self) -> None:
+        """Write the adapter's queued messages."""
+        while (data := self.next_pending()) is not None:
+            await self.write(data)
+
     async def _writer(self) -> None:
         out, ended = self.ends.out, self.ends.ended
+        # this loop runs once per frame: an adapter without a queue of its own is not asked
+        pending = self.next_pending if type(self).next_pending is not WsCall.next_pending else None
         try:
             while True:
                 if self.fatal is not None:
                     await self.goodbye(Ending.FATAL)
                     return
-                await self.flush()
+                if pending is not None:
+                    while (data := pending()) is not None:
+                        await self.write(data)
                 if self.peer_gone:
                     return
                 if self.shutdown.is_set():
