@@ -229,13 +229,14 @@ class CarrierCall(WsCall[CS]):
         size = len(data)
         i = 0
         while size - i >= least:  # the hot path: _send_piece inline
-            piece = view[i:i + step]
-            await self.write(media(piece))
-            self.sent_bytes += len(piece)
+            end = min(i + step, size)
+            # the slice is a temporary: no export of the carry outlives the call (it is resized below)
+            await self.write(media(view[i:end]))
+            self.sent_bytes += end - i
             stats.media_out += 1
             if self.sent_bytes >= self.next_progress:
                 await self._progress()
-            i += len(piece)
+            i = end
         if i < size or self.carry:
             tail = bytes(view[i:])
             view.release()
