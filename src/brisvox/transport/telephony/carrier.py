@@ -224,23 +224,24 @@ class CarrierCall(WsCall[CS]):
             data: bytes | bytearray = self.carry
         else:
             data = encoded
-        step, least, stats, media = self.carrier.chunk_bytes, self.min_piece, self.stats, self.encoder.media
-        view = memoryview(data)
+        step, stats, media = self.carrier.chunk_bytes, self.stats, self.encoder.media
         size = len(data)
-        i = 0
-        while size - i >= least:  # the hot path: _send_piece inline
-            end = min(i + step, size)
-            # the slice is a temporary: no export of the carry outlives the call (it is resized below)
-            await self.write(media(view[i:end]))
-            self.sent_bytes += end - i
+        tail = size % step
+        if tail >= self.min_piece:
+            tail = 0  # a last piece of min_piece or more goes out as it is
+        view = memoryview(data)
+        for i in range(0, size - tail, step):  # the hot path: _send_piece inline
+            piece = view[i:i + step]
+            await self.write(media(piece))
+            self.sent_bytes += len(piece)
             stats.media_out += 1
             if self.sent_bytes >= self.next_progress:
                 await self._progress()
-            i = end
-        if i < size or self.carry:
-            tail = bytes(view[i:])
+        if tail or self.carry:
+            rest = bytes(view[size - tail:])
+            piece = view  # drop the last slice: no export of the carry may outlive the loop
             view.release()
-            self.carry[:] = tail  # under min_piece: carried to the next audio
+            self.carry[:] = rest  # under min_piece: carried to the next audio
 
     async def send_clear(self, epoch: int) -> None:
         self.carry.clear()

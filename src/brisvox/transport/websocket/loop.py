@@ -189,7 +189,6 @@ class WsCall(abc.ABC, Generic[S]):
         self.peer_gone = False
         self.rate_mismatch_reported = False
         self.seq = itertools.count()
-        self.floor = 0  # audio of an epoch under the last clear's is stale
 
     # --- the adapter's part ----------------------------------------------------------------
 
@@ -395,7 +394,8 @@ class WsCall(abc.ABC, Generic[S]):
             await self.write(data)
 
     async def _writer(self) -> None:
-        out, ended = self.ends.out, self.ends.ended
+        out, ended, rate = self.ends.out, self.ends.ended, self.out_rate
+        floor = 0  # audio of an epoch under the last clear's is stale
         # this loop runs once per frame: an adapter without a queue of its own is not asked
         pending = self.next_pending if type(self).next_pending is not WsCall.next_pending else None
         try:
@@ -422,14 +422,14 @@ class WsCall(abc.ABC, Generic[S]):
                     continue
                 if isinstance(got, WireAudioOut):
                     frame = got.frame
-                    if frame.epoch < self.floor:
+                    if frame.epoch < floor:
                         continue
-                    if self.out_rate is not None and frame.sample_rate != self.out_rate:
-                        self._rate_mismatch(frame.sample_rate, self.out_rate)
+                    if rate is not None and frame.sample_rate != rate:
+                        self._rate_mismatch(frame.sample_rate, rate)
                         continue
                     await self.send_audio(frame)
                 elif isinstance(got, WireClear):
-                    self.floor = max(self.floor, got.epoch)
+                    floor = max(floor, got.epoch)
                     await self.send_clear(got.epoch)
                 elif isinstance(got, WireMark):
                     await self.send_mark(got.id)
