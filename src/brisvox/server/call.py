@@ -32,6 +32,10 @@ The same events feed the server's ``/metrics`` (:func:`metrics_listener`): each
 settled tool call with the tool engine's outcome, each ``EngineFailure`` a failure.  The
 listener sees every event as it is emitted, so a slow page that loses events to the
 observer's drop-oldest queue does not make the counters lie.
+
+:func:`warm_request` is how every call of the agent begins (its system prompt with the
+date line, its tools): ``brisvox serve`` has an LLM with a prompt cache
+(:class:`~brisvox.providers.llm.PrefixWarm`, the local model) evaluate it at start.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -47,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.websockets import WebSocket
 
+from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy
 from brisvox.core.clock import Clock, bounded, deadline
@@ -66,6 +72,8 @@ from brisvox.engine import (
 from brisvox.engine import events as ev
 from brisvox.engine.call import call_failure, output_rate
 from brisvox.engine.config import SummaryConfig
+from brisvox.engine.runner import with_date
+from brisvox.providers.llm import LlmRequest
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
@@ -101,6 +109,7 @@ __all__ = [
     "metrics_listener",
     "telnyx_endpoint",
     "twilio_endpoint",
+    "warm_request",
 ]
 
 log = logging.getLogger(__name__)
@@ -254,6 +263,19 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         summary=SummaryConfig(enabled=definition.window.summarize, timeout=definition.window.summary_timeout),
         hooks=definition.hooks,
     )
+
+
+def warm_request(definition: AgentDefinition, tools: ToolSet, today: datetime.date) -> LlmRequest | None:
+    """The request every call's first turn begins with, as the engine builds it (system prompt,
+    date line, the registry's tools) and a short caller line; None for a flow (each node has
+    its own prompt)."""
+    if definition.flow is not None:
+        return None
+    registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+    prompt = engine_config(definition).llm.system_prompt
+    system = (SystemMessage(text=prompt),) if prompt else ()
+    return LlmRequest(messages=(*with_date(system, today), UserMessage(text="Hello.")),
+                      tools=tuple(registry.specs()) if registry is not None else ())
 
 
 def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from pathlib import Path
 
     from brisvox.core.clock import Clock
+    from brisvox.providers.llm import LlmRequest
     from brisvox.server.agent import Agent
     from brisvox.server.agent_file import AgentDefinition
     from brisvox.server.call import EngineCall
@@ -153,14 +154,15 @@ def session_runner(
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders,
-                      tracing: Tracing | None = None) -> int:
-    """``serve`` with the shared providers warmed in the background and closed at the end."""
+                      tracing: Tracing | None = None, prefix: LlmRequest | None = None) -> int:
+    """``serve`` with the shared providers warmed in the background (``prefix``: how each
+    call's first request begins, for a model with a prompt cache) and closed at the end."""
     from brisvox.core.tasks import TaskScope
     from brisvox.server.host import serve
 
     try:
         async with providers, TaskScope("serve") as scope:
-            scope.spawn(providers.warm(), name="warm")
+            scope.spawn(providers.warm(prefix), name="warm")
             code = await serve(settings, parts)
             scope.cancel()
             return code
@@ -176,7 +178,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
-    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
+    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint, warm_request
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
@@ -257,4 +259,5 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     )
     if ready_line is not None:
         print(ready_line, flush=True)
-    return asyncio.run(_serve_with(settings, parts, providers, tracing))
+    prefix = warm_request(definition, tools, clock.wall().date())
+    return asyncio.run(_serve_with(settings, parts, providers, tracing, prefix))
