@@ -405,3 +405,15 @@ async def test_the_model_is_told_the_calls_date_from_the_clocks_wall_time_but_th
     result = await simulate(clock, scenario, llm, config=config)
     assert llm.requests[0].messages[0].text == "You book tables.\n\nToday is Friday, 4 December 2026."  # type: ignore[union-attr]
     assert result.report.context.messages[0].text == "You book tables."  # type: ignore[union-attr]
+
+
+def test_the_fallback_restates_the_callers_last_words_or_falls_back_to_the_plain_line() -> None:
+    config = LlmConfig()
+    assert config.fallback_for("a table for two.") == (
+        "Sorry, I couldn't answer that in time. I heard: a table for two. Could you say it again?")
+    long = " ".join(f"w{i}" for i in range(30))
+    assert "I heard: w10 w11" in config.fallback_for(long) and "w9 " not in config.fallback_for(long)
+    assert config.fallback_for("  ") == DEFAULT_FALLBACK_LINE
+    assert LlmConfig(heard_fallback=None).fallback_for("hello") == DEFAULT_FALLBACK_LINE
+    with pytest.raises(ConfigError, match="heard"):
+        LlmConfig(heard_fallback="Sorry, say it again.")

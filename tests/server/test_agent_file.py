@@ -55,6 +55,7 @@ enabled = true
 
 [filler]
 per_tool = true
+model_delay = 3.5
 
 [llm]
 provider = "anthropic"
@@ -70,7 +71,7 @@ temperature = 0.2
     assert d.interruption.min_words == 2 and d.interruption.confirm is Confirm.ANY
     assert d.interruption.echo_guard == InterruptionPolicy.recommended().echo_guard
     assert d.tools == ("get_time", "save_note") and d.confirm_tools == ("save_note",)
-    assert d.speculation and d.filler.per_tool
+    assert d.speculation and d.filler.per_tool and d.filler.model_delay == 3.5
     llm = d.provider(Stage.LLM)
     assert llm.api_key == Secret("sk-ant-1") and dict(llm.options) == {"model": "claude-x", "temperature": 0.2}
     assert "sk-ant-1" not in repr(d)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, FillerPolicy, Outcome, StaticClips
+from brisvox.agent.turn import FixedSilence
 from brisvox.audio.codec import AudioEncoding
 from brisvox.audio.pcm import pcm16_to_array
 from brisvox.audio.wav import WavAudio
@@ -40,6 +42,7 @@ from brisvox.server.call import (
     event_message,
     filler_clips,
     metrics_listener,
+    warm_request,
 )
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
@@ -512,3 +515,21 @@ async def test_a_call_that_fails_ends_the_session_as_an_error_and_is_counted_in_
     assert (hangup.failure.kind, hangup.failure.message) == (FailureKind.CALL_FAILED, "mock-tts: connect")
     assert 'brisvox_engine_failures_total{fatal="true",stage="run_call"} 1.0' in metrics.render().decode()
     assert any('"kind":"engine_failure"' in text for text in sent)
+
+
+async def test_the_warm_request_begins_exactly_as_the_engines_first_request_for_the_demo_agent() -> None:
+    from tests.engine.harness import simulate
+
+    clock = SimClock()
+    tools = demo_tools()
+    definition = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
+    llm = ScriptedLlm(clock, [[Say("Hello!")]])
+    scenario = ScenarioBuilder().pause(0.5).say("hello").pause(2.0).build()
+    config = dataclasses.replace(engine_config(definition), turn=FixedSilence(silence=0.5), listen_rate=None)
+    await simulate(clock, scenario, llm, config=config,
+                   tools=tools.registry(definition.tools, definition.confirm_tools))
+    warm = warm_request(definition, tools, clock.wall().date())
+    assert warm is not None
+    first = llm.requests[-1]
+    assert warm.messages[0] == first.messages[0]  # the prompt with the date line: the same bytes
+    assert warm.tools == first.tools
