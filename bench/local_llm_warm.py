@@ -23,9 +23,9 @@ from time import perf_counter
 from brisvox.agent import SystemMessage, UserMessage
 from brisvox.providers.llm import Done, LlmRequest, TextDelta, ToolCallDelta
 from brisvox.providers.local.xllama import XLlamaLlm
+from brisvox.server.agent_file import load_agent_file
 from brisvox.server.call import warm_request
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
-from brisvox.server.agent_file import load_agent_file
 
 SENTENCES = ("A table for two tomorrow at seven, please.", "Hello, are you open on Sunday?",
              "Do you have a table for four at eight tonight?")

@@ -224,6 +224,8 @@ def test_each_engine_event_the_client_sees_has_its_documented_shape() -> None:
     assert message(ev.TurnStarted(epoch=3, at=1.0, barge_in=True)) == {
         "type": "event", "kind": "interrupted", "epoch": 3, "at": 1.0}
     assert message(ev.TurnStarted(epoch=3, at=1.0)) is None
+    assert message(ev.FillerStarted(epoch=2, at=1.0, round=0, tool="")) == {
+        "type": "event", "kind": "filler", "epoch": 2, "at": 1.0, "round": 0, "tool": ""}
     assert message(ev.ToolCallSettled(epoch=1, at=1.0, call_id="t1", name="book", outcome=Outcome.TIMED_OUT,
                                       content="x" * 600, is_error=True)) == {
         "type": "event", "kind": "tool_result", "epoch": 1, "at": 1.0, "id": "t1", "name": "book",

@@ -347,6 +347,8 @@ def event_message(event: ev.EngineEvent) -> dict[str, Any] | None:
             body["turn_end_reason"] = event.turn_end_reason.value
     elif isinstance(event, ev.EngineFailure):
         body = {"kind": "engine_failure", "stage": event.stage, "fatal": event.fatal}
+    elif isinstance(event, ev.FillerStarted):
+        body = {"kind": "filler", "round": event.round, "tool": event.tool}
     elif isinstance(event, ev.ModelBusy):
         what = _BUSY_WHAT[event.stage]
         body = {"kind": "error", "code": f"{event.stage.value}_busy",
