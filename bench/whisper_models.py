@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from time import perf_counter
 
@@ -27,10 +28,10 @@ import numpy as np
 
 from brisvox.inference import model_path
 from brisvox.inference.models import WHISPER_TINY_EN
+from brisvox.server.demo import DEMO_AGENT_FILE
 
-# The agent's vocabulary (the demo agent file's [stt] prompt says the same).
-DEMO_PROMPT = ("Lokanta Deniz restaurant. A table for two, for four, six people. Tomorrow at seven, "
-               "half past seven, 19:30, eight pm. Yes, please book it. No, cancel.")
+# The agent's vocabulary: the demo agent file's [stt.options] prompt.
+DEMO_PROMPT: str = tomllib.loads(DEMO_AGENT_FILE.read_text())["stt"]["options"]["prompt"]
 
 SENTENCES = (
     "Hello, I would like to book a table.",

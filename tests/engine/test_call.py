@@ -6,6 +6,7 @@ import pytest
 
 from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
 from brisvox.agent.played import CUT_MARKER
+from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT, DEFAULT_MODEL_FILLER_DELAY, FillerConfig
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
@@ -13,7 +14,6 @@ from brisvox.core.frames import BusyStage
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent as E
 from brisvox.engine import CallObserver, EngineConfig, EngineEvent, LlmConfig
-from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT, DEFAULT_MODEL_FILLER_DELAY, FillerConfig
 from brisvox.engine.config import DEFAULT_FALLBACK_LINE
 from brisvox.engine.events import ModelBusy
 from brisvox.providers.errors import ProviderError, ProviderErrorKind

@@ -14,11 +14,11 @@ import pytest
 from brisvox.agent import SystemMessage, UserMessage
 from brisvox.core.clock import SystemClock
 from brisvox.core.errors import ConfigError
+from brisvox.engine import Providers
+from brisvox.inference.vad import energy_vad
 from brisvox.providers.cloud.cartesia import CartesiaTts
 from brisvox.providers.cloud.deepgram import DeepgramStt
 from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm
-from brisvox.engine import Providers
-from brisvox.inference.vad import energy_vad
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import LlmProvider, LlmRequest, LlmStream
 from brisvox.providers.resampling import ResamplingTts
@@ -271,3 +271,10 @@ async def test_a_prefix_that_cannot_be_warmed_is_logged_and_the_server_goes_on(c
     with caplog.at_level("WARNING"):
         await _with_llm(_PrefixLlm(fail=True)).warm(prefix)
     assert "warming the llm's prompt prefix provider failed" in caplog.text
+
+
+def test_the_local_stt_gets_the_agent_files_prompt(built: list[CallProviders]) -> None:
+    from brisvox.providers.local import WhisperStt
+
+    p = build(BASE + '\n[stt]\nprovider = "local"\n[stt.options]\nprompt = "A table for two."\n', built)
+    assert isinstance(p.providers.stt, WhisperStt) and p.providers.stt.config.prompt == "A table for two."

@@ -181,8 +181,9 @@ def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
     choice = definition.stt
     if choice.provider == "local":
         from brisvox.providers.local import WhisperStt
+        from brisvox.providers.local.whisper import WhisperConfig
 
-        return WhisperStt()
+        return WhisperStt(WhisperConfig(**choice.options))
     if choice.provider == "deepgram":
         key = _key(definition, choice, environ)
         with _extra(choice.stage, choice.provider):
