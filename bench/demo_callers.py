@@ -85,7 +85,7 @@ def caller_audio(scenario: Scenario, gap: float, directory: Path) -> WavAudio:
             pcm += silence(gap)
         pcm += speak(sentence, directory)
     pcm += silence(1.0)
-    return WavAudio(pcm=bytes(pcm), sample_rate=RATE, channels=1)
+    return WavAudio(pcm=bytes(pcm), sample_rate=RATE)
 
 
 class Server:

@@ -7,12 +7,13 @@ turn, as before warm start), then to another freshly loaded model after
 what ``brisvox serve`` does at start).  Prints the time to the first token (text or call)
 and the prompt tokens the turn evaluated vs took from the cache, per sentence.
 
-Usage: ``python bench/local_llm_warm.py`` (needs the ``local-llm`` extra and
+Usage: ``python bench/local_llm_warm.py [--sentences N]`` (needs the ``local-llm`` extra and
 ``brisvox models fetch qwen2_5_coder_0_5b_q4``).  The machine's load is printed with it.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import datetime
 import os
@@ -40,19 +41,19 @@ async def first_turn(llm: XLlamaLlm, base: LlmRequest, said: str) -> tuple[float
         async for event in stream:
             if first is None and isinstance(event, TextDelta | ToolCallDelta):
                 first = perf_counter() - start
-            if isinstance(event, Done):
+            if isinstance(event, Done) and event.usage is not None:
                 cached = event.usage.cached_input_tokens or 0
                 evaluated = (event.usage.input_tokens or 0) - cached
     return (first if first is not None else float("nan")), evaluated, cached
 
 
-async def run() -> int:
+async def run(sentences: int) -> int:
     tools = demo_tools()
     definition = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
     base = warm_request(definition, tools, datetime.date.today())
     assert base is not None and isinstance(base.messages[0], SystemMessage)
     rows: dict[str, list[float]] = {"cold": [], "warm": []}
-    for said in SENTENCES:
+    for said in SENTENCES[:sentences]:
         for how in ("cold", "warm"):
             llm = XLlamaLlm()
             try:
@@ -71,4 +72,6 @@ async def run() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(run()))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sentences", type=int, default=len(SENTENCES), help="how many of the sentences to time")
+    sys.exit(asyncio.run(run(parser.parse_args().sentences)))
