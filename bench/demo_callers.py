@@ -53,8 +53,10 @@ class Scenario:
 SCENARIOS = (
     Scenario("greeting", ("Hello, good evening.",)),
     Scenario("availability", ("Do you have a table for two tomorrow at seven?",)),
-    Scenario("booking", ("A table for two tomorrow at seven, please.", "The name is Ada.", "Yes, please book it.")),
-    Scenario("cancellation", ("A table for four on Saturday at seven.", "The name is Peter.", "No, cancel that.")),
+    Scenario("booking", ("A table for two tomorrow at seven, please.", "The name is John Brown.",
+                          "Yes, please book it.")),
+    Scenario("cancellation", ("A table for four on Saturday at seven.", "My name is Maria.",
+                               "No, cancel that.")),
     Scenario("complaint", ("Last time I waited forty minutes for my soup and it was cold when it came, and nobody "
                            "said sorry, so I want to know if it will be better this time.",)),
     Scenario("barge-in", ("What times do you have tomorrow for two people?", "Sorry, make it four people."),
