@@ -160,9 +160,8 @@ def tally(result: ClientResult, into: Tally) -> None:
             into.fallbacks += 1
         elif kind == "filler":
             into.fillers += 1
-        elif kind == "tool_result" and e.get("name") in ("book_table", "confirm_pending") and e.get("outcome") == "ok" \
-                and "booked" in str(e.get("content", "")).lower():
-            into.bookings += 1
+        elif kind == "tool_result" and e.get("outcome") == "ok" and "reservation_id" in str(e.get("content", "")):
+            into.bookings += 1  # the restaurant's answer to a booking made (book_table, or its confirmation)
 
 
 def transcript(result: ClientResult) -> list[str]:
