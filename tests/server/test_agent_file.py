@@ -215,10 +215,16 @@ def test_a_boolean_is_not_an_integer_option_and_an_integer_is_a_number_option() 
     assert options["stability"] == 1.0 and isinstance(options["stability"], float)
 
 
-def test_the_local_providers_take_no_options() -> None:
+def test_the_local_stt_takes_only_a_prompt_and_the_local_tts_no_options() -> None:
     text = BASE + '\n[stt]\nprovider = "local"\noptions = { model = "tiny" }\n'
     assert problems(text) == ["agent.toml:7:13: stt.options.model: unknown option for stt provider 'local' "
+                              "(known: prompt)"]
+    text = BASE + '\n[tts]\nprovider = "local"\noptions = { voice = "heart" }\n'
+    assert problems(text) == ["agent.toml:7:13: tts.options.voice: unknown option for tts provider 'local' "
                               "(it takes none)"]
+    d = parse_agent_file(BASE + '\n[stt]\nprovider = "local"\noptions = { prompt = "A table for two." }\n',
+                         source="agent.toml")
+    assert dict(d.stt.options) == {"prompt": "A table for two."}
 
 
 def test_option_problems_are_reported_together_with_the_other_problems() -> None:
