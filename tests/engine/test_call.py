@@ -15,7 +15,7 @@ from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent as E
 from brisvox.engine import CallObserver, EngineConfig, EngineEvent, LlmConfig
 from brisvox.engine.config import DEFAULT_FALLBACK_LINE
-from brisvox.engine.events import ModelBusy
+from brisvox.engine.events import EngineFailure, ModelBusy
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, Transcript
 from brisvox.sim import MockStt, MockSttConfig, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
@@ -87,8 +87,11 @@ async def test_a_model_that_never_answers_gets_the_fallback_line_at_the_first_to
     clock = SimClock()
     scenario = ScenarioBuilder().pause(0.5).say("hello there").pause(1.0).build()
     llm = ScriptedLlm(clock, [[Hang()]], latency=llm_latency(seed))
-    result = await simulate(clock, scenario, llm, linger=16.0, tts=tts_config(seed))
+    observer = CallObserver()
+    result = await simulate(clock, scenario, llm, linger=16.0, tts=tts_config(seed), observer=observer)
     assert result.report.fallbacks == 1
+    failures = [e for e in drain(observer) if isinstance(e, EngineFailure)]
+    assert [(f.stage, f.fatal) for f in failures] == [("llm", False)]  # logged and counted, the call goes on
     filler, last = result.report.context.messages[-2:]
     # The silence is filled at the model filler delay; the fallback restates what was heard.
     assert isinstance(filler, AssistantMessage) and filler.text == DEFAULT_FILLER_TEXT
