@@ -273,6 +273,7 @@ async def test_the_local_llm_answers_in_text_and_a_forced_tool_call_is_valid_jso
     llm = _model_or_skip()
     try:
         system = SystemMessage(text="You are a helpful assistant. Answer in one short sentence.")
+        await llm.warm_prefix(LlmRequest(messages=(system, UserMessage(text="Hi."))))  # kept in the slot
         text_events = await _events(llm, LlmRequest(messages=(system, UserMessage(text="Say hello.")), max_tokens=8, temperature=0.0))
         forced = LlmRequest(
             messages=(system, UserMessage(text="What is the weather in Paris?")),
@@ -288,6 +289,7 @@ async def test_the_local_llm_answers_in_text_and_a_forced_tool_call_is_valid_jso
     assert "".join(e.text for e in text_events if isinstance(e, TextDelta)).strip()
     done = text_events[-1]
     assert isinstance(done, Done) and done.usage is not None and done.usage.output_tokens > 0
+    assert (done.usage.cached_input_tokens or 0) > 10  # the warmed system prompt came from the cache
     deltas = [e for e in call_events if isinstance(e, ToolCallDelta)]
     assert {d.name for d in deltas if d.name} == {"get_weather"} and {d.index for d in deltas} == {0}
     args = json.loads("".join(d.arguments_fragment for d in deltas))
