@@ -55,6 +55,7 @@ enabled = true
 
 [filler]
 per_tool = true
+model_delay = 3.5
 
 [llm]
 provider = "anthropic"
@@ -70,7 +71,7 @@ temperature = 0.2
     assert d.interruption.min_words == 2 and d.interruption.confirm is Confirm.ANY
     assert d.interruption.echo_guard == InterruptionPolicy.recommended().echo_guard
     assert d.tools == ("get_time", "save_note") and d.confirm_tools == ("save_note",)
-    assert d.speculation and d.filler.per_tool
+    assert d.speculation and d.filler.per_tool and d.filler.model_delay == 3.5
     llm = d.provider(Stage.LLM)
     assert llm.api_key == Secret("sk-ant-1") and dict(llm.options) == {"model": "claude-x", "temperature": 0.2}
     assert "sk-ant-1" not in repr(d)
@@ -214,10 +215,16 @@ def test_a_boolean_is_not_an_integer_option_and_an_integer_is_a_number_option() 
     assert options["stability"] == 1.0 and isinstance(options["stability"], float)
 
 
-def test_the_local_providers_take_no_options() -> None:
+def test_the_local_stt_takes_only_a_prompt_and_the_local_tts_no_options() -> None:
     text = BASE + '\n[stt]\nprovider = "local"\noptions = { model = "tiny" }\n'
     assert problems(text) == ["agent.toml:7:13: stt.options.model: unknown option for stt provider 'local' "
+                              "(known: prompt)"]
+    text = BASE + '\n[tts]\nprovider = "local"\noptions = { voice = "heart" }\n'
+    assert problems(text) == ["agent.toml:7:13: tts.options.voice: unknown option for tts provider 'local' "
                               "(it takes none)"]
+    d = parse_agent_file(BASE + '\n[stt]\nprovider = "local"\noptions = { prompt = "A table for two." }\n',
+                         source="agent.toml")
+    assert dict(d.stt.options) == {"prompt": "A table for two."}
 
 
 def test_option_problems_are_reported_together_with_the_other_problems() -> None:

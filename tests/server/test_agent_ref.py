@@ -76,7 +76,8 @@ def _no_serving(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         def page_info(self, definition: Any) -> dict[str, str]:
             return {}
 
-    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None, node: Any = None) -> int:
+    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None, node: Any = None,
+                         prefix: Any = None) -> int:
         served.append(parts)
         return 0
 

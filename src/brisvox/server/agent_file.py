@@ -38,7 +38,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from brisvox.agent.guards import ThinkBudget
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
-from brisvox.agent.tools.filler import DEFAULT_FILLER_DELAY, DEFAULT_FILLER_TEXT, FillerConfig
+from brisvox.agent.tools.filler import (
+    DEFAULT_FILLER_DELAY,
+    DEFAULT_FILLER_TEXT,
+    DEFAULT_MODEL_FILLER_DELAY,
+    FillerConfig,
+)
 from brisvox.agent.tools.spec import ToolKind
 from brisvox.agent.turn import (
     DEFAULT_FALLBACK_SILENCE,
@@ -185,9 +190,10 @@ class _Speculation(Section):
 
 
 class _Filler(Section):
-    ranges = MappingProxyType({"delay": (0.0, 30.0)})
+    ranges = MappingProxyType({"delay": (0.0, 30.0), "model_delay": (0.0, 30.0)})
     enabled: bool = True
     delay: float | None = None
+    model_delay: float | None = None
     per_tool: bool = False
     phrases: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1)
     prerender: bool | None = None
@@ -533,7 +539,7 @@ def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     if fl.per_tool and fl.delay is not None:
         report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
     if not fl.enabled:
-        for key in ("delay", "phrases", "prerender"):
+        for key in ("delay", "model_delay", "phrases", "prerender"):
             if getattr(fl, key) is not None:
                 report.at_key(("filler", key), "has no effect with enabled = false")
     for i, phrase in enumerate(fl.phrases or ()):
@@ -542,8 +548,9 @@ def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     # Blank phrases are reported above; what is built from a file with problems is never used.
     phrases = tuple(p.strip() for p in fl.phrases if p.strip()) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
     delay = None if fl.per_tool else (fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY)
+    model_delay = fl.model_delay if fl.model_delay is not None else DEFAULT_MODEL_FILLER_DELAY
     return FillerConfig(enabled=fl.enabled, delay=delay, per_tool=fl.per_tool, phrases=phrases,
-                        prerender=bool(fl.prerender))
+                        prerender=bool(fl.prerender), model_delay=model_delay)
 
 
 def _provider(

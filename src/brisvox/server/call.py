@@ -32,6 +32,10 @@ The same events feed the server's ``/metrics`` (:func:`metrics_listener`): each
 settled tool call with the tool engine's outcome, each ``EngineFailure`` a failure.  The
 listener sees every event as it is emitted, so a slow page that loses events to the
 observer's drop-oldest queue does not make the counters lie.
+
+:func:`warm_request` is how every call of the agent begins (its system prompt with the
+date line, its tools): ``brisvox serve`` has an LLM with a prompt cache
+(:class:`~brisvox.providers.llm.PrefixWarm`, the local model) evaluate it at start.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import ipaddress
 import json
 import logging
@@ -48,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.websockets import WebSocket
 
+from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy
 from brisvox.agent.ui import UiChannel
@@ -68,6 +74,8 @@ from brisvox.engine import (
 from brisvox.engine import events as ev
 from brisvox.engine.call import call_failure, output_rate
 from brisvox.engine.config import SummaryConfig
+from brisvox.engine.runner import with_date
+from brisvox.providers.llm import LlmRequest
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
@@ -108,6 +116,7 @@ __all__ = [
     "metrics_listener",
     "telnyx_endpoint",
     "twilio_endpoint",
+    "warm_request",
     "webrtc_endpoint",
 ]
 
@@ -305,6 +314,19 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
     )
 
 
+def warm_request(definition: AgentDefinition, tools: ToolSet, today: datetime.date) -> LlmRequest | None:
+    """The request every call's first turn begins with, as the engine builds it (system prompt,
+    date line, the registry's tools) and a short caller line; None for a flow (each node has
+    its own prompt)."""
+    if definition.flow is not None:
+        return None
+    registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+    prompt = engine_config(definition).llm.system_prompt
+    system = (SystemMessage(text=prompt),) if prompt else ()
+    return LlmRequest(messages=(*with_date(system, today), UserMessage(text="Hello.")),
+                      tools=tuple(registry.specs()) if registry is not None else ())
+
+
 def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
     """The process's clip cache of the agent's filler phrases, when ``[filler] prerender`` asks for it."""
     texts = config.llm.filler.clip_texts()
@@ -374,6 +396,8 @@ def event_message(event: ev.EngineEvent) -> dict[str, Any] | None:
             body["turn_end_reason"] = event.turn_end_reason.value
     elif isinstance(event, ev.EngineFailure):
         body = {"kind": "engine_failure", "stage": event.stage, "fatal": event.fatal}
+    elif isinstance(event, ev.FillerStarted):
+        body = {"kind": "filler", "round": event.round, "tool": event.tool}
     elif isinstance(event, ev.ModelBusy):
         what = _BUSY_WHAT[event.stage]
         body = {"kind": "error", "code": f"{event.stage.value}_busy",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Self
@@ -40,7 +40,7 @@ from brisvox.engine import Providers
 from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.inference.vad import VadParams, VoiceActivityDetector, energy_vad, silero_vad
 from brisvox.inference.vad_batch import SileroBatcher
-from brisvox.providers.llm import LlmProvider
+from brisvox.providers.llm import LlmProvider, LlmRequest, PrefixWarm
 from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.stt import SttProvider
 from brisvox.providers.summarizer import LlmSummarizer
@@ -134,10 +134,17 @@ class CallProviders:
     summaries: bool = True  # calls make window summaries (the agent file's [window])
     summarizer: Summarizer | None = None  # None: the agent's own model summarizes
 
-    async def warm(self) -> None:
-        """Load and run each model once, so the first call does not pay for it (failures are logged)."""
-        for what, warm in (("speech-to-text", self.providers.stt.warm), ("text-to-speech", self.providers.tts.warm),
-                           ("llm", self.providers.llm.warm)):
+    async def warm(self, prefix: LlmRequest | None = None) -> None:
+        """Load and run each model once, so the first call does not pay for it (failures are logged).
+
+        ``prefix``: how every call's first request begins (``warm_request``); an LLM with a
+        prompt cache (:class:`PrefixWarm`) evaluates it now, so a call's first turn does not."""
+        llm = self.providers.llm
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("speech-to-text", self.providers.stt.warm), ("text-to-speech", self.providers.tts.warm), ("llm", llm.warm)]
+        if prefix is not None and isinstance(llm, PrefixWarm):
+            steps.append(("llm's prompt prefix", lambda: llm.warm_prefix(prefix)))
+        for what, warm in steps:
             try:
                 await warm()
             except Exception as exc:  # a missing model must not stop the server: calls report it
@@ -188,8 +195,9 @@ def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
     choice = definition.stt
     if choice.provider == "local":
         from brisvox.providers.local import WhisperStt
+        from brisvox.providers.local.whisper import WhisperConfig
 
-        return WhisperStt()
+        return WhisperStt(WhisperConfig(**choice.options))
     if choice.provider == "mock":
         from brisvox.server.mock_providers import mock_stt
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from pathlib import Path
 
     from brisvox.core.clock import Clock
+    from brisvox.providers.llm import LlmRequest
     from brisvox.server.agent import Agent
     from brisvox.server.agent_file import AgentDefinition
     from brisvox.server.call import EngineCall
@@ -168,9 +169,11 @@ def session_runner(
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders | S2sCallProviders,
-                      tracing: Tracing | None = None, node: WorkerStart | None = None) -> int:
-    """``serve`` with the shared providers warmed in the background and closed at the end, and the
-    link to the call registry (Redis) open while it serves, when ``BRISVOX_REDIS_URL`` is set."""
+                      tracing: Tracing | None = None, node: WorkerStart | None = None,
+                      prefix: LlmRequest | None = None) -> int:
+    """``serve`` with the shared providers warmed in the background (``prefix``: how each call's
+    first request begins, for a model with a prompt cache) and closed at the end, and the link to
+    the call registry (Redis) open while it serves, when ``BRISVOX_REDIS_URL`` is set."""
     from contextlib import AsyncExitStack
 
     from brisvox.core.clock import SystemClock
@@ -182,7 +185,7 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
         async with AsyncExitStack() as stack, providers, TaskScope("serve") as scope:
             if settings.redis_url is not None and parts.directory is not None:
                 await stack.enter_async_context(RedisLink(parts.directory, settings.redis_url.reveal(), SystemClock()))
-            scope.spawn(providers.warm(), name="warm")
+            scope.spawn(providers.warm(prefix), name="warm")
             if node is None:
                 code = await serve(settings, parts)
             else:
@@ -266,7 +269,13 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     ``ui``: the Python agent's UI contract (RTVI calls' screen)."""
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
-    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint, webrtc_endpoint
+    from brisvox.server.call import (
+        EngineEndpoint,
+        telnyx_endpoint,
+        twilio_endpoint,
+        warm_request,
+        webrtc_endpoint,
+    )
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.calllog import CallLog
     from brisvox.server.calls_page import calls_routes
@@ -342,4 +351,5 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     )
     if ready_line is not None:
         print(ready_line, flush=True)
-    return asyncio.run(_serve_with(settings, parts, providers, tracing, node))
+    prefix = warm_request(definition, tools, clock.wall().date()) if definition.s2s is None else None
+    return asyncio.run(_serve_with(settings, parts, providers, tracing, node, prefix))

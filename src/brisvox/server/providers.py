@@ -77,6 +77,7 @@ _ELEVENLABS = _options(model=str, voice=str, base_url=str, stability=float, simi
                        inactivity_timeout=int)
 _OPENAI_SPEECH = _options(model=str, voice=str, base_url=str, instructions=str)
 _LOCAL_LLM = _options(temperature=float, max_tokens=int)
+_LOCAL_STT = _options(prompt=str)  # WhisperConfig.prompt: the agent's vocabulary
 _OPENAI_COMPAT = _options(model=str, temperature=float, max_tokens=int, base_url=str, reasoning_effort=str,
                           parallel_tool_calls=bool)
 _ANTHROPIC = _options(model=str, temperature=float, max_tokens=int, base_url=str, thinking_budget=int)
@@ -103,7 +104,7 @@ _ELEVENLABS_BOUNDS: Mapping[str, Bounds] = MappingProxyType(
 
 
 CATALOG: tuple[ProviderEntry, ...] = (
-    ProviderEntry(Stage.STT, "local", KeyUse.NONE, "local", ("en",), options=_NO_OPTIONS),
+    ProviderEntry(Stage.STT, "local", KeyUse.NONE, "local", ("en",), options=_LOCAL_STT),
     ProviderEntry(Stage.STT, "mock", KeyUse.NONE, "", options=_MOCK_STT, bounds=_MOCK_BOUNDS),
     ProviderEntry(Stage.STT, "deepgram", KeyUse.REQUIRED, "deepgram", key_env_hint="DEEPGRAM_API_KEY",
                   options=_DEEPGRAM, bounds=_DEEPGRAM_BOUNDS),

@@ -62,8 +62,9 @@ class S2sCallProviders:
         """What the start-up line, ``/agent.json`` and ``brisvox check`` say runs the agent."""
         return self.label
 
-    async def warm(self) -> None:
-        log.info("call providers warm")  # nothing to load: each call connects its own session
+    async def warm(self, prefix: object = None) -> None:
+        """Nothing to load (each call connects its own session; ``prefix``, a cascaded LLM's, does not apply)."""
+        log.info("call providers warm")
 
     def page_info(self, definition: AgentDefinition) -> dict[str, Any]:
         return {"agent": definition.name, "greeting": definition.greeting, "llm": self.label, "vad": self.vad_label,

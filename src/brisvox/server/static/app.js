@@ -329,6 +329,8 @@ function onEvent(ev) {
       b.el.appendChild(span);
       break;
     }
+    case "filler":
+      break; // its words come as bot_text like any reply
     case "engine_failure":
       add("note", ev.fatal ? `the call failed (${ev.stage}) and ends` : `a turn failed (${ev.stage}); the bot said its fallback line`);
       break;
