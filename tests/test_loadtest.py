@@ -124,7 +124,7 @@ class _Server:
         env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src"),
                "BRISVOX_SMART_TURN_PATH": str(agent.parent / "no-smart-turn.onnx")}
         env.pop("BRISVOX_AGENT_FILE", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", str(agent)], env=env, cwd=ROOT,
+        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", "--workers", "1", str(agent)], env=env, cwd=ROOT,
                                      text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines: list[str] = []
         self.listening = threading.Event()

@@ -19,7 +19,8 @@ whose numbers it reproduces):
 * With ``--server-pid`` (a server on this machine) the server's CPU (utime + stime from
   /proc, over the window in which every caller is connected) and RSS are read, and before
   the load a set-up probe opens ``--setup-probe`` calls on the idle server and charges the
-  CPU they cost, over the idle rate, to their set-up.
+  CPU they cost, over the idle rate, to their set-up.  The pid is one process's: measure a
+  server started with ``brisvox serve --workers 1`` (a node's supervisor does no call work).
 
 The agent under test should use ``provider = "mock"`` for the stages it does not want to
 pay for (docs/CONFIG.md): the row then measures the framework, not the vendors.  The
@@ -508,7 +509,7 @@ def add_loadtest_parser(sub: Any) -> None:
     p.add_argument("--ideal-ms", type=float, default=DEFAULT_IDEAL_MS,
                    help="the agent's ideal voice-to-voice: VAD stop + STT final + LLM first token + TTS first audio "
                         "(default %(default)s, the mock agent of bench/density)")
-    p.add_argument("--server-pid", type=int, default=None, help="the server's process id (same machine): CPU and RSS")
+    p.add_argument("--server-pid", type=int, default=None, help="the server's process id (same machine): CPU and RSS; serve it with --workers 1")
     p.add_argument("--setup-probe", type=int, default=4,
                    help="with --server-pid: calls opened first to measure set-up CPU (0: skip; default 4)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON line instead of the row")
