@@ -49,7 +49,7 @@ from starlette.websockets import WebSocket
 
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy
-from brisvox.core.clock import Clock, bounded, deadline
+from brisvox.core.clock import Clock, VirtualTimeLoop, bounded, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import BusyStage
 from brisvox.core.tasks import TaskScope
@@ -68,6 +68,8 @@ from brisvox.engine.call import call_failure, output_rate
 from brisvox.engine.config import SummaryConfig
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
+from brisvox.recording.tap import CallRecorder
+from brisvox.recording.tap import header as recording_header
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.calllog import CallLog, CallTimeline
@@ -493,21 +495,53 @@ def engine_runner(
 
     async def talk(session: TransportSession, observer: CallObserver, cancel: SessionCancel,
                    scope: TaskScope) -> CallReport:
-        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
         out_rate = output_rate(session, config)
+        recorder = _recorder(definition, session, clock, config, out_rate) if definition.record is not None else None
+        call_tools, call_providers = tools, providers.providers
+        if recorder is not None:  # off: nothing is wrapped
+            observer.add_listener(recorder.listen)
+            writing = scope.spawn(recorder.run(), name="recorder")
+            call_tools, call_providers = recorder.toolset(tools), recorder.providers(call_providers)
+        registry = (call_tools.registry(definition.tools, definition.confirm_tools)
+                    if definition.tools or flow else None)
         # The first call at a rate renders the clips for the later ones (its fillers are text).
         rendering = clips.start(out_rate, scope) if clips is not None else None
         try:
-            return await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
+            return await run_call(session, config, call_providers, clock, cancel=cancel, tools=registry,
                                   filler=fillers.clone(), observer=observer,
                                   clips=clips.store(out_rate) if clips is not None else None,
                                   summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock))
         finally:
             if rendering is not None:
                 rendering.cancel()  # unfinished: the next call starts it again
+            if recorder is not None:
+                recorder.finish()
+                await _written(recorder, writing, clock)
 
     return call_runner(talk, clock, stop_timeout=config.timeouts.stop, info=providers.page_info(definition),
                        metrics=metrics, tracing=tracing, directory=directory, calls=calls)
+
+
+def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clock, config: EngineConfig,
+              out_rate: int) -> CallRecorder:
+    """The call's recorder (``[record]``): its audio is what the speech-to-text hears."""
+    assert definition.record is not None
+    rates = session.info.sample_rate()
+    in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
+    head = recording_header(definition.name, str(definition.source), virtual=isinstance(asyncio.get_running_loop(), VirtualTimeLoop),
+                            input_rate=in_rate, output_rate=out_rate, started=clock.wall().isoformat())
+    return CallRecorder(definition.record, session.info.call_id, clock, head)
+
+
+async def _written(recorder: CallRecorder, writing: asyncio.Task[None], clock: Clock) -> None:
+    """The recording's last lines reach the disk (bounded: a stuck disk does not hold the call)."""
+    try:
+        await bounded(clock, _RECORDING_CLOSE, asyncio.shield(writing), "closing the recording")
+    except DeadlineExceeded:
+        log.error("recording %s: not closed within %.0f s; it may be incomplete", recorder.path, _RECORDING_CLOSE)
+
+
+_RECORDING_CLOSE = 5.0
 
 
 def _all(*listeners: ev.EventListener | None) -> ev.EventListener | None:
