@@ -24,6 +24,14 @@ environment).  Everything waits on the call's clock: under :func:`virtual_time` 
 :class:`~brisvox.core.clock.VirtualTimeLoop`) a turn costs milliseconds of real time and
 every run is identical.
 
+A recorded call (``[record]`` in the agent file, docs/OBSERVABILITY.md) is a test case::
+
+    def test_the_call_that_went_wrong() -> None:
+        Replay.from_file("tests/calls/bad-turn.jsonl.gz", agent=agent).expect_same()
+
+:class:`Replay` re-runs it on virtual time with the recorded providers and tools and holds
+the differences from the recorded events (``differences``; ``table`` shows both streams).
+
 ``Turn.expect`` asserts what happened in a turn (``tool_call``, ``no_tool_call``,
 ``said``), raising ``AssertionError`` with what happened instead.  ``AgentTest.context``
 is the conversation the call recorded (after the ``async with`` block), and
@@ -37,12 +45,13 @@ import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from brisvox.agent.context import Context
 from brisvox.agent.tools import FillerPolicy, Tool, ToolCallContext
-from brisvox.core.clock import Clock, SimClock, VirtualTimeLoop
+from brisvox.core.clock import Clock, SimClock, SystemClock, VirtualTimeLoop
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallObserver, CallReport, Providers, run_call
@@ -51,6 +60,7 @@ from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
 from brisvox.providers.summarizer import LlmSummarizer
+from brisvox.recording.replay import Difference
 from brisvox.server.agent import Agent
 from brisvox.server.call import engine_config
 from brisvox.server.tools import ToolSet
@@ -58,7 +68,7 @@ from brisvox.sim import MockStt, MockTts, MockTtsConfig
 from brisvox.sim.mock_llm import Call, Say, ScriptedLlm
 from brisvox.transport import LoopbackTransport, TransportSession
 
-__all__ = ["AgentTest", "Turn", "TurnExpect", "call", "virtual_time"]
+__all__ = ["AgentTest", "Replay", "Turn", "TurnExpect", "call", "virtual_time"]
 
 _RATE = 16000
 _FAST_VOICE = MockTtsConfig(chars_per_second=400.0, chunk_seconds=0.04)
@@ -339,3 +349,47 @@ class AgentTest:
                 await self._scope.__aexit__(et, e, tb)
             if self._transport is not None:
                 await self._transport.__aexit__(et, e, tb)
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A recorded call replayed against the current code (see the module docs)."""
+
+    differences: tuple[Difference, ...]
+    table: str  # the recorded and the replayed events side by side
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, agent: Agent | None = None, silence: float | None = None,
+                  tolerance: float | None = None) -> Replay:
+        """Replay the recording at ``path`` on a virtual-time loop of its own (from a plain test).
+
+        ``agent``: the agent to run (default: the agent file the recording names);
+        ``silence``: a fixed-silence turn policy instead of the agent's; ``tolerance``: seconds
+        event times may differ (default: 1 ms, or 250 ms for a recording made on real time)."""
+        loop = VirtualTimeLoop(max_time=86_400.0)
+        try:
+            return loop.run_until_complete(cls.run(path, agent=agent, silence=silence, tolerance=tolerance))
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    @classmethod
+    async def run(cls, path: str | Path, *, agent: Agent | None = None, silence: float | None = None,
+                  tolerance: float | None = None) -> Replay:
+        """:meth:`from_file` on the running loop (a virtual-time one: an ``async`` test's)."""
+        from brisvox.recording import load_recording
+        from brisvox.recording.cli import replay_agent
+        from brisvox.recording.replay import compare, compared_events, render, replay_recording, tolerance_for
+
+        recording = load_recording(path)
+        definition, tools = (agent.definition(), agent.toolset()) if agent is not None else replay_agent(
+            recording, None, ToolSet())
+        replayed = await replay_recording(recording, definition, tools, SystemClock(), silence=silence)
+        rows, differences = compare(compared_events(list(recording.records)), compared_events(replayed),
+                                    tolerance if tolerance is not None else tolerance_for(recording))
+        return cls(tuple(differences), render(rows))
+
+    def expect_same(self) -> None:
+        """Raise AssertionError showing both event streams when the replay differs."""
+        if self.differences:
+            raise AssertionError(f"the replay differs in {len(self.differences)} place(s):\n{self.table}")

@@ -8,7 +8,7 @@ from pathlib import Path
 from brisvox.core.clock import SystemClock
 from brisvox.engine import Providers
 from brisvox.inference.vad import energy_vad
-from brisvox.server.agent_file import AgentDefinition, parse_agent_file
+from brisvox.server.agent_file import AgentDefinition, load_agent_file
 from brisvox.server.call import EngineCall, engine_runner
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.tools import ToolSet
@@ -31,7 +31,8 @@ def recording_agent(directory: Path, *, keep: int = 10, silence: float = 0.8) ->
     text = ('[agent]\nname = "shop"\nprompt = "p"\ntools = ["lookup"]\n\n'
             f'[turn]\npolicy = "fixed_silence"\nsilence = {silence}\n\n'
             f'[record]\nenabled = true\ndir = "{directory}"\nkeep = {keep}\n')
-    return parse_agent_file(text, source=directory / "agent.toml", available_tools={"lookup"})
+    (directory / "agent.toml").write_text(text)
+    return load_agent_file(directory / "agent.toml", available_tools={"lookup"})
 
 
 async def recorded_call(agent: AgentDefinition, tools: ToolSet) -> None:

@@ -20,7 +20,7 @@ async def test_a_recorded_simulated_call_replays_with_the_same_events_at_the_sam
     names = [line.split()[0] for _, line in recorded]
     assert names.count("TurnEnded") == 3 and "ToolCallStarted" in names and "BotHeard" in names
     assert any("barge_in=True" in line for _, line in recorded)
-    replayed = compared_events(await replay_recording(recording, agent, tools, SystemClock(), vad=energy_vad))
+    replayed = compared_events(await replay_recording(recording, agent, tools, SystemClock()))
     rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
     assert differences == [], "\n".join(map(str, differences))
     assert [line for _, line in recorded] == [line for _, line in replayed]

@@ -43,6 +43,7 @@ from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallFailed, CallObserver, Providers, run_call
 from brisvox.engine import events as ev
 from brisvox.engine.config import SummaryConfig
+from brisvox.inference.vad import energy_vad
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
@@ -87,6 +88,8 @@ __all__ = [
     "compared_events",
     "render",
     "replay_recording",
+    "replay_tools",
+    "tolerance_for",
 ]
 
 log = logging.getLogger(__name__)
@@ -310,14 +313,16 @@ async def replay_recording(recording: Recording, definition: AgentDefinition, to
     """Run the recorded call again (see the module docs); returns the new ``event`` records.
 
     ``silence``: end turns after this many seconds of silence (a fixed-silence turn policy)
-    in place of the agent's own policy.  ``vad``: the detector factory (default: the one
-    ``brisvox serve`` uses).
+    in place of the agent's own policy.  ``vad``: the detector factory (default: the energy
+    detector when the call used it, else the one ``brisvox serve`` uses).
     """
     config = engine_config(definition)
     if silence is not None:
         config = dataclasses.replace(config, turn=FixedSilence(silence=silence))
     config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
     closers: list[Any] = []
+    if vad is None and recording.header.vad == "energy":
+        vad = energy_vad
     if vad is None:
         from brisvox.server.call_providers import vad_factory
 
@@ -385,6 +390,11 @@ _COMPARED: Final = {
     "ToolCallSettled": ("name", "outcome", "is_error"),
     "EngineFailure": ("stage", "fatal"),
 }
+
+
+def tolerance_for(recording: Recording) -> float:
+    """How far event times may differ by default: 1 ms on virtual time, more for a production call."""
+    return VIRTUAL_TOLERANCE if recording.header.clock == "virtual" else DEFAULT_REAL_TOLERANCE
 
 
 def _line(record: dict[str, Any]) -> str | None:

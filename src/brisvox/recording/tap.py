@@ -99,7 +99,7 @@ class CallRecorder:
         """Write lines until ``finish``; a failure is logged and counted and stops the recording."""
         out: IO[bytes] | None = None
         try:
-            out = await _in_thread(_open, self.path)
+            self.path, out = await _in_thread(_open, self.path)
             while True:
                 line = await self._queue.get()
                 batch = [line] if line is not None else []
@@ -120,7 +120,7 @@ class CallRecorder:
             log.error("recording %s failed; the call goes on unrecorded", self.path, exc_info=exc)
         finally:
             if out is not None:
-                await _in_thread(out.close)
+                await _in_thread(_close, out)
         if not self._broken:
             await _in_thread(_prune, self._settings.dir, self._settings.keep)
 
@@ -160,12 +160,12 @@ class CallRecorder:
 
 
 def header(agent: str, agent_file: str | None, *, virtual: bool, input_rate: int, output_rate: int,
-           started: str) -> Header:
+           started: str, vad: str | None = None) -> Header:
     from brisvox import __version__
 
     return Header(version=VERSION, brisvox=__version__, agent=agent, agent_file=agent_file,
                   clock="virtual" if virtual else "real", input_rate=input_rate, output_rate=output_rate,
-                  started=started)
+                  started=started, vad=vad)
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
@@ -179,9 +179,26 @@ def _safe(call_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in call_id)[:100] or "call"
 
 
-def _open(path: Path) -> IO[bytes]:
+def _open(path: Path) -> tuple[Path, IO[bytes]]:
+    """A new file at ``path``, or ``<name>-2`` ... when a recording of that name exists (a call id
+    seen again after a restart)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    return gzip.open(path, "wb", compresslevel=1)
+    stem = path.name.removesuffix(_SUFFIX)
+    for n in range(1, 1000):
+        candidate = path if n == 1 else path.with_name(f"{stem}-{n}{_SUFFIX}")
+        try:
+            raw = candidate.open("xb")
+        except FileExistsError:
+            continue
+        return candidate, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, filename="")
+    raise FileExistsError(f"{path}: 999 recordings of this call id exist")
+
+
+def _close(out: IO[bytes]) -> None:
+    raw = out.fileobj if isinstance(out, gzip.GzipFile) else None
+    out.close()
+    if raw is not None:
+        raw.close()
 
 
 def _prune(directory: Path, keep: int) -> None:

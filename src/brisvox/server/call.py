@@ -496,7 +496,8 @@ def engine_runner(
     async def talk(session: TransportSession, observer: CallObserver, cancel: SessionCancel,
                    scope: TaskScope) -> CallReport:
         out_rate = output_rate(session, config)
-        recorder = _recorder(definition, session, clock, config, out_rate) if definition.record is not None else None
+        recorder = (_recorder(definition, session, clock, config, out_rate, providers.vad_label)
+                    if definition.record is not None else None)
         call_tools, call_providers = tools, providers.providers
         if recorder is not None:  # off: nothing is wrapped
             observer.add_listener(recorder.listen)
@@ -523,13 +524,13 @@ def engine_runner(
 
 
 def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clock, config: EngineConfig,
-              out_rate: int) -> CallRecorder:
+              out_rate: int, vad: str) -> CallRecorder:
     """The call's recorder (``[record]``): its audio is what the speech-to-text hears."""
     assert definition.record is not None
     rates = session.info.sample_rate()
     in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
     head = recording_header(definition.name, str(definition.source), virtual=isinstance(asyncio.get_running_loop(), VirtualTimeLoop),
-                            input_rate=in_rate, output_rate=out_rate, started=clock.wall().isoformat())
+                            input_rate=in_rate, output_rate=out_rate, started=clock.wall().isoformat(), vad=vad)
     return CallRecorder(definition.record, session.info.call_id, clock, head)
 
 
