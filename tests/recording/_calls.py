@@ -16,6 +16,10 @@ from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLl
 from brisvox.transport import LoopbackTransport
 
 
+def recordings(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.jsonl.gz"))
+
+
 def lookup_tools() -> ToolSet:
     tools = ToolSet()
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -42,7 +44,7 @@ def test_a_valid_recording_loads_its_records_in_order() -> None:
     ({"t": True, "k": "end", "dropped": 0}, "field 't' must be int or float, got a boolean"),
 ])
 def test_a_bad_record_is_refused_naming_its_line_and_field(record: object, message: str) -> None:
-    with pytest.raises(RecordingError, match=".*".join(map(__import__("re").escape, [message]))):
+    with pytest.raises(RecordingError, match=re.escape(message)):
         parse_recording(lines(record))
 
 
@@ -74,15 +76,11 @@ _records = st.fixed_dictionaries({"t": st.one_of(st.floats(), st.integers()),
 
 @given(st.lists(st.one_of(_records, _json), max_size=5), st.one_of(st.just(HEADER), _json))
 def test_the_loader_either_loads_or_raises_a_recording_error(records: list[object], header: object) -> None:
-    try:
+    with contextlib.suppress(RecordingError):  # the one error a bad file may give
         parse_recording(lines(*records, header=header))
-    except RecordingError:
-        pass
 
 
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_either_load_or_raise_a_recording_error(data: bytes) -> None:
-    try:
+    with contextlib.suppress(RecordingError):  # the one error a bad file may give
         parse_recording(data.splitlines())
-    except RecordingError:
-        pass

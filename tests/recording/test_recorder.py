@@ -12,7 +12,7 @@ from brisvox.recording.format import RecordSettings
 from brisvox.recording.tap import QUEUE_LINES, CallRecorder, header
 from brisvox.server.agent_file import AgentFileError, parse_agent_file
 from brisvox.testing import Replay
-from tests.recording._calls import lookup_tools, recorded_call, recording_agent
+from tests.recording._calls import lookup_tools, recorded_call, recording_agent, recordings
 
 
 def _head() -> object:
@@ -26,7 +26,7 @@ def test_record_is_off_unless_an_agent_turns_it_on_and_a_relative_dir_is_under_t
     on = parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[record]\nenabled = true\ndir = "calls"\nkeep = 3\n',
                           source=tmp_path / "a.toml")
     assert on.record == RecordSettings(dir=tmp_path / "calls", keep=3)
-    with pytest.raises(AgentFileError, match="record.keep"):
+    with pytest.raises(AgentFileError, match=r"record\.keep"):
         parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[record]\nenabled = true\nkeep = 0\n')
 
 
@@ -34,7 +34,7 @@ async def test_only_the_newest_keep_recordings_stay(tmp_path: Path) -> None:
     agent, tools = recording_agent(tmp_path, keep=2), lookup_tools()
     for _ in range(3):
         await recorded_call(agent, tools)
-    assert len(list(tmp_path.glob("*.jsonl.gz"))) == 2
+    assert len(recordings(tmp_path)) == 2
 
 
 async def test_a_full_queue_drops_records_counts_them_in_the_file_and_never_waits(tmp_path: Path,
@@ -74,7 +74,7 @@ def test_a_recording_is_a_regression_test_with_brisvox_testing(tmp_path: Path) -
     finally:
         loop.close()
     asyncio.set_event_loop(None)
-    [path] = tmp_path.glob("*.jsonl.gz")
+    [path] = recordings(tmp_path)
     as_agent = brisvox.Agent.from_file(tmp_path / "agent.toml", tools=[lookup_tools().tool("lookup")])  # type: ignore[list-item]
     Replay.from_file(path, agent=as_agent).expect_same()
     changed = Replay.from_file(path, agent=as_agent, silence=0.3)

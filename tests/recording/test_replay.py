@@ -6,14 +6,14 @@ from brisvox.core.clock import SystemClock
 from brisvox.inference.vad import energy_vad
 from brisvox.recording import load_recording
 from brisvox.recording.replay import VIRTUAL_TOLERANCE, compare, compared_events, replay_recording
-from tests.recording._calls import lookup_tools, recorded_call, recording_agent
+from tests.recording._calls import lookup_tools, recorded_call, recording_agent, recordings
 
 
 async def test_a_recorded_simulated_call_replays_with_the_same_events_at_the_same_virtual_times(
         tmp_path: Path) -> None:
     agent, tools = recording_agent(tmp_path), lookup_tools()
     await recorded_call(agent, tools)
-    [path] = list(tmp_path.glob("*.jsonl.gz"))
+    [path] = recordings(tmp_path)
     recording = load_recording(path)
     assert recording.header.clock == "virtual" and recording.dropped == 0
     recorded = compared_events(list(recording.records))
@@ -21,7 +21,7 @@ async def test_a_recorded_simulated_call_replays_with_the_same_events_at_the_sam
     assert names.count("TurnEnded") == 3 and "ToolCallStarted" in names and "BotHeard" in names
     assert any("barge_in=True" in line for _, line in recorded)
     replayed = compared_events(await replay_recording(recording, agent, tools, SystemClock()))
-    rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
+    _rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
     assert differences == [], "\n".join(map(str, differences))
     assert [line for _, line in recorded] == [line for _, line in replayed]
 
@@ -29,7 +29,7 @@ async def test_a_recorded_simulated_call_replays_with_the_same_events_at_the_sam
 async def test_a_shorter_silence_threshold_in_the_replay_shows_the_turns_ending_earlier(tmp_path: Path) -> None:
     agent, tools = recording_agent(tmp_path), lookup_tools()
     await recorded_call(agent, tools)
-    recording = load_recording(next(tmp_path.glob("*.jsonl.gz")))
+    recording = load_recording(recordings(tmp_path)[0])
     recorded = compared_events(list(recording.records))
     replayed = compared_events(await replay_recording(recording, agent, tools, SystemClock(), silence=0.3,
                                                       vad=energy_vad))

@@ -23,7 +23,6 @@ production call, made on real time, needs one: ``DEFAULT_REAL_TOLERANCE``).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import dataclasses

@@ -22,11 +22,11 @@ import asyncio
 import base64
 import gzip
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Final, Self, TypeVar
+from typing import Any, BinaryIO, Final, Self, TypeVar
 
 from brisvox.agent.tools import Tool, ToolCallContext
 from brisvox.core.clock import Clock, hold_time_for
@@ -44,8 +44,8 @@ from brisvox.providers.llm import (
 )
 from brisvox.providers.stt import SttConfig, SttEvent, SttProvider, SttSession, Transcript
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsProvider, TtsSession
-from brisvox.server.tools import ToolSet
 from brisvox.recording.format import VERSION, Header, RecordSettings, encode_line, event_record
+from brisvox.server.tools import ToolSet
 
 __all__ = ["QUEUE_LINES", "CallRecorder", "RecordSettings"]
 
@@ -96,33 +96,37 @@ class CallRecorder:
     # --- the writer -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Write lines until ``finish``; a failure is logged and counted and stops the recording."""
-        out: IO[bytes] | None = None
+        """Write lines until ``finish``; a failure is logged and counted and stops the recording
+        (any failure: the writer runs in the call's scope, and a recording never ends a call)."""
         try:
             self.path, out = await _in_thread(_open, self.path)
-            while True:
-                line = await self._queue.get()
-                batch = [line] if line is not None else []
-                ended = line is None
-                while not ended and not self._queue.empty():
-                    more = self._queue.get_nowait()
-                    if more is None:
-                        ended = True
-                    else:
-                        batch.append(more)
-                if batch:
-                    await _in_thread(out.write, b"".join(batch))
-                if ended:
-                    break
-        except OSError as exc:
+            try:
+                await self._write(out)
+            finally:
+                await _in_thread(out.close)
+            await _in_thread(_prune, self._settings.dir, self._settings.keep)
+        except Exception as exc:
             self._broken = True
             self.failures += 1
             log.error("recording %s failed; the call goes on unrecorded", self.path, exc_info=exc)
-        finally:
-            if out is not None:
-                await _in_thread(_close, out)
-        if not self._broken:
-            await _in_thread(_prune, self._settings.dir, self._settings.keep)
+            while not self._queue.empty():  # nothing will write what is queued
+                self._queue.get_nowait()
+
+    async def _write(self, out: _Gzip) -> None:
+        while True:
+            line = await self._queue.get()
+            batch = [line] if line is not None else []
+            ended = line is None
+            while not ended and not self._queue.empty():
+                more = self._queue.get_nowait()
+                if more is None:
+                    ended = True
+                else:
+                    batch.append(more)
+            if batch:
+                await _in_thread(out.write, b"".join(batch))
+            if ended:
+                return
 
     def finish(self) -> None:
         """The call ended: the ``end`` record, then the writer closes the file (both past the bound)."""
@@ -179,7 +183,7 @@ def _safe(call_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in call_id)[:100] or "call"
 
 
-def _open(path: Path) -> tuple[Path, IO[bytes]]:
+def _open(path: Path) -> tuple[Path, _Gzip]:
     """A new file at ``path``, or ``<name>-2`` ... when a recording of that name exists (a call id
     seen again after a restart)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -190,15 +194,23 @@ def _open(path: Path) -> tuple[Path, IO[bytes]]:
             raw = candidate.open("xb")
         except FileExistsError:
             continue
-        return candidate, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, filename="")
+        return candidate, _Gzip(raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=1, filename=""))
     raise FileExistsError(f"{path}: 999 recordings of this call id exist")
 
 
-def _close(out: IO[bytes]) -> None:
-    raw = out.fileobj if isinstance(out, gzip.GzipFile) else None
-    out.close()
-    if raw is not None:
-        raw.close()
+@dataclass(frozen=True, slots=True)
+class _Gzip:
+    raw: BinaryIO
+    out: gzip.GzipFile
+
+    def write(self, data: bytes) -> None:
+        self.out.write(data)
+
+    def close(self) -> None:
+        try:
+            self.out.close()
+        finally:
+            self.raw.close()  # GzipFile leaves the file it was given open
 
 
 def _prune(directory: Path, keep: int) -> None:
@@ -393,7 +405,7 @@ class _TtsSession:
         self._contexts.clear()
         await self._inner.aclose()
 
-    def __aiter__(self) -> AsyncIterator[TtsEvent]:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> TtsEvent:
