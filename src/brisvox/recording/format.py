@@ -4,12 +4,12 @@ Line 1 is the header::
 
     {"format": "brisvox-recording", "version": 1, "brisvox": "0.1.0", "agent": "demo",
      "agent_file": "/srv/agent.toml", "clock": "real", "rates": {"input": 16000, "output": 24000},
-     "started": "2026-12-04T09:00:00+00:00", "vad": "silero"}
+     "started": "2026-12-04T09:00:00+00:00", "vad": "silero", "smart_turn": true}
 
 ``clock`` is ``virtual`` for a call run on virtual time (a simulation, a test: its replay
 must match to the millisecond) and ``real`` for a production call (its replay is compared
-with a tolerance); ``vad`` names the voice-activity detector it heard with (the
-replay uses the same kind).  ``rates.input`` is the rate of the caller audio records (what the
+with a tolerance); ``vad`` names the voice-activity detector it heard with and
+``smart_turn`` says whether the Smart Turn model judged its turns (the replay uses the same).  ``rates.input`` is the rate of the caller audio records (what the
 speech-to-text got), ``rates.output`` the rate the bot's audio was made at.
 
 Every further line is a record ``{"t": seconds since the call started, "k": kind, ...}``:
@@ -90,12 +90,13 @@ class Header:
     output_rate: int
     started: str
     vad: str | None = None  # the voice-activity detector the call used ("energy", "silero")
+    smart_turn: bool = False  # the call's turns were judged by the Smart Turn model too
 
     def line(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": self.version, "brisvox": self.brisvox, "agent": self.agent,
                 "agent_file": self.agent_file, "clock": self.clock,
                 "rates": {"input": self.input_rate, "output": self.output_rate}, "started": self.started,
-                "vad": self.vad}
+                "vad": self.vad, "smart_turn": self.smart_turn}
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,12 +182,15 @@ def _header(raw: Any) -> Header:
     agent_file = raw.get("agent_file")
     if agent_file is not None and not isinstance(agent_file, str):
         raise RecordingError(f"{where}: field 'agent_file' must be str or null")
+    smart_turn = raw.get("smart_turn", False)
+    if not isinstance(smart_turn, bool):
+        raise RecordingError(f"{where}: field 'smart_turn' must be a boolean")
     vad = raw.get("vad")
     if vad is not None and not isinstance(vad, str):
         raise RecordingError(f"{where}: field 'vad' must be str or null")
     return Header(version=version, brisvox=_need(raw, "brisvox", str, where), agent=_need(raw, "agent", str, where),
                   agent_file=agent_file, clock=clock, input_rate=rate_in, output_rate=rate_out,
-                  started=_need(raw, "started", str, where), vad=vad)
+                  started=_need(raw, "started", str, where), vad=vad, smart_turn=smart_turn)
 
 
 def _llm_event(raw: Any, where: str) -> None:

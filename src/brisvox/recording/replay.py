@@ -330,10 +330,20 @@ async def replay_recording(recording: Recording, definition: AgentDefinition, to
             closers.append(pool.aclose)
     events: list[dict[str, Any]] = []
     start = clock.now()
+    end_of_turn = None
+    if recording.header.smart_turn:
+        from brisvox.server.call_providers import end_of_turn_factory
+
+        turn = end_of_turn_factory()
+        if turn is None:
+            log.warning("the call used Smart Turn, which is unavailable here: its turns may end differently")
+        else:
+            end_of_turn, close_turn = turn
+            closers.append(close_turn)
     registry_tools = replay_tools(tools, recording)
     registry = registry_tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
     providers = Providers(stt=ReplayStt(clock, recording, start), llm=ReplayLlm(clock, recording),
-                          tts=ReplayTts(clock, recording), vad=vad)
+                          tts=ReplayTts(clock, recording), vad=vad, end_of_turn=end_of_turn)
 
     def listen(event: ev.EngineEvent) -> None:
         events.append(event_record(event, round(event.at - start, 6)))

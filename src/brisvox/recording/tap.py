@@ -164,12 +164,12 @@ class CallRecorder:
 
 
 def header(agent: str, agent_file: str | None, *, virtual: bool, input_rate: int, output_rate: int,
-           started: str, vad: str | None = None) -> Header:
+           started: str, vad: str | None = None, smart_turn: bool = False) -> Header:
     from brisvox import __version__
 
     return Header(version=VERSION, brisvox=__version__, agent=agent, agent_file=agent_file,
                   clock="virtual" if virtual else "real", input_rate=input_rate, output_rate=output_rate,
-                  started=started, vad=vad)
+                  started=started, vad=vad, smart_turn=smart_turn)
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:

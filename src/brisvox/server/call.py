@@ -496,7 +496,7 @@ def engine_runner(
     async def talk(session: TransportSession, observer: CallObserver, cancel: SessionCancel,
                    scope: TaskScope) -> CallReport:
         out_rate = output_rate(session, config)
-        recorder = (_recorder(definition, session, clock, config, out_rate, providers.vad_label)
+        recorder = (_recorder(definition, session, clock, config, out_rate, providers)
                     if definition.record is not None else None)
         call_tools, call_providers = tools, providers.providers
         if recorder is not None:  # off: nothing is wrapped
@@ -524,13 +524,14 @@ def engine_runner(
 
 
 def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clock, config: EngineConfig,
-              out_rate: int, vad: str) -> CallRecorder:
+              out_rate: int, providers: CallProviders) -> CallRecorder:
     """The call's recorder (``[record]``): its audio is what the speech-to-text hears."""
     assert definition.record is not None
     rates = session.info.sample_rate()
     in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
     head = recording_header(definition.name, str(definition.source), virtual=isinstance(asyncio.get_running_loop(), VirtualTimeLoop),
-                            input_rate=in_rate, output_rate=out_rate, started=clock.wall().isoformat(), vad=vad)
+                            input_rate=in_rate, output_rate=out_rate, started=clock.wall().isoformat(),
+                            vad=providers.vad_label, smart_turn=providers.providers.end_of_turn is not None)
     return CallRecorder(definition.record, session.info.call_id, clock, head)
 
 
