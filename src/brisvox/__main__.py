@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="end turns after this many seconds of silence (a fixed-silence policy) in the replay")
     replay_p.add_argument("--tolerance", type=float, default=None,
                           help="seconds two event times may differ (default: 0.001 for a recording made on "
-                               "virtual time, 0.25 for a production call made on real time)")
+                               "virtual time, 0.5 for a production call made on real time)")
     return parser
 
 

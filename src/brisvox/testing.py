@@ -365,7 +365,7 @@ class Replay:
 
         ``agent``: the agent to run (default: the agent file the recording names);
         ``silence``: a fixed-silence turn policy instead of the agent's; ``tolerance``: seconds
-        event times may differ (default: 1 ms, or 250 ms for a recording made on real time)."""
+        event times may differ (default: 1 ms, or 500 ms for a recording made on real time)."""
         loop = VirtualTimeLoop(max_time=86_400.0)
         try:
             return loop.run_until_complete(cls.run(path, agent=agent, silence=silence, tolerance=tolerance))
@@ -379,15 +379,14 @@ class Replay:
         """:meth:`from_file` on the running loop (a virtual-time one: an ``async`` test's)."""
         from brisvox.recording import load_recording
         from brisvox.recording.cli import replay_agent
-        from brisvox.recording.replay import compare, compared_events, render, replay_recording, tolerance_for
+        from brisvox.recording.replay import judge, render, replay_recording
 
         recording = load_recording(path)
         definition, tools = (agent.definition(), agent.toolset()) if agent is not None else replay_agent(
             recording, None, ToolSet())
         replayed = await replay_recording(recording, definition, tools, SystemClock(), silence=silence)
-        rows, differences = compare(compared_events(list(recording.records)), compared_events(replayed),
-                                    tolerance if tolerance is not None else tolerance_for(recording))
-        return cls(tuple(differences), render(rows))
+        judgement = judge(recording, replayed, tolerance)
+        return cls(tuple(judgement.differences), render(judgement.rows))
 
     def expect_same(self) -> None:
         """Raise AssertionError showing both event streams when the replay differs."""

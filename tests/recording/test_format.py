@@ -37,7 +37,8 @@ def test_a_valid_recording_loads_its_records_in_order() -> None:
     ({"t": 1, "k": "stt", "text": "x", "final": "yes", "speech_final": False, "from_finalize": False},
      "line 2 (stt): field 'final' must be bool, got str"),
     ({"t": 1, "k": "llm", "events": [[0.1, {"what": 1}]]}, "line 2 (llm), events[0]: expected one of"),
-    ({"t": 1, "k": "tts", "chars": -1, "samples": 3, "first": 0}, "field 'chars' must be >= 0"),
+    ({"t": 1, "k": "tts", "chars": -1, "audio": []}, "field 'chars' must be >= 0"),
+    ({"t": 1, "k": "tts", "chars": 3, "audio": [[0.1, -1]]}, "line 2 (tts), audio[0]: expected [dt, seconds]"),
     ({"t": 1, "k": "tool", "name": "x"}, "missing field 'result'"),
     ({"t": -1, "k": "end", "dropped": 0}, "field 't' must be >= 0"),
     ({"t": 1, "k": "video"}, "unknown record kind 'video'"),
@@ -68,7 +69,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
 _records = st.fixed_dictionaries({"t": st.one_of(st.floats(), st.integers()),
                                   "k": st.sampled_from(["audio", "stt", "llm", "tts", "tool", "event", "end", "x"])},
                                  optional={"pcm": st.text(max_size=8), "text": _json, "final": _json,
-                                           "events": _json, "chars": _json, "samples": _json, "first": _json,
+                                           "events": _json, "chars": _json, "audio": _json,
                                            "name": _json, "result": _json, "raised": _json, "message": _json,
                                            "e": _json, "epoch": _json, "dropped": _json, "speech_final": _json,
                                            "from_finalize": _json})

@@ -78,6 +78,6 @@ def test_a_recording_is_a_regression_test_with_brisvox_testing(tmp_path: Path) -
     as_agent = brisvox.Agent.from_file(tmp_path / "agent.toml", tools=[lookup_tools().tool("lookup")])  # type: ignore[list-item]
     Replay.from_file(path, agent=as_agent).expect_same()
     changed = Replay.from_file(path, agent=as_agent, silence=0.3)
-    assert any(d.recorded is not None and "TurnEnded" in d.recorded[1] for d in changed.differences)
+    assert any(d.recorded is not None and "TurnEnded" in d.recorded.line for d in changed.differences)
     with pytest.raises(AssertionError, match="the replay differs"):
         changed.expect_same()

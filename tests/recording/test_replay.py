@@ -17,13 +17,13 @@ async def test_a_recorded_simulated_call_replays_with_the_same_events_at_the_sam
     recording = load_recording(path)
     assert recording.header.clock == "virtual" and recording.dropped == 0
     recorded = compared_events(list(recording.records))
-    names = [line.split()[0] for _, line in recorded]
+    names = [seen.line.split()[0] for seen in recorded]
     assert names.count("TurnEnded") == 3 and "ToolCallStarted" in names and "BotHeard" in names
-    assert any("barge_in=True" in line for _, line in recorded)
+    assert any("barge_in=True" in seen.line for seen in recorded)
     replayed = compared_events(await replay_recording(recording, agent, tools, SystemClock()))
     _rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
     assert differences == [], "\n".join(map(str, differences))
-    assert [line for _, line in recorded] == [line for _, line in replayed]
+    assert recorded == replayed  # the same events at the same times, to the microsecond
 
 
 async def test_a_shorter_silence_threshold_in_the_replay_shows_the_turns_ending_earlier(tmp_path: Path) -> None:
@@ -35,6 +35,6 @@ async def test_a_shorter_silence_threshold_in_the_replay_shows_the_turns_ending_
                                                       vad=energy_vad))
     _rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
     ends = [(d.recorded, d.replayed) for d in differences
-            if d.recorded is not None and d.replayed is not None and d.recorded[1].startswith("TurnEnded")]
+            if d.recorded is not None and d.replayed is not None and d.recorded.line.startswith("TurnEnded")]
     assert ends, "\n".join(map(str, differences))
-    assert all(b[0] < a[0] - 0.4 for a, b in ends)  # 0.5 s sooner, give or take a frame
+    assert all(b.t < a.t - 0.4 for a, b in ends)  # 0.5 s sooner, give or take a frame

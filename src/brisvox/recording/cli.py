@@ -18,13 +18,7 @@ from brisvox.core.clock import SystemClock, run_virtual
 from brisvox.core.errors import ConfigError
 from brisvox.recording.format import Recording
 from brisvox.recording.io import load_recording
-from brisvox.recording.replay import (
-    compare,
-    compared_events,
-    render,
-    replay_recording,
-    tolerance_for,
-)
+from brisvox.recording.replay import judge, render, replay_recording
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file
 from brisvox.server.tools import ToolSet
 
@@ -63,8 +57,8 @@ def run_replay(args: argparse.Namespace, tools: ToolSet, out: TextIO = sys.stdou
         print(f"brisvox replay: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     replayed = run_virtual(lambda: replay_recording(recording, agent, offered, SystemClock(), silence=args.silence))
-    tolerance = args.tolerance if args.tolerance is not None else tolerance_for(recording)
-    rows, differences = compare(compared_events(list(recording.records)), compared_events(replayed), tolerance)
+    judgement = judge(recording, replayed, args.tolerance)
+    rows, differences, tolerance = judgement.rows, judgement.differences, judgement.tolerance
     print(render(rows), file=out)
     if recording.dropped:
         print(f"note: the recording lost {recording.dropped} records when it was made", file=out)

@@ -20,12 +20,14 @@ Every further line is a record ``{"t": seconds since the call started, "k": kind
   ``dt`` seconds after the previous one; an event is ``{"text": ...}``, ``{"tool": {"index",
   "id", "name", "arguments"}}`` (a fragment), ``{"done": finish_reason, "usage": [in, out]}``
   or ``{"error": kind, "message": ...}``; ``closed: true`` when the engine closed it early;
-* ``tts``: one synthesis context: ``chars`` of text it got, ``samples`` of audio it gave
-  (at ``rates.output``), ``first``: seconds from its first text to its first audio;
+* ``tts``: one synthesis context (``t``: its first text): ``chars`` of text it got and
+  ``audio``: ``[dt, seconds]`` pairs, the audio it gave ``dt`` seconds after ``t``;
 * ``tool``: a tool function's return: ``name``, and ``result`` (its JSON value) or
   ``raised`` (the exception's type name) with ``message``;
 * ``event``: an engine event (:mod:`brisvox.engine.events`): ``e`` its class name,
   ``epoch`` and its other fields (enums as their values);
+* ``stop``: the call stopped hearing the caller (its speech-to-text closed: the caller hung
+  up, or the call ended); the replay hangs up then;
 * ``end``: the last line: ``dropped`` records the bounded writer lost (0: complete).
 
 :func:`parse_recording` is the pure loader: it checks every line and raises
@@ -63,7 +65,7 @@ __all__ = [
 
 FORMAT: Final = "brisvox-recording"
 VERSION: Final = 1
-KINDS: Final = frozenset({"audio", "stt", "llm", "tts", "tool", "event", "end"})
+KINDS: Final = frozenset({"audio", "stt", "llm", "tts", "tool", "event", "stop", "end"})
 _CLOCKS: Final = frozenset({"virtual", "real"})
 
 
@@ -244,11 +246,13 @@ def _check(record: dict[str, Any], where: str) -> None:
         for i, event in enumerate(events):
             _llm_event(event, f"{where}, events[{i}]")
     elif kind == "tts":
-        for name in ("chars", "samples"):
-            if _need(record, name, int, where) < 0:
-                raise RecordingError(f"{where}: field {name!r} must be >= 0")
-        if _need(record, "first", _NUMBER, where) < 0:
-            raise RecordingError(f"{where}: field 'first' must be >= 0")
+        if _need(record, "chars", int, where) < 0:
+            raise RecordingError(f"{where}: field 'chars' must be >= 0")
+        for i, piece in enumerate(_need(record, "audio", list, where)):
+            if not (isinstance(piece, list) and len(piece) == 2 and all(
+                    isinstance(x, _NUMBER) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                    for x in piece)):
+                raise RecordingError(f"{where}, audio[{i}]: expected [dt, seconds], numbers >= 0")
     elif kind == "tool":
         _need(record, "name", str, where)
         if "raised" in record:
@@ -261,6 +265,8 @@ def _check(record: dict[str, Any], where: str) -> None:
         _need(record, "epoch", int, where)
     elif kind == "end":
         _need(record, "dropped", int, where)
+    elif kind == "stop":
+        pass
     else:
         raise RecordingError(f"{where}: unknown record kind {kind!r} (known: {', '.join(sorted(KINDS))})")
 

@@ -4,8 +4,8 @@
 transport, with recorded providers in place of the real ones:
 
 * the caller's audio records are sent at their recorded times (the VAD and the turn
-  machine are the current code's: they decide the turns again); the call hangs up after
-  the last one;
+  machine are the current code's: they decide the turns again); the caller hangs up when
+  the recorded call stopped hearing (its ``stop`` record; else after the last audio);
 * :class:`ReplayStt` emits the recorded transcripts at their recorded times;
 * :class:`ReplayLlm` answers the n-th request with the n-th recorded response, each event
   after its recorded delay (a response the engine closed early hangs after its last event);
@@ -80,11 +80,14 @@ __all__ = [
     "DEFAULT_REAL_TOLERANCE",
     "VIRTUAL_TOLERANCE",
     "Difference",
+    "Judgement",
     "ReplayLlm",
     "ReplayStt",
     "ReplayTts",
+    "Seen",
     "compare",
     "compared_events",
+    "judge",
     "render",
     "replay_recording",
     "replay_tools",
@@ -94,7 +97,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 VIRTUAL_TOLERANCE: Final = 0.001
-DEFAULT_REAL_TOLERANCE: Final = 0.25
+DEFAULT_REAL_TOLERANCE: Final = 0.5
 _CHARS_PER_SECOND: Final = 14.0  # a context the recording has no length for
 _CHUNK: Final = 0.04
 _HANG: Final = 3600.0
@@ -193,31 +196,55 @@ def _llm_event(event: dict[str, Any], provider: str) -> LlmEvent:
     return LlmError(error=ProviderError(provider, kind, event["message"]))
 
 
+@dataclass(frozen=True, slots=True)
+class _Schedule:
+    """One recorded context: seconds of audio per character, and when its audio came."""
+
+    per_char: float
+    arrivals: tuple[tuple[float, float], ...]  # (seconds after the first text, audio seconds so far)
+
+    def due(self, upto: float) -> float:
+        """When the recorded context had given ``upto`` seconds of audio (after its first text)."""
+        for dt, total in self.arrivals:
+            if total >= upto - 1e-6:
+                return dt
+        return self.arrivals[-1][0] if self.arrivals else 0.0
+
+
 class ReplayTts(TtsProvider):
-    """Audio of the recorded lengths, context by context."""
+    """Audio of the recorded lengths at the recorded times, context by context."""
 
     def __init__(self, clock: Clock, recording: Recording) -> None:
         self._clock = clock
         self._contexts = recording.of("tts")
-        self._rate = recording.header.output_rate
         self._used = 0
 
     @property
     def name(self) -> str:
         return "replay-tts"
 
-    def next_context(self) -> tuple[float, float]:
-        """The next context's seconds of audio per character and its first-audio delay."""
+    def next_context(self) -> _Schedule:
+        """The next recorded context (one at the mock voice's pace when the recording has no more)."""
         n = self._used
         self._used += 1
-        if n < len(self._contexts):
+        if n < len(self._contexts) and self._contexts[n]["chars"] > 0:
             r = self._contexts[n]
-            if r["chars"] > 0:
-                return r["samples"] / self._rate / r["chars"], r["first"]
-        return 1.0 / _CHARS_PER_SECOND, 0.0
+            total, arrivals = 0.0, []
+            for dt, seconds in r["audio"]:
+                total += seconds
+                arrivals.append((float(dt), total))
+            return _Schedule(total / r["chars"], tuple(arrivals))
+        return _Schedule(1.0 / _CHARS_PER_SECOND, ())
 
     async def connect(self, config: TtsConfig) -> _ReplayTtsSession:
         return _ReplayTtsSession(self._clock, self, config.sample_rate)
+
+
+@dataclass(slots=True)
+class _Voiced:
+    schedule: _Schedule
+    started: float  # when its first text came (clock)
+    offset: float = 0.0  # seconds of audio given so far
 
 
 class _ReplayTtsSession(TtsSessionBase):
@@ -225,13 +252,15 @@ class _ReplayTtsSession(TtsSessionBase):
         super().__init__(name="replay-tts session")
         self._clock, self._provider, self._rate = clock, provider, rate
         self._input: Channel[TtsInput] = Channel(_CAPACITY, name="replay-tts text")
-        self._contexts: dict[int, tuple[float, float]] = {}  # seconds per char, offset so far
+        self._contexts: dict[int, _Voiced] = {}
         self._scope = TaskScope("replay-tts")
         self._scope.spawn(self._run(), name="synthesize")
 
     async def send_text(self, context_id: int, text: str) -> None:
         self._check_open()
         if text and not self.is_cancelled(context_id):
+            if context_id not in self._contexts:
+                self._contexts[context_id] = _Voiced(self._provider.next_context(), self._clock.now())
             await self._input.send(TextInput(context_id, text))
 
     async def flush(self, context_id: int) -> None:
@@ -254,24 +283,21 @@ class _ReplayTtsSession(TtsSessionBase):
                 if isinstance(cmd, FlushInput):
                     await self._emit(TtsFlushed(context_id=cmd.context_id))
                 else:
-                    await self._speak(cmd.context_id, cmd.text)
+                    await self._speak(self._contexts[cmd.context_id], cmd.context_id, cmd.text)
 
-    async def _speak(self, ctx: int, text: str) -> None:
-        if ctx not in self._contexts:
-            per_char, first = self._provider.next_context()
-            self._contexts[ctx] = (per_char, 0.0)
-            await self._clock.sleep(first)
-        per_char, offset = self._contexts[ctx]
-        duration = len(text) * per_char
-        await self._emit(TtsWords(context_id=ctx, words=_word_timings(text, offset, duration)))
+    async def _speak(self, voiced: _Voiced, ctx: int, text: str) -> None:
+        duration = len(text) * voiced.schedule.per_char
+        await self._emit(TtsWords(context_id=ctx, words=_word_timings(text, voiced.offset, duration)))
         samples = round(duration * self._rate)
         chunk = max(1, round(_CHUNK * self._rate))
+        start = voiced.offset
         for first_sample in range(0, samples, chunk):
+            n = min(chunk, samples - first_sample)
+            await self._clock.sleep_until(voiced.started + voiced.schedule.due(start + (first_sample + n) / self._rate))
             if self.is_cancelled(ctx):
                 return
-            n = min(chunk, samples - first_sample)
             await self._emit(TtsAudio(context_id=ctx, pcm=b"\x00\x01" * n, sample_rate=self._rate))
-        self._contexts[ctx] = (per_char, offset + samples / self._rate)
+        voiced.offset = start + samples / self._rate
 
 
 class ReplayedToolError(ToolError):
@@ -375,7 +401,7 @@ async def _drain(client: Any) -> None:
 
 
 async def _speak(client: Any, recording: Recording, clock: Clock, start: float) -> None:
-    """The caller's recorded audio at its times, then the hang-up one frame after the last."""
+    """The caller's recorded audio at its times, then the hang-up."""
     rate = recording.header.input_rate
     last = 0.0
     with contextlib.suppress(ChannelClosed):  # the call ended first
@@ -384,7 +410,8 @@ async def _speak(client: Any, recording: Recording, clock: Clock, start: float) 
             pcm = base64.b64decode(r["pcm"])
             await client.send_audio(pcm, rate)
             last = r["t"] + len(pcm) / (2 * rate)
-        await clock.sleep_until(start + max(last, 0.0))
+        stops = recording.of("stop")
+        await clock.sleep_until(start + (stops[0]["t"] if stops else last))
         await client.hangup()
 
 
@@ -401,55 +428,68 @@ _COMPARED: Final = {
 }
 
 
-def tolerance_for(recording: Recording) -> float:
-    """How far event times may differ by default: 1 ms on virtual time, more for a production call."""
-    return VIRTUAL_TOLERANCE if recording.header.clock == "virtual" else DEFAULT_REAL_TOLERANCE
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One compared event: its time, how it reads, and (``BotHeard``) the text heard."""
+
+    t: float
+    line: str
+    heard: str | None = None
+
+    def key(self, loose_heard: bool) -> str:
+        """What must be equal: the line, less the heard text when heard texts are compared loosely."""
+        if loose_heard and self.heard is not None:
+            return self.line.split(" text=", 1)[0]
+        return self.line
+
+    def __str__(self) -> str:
+        return f"{self.t:8.3f} {self.line}"
 
 
-def _line(record: dict[str, Any]) -> str | None:
-    name = record["e"]
+def _seen(record: dict[str, Any]) -> Seen | None:
+    name, t = record["e"], float(record["t"])
     if name == "UserTranscript":
-        return f"heard {record.get('text')!r}" if record.get("final") else None
+        return Seen(t, f"heard {record.get('text')!r}") if record.get("final") else None
     keys = _COMPARED.get(name)
     if keys is None:
         return None
-    return " ".join([f"{name} epoch={record['epoch']}", *(f"{k}={record.get(k)!r}" for k in keys)])
+    line = " ".join([f"{name} epoch={record['epoch']}", *(f"{k}={record.get(k)!r}" for k in keys)])
+    return Seen(t, line, str(record.get("text")) if name == "BotHeard" else None)
 
 
-def compared_events(records: list[dict[str, Any]]) -> list[tuple[float, str]]:
-    """The events a replay is judged by, as (time, description)."""
-    out = []
-    for r in records:
-        if r["k"] == "event":
-            line = _line(r)
-            if line is not None:
-                out.append((float(r["t"]), line))
-    return out
+def compared_events(records: list[dict[str, Any]]) -> list[Seen]:
+    """The events a replay is judged by, in order."""
+    return [seen for r in records if r["k"] == "event" and (seen := _seen(r)) is not None]
 
 
 @dataclass(frozen=True, slots=True)
 class Difference:
     """One place the replay differs: ``recorded`` / ``replayed`` (None: missing on that side)."""
 
-    recorded: tuple[float, str] | None
-    replayed: tuple[float, str] | None
+    recorded: Seen | None
+    replayed: Seen | None
 
     def __str__(self) -> str:
-        def side(x: tuple[float, str] | None) -> str:
-            return "(none)" if x is None else f"{x[0]:9.3f}  {x[1]}"
-        return f"recorded {side(self.recorded)}\n  replay {side(self.replayed)}"
+        return f"recorded {self.recorded or '(none)'}\n  replay {self.replayed or '(none)'}"
 
 
-def compare(recorded: list[tuple[float, str]], replayed: list[tuple[float, str]],
-            tolerance: float) -> tuple[list[tuple[tuple[float, str] | None, tuple[float, str] | None, bool]],
-                                       list[Difference]]:
-    """Pairs of (recorded, replayed, same) in order, and the differences."""
-    rows: list[tuple[tuple[float, str] | None, tuple[float, str] | None, bool]] = []
-    matcher = difflib.SequenceMatcher(a=[x[1] for x in recorded], b=[x[1] for x in replayed], autojunk=False)
+Row = tuple[Seen | None, Seen | None, bool]
+
+
+def compare(recorded: list[Seen], replayed: list[Seen], tolerance: float, *,
+            loose_heard: bool = False) -> tuple[list[Row], list[Difference]]:
+    """Rows of (recorded, replayed, same) in order, and the differences.  ``loose_heard``: a
+    ``BotHeard`` matches when one text is the start of the other (a production client reports
+    its playout later than the replay's transport does)."""
+    rows: list[Row] = []
+    matcher = difflib.SequenceMatcher(a=[x.key(loose_heard) for x in recorded],
+                                      b=[x.key(loose_heard) for x in replayed], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             for a, b in zip(recorded[i1:i2], replayed[j1:j2], strict=True):
-                rows.append((a, b, abs(a[0] - b[0]) <= tolerance + 1e-9))
+                same = abs(a.t - b.t) <= tolerance + 1e-9 and (
+                    a.heard is None or b.heard is None or a.heard.startswith(b.heard) or b.heard.startswith(a.heard))
+                rows.append((a, b, same))
             continue
         left, right = recorded[i1:i2], replayed[j1:j2]
         for k in range(max(len(left), len(right))):
@@ -457,11 +497,32 @@ def compare(recorded: list[tuple[float, str]], replayed: list[tuple[float, str]]
     return rows, [Difference(a, b) for a, b, same in rows if not same]
 
 
-def render(rows: list[tuple[tuple[float, str] | None, tuple[float, str] | None, bool]]) -> str:
+def render(rows: list[Row]) -> str:
     """The two event streams side by side, ``!`` marking each row that differs."""
-    def cell(x: tuple[float, str] | None) -> str:
-        return "" if x is None else f"{x[0]:8.3f} {x[1]}"
-    width = max([len(cell(a)) for a, _, _ in rows] + [len("recorded")])
+    width = max([len(str(a)) for a, _, _ in rows if a is not None] + [len("recorded")])
     lines = [f"  {'recorded'.ljust(width)} | replay"]
-    lines += [f"{' ' if same else '!'} {cell(a).ljust(width)} | {cell(b)}" for a, b, same in rows]
+    lines += [f"{' ' if same else '!'} {str(a or '').ljust(width)} | {b or ''}" for a, b, same in rows]
     return "\n".join(lines)
+
+
+def tolerance_for(recording: Recording) -> float:
+    """How far event times may differ by default: 1 ms on virtual time, more for a production call."""
+    return VIRTUAL_TOLERANCE if recording.header.clock == "virtual" else DEFAULT_REAL_TOLERANCE
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """A replay set beside its recording: ``rows`` (both streams), the ``differences``, the tolerance."""
+
+    rows: list[Row]
+    differences: list[Difference]
+    tolerance: float
+
+
+def judge(recording: Recording, replayed: list[dict[str, Any]], tolerance: float | None = None) -> Judgement:
+    """The replay's events against the recording's (default tolerance: :func:`tolerance_for`;
+    heard texts compared loosely for a recording made on real time)."""
+    tol = tolerance if tolerance is not None else tolerance_for(recording)
+    rows, differences = compare(compared_events(list(recording.records)), compared_events(replayed), tol,
+                                loose_heard=recording.header.clock == "real")
+    return Judgement(rows, differences, tol)

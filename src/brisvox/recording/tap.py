@@ -23,7 +23,7 @@ import base64
 import gzip
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO, Final, Self, TypeVar
@@ -261,6 +261,7 @@ class _SttSession:
         await self._inner.finalize()
 
     async def aclose(self) -> None:
+        self._rec.note({"t": self._rec.t(), "k": "stop"})
         await self._inner.aclose()
 
     def __aiter__(self) -> Self:
@@ -372,16 +373,18 @@ class _Tts:
         return _TtsSession(await self._inner.connect(config), self._rec)
 
 
+_MERGE: Final = 0.01  # audio arriving within this many seconds of the last piece is noted with it
+
+
 @dataclass(slots=True)
 class _Context:
     t: float
     chars: int = 0
-    samples: int = 0
-    first: float | None = None
+    audio: list[list[float]] = field(default_factory=list)  # [seconds after t, seconds of audio]
 
 
 class _TtsSession:
-    """Notes each context's text length and audio length; written when the session closes."""
+    """Notes each context's text length and when its audio came, how much; written when the session closes."""
 
     def __init__(self, inner: TtsSession, rec: CallRecorder) -> None:
         self._inner, self._rec = inner, rec
@@ -400,8 +403,8 @@ class _TtsSession:
 
     async def aclose(self) -> None:
         for ctx in sorted(self._contexts.values(), key=lambda c: c.t):
-            self._rec.note({"t": ctx.t, "k": "tts", "chars": ctx.chars, "samples": ctx.samples,
-                            "first": round(max(0.0, (ctx.first if ctx.first is not None else ctx.t) - ctx.t), 6)})
+            self._rec.note({"t": ctx.t, "k": "tts", "chars": ctx.chars,
+                            "audio": [[round(dt, 6), round(seconds, 6)] for dt, seconds in ctx.audio]})
         self._contexts.clear()
         await self._inner.aclose()
 
@@ -413,9 +416,11 @@ class _TtsSession:
         if isinstance(event, TtsAudio):
             ctx = self._contexts.get(event.context_id)
             if ctx is not None:
-                if ctx.first is None:
-                    ctx.first = self._rec.t()
-                ctx.samples += len(event.pcm) // 2
+                dt, seconds = self._rec.t() - ctx.t, event.duration
+                if ctx.audio and dt - ctx.audio[-1][0] <= _MERGE:
+                    ctx.audio[-1][1] += seconds
+                else:
+                    ctx.audio.append([dt, seconds])
         return event
 
     async def __aenter__(self) -> Self:
