@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
 
         return run_tail(args)
     if args.command == "replay":
-        from brisvox.recording.cli import run_replay
+        from brisvox.server.replay import run_replay
         from brisvox.server.tools import ToolSet
 
         return run_replay(args, tools if tools is not None else agent.toolset() if agent is not None else ToolSet())

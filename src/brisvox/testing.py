@@ -378,8 +378,8 @@ class Replay:
                   tolerance: float | None = None) -> Replay:
         """:meth:`from_file` on the running loop (a virtual-time one: an ``async`` test's)."""
         from brisvox.recording import load_recording
-        from brisvox.recording.cli import replay_agent
-        from brisvox.recording.replay import judge, render, replay_recording
+        from brisvox.recording.replay import judge, render
+        from brisvox.server.replay import replay_agent, replay_recording
 
         recording = load_recording(path)
         definition, tools = (agent.definition(), agent.toolset()) if agent is not None else replay_agent(

@@ -5,7 +5,8 @@ from pathlib import Path
 from brisvox.core.clock import SystemClock
 from brisvox.inference.vad import energy_vad
 from brisvox.recording import load_recording
-from brisvox.recording.replay import VIRTUAL_TOLERANCE, compare, compared_events, replay_recording
+from brisvox.recording.replay import VIRTUAL_TOLERANCE, compare, compared_events
+from brisvox.server.replay import replay_recording
 from tests.recording._calls import lookup_tools, recorded_call, recording_agent, recordings
 
 

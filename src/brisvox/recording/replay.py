@@ -1,48 +1,38 @@
-"""Replaying a recorded call on virtual time against the current code.
+"""The recorded providers a replay runs on, and how a replay is judged against its recording.
 
-:func:`replay_recording` runs the recorded call again through ``run_call`` on a loopback
-transport, with recorded providers in place of the real ones:
+:func:`brisvox.server.replay.replay_recording` runs a recorded call again on virtual time
+with these in place of the real providers and tools:
 
-* the caller's audio records are sent at their recorded times (the VAD and the turn
-  machine are the current code's: they decide the turns again); the caller hangs up when
-  the recorded call stopped hearing (its ``stop`` record; else after the last audio);
 * :class:`ReplayStt` emits the recorded transcripts at their recorded times;
 * :class:`ReplayLlm` answers the n-th request with the n-th recorded response, each event
   after its recorded delay (a response the engine closed early hangs after its last event);
 * :class:`ReplayTts` gives each synthesis context, in order, audio of the recorded length
-  (the recorded samples spread over the text as it comes), after the recorded delay;
-* each tool returns its recorded results in order (or raises the recorded error).
+  on the recorded schedule (the audio spread over the text as it comes);
+* :func:`recorded_tool` returns a tool's recorded results in order (or raises the recorded error).
 
-It must run on a :class:`~brisvox.core.clock.VirtualTimeLoop`.  :func:`compare` sets the
-replay's events beside the recorded ones: the turn boundaries (``TurnStarted``,
-``TurnEnded``), what was heard (final transcripts, ``UserTurn``, ``BotHeard``), tool calls
-and failures, each with its time; they differ when the sequence differs or a time differs
-by more than the tolerance (1 ms for a recording made on virtual time; a recording of a
-production call, made on real time, needs one: ``DEFAULT_REAL_TOLERANCE``).
+:func:`judge` sets the replay's events beside the recorded ones: the turn boundaries
+(``TurnStarted``, ``TurnEnded``), what was heard (final transcripts, ``UserTurn``,
+``BotHeard``), tool calls and failures, each with its time.  They differ when the sequence
+differs or a time differs by more than the tolerance: 1 ms for a recording made on virtual
+time; ``DEFAULT_REAL_TOLERANCE`` for a production call made on real time, whose models
+(VAD, Smart Turn) took real time that the replay does not spend, and whose client reported
+its playout with its own delay (so there a ``BotHeard`` matches when one text starts the other).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import dataclasses
 import difflib
 import logging
-from collections import defaultdict
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from brisvox.agent.tools import FillerPolicy, Tool, ToolCallContext, ToolError
-from brisvox.agent.turn import FixedSilence
+from brisvox.agent.tools import Tool, ToolCallContext, ToolError
 from brisvox.core.channel import Channel
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
-from brisvox.engine import CallFailed, CallObserver, Providers, run_call
-from brisvox.engine import events as ev
-from brisvox.engine.config import SummaryConfig
-from brisvox.inference.vad import energy_vad
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
@@ -68,13 +58,9 @@ from brisvox.providers.tts import (
     TtsProvider,
     TtsSessionBase,
     TtsWords,
+    even_word_timings,
 )
-from brisvox.recording.format import Recording, event_record
-from brisvox.server.agent_file import AgentDefinition
-from brisvox.server.call import engine_config
-from brisvox.server.tools import ToolSet
-from brisvox.sim.mock_tts import _word_timings
-from brisvox.transport import LoopbackTransport, TransportSession
+from brisvox.recording.format import Recording
 
 __all__ = [
     "DEFAULT_REAL_TOLERANCE",
@@ -88,9 +74,8 @@ __all__ = [
     "compare",
     "compared_events",
     "judge",
+    "recorded_tool",
     "render",
-    "replay_recording",
-    "replay_tools",
     "tolerance_for",
 ]
 
@@ -287,7 +272,7 @@ class _ReplayTtsSession(TtsSessionBase):
 
     async def _speak(self, voiced: _Voiced, ctx: int, text: str) -> None:
         duration = len(text) * voiced.schedule.per_char
-        await self._emit(TtsWords(context_id=ctx, words=_word_timings(text, voiced.offset, duration)))
+        await self._emit(TtsWords(context_id=ctx, words=even_word_timings(text, voiced.offset, duration)))
         samples = round(duration * self._rate)
         chunk = max(1, round(_CHUNK * self._rate))
         start = voiced.offset
@@ -304,20 +289,8 @@ class ReplayedToolError(ToolError):
     """A tool call the recording has no result for, or whose recorded run raised."""
 
 
-def replay_tools(tools: ToolSet, recording: Recording) -> ToolSet:
-    """``tools`` with each function replaced by the recording's results for it, in order."""
-    results: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in recording.of("tool"):
-        results[r["name"]].append(r)
-    out = ToolSet()
-    for name in tools:
-        spec = tools.spec(name)
-        if spec is not None:
-            out.add(spec, _recorded_tool(name, results[name]))
-    return out
-
-
-def _recorded_tool(name: str, results: list[dict[str, Any]]) -> Tool:
+def recorded_tool(name: str, results: list[dict[str, Any]]) -> Tool:
+    """A tool that returns ``results`` (the recording's ``tool`` records of ``name``) in order."""
     async def tool(arguments: dict[str, Any], ctx: ToolCallContext) -> Any:
         if not results:
             raise ReplayedToolError(f"the recording has no more results of {name}")
@@ -327,92 +300,6 @@ def _recorded_tool(name: str, results: list[dict[str, Any]]) -> Tool:
         return r["result"]
 
     return tool
-
-
-# --- the run --------------------------------------------------------------------------------
-
-
-async def replay_recording(recording: Recording, definition: AgentDefinition, tools: ToolSet, clock: Clock, *,
-                           silence: float | None = None,
-                           vad: Callable[[int], Any] | None = None) -> list[dict[str, Any]]:
-    """Run the recorded call again (see the module docs); returns the new ``event`` records.
-
-    ``silence``: end turns after this many seconds of silence (a fixed-silence turn policy)
-    in place of the agent's own policy.  ``vad``: the detector factory (default: the energy
-    detector when the call used it, else the one ``brisvox serve`` uses).
-    """
-    config = engine_config(definition)
-    if silence is not None:
-        config = dataclasses.replace(config, turn=FixedSilence(silence=silence))
-    config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
-    closers: list[Any] = []
-    if vad is None and recording.header.vad == "energy":
-        vad = energy_vad
-    if vad is None:
-        from brisvox.server.call_providers import vad_factory
-
-        vad, _label, pool = vad_factory()
-        if pool is not None:
-            closers.append(pool.aclose)
-    events: list[dict[str, Any]] = []
-    start = clock.now()
-    end_of_turn = None
-    if recording.header.smart_turn:
-        from brisvox.server.call_providers import end_of_turn_factory
-
-        turn = end_of_turn_factory()
-        if turn is None:
-            log.warning("the call used Smart Turn, which is unavailable here: its turns may end differently")
-        else:
-            end_of_turn, close_turn = turn
-            closers.append(close_turn)
-    registry_tools = replay_tools(tools, recording)
-    registry = registry_tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
-    providers = Providers(stt=ReplayStt(clock, recording, start), llm=ReplayLlm(clock, recording),
-                          tts=ReplayTts(clock, recording), vad=vad, end_of_turn=end_of_turn)
-
-    def listen(event: ev.EngineEvent) -> None:
-        events.append(event_record(event, round(event.at - start, 6)))
-
-    try:
-        async with LoopbackTransport(clock) as transport, TaskScope("replay") as scope:
-            client = await transport.connect(metadata={"sample_rate": str(recording.header.input_rate)})
-            session = await TransportSession.open(clock, await transport.accept())
-            observer = CallObserver(listener=listen)
-            call = scope.spawn(run_call(session, config, providers, clock, tools=registry,
-                                        filler=FillerPolicy.from_config(config.llm.filler), observer=observer),
-                               name="replay-call")
-            scope.spawn(_drain(client), name="replay-listener")
-            await _speak(client, recording, clock, start)
-            try:
-                await call
-            except CallFailed:
-                log.info("the replayed call failed (its EngineFailure is in the events)")
-    finally:
-        for close in closers:
-            await close()
-    return events
-
-
-async def _drain(client: Any) -> None:
-    with contextlib.suppress(ChannelClosed):  # the call ended
-        while True:
-            await client.recv()
-
-
-async def _speak(client: Any, recording: Recording, clock: Clock, start: float) -> None:
-    """The caller's recorded audio at its times, then the hang-up."""
-    rate = recording.header.input_rate
-    last = 0.0
-    with contextlib.suppress(ChannelClosed):  # the call ended first
-        for r in recording.of("audio"):
-            await clock.sleep_until(start + r["t"])
-            pcm = base64.b64decode(r["pcm"])
-            await client.send_audio(pcm, rate)
-            last = r["t"] + len(pcm) / (2 * rate)
-        stops = recording.of("stop")
-        await clock.sleep_until(start + (stops[0]["t"] if stops else last))
-        await client.hangup()
 
 
 # --- the comparison -------------------------------------------------------------------------

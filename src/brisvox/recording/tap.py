@@ -2,7 +2,7 @@
 
 :class:`CallRecorder` is one call's recording.  ``providers`` wraps the call's STT, LLM and
 TTS providers (each wrapper passes everything through and notes what it saw, with the
-call clock's time), ``tools`` wraps the agent's tool functions, and ``listen`` is an event
+call clock's time), ``tool`` wraps one of the agent's tool functions, and ``listen`` is an event
 listener for the call's observer.  Every note becomes one JSON line
 (:mod:`brisvox.recording.format`) put on a bounded queue (``QUEUE_LINES``) without
 waiting: when the queue is full the line is dropped and counted (``dropped``, logged once
@@ -45,7 +45,6 @@ from brisvox.providers.llm import (
 from brisvox.providers.stt import SttConfig, SttEvent, SttProvider, SttSession, Transcript
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsProvider, TtsSession
 from brisvox.recording.format import VERSION, Header, RecordSettings, encode_line, event_record
-from brisvox.server.tools import ToolSet
 
 __all__ = ["QUEUE_LINES", "CallRecorder", "RecordSettings"]
 
@@ -139,15 +138,6 @@ class CallRecorder:
     def providers(self, providers: Providers) -> Providers:
         return replace(providers, stt=_Stt(providers.stt, self), llm=_Llm(providers.llm, self),
                        tts=_Tts(providers.tts, self))
-
-    def toolset(self, tools: ToolSet) -> ToolSet:
-        """``tools`` with each function wrapped (:meth:`tool`)."""
-        out = ToolSet()
-        for name in tools:
-            spec, tool = tools.spec(name), tools.tool(name)
-            if spec is not None and tool is not None:
-                out.add(spec, self.tool(name, tool))
-        return out
 
     def tool(self, name: str, tool: Tool) -> Tool:
         async def recorded(arguments: dict[str, Any], ctx: ToolCallContext) -> Any:

@@ -502,7 +502,7 @@ def engine_runner(
         if recorder is not None:  # off: nothing is wrapped
             observer.add_listener(recorder.listen)
             writing = scope.spawn(recorder.run(), name="recorder")
-            call_tools, call_providers = recorder.toolset(tools), recorder.providers(call_providers)
+            call_tools, call_providers = _recorded(tools, recorder), recorder.providers(call_providers)
         registry = (call_tools.registry(definition.tools, definition.confirm_tools)
                     if definition.tools or flow else None)
         # The first call at a rate renders the clips for the later ones (its fillers are text).
@@ -533,6 +533,16 @@ def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clo
                             input_rate=in_rate, output_rate=out_rate, started=clock.wall().isoformat(),
                             vad=providers.vad_label, smart_turn=providers.providers.end_of_turn is not None)
     return CallRecorder(definition.record, session.info.call_id, clock, head)
+
+
+def _recorded(tools: ToolSet, recorder: CallRecorder) -> ToolSet:
+    """``tools`` with each function wrapped by the call's recorder."""
+    out = ToolSet()
+    for name in tools:
+        spec, tool = tools.spec(name), tools.tool(name)
+        if spec is not None and tool is not None:
+            out.add(spec, recorder.tool(name, tool))
+    return out
 
 
 async def _written(recorder: CallRecorder, writing: asyncio.Task[None], clock: Clock) -> None:
