@@ -38,7 +38,7 @@ from brisvox.engine import CallFailed, CallObserver, Providers, run_call
 from brisvox.engine import events as ev
 from brisvox.engine.config import SummaryConfig
 from brisvox.inference.vad import energy_vad
-from brisvox.recording.format import Recording, event_record
+from brisvox.recording.format import Recording, RecordingError, event_record
 from brisvox.recording.io import load_recording
 from brisvox.recording.replay import ReplayLlm, ReplayStt, ReplayTts, judge, recorded_tool, render
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file
@@ -171,7 +171,9 @@ def _offered(path: Path, tools: ToolSet) -> ToolSet:
     return demo_tools() if path == DEMO_AGENT_FILE and not len(tools) else tools
 
 
-def run_replay(args: argparse.Namespace, tools: ToolSet, out: TextIO = sys.stdout) -> int:
+def run_replay(args: argparse.Namespace, tools: ToolSet, out: TextIO | None = None) -> int:
+    """``brisvox replay`` (see the module docs); prints to ``out`` (stdout)."""
+    out = out if out is not None else sys.stdout
     try:
         recording = load_recording(args.recording)
         if args.silence is not None and not 0 <= args.silence <= 10:
@@ -180,7 +182,7 @@ def run_replay(args: argparse.Namespace, tools: ToolSet, out: TextIO = sys.stdou
     except AgentFileError as exc:
         print("brisvox replay: the agent file has problems:", *map(str, exc.problems), sep="\n", file=sys.stderr)
         return EXIT_UNREADABLE
-    except ConfigError as exc:  # RecordingError is one
+    except (ConfigError, RecordingError) as exc:
         print(f"brisvox replay: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
     replayed = run_virtual(lambda: replay_recording(recording, agent, offered, SystemClock(), silence=args.silence))
