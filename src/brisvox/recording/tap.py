@@ -224,8 +224,10 @@ def _json_value(value: Any) -> Any:
 # --- provider taps -------------------------------------------------------------------------
 
 
-class _Stt:
-    def __init__(self, inner: SttProvider, rec: CallRecorder) -> None:
+class _Provider:
+    """What every provider tap passes straight through: the name and ``warm``."""
+
+    def __init__(self, inner: SttProvider | LlmProvider | TtsProvider, rec: CallRecorder) -> None:
         self._inner, self._rec = inner, rec
 
     @property
@@ -235,11 +237,32 @@ class _Stt:
     async def warm(self) -> None:
         await self._inner.warm()
 
+
+class _Stream:
+    """A session or stream tap: an async iterator and a context manager that closes it."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+
+class _Stt(_Provider):
+    _inner: SttProvider
+
     async def connect(self, config: SttConfig) -> SttSession:
         return _SttSession(await self._inner.connect(config), self._rec)
 
 
-class _SttSession:
+class _SttSession(_Stream):
     def __init__(self, inner: SttSession, rec: CallRecorder) -> None:
         self._inner, self._rec = inner, rec
 
@@ -254,9 +277,6 @@ class _SttSession:
         self._rec.note({"t": self._rec.t(), "k": "stop"})
         await self._inner.aclose()
 
-    def __aiter__(self) -> Self:
-        return self
-
     async def __anext__(self) -> SttEvent:
         event = await anext(self._inner)
         if isinstance(event, Transcript):
@@ -264,30 +284,15 @@ class _SttSession:
                             "speech_final": event.speech_final, "from_finalize": event.from_finalize})
         return event
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
-
-
-class _Llm:
-    def __init__(self, inner: LlmProvider, rec: CallRecorder) -> None:
-        self._inner, self._rec = inner, rec
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    async def warm(self) -> None:
-        await self._inner.warm()
+class _Llm(_Provider):
+    _inner: LlmProvider
 
     def stream(self, request: LlmRequest) -> LlmStream:
         return _LlmStream(self._inner.stream(request), self._rec)
 
 
-class _LlmStream:
+class _LlmStream(_Stream):
     def __init__(self, inner: LlmStream, rec: CallRecorder) -> None:
         self._inner, self._rec = inner, rec
         self._t = rec.t()
@@ -324,9 +329,6 @@ class _LlmStream:
                 record["closed"] = True
             self._rec.note(record)
 
-    def __aiter__(self) -> Self:
-        return self
-
     async def __anext__(self) -> LlmEvent:
         try:
             event = await anext(self._inner)
@@ -340,24 +342,9 @@ class _LlmStream:
         self._write(closed=True)
         await self._inner.aclose()
 
-    async def __aenter__(self) -> Self:
-        return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
-
-
-class _Tts:
-    def __init__(self, inner: TtsProvider, rec: CallRecorder) -> None:
-        self._inner, self._rec = inner, rec
-
-    @property
-    def name(self) -> str:
-        return self._inner.name
-
-    async def warm(self) -> None:
-        await self._inner.warm()
+class _Tts(_Provider):
+    _inner: TtsProvider
 
     async def connect(self, config: TtsConfig) -> TtsSession:
         return _TtsSession(await self._inner.connect(config), self._rec)
@@ -373,7 +360,7 @@ class _Context:
     audio: list[list[float]] = field(default_factory=list)  # [seconds after t, seconds of audio]
 
 
-class _TtsSession:
+class _TtsSession(_Stream):
     """Notes each context's text length and when its audio came, how much; written when the session closes."""
 
     def __init__(self, inner: TtsSession, rec: CallRecorder) -> None:
@@ -398,9 +385,6 @@ class _TtsSession:
         self._contexts.clear()
         await self._inner.aclose()
 
-    def __aiter__(self) -> Self:
-        return self
-
     async def __anext__(self) -> TtsEvent:
         event = await anext(self._inner)
         if isinstance(event, TtsAudio):
@@ -412,10 +396,3 @@ class _TtsSession:
                 else:
                     ctx.audio.append([dt, seconds])
         return event
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        await self.aclose()
