@@ -28,6 +28,9 @@ def test_record_is_off_unless_an_agent_turns_it_on_and_a_relative_dir_is_under_t
     assert on.record == RecordSettings(dir=tmp_path / "calls", keep=3)
     with pytest.raises(AgentFileError, match=r"record\.keep"):
         parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[record]\nenabled = true\nkeep = 0\n')
+    with pytest.raises(AgentFileError, match=r"recording a speech-to-speech agent's calls is not built yet"):
+        parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[s2s]\nprovider = "openai-realtime"\n'
+                         '[record]\nenabled = true\n', environ={"OPENAI_API_KEY": "sk-test-0123456789"})
 
 
 async def test_only_the_newest_keep_recordings_stay(tmp_path: Path) -> None:

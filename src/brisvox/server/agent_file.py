@@ -446,6 +446,9 @@ def _s2s_policy(f: _File, report: _Report) -> S2sPolicy:
         if name in f.model_fields_set:
             report.at_key((name,), f"does not apply to a speech-to-speech agent ([s2s]): its model hears, "
                                    f"takes turns and speaks; remove [{name}] or [s2s]")
+    if f.record.enabled:
+        report.at_key(("record",), "recording a speech-to-speech agent's calls is not built yet; "
+                                   "remove [record] or [s2s]")
     s = f.s2s
     assert s is not None
     budget = s.think_budget

@@ -529,9 +529,10 @@ def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clo
     assert definition.record is not None
     rates = session.info.sample_rate()
     in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
-    head = recording_header(definition.name, str(definition.source), virtual=isinstance(asyncio.get_running_loop(), VirtualTimeLoop),
-                            input_rate=in_rate, output_rate=out_rate, started=clock.wall().isoformat(),
-                            vad=providers.vad_label, smart_turn=providers.providers.end_of_turn is not None)
+    virtual = isinstance(asyncio.get_running_loop(), VirtualTimeLoop)
+    head = recording_header(definition.name, str(definition.source), virtual=virtual, input_rate=in_rate,
+                            output_rate=out_rate, started=clock.wall().isoformat(), vad=providers.vad_label,
+                            smart_turn=providers.providers.end_of_turn is not None)
     return CallRecorder(definition.record, session.info.call_id, clock, head)
 
 
