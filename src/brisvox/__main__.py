@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
         from brisvox.server.replay import run_replay
         from brisvox.server.tools import ToolSet
 
-        return run_replay(args, tools if tools is not None else agent.toolset() if agent is not None else ToolSet())
+        toolset = tools if tools is not None else agent.toolset() if agent is not None else ToolSet()
+        return run_replay(args, toolset, agent)
     if args.command == "demo":
         from brisvox._demo import run_demo
 

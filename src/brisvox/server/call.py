@@ -530,7 +530,9 @@ def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clo
     rates = session.info.sample_rate()
     in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
     virtual = isinstance(asyncio.get_running_loop(), VirtualTimeLoop)
-    head = recording_header(definition.name, str(definition.source), virtual=virtual, input_rate=in_rate,
+    source = definition.source  # absolute, so that a replay finds it from anywhere (None: a Python agent's)
+    agent_file = str(source.resolve()) if source.is_file() else None
+    head = recording_header(definition.name, agent_file, virtual=virtual, input_rate=in_rate,
                             output_rate=out_rate, started=clock.wall().isoformat(), vad=providers.vad_label,
                             smart_turn=providers.providers.end_of_turn is not None)
     return CallRecorder(definition.record, session.info.call_id, clock, head)

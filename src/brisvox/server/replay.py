@@ -41,6 +41,7 @@ from brisvox.inference.vad import energy_vad
 from brisvox.recording.format import Recording, RecordingError, event_record
 from brisvox.recording.io import load_recording
 from brisvox.recording.replay import ReplayLlm, ReplayStt, ReplayTts, judge, recorded_tool, render
+from brisvox.server.agent import Agent
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file
 from brisvox.server.call import engine_config
 from brisvox.server.tools import ToolSet
@@ -155,11 +156,15 @@ async def _speak(client: Any, recording: Recording, clock: Clock, start: float) 
 
 
 
-def replay_agent(recording: Recording, given: Path | None, tools: ToolSet) -> tuple[AgentDefinition, ToolSet]:
-    """The agent to replay (the file ``given``, else the one the recording names) and its tools."""
+def replay_agent(recording: Recording, given: Path | None, tools: ToolSet,
+                 program: Agent | None = None) -> tuple[AgentDefinition, ToolSet]:
+    """The agent to replay and its tools: the file ``given``, else the one the recording names,
+    else the program's own agent (``brisvox.run(agent)``)."""
     path = given if given is not None else recording.header.agent_file
+    if path is None and program is not None:
+        return program.definition(), program.toolset()
     if path is None:
-        raise ConfigError("the recording names no agent file: pass --agent")
+        raise ConfigError("the recording names no agent file (a Python agent's call): pass --agent")
     offered = _offered(Path(path), tools)
     return load_agent_file(path, available_tools=offered), offered
 
@@ -171,21 +176,22 @@ def _offered(path: Path, tools: ToolSet) -> ToolSet:
     return demo_tools() if path == DEMO_AGENT_FILE and not len(tools) else tools
 
 
-def run_replay(args: argparse.Namespace, tools: ToolSet, out: TextIO | None = None) -> int:
-    """``brisvox replay`` (see the module docs); prints to ``out`` (stdout)."""
+def run_replay(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = None, out: TextIO | None = None) -> int:
+    """``brisvox replay`` (see the module docs); ``agent``: the program's own (``brisvox.run``);
+    prints to ``out`` (stdout)."""
     out = out if out is not None else sys.stdout
     try:
         recording = load_recording(args.recording)
         if args.silence is not None and not 0 <= args.silence <= 10:
             raise ConfigError(f"--silence: expected seconds from 0 to 10, got {args.silence}")
-        agent, offered = replay_agent(recording, args.agent, tools)
+        definition, offered = replay_agent(recording, args.agent, tools, agent)
     except AgentFileError as exc:
         print("brisvox replay: the agent file has problems:", *map(str, exc.problems), sep="\n", file=sys.stderr)
         return EXIT_UNREADABLE
     except (ConfigError, RecordingError) as exc:
         print(f"brisvox replay: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    replayed = run_virtual(lambda: replay_recording(recording, agent, offered, SystemClock(), silence=args.silence))
+    replayed = run_virtual(lambda: replay_recording(recording, definition, offered, SystemClock(), silence=args.silence))
     judgement = judge(recording, replayed, args.tolerance)
     rows, differences, tolerance = judgement.rows, judgement.differences, judgement.tolerance
     print(render(rows), file=out)
