@@ -31,15 +31,16 @@ def lookup_tools() -> ToolSet:
     return tools
 
 
-def recording_agent(directory: Path, *, keep: int = 10, silence: float = 0.8) -> AgentDefinition:
+def recording_agent(directory: Path, *, keep: int = 10, silence: float = 0.8, record: bool = True) -> AgentDefinition:
     text = ('[agent]\nname = "shop"\nprompt = "p"\ntools = ["lookup"]\n\n'
             f'[turn]\npolicy = "fixed_silence"\nsilence = {silence}\n\n'
-            f'[record]\nenabled = true\ndir = "{directory}"\nkeep = {keep}\n')
+            f'[record]\nenabled = {str(record).lower()}\ndir = "{directory}"\nkeep = {keep}\n')
+    directory.mkdir(parents=True, exist_ok=True)
     (directory / "agent.toml").write_text(text)
     return load_agent_file(directory / "agent.toml", available_tools={"lookup"})
 
 
-async def recorded_call(agent: AgentDefinition, tools: ToolSet) -> None:
+async def recorded_call(agent: AgentDefinition, tools: ToolSet) -> CallProviders:
     """Two turns (the first calls the tool) and a barge-in over the last reply."""
     clock = SystemClock()
     scenario = (ScenarioBuilder().pause(0.4).say("look up the red shoes").pause(2.5).say("thanks")
@@ -65,3 +66,4 @@ async def recorded_call(agent: AgentDefinition, tools: ToolSet) -> None:
             await clock.sleep(0.02)
         await client.hangup()
         await call
+    return providers

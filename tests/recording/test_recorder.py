@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,24 @@ def test_record_is_off_unless_an_agent_turns_it_on_and_a_relative_dir_is_under_t
     with pytest.raises(AgentFileError, match=r"recording a speech-to-speech agent's calls is not built yet"):
         parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[s2s]\nprovider = "openai-realtime"\n'
                          '[record]\nenabled = true\n', environ={"OPENAI_API_KEY": "sk-test-0123456789"})
+
+
+async def test_with_record_off_the_call_gets_the_servers_own_providers_and_writes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import brisvox.server.call as served
+
+    given: list[object] = []
+    real = served.run_call
+
+    async def spy(session: Any, config: Any, providers: Any, *args: Any, **kwargs: Any) -> Any:
+        given.append(providers)
+        return await real(session, config, providers, *args, **kwargs)
+
+    monkeypatch.setattr(served, "run_call", spy)
+    off = await recorded_call(recording_agent(tmp_path, record=False), lookup_tools())
+    on = await recorded_call(recording_agent(tmp_path / "on"), lookup_tools())
+    assert given[0] is off.providers and given[1] is not on.providers
+    assert recordings(tmp_path) == [] and len(recordings(tmp_path / "on")) == 1
 
 
 async def test_only_the_newest_keep_recordings_stay(tmp_path: Path) -> None:
