@@ -9,8 +9,9 @@ Line 1 is the header::
 ``clock`` is ``virtual`` for a call run on virtual time (a simulation, a test: its replay
 must match to the millisecond) and ``real`` for a production call (its replay is compared
 with a tolerance); ``vad`` names the voice-activity detector it heard with and
-``smart_turn`` says whether the Smart Turn model judged its turns (the replay uses the same).  ``rates.input`` is the rate of the caller audio records (what the
-speech-to-text got), ``rates.output`` the rate the bot's audio was made at.
+``smart_turn`` says whether the Smart Turn model judged its turns (the replay uses the
+same).  ``rates.input`` is the rate of the caller audio records (what the speech-to-text
+got), ``rates.output`` the rate the bot's audio was made at.
 
 Every further line is a record ``{"t": seconds since the call started, "k": kind, ...}``:
 
