@@ -1,16 +1,17 @@
 """Recording a call: taps on its providers and tools, and a bounded writer.
 
-:class:`CallRecorder` is one call's recording.  ``providers`` wraps the call's STT, LLM and
-TTS providers (each wrapper passes everything through and notes what it saw, with the
-call clock's time), ``tool`` wraps one of the agent's tool functions, and ``listen`` is an event
-listener for the call's observer.  Every note becomes one JSON line
-(:mod:`brisvox.recording.format`) put on a bounded queue (``QUEUE_LINES``) without
-waiting: when the queue is full the line is dropped and counted (``dropped``, logged once
-per call, written in the ``end`` record) — the call never waits on the disk.  The writer
-task (``run``, spawned in the call's scope) gzips the lines into ``<dir>/<call id>.jsonl.gz``
-in a worker thread; a write that fails is logged with its traceback and counted
-(``failures``) and the recording stops; the call goes on.  ``finish`` writes the ``end``
-record, closes the file and keeps the directory to ``keep`` recordings (oldest deleted).
+:class:`CallRecorder` is one call's recording. ``providers`` wraps the call's STT, LLM and
+TTS providers (each wrapper passes everything through and notes what it saw, with the call
+clock's time), ``tool`` wraps one of the agent's tool functions, and ``listen`` is an event
+listener for the call's observer. Every note becomes one JSON line
+(:mod:`brisvox.recording.format`) put on a bounded queue (``QUEUE_LINES``) without waiting:
+when the queue is full the line is dropped and counted (``dropped``, logged once per call,
+written in the ``end`` record) — the call never waits on the disk. The writer task (``run``,
+spawned in the call's scope) gzips what is queued into ``<dir>/<call id>.jsonl.gz`` every
+``WRITE_EVERY`` seconds, in a worker thread; a write that fails is logged with its traceback
+and counted (``failures``) and the recording stops; the call goes on. ``finish`` writes the
+``end`` record, closes the file and keeps the directory to ``keep`` recordings (oldest
+deleted).
 
 Nothing here runs unless an agent turns recording on (``[record]``): the server wraps
 nothing otherwise.
@@ -46,12 +47,13 @@ from brisvox.providers.stt import SttConfig, SttEvent, SttProvider, SttSession, 
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsProvider, TtsSession
 from brisvox.recording.format import VERSION, Header, RecordSettings, encode_line, event_record
 
-__all__ = ["QUEUE_LINES", "CallRecorder", "RecordSettings"]
+__all__ = ["QUEUE_LINES", "WRITE_EVERY", "CallRecorder", "header"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 QUEUE_LINES: Final = 4096  # about 80 s of caller audio ahead of the disk
+WRITE_EVERY: Final = 0.5  # seconds between the writer's batches
 _SUFFIX: Final = ".jsonl.gz"
 
 
@@ -126,6 +128,7 @@ class CallRecorder:
                 await _in_thread(out.write, b"".join(batch))
             if ended:
                 return
+            await self._clock.sleep(WRITE_EVERY)  # one thread hop per interval, not per 20 ms frame
 
     def finish(self) -> None:
         """The call ended: the ``end`` record, then the writer closes the file (both past the bound)."""
