@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import gzip
 import logging
 from collections.abc import Callable
@@ -30,7 +31,8 @@ from types import TracebackType
 from typing import Any, BinaryIO, Final, Self, TypeVar
 
 from brisvox.agent.tools import Tool, ToolCallContext
-from brisvox.core.clock import Clock, hold_time_for
+from brisvox.core.clock import Clock, bounded, hold_time_for
+from brisvox.core.errors import DeadlineExceeded
 from brisvox.engine import Providers
 from brisvox.engine import events as ev
 from brisvox.providers.llm import (
@@ -69,6 +71,7 @@ class CallRecorder:
         self.dropped = 0
         self.failures = 0
         self._broken = False
+        self._finished = asyncio.Event()
         self.note(header.line())
 
     # --- notes ------------------------------------------------------------------------------
@@ -128,13 +131,16 @@ class CallRecorder:
                 await _in_thread(out.write, b"".join(batch))
             if ended:
                 return
-            await self._clock.sleep(WRITE_EVERY)  # one thread hop per interval, not per 20 ms frame
+            # One thread hop per interval, not per 20 ms frame; the call's end wakes it at once.
+            with contextlib.suppress(DeadlineExceeded):  # the interval passed, the call goes on
+                await bounded(self._clock, WRITE_EVERY, self._finished.wait(), "recording interval")
 
     def finish(self) -> None:
         """The call ended: the ``end`` record, then the writer closes the file (both past the bound)."""
         if not self._broken:
             self._queue.put_nowait(encode_line({"t": self.t(), "k": "end", "dropped": self.dropped}))
         self._queue.put_nowait(None)
+        self._finished.set()
 
     # --- wrapping ---------------------------------------------------------------------------
 
