@@ -11,6 +11,7 @@ from brisvox.inference.vad import energy_vad
 from brisvox.server.agent_file import AgentDefinition, load_agent_file
 from brisvox.server.call import EngineCall, engine_runner
 from brisvox.server.call_providers import CallProviders
+from brisvox.server.metrics import ServerMetrics
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.transport import LoopbackTransport
@@ -40,7 +41,7 @@ def recording_agent(directory: Path, *, keep: int = 10, silence: float = 0.8, re
     return load_agent_file(directory / "agent.toml", available_tools={"lookup"})
 
 
-async def recorded_call(agent: AgentDefinition, tools: ToolSet) -> CallProviders:
+async def recorded_call(agent: AgentDefinition, tools: ToolSet, metrics: ServerMetrics | None = None) -> CallProviders:
     """Two turns (the first calls the tool) and a barge-in over the last reply."""
     clock = SystemClock()
     scenario = (ScenarioBuilder().pause(0.4).say("look up the red shoes").pause(2.5).say("thanks")
@@ -53,7 +54,7 @@ async def recorded_call(agent: AgentDefinition, tools: ToolSet) -> CallProviders
         providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
         llm_label="scripted (test)", vad_label="energy",
     )
-    runner = engine_runner(agent, tools, clock, providers)
+    runner = engine_runner(agent, tools, clock, providers, metrics)
 
     async def no_text(_: str) -> None:
         return None

@@ -12,6 +12,7 @@ from brisvox.recording import load_recording
 from brisvox.recording.format import RecordSettings
 from brisvox.recording.tap import QUEUE_LINES, CallRecorder, header
 from brisvox.server.agent_file import AgentFileError, parse_agent_file
+from brisvox.server.metrics import ServerMetrics
 from brisvox.testing import Replay
 from tests.recording._calls import lookup_tools, recorded_call, recording_agent, recordings
 
@@ -50,6 +51,15 @@ async def test_with_record_off_the_call_gets_the_servers_own_providers_and_write
     on = await recorded_call(recording_agent(tmp_path / "on"), lookup_tools())
     assert given[0] is off.providers and given[1] is not on.providers
     assert recordings(tmp_path) == [] and len(recordings(tmp_path / "on")) == 1
+
+
+async def test_each_closed_recording_is_counted_in_the_metrics(tmp_path: Path) -> None:
+    metrics = ServerMetrics(tool_names=["lookup"])
+    await recorded_call(recording_agent(tmp_path), lookup_tools(), metrics)
+    text = metrics.render().decode()
+    assert 'brisvox_recordings_total{outcome="written"} 1.0' in text
+    assert 'brisvox_recordings_total{outcome="failed"} 0.0' in text
+    assert "brisvox_recording_records_dropped_total 0.0" in text
 
 
 async def test_only_the_newest_keep_recordings_stay(tmp_path: Path) -> None:

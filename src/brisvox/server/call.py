@@ -518,6 +518,8 @@ def engine_runner(
             if recorder is not None:
                 recorder.finish()
                 await _written(recorder, writing, clock)
+                if metrics is not None:
+                    metrics.record_recording(failed=recorder.failures > 0, dropped=recorder.dropped)
 
     return call_runner(talk, clock, stop_timeout=config.timeouts.stop, info=providers.page_info(definition),
                        metrics=metrics, tracing=tracing, directory=directory, calls=calls)
