@@ -51,6 +51,7 @@ from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
 from brisvox.providers.choice import ProviderChoice
 from brisvox.server._section import Section, in_bounds, range_text
+from brisvox.server.agent_link import AgentLinkConfig
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.agent_flow import (
     FlowSection,
@@ -181,6 +182,13 @@ class _Filler(Section):
     prerender: bool | None = None
 
 
+class _AgentLink(Section):
+    ranges = MappingProxyType({"connect_timeout": (0.1, 30.0), "ready_timeout": (0.1, 30.0)})
+    url: str = Field(pattern=r"^wss?://[^\s/]+(/\S*)?$", max_length=2048)
+    connect_timeout: float = 5.0
+    ready_timeout: float = 5.0
+
+
 class _Provider(Section):
     provider: str = Field(min_length=1)
     api_key_env: str | None = None
@@ -195,6 +203,7 @@ class _File(Section):
     filler: _Filler = _Filler()
     window: WindowSection = WindowSection()
     flow: FlowSection | None = None
+    agent_link: _AgentLink | None = None
     stt: _Provider | None = None
     llm: _Provider | None = None
     tts: _Provider | None = None
@@ -227,6 +236,7 @@ class AgentDefinition:
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
+    agent_link: AgentLinkConfig | None = None  # the agent process each call links to (docs/AGENT_PROTOCOL.md)
 
     def provider(self, stage: Stage) -> ProviderChoice:
         return {Stage.STT: self.stt, Stage.LLM: self.llm, Stage.TTS: self.tts}[stage]
@@ -402,6 +412,9 @@ def _build(
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
+        agent_link=None if f.agent_link is None else AgentLinkConfig(
+            url=f.agent_link.url, connect_timeout=f.agent_link.connect_timeout,
+            ready_timeout=f.agent_link.ready_timeout),
     )
 
 

@@ -75,6 +75,7 @@ from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
 from brisvox.server.settings import Settings
 from brisvox.server.telnyx_endpoint import TelnyxEndpoint
+from brisvox.server.agent_link import AgentLink
 from brisvox.server.tools import ToolSet
 from brisvox.server.twilio_endpoint import TwilioEndpoint
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
@@ -413,9 +414,28 @@ def engine_runner(
             await session.close(config.timeouts.stop)  # every path: no transport task outlives the call
 
     async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
+        if definition.agent_link is None:
+            await serve_linked(session, call, cancel, None)
+            return
+        # The agent's link opens before the pipeline starts and closes after it (docs/AGENT_PROTOCOL.md).
+        async with TaskScope("agent-link") as link_scope:
+            info = session.info
+            link = await AgentLink.open(definition.agent_link, clock, call_id=info.call_id, agent=definition.name,
+                                        transport=info.transport, parameters=info.metadata, scope=link_scope)
+            try:
+                await serve_linked(session, call, cancel, link)
+            finally:
+                if link is not None:
+                    await link.close()
+                await link_scope.aclose()
+
+    async def serve_linked(session: TransportSession, call: EngineCall, cancel: SessionCancel,
+                           link: AgentLink | None) -> None:
         registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
+        if link is not None:
+            registry = link.tools_into(registry)
         tracer = tracing.call(session.info.call_id, clock) if tracing is not None else None
-        observer = CallObserver(listener=_both(listener, tracer))
+        observer = CallObserver(listener=_both(_both(listener, tracer), link.listen if link is not None else None))
         async with TaskScope("engine-call") as scope:
             side = call.events()
             if side is not None:

@@ -1,0 +1,252 @@
+"""The server's side of the agent protocol (docs/AGENT_PROTOCOL.md): one link per call.
+
+:meth:`AgentLink.open` connects to the agent's URL, sends ``session.start`` and waits for
+``ready`` (each step bounded on the call's clock).  The agent's tools become
+:class:`RemoteTool` s, registered into the call's tool registry next to the agent file's
+tools, so the tool engine's ReadOnly/SideEffect rules, timeouts and idempotency apply to
+them unchanged.  The engine's events go out through a bounded queue (events drop-oldest,
+tool calls back-pressure); the reader resolves ``tool.result`` s and never waits on the call.
+
+Failure never fails the call: an agent that cannot be reached, or a link lost mid-call,
+is logged once with its traceback and counted (:data:`LINK_FAILURES`); the call goes on
+under the agent file, and the remote tools answer ``tool_failed`` ("the agent is
+unavailable") from then on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import websockets
+from websockets.asyncio.client import ClientConnection
+
+from brisvox.agent.tools import ToolCallContext, ToolError, ToolKind, ToolRegistry, ToolSpec
+from brisvox.core.channel import Channel, ItemPolicy, Overflow
+from brisvox.core.clock import Clock, bounded
+from brisvox.core.errors import BrisvoxError, ChannelClosed, DeadlineExceeded
+from brisvox.core.tasks import TaskScope
+from brisvox.engine import events as ev
+from brisvox.sdk import protocol as p
+
+__all__ = ["LINK_FAILURES", "AgentLink", "AgentLinkConfig", "RemoteTool", "event_message"]
+
+log = logging.getLogger(__name__)
+
+LINK_FAILURES: list[int] = [0]
+"""Links that could not open or were lost, process-wide (read by tests and metrics)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentLinkConfig:
+    """Where the agent is and how long each step may take (seconds, on the call's clock).
+
+    ``queue``: frames waiting to be written; past it the oldest *event* is dropped (counted),
+    a tool call waits for room.  ``result_limit``: the longest a remote call waits for its
+    result past its own timeout (a SideEffect keeps running after its timeout)."""
+
+    url: str
+    connect_timeout: float = 5.0
+    ready_timeout: float = 5.0
+    write_timeout: float = 2.0
+    queue: int = 256
+    result_limit: float = 60.0
+
+
+def event_message(event: ev.EngineEvent) -> p.CallEvent | None:
+    """The protocol's event for an engine event (None: not sent to agents)."""
+    match event:
+        case ev.TurnStarted(epoch=turn):
+            return p.CallEvent(type="event", kind="turn_started", turn=turn)
+        case ev.UserTranscript(epoch=turn, text=text, final=True):
+            return p.CallEvent(type="event", kind="transcript", turn=turn, text=text)
+        case ev.UserTurn(epoch=turn, text=text):
+            return p.CallEvent(type="event", kind="user_turn", turn=turn, text=text)
+        case ev.BotHeard(epoch=turn, text=text):
+            return p.CallEvent(type="event", kind="bot_heard", turn=turn, text=text)
+        case ev.BotDone(epoch=turn):
+            return p.CallEvent(type="event", kind="bot_done", turn=turn)
+        case ev.ToolCallSettled(epoch=turn, name=name, outcome=outcome):
+            return p.CallEvent(type="event", kind="tool_settled", turn=turn, tool=name, outcome=outcome.value)
+    return None
+
+
+def _is_event(frame: tuple[str, bool]) -> ItemPolicy:
+    # Events may be lost under pressure (counted); tool calls and control frames never are.
+    return ItemPolicy(Overflow.DROP_OLDEST, "event") if frame[1] else ItemPolicy(Overflow.BACKPRESSURE)
+
+
+class AgentLink:
+    """One call's link to its agent (see the module docs)."""
+
+    def __init__(self, config: AgentLinkConfig, clock: Clock, call_id: str, ws: ClientConnection,
+                 ready: p.Ready) -> None:
+        self.config = config
+        self.clock = clock
+        self.call_id = call_id
+        self.ready = ready
+        self._ws = ws
+        self._out: Channel[tuple[str, bool]] = Channel(config.queue, name="agent-link-out", policy=_is_event)
+        self._pending: dict[str, asyncio.Future[p.ToolResult]] = {}
+        self._ids = itertools.count(1)
+        self.lost = False
+        self._closing = False
+        self._written = asyncio.Event()
+        self.protocol_errors = 0
+
+    @classmethod
+    async def open(cls, config: AgentLinkConfig, clock: Clock, *, call_id: str, agent: str, transport: str,
+                   parameters: Mapping[str, str], scope: TaskScope) -> AgentLink | None:
+        """The open link, its tasks started in ``scope``; None (logged once, counted) when the agent is gone."""
+        ws: ClientConnection | None = None
+        try:
+            ws = await bounded(clock, config.connect_timeout,
+                               websockets.connect(config.url, open_timeout=None, ping_interval=None,
+                                                  max_size=p.MAX_MESSAGE_BYTES),
+                               "agent link connect")
+            start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent=agent, transport=transport,
+                                   parameters=dict(parameters))
+            await bounded(clock, config.write_timeout, ws.send(p.encode(start)), "agent link session.start")
+            frame = await bounded(clock, config.ready_timeout, ws.recv(), "agent link ready")
+            ready = p.parse_agent_message(frame)
+            if not isinstance(ready, p.Ready):
+                raise p.ProtocolError(p.ErrorCode.UNEXPECTED, "type", f"expected ready, got {ready.type}")
+        except (OSError, DeadlineExceeded, websockets.WebSocketException, BrisvoxError):
+            LINK_FAILURES[0] += 1
+            log.warning("call %s: agent link to %s could not open; the call goes on under the agent file",
+                        call_id, config.url, exc_info=True)
+            if ws is not None:
+                ws.transport.abort()
+            return None
+        link = cls(config, clock, call_id, ws, ready)
+        scope.spawn(link._run(), name="agent-link")
+        return link
+
+    # --- the call's side ---
+
+    def tools_into(self, registry: ToolRegistry | None) -> ToolRegistry:
+        """``registry`` (or a new one) with the agent's tools registered."""
+        out = registry if registry is not None else ToolRegistry()
+        for spec in self.ready.tools:
+            kind = ToolKind.SIDE_EFFECT if spec.kind == "side_effect" else ToolKind.READ_ONLY
+            out.register(ToolSpec(name=spec.name, description=spec.description, parameters=spec.parameters,
+                                  kind=kind, timeout=spec.timeout, repeatable=spec.repeatable),
+                         RemoteTool(self, spec.name))
+        return out
+
+    def listen(self, event: ev.EngineEvent) -> None:
+        """An engine event listener: the event goes out if the agent takes it (never blocks)."""
+        message = event_message(event)
+        if message is not None and not self.lost:
+            self._out.try_send((p.encode(message), True))
+
+    @property
+    def dropped_events(self) -> int:
+        return self._out.dropped
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], ctx: ToolCallContext, timeout: float) -> Any:
+        if self.lost:
+            raise ToolError("the agent is unavailable")
+        request_id = f"r{next(self._ids)}"
+        key = ctx.idempotency_key()
+        request = p.ToolCallRequest(type="tool.call", id=request_id, name=name, arguments=arguments,
+                                    idempotency_key=f"{key.session}/{key.epoch}/{key.call_id}", timeout=timeout)
+        future: asyncio.Future[p.ToolResult] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await bounded(self.clock, self.config.write_timeout, self._out.send((p.encode(request), False)),
+                          "agent link tool.call")
+            result = await bounded(self.clock, timeout + self.config.result_limit, future, "agent tool result")
+        except (ChannelClosed, DeadlineExceeded) as exc:
+            raise ToolError("the agent is unavailable") from exc
+        finally:
+            self._pending.pop(request_id, None)
+        if not result.ok:
+            raise ToolError(result.error or "the agent's tool failed")
+        return result.result
+
+    # --- the connection ---
+
+    async def _run(self) -> None:
+        try:
+            async with TaskScope("agent-link") as scope:
+                scope.spawn(self._write(), name="writer")
+                await self._read()
+                if not self._closing:
+                    raise ConnectionError("the agent closed the link")
+        except (OSError, DeadlineExceeded, websockets.WebSocketException) as exc:
+            if not self._closing:
+                self._lose(exc)
+        finally:
+            self._ws.transport.abort()
+
+    def _lose(self, exc: BaseException) -> None:
+        self.lost = True
+        LINK_FAILURES[0] += 1
+        log.warning("call %s: agent link lost; the call goes on under the agent file", self.call_id,
+                    exc_info=exc)
+        self._out.abort()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ToolError("the agent link was lost"))
+
+    async def _write(self) -> None:
+        async for frame, _ in self._out:
+            await bounded(self.clock, self.config.write_timeout, self._ws.send(frame), "agent link write")
+        self._written.set()
+
+    async def _read(self) -> None:
+        async for frame in self._ws:
+            try:
+                message = p.parse_agent_message(frame)
+            except p.ProtocolError as exc:
+                self._refuse(exc.code, exc.field, str(exc))
+                continue
+            if isinstance(message, p.ToolResult):
+                future = self._pending.get(message.id)
+                if future is None or future.done():
+                    self._refuse(p.ErrorCode.UNEXPECTED, "id", "a result for no pending call")
+                else:
+                    future.set_result(message)
+            else:
+                self._refuse(p.ErrorCode.NOT_SUPPORTED, "type", f"{message.type} is not applied by this server")
+
+    def _refuse(self, code: p.ErrorCode, field: str, message: str) -> None:
+        self.protocol_errors += 1
+        log.info("call %s: agent message refused: %s", self.call_id, code.value)
+        error = p.ProtocolErrorMessage(type="error", code=code.value, field=field, message=message)
+        self._out.try_send((p.encode(error), True))
+
+    async def close(self) -> None:
+        """The call ended: ``call_ended`` goes out after what is queued, then the link closes (bounded)."""
+        if self.lost or self._closing:
+            return
+        self._closing = True
+        self._out.try_send((p.encode(p.CallEvent(type="event", kind="call_ended")), False))
+        self._out.close()
+        try:
+            await bounded(self.clock, self.config.write_timeout, self._written.wait(), "agent link last writes")
+        except DeadlineExceeded:
+            log.info("call %s: the agent link's last frames were not written in time", self.call_id)
+        try:
+            await bounded(self.clock, self.config.write_timeout, self._ws.close(), "agent link close")
+        except DeadlineExceeded:
+            self._ws.transport.abort()  # the agent did not answer the close: drop the socket
+
+
+class RemoteTool:
+    """A tool the agent serves: calling it is a ``tool.call`` / ``tool.result`` over the link."""
+
+    __slots__ = ("link", "name")
+
+    def __init__(self, link: AgentLink, name: str) -> None:
+        self.link = link
+        self.name = name
+
+    async def __call__(self, arguments: dict[str, Any], ctx: ToolCallContext, /) -> Any:
+        spec = next(s for s in self.link.ready.tools if s.name == self.name)
+        return await self.link.call_tool(self.name, arguments, ctx, spec.timeout)
