@@ -83,7 +83,7 @@ class _Session:
         self.ws = ws
         self.tools = {t.name: t for t in brain.tools()}
         self.results: OrderedDict[str, p.ToolResult] = OrderedDict()
-        self.running: dict[str, asyncio.Task[p.ToolResult]] = {}
+        self.running: dict[str, asyncio.Task[p.ToolResult]] = {}  # by idempotency key: a repeat joins it
         self.tasks: set[asyncio.Task[None]] = set()
 
     async def run(self) -> None:
@@ -105,10 +105,11 @@ class _Session:
                     await self.brain.on_event(message)
                 elif isinstance(message, p.ProtocolErrorMessage):
                     log.warning("brain: the server refused a message: %s (%s)", message.code, message.field)
-        finally:
-            for task in list(self.tasks):
+        finally:  # the link is gone: nothing could carry a result back
+            owned = [*self.tasks, *self.running.values()]
+            for task in owned:
                 task.cancel()
-            await asyncio.gather(*self.tasks, return_exceptions=True)
+            await asyncio.gather(*owned, return_exceptions=True)
 
     async def _answer(self, request: p.ToolCallRequest) -> None:
         key = request.idempotency_key

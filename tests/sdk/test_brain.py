@@ -1,0 +1,160 @@
+"""The SDK's Brain served on 127.0.0.1 and the server's link to it (no engine: the link's own contract)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from pydantic import BaseModel
+from websockets.asyncio.server import Server
+
+import brisvox
+from brisvox.agent.context import ToolCall
+from brisvox.agent.tools import CancelToken, ToolCallContext, ToolError, ToolKind
+from brisvox.core.clock import SystemClock
+from brisvox.core.errors import ConfigError
+from brisvox.core.tasks import TaskScope
+from brisvox.engine import events as ev
+from brisvox.sdk import Brain, protocol, serve
+from brisvox.server import agent_link
+from brisvox.server.agent_link import AgentLink, AgentLinkConfig
+
+
+class Day(BaseModel):
+    day: str
+
+
+class Desk(Brain):
+    booked: list[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.booked = []
+        self.events: list[protocol.CallEvent] = []
+
+    @brisvox.tool.read_only(timeout=2.0)
+    async def opening_hours(self, args: Day) -> str:
+        """When the shop is open on a day."""
+        if args.day == "sunday":
+            raise ToolError("closed on sundays")
+        return f"{args.day}: nine to five"
+
+    @brisvox.tool.side_effect
+    async def book(self, args: Day) -> str:
+        """Book a visit."""
+        self.booked.append(args.day)
+        return "booked"
+
+    async def on_event(self, event: protocol.CallEvent) -> None:
+        self.events.append(event)
+
+
+@asynccontextmanager
+async def served(factory: type[Brain] | object) -> AsyncIterator[tuple[Server, str]]:
+    server = await serve(factory, "127.0.0.1", 0)  # type: ignore[arg-type]
+    try:
+        yield server, f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def ctx(call_id: str, name: str, args: dict[str, str]) -> ToolCallContext:
+    return ToolCallContext(session="c1", epoch=1, call=ToolCall(id=call_id, name=name, arguments=args),
+                           cancel=CancelToken())
+
+
+async def open_link(url: str, scope: TaskScope) -> AgentLink | None:
+    return await AgentLink.open(AgentLinkConfig(url=url, connect_timeout=2.0, ready_timeout=2.0), SystemClock(),
+                                call_id="c1", agent="desk", transport="loopback", parameters={}, scope=scope)
+
+
+def test_a_sync_tool_is_refused_where_the_brain_declares_it() -> None:
+    with pytest.raises(ConfigError, match="async"):
+        class Bad(Brain):
+            @brisvox.tool.read_only
+            def hours(self) -> str:  # type: ignore[type-var]
+                """Hours."""
+                return "nine"
+
+
+@pytest.mark.realtime
+async def test_the_brains_tools_are_registered_with_their_kinds_and_answer_over_the_link() -> None:
+    brains: list[Desk] = []
+
+    def factory() -> Desk:
+        brains.append(Desk())
+        return brains[-1]
+
+    async with served(factory) as (_, url), TaskScope("test") as scope:
+        link = await open_link(url, scope)
+        assert link is not None
+        registry = link.tools_into(None)
+        assert sorted(registry.names()) == ["book", "opening_hours"]
+        assert registry.spec("book").kind is ToolKind.SIDE_EFFECT  # type: ignore[union-attr]
+        assert registry.spec("opening_hours").description == "When the shop is open on a day."  # type: ignore[union-attr]
+        hours = registry.get("opening_hours")
+        assert hours is not None
+        assert await hours.tool({"day": "monday"}, ctx("t1.0", "opening_hours", {})) == "monday: nine to five"
+        with pytest.raises(ToolError, match="closed on sundays"):
+            await hours.tool({"day": "sunday"}, ctx("t1.1", "opening_hours", {}))
+        link.listen(ev.UserTurn(epoch=1, at=0.0, text="book monday"))
+        book = registry.get("book")
+        assert book is not None
+        same = ctx("t1.2", "book", {})
+        first, again = await asyncio.gather(book.tool({"day": "monday"}, same), book.tool({"day": "monday"}, same))
+        assert (first, again) == ("booked", "booked")
+        assert brains[0].booked == ["monday"]  # one idempotency key: the side effect ran once
+        assert brains[0].session is not None and brains[0].session.call_id == "c1"
+        await link.close()
+    assert [(e.kind, e.text) for e in brains[0].events] == [("user_turn", "book monday"), ("call_ended", None)]
+
+
+@pytest.mark.realtime
+async def test_an_agent_that_cannot_be_reached_is_logged_once_counted_and_leaves_no_link(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        unused_tcp_port = s.getsockname()[1]
+    before = agent_link.LINK_FAILURES[0]
+    async with TaskScope("test") as scope:
+        assert await open_link(f"ws://127.0.0.1:{unused_tcp_port}", scope) is None
+    assert agent_link.LINK_FAILURES[0] == before + 1
+    lines = [r for r in caplog.records if "could not open" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].exc_info is not None
+
+
+@pytest.mark.realtime
+async def test_a_lost_link_fails_the_waiting_call_and_every_later_one_as_the_agent_being_unavailable(
+        caplog: pytest.LogCaptureFixture) -> None:
+    started = asyncio.Event()
+
+    class Slow(Brain):
+        @brisvox.tool.read_only(timeout=10.0)
+        async def wait(self) -> str:
+            """Wait."""
+            started.set()
+            await asyncio.Event().wait()
+            return "never"
+
+    caplog.set_level(logging.WARNING)
+    before = agent_link.LINK_FAILURES[0]
+    async with TaskScope("test") as scope:
+        async with served(Slow) as (server, url):
+            link = await open_link(url, scope)
+            assert link is not None
+            tool = link.tools_into(None).get("wait")
+            assert tool is not None
+            waiting = asyncio.ensure_future(tool.tool({}, ctx("t1.0", "wait", {})))
+            await started.wait()
+        with pytest.raises(ToolError, match="lost"):
+            await waiting
+        with pytest.raises(ToolError, match="unavailable"):
+            await tool.tool({}, ctx("t1.1", "wait", {}))
+        await link.close()
+    assert agent_link.LINK_FAILURES[0] == before + 1
+    assert len([r for r in caplog.records if "agent link lost" in r.getMessage()]) == 1
