@@ -144,7 +144,7 @@ async def test_a_lost_link_fails_the_waiting_call_and_every_later_one_as_the_age
     caplog.set_level(logging.WARNING)
     before = agent_link.LINK_FAILURES[0]
     async with TaskScope("test") as scope:
-        async with served(Slow) as (server, url):
+        async with served(Slow) as (_, url):
             link = await open_link(url, scope)
             assert link is not None
             tool = link.tools_into(None).get("wait")

@@ -41,7 +41,7 @@ class Shop(Brain):
     @brisvox.tool.side_effect(timeout=3.0)
     async def book(self, args: Day) -> str:
         """Book a visit (slow: the caller barges in while it runs)."""
-        await asyncio.sleep(1.0)  # noqa: ASYNC251 - the agent process's own work, on its own time
+        await asyncio.sleep(1.0)  # the agent process's own work, on its own time
         self.booked.append(args.day)
         return "booked"
 

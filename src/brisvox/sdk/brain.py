@@ -106,9 +106,11 @@ class _Session:
                 elif isinstance(message, p.ProtocolErrorMessage):
                     log.warning("brain: the server refused a message: %s (%s)", message.code, message.field)
         finally:  # the link is gone: nothing could carry a result back
-            owned = [*self.tasks, *self.running.values()]
-            for task in owned:
-                task.cancel()
+            owned: list[asyncio.Task[Any]] = []
+            owned.extend(self.tasks)
+            owned.extend(self.running.values())
+            for future in owned:
+                future.cancel()
             await asyncio.gather(*owned, return_exceptions=True)
 
     async def _answer(self, request: p.ToolCallRequest) -> None:

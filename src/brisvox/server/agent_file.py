@@ -51,7 +51,6 @@ from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
 from brisvox.providers.choice import ProviderChoice
 from brisvox.server._section import Section, in_bounds, range_text
-from brisvox.server.agent_link import AgentLinkConfig
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.agent_flow import (
     FlowSection,
@@ -61,6 +60,7 @@ from brisvox.server.agent_flow import (
     flow_settings,
     window_settings,
 )
+from brisvox.server.agent_link import AgentLinkConfig
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
     Bounds,

@@ -70,12 +70,12 @@ from brisvox.engine.config import SummaryConfig
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
+from brisvox.server.agent_link import AgentLink
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionCancel, SessionSlot
 from brisvox.server.settings import Settings
 from brisvox.server.telnyx_endpoint import TelnyxEndpoint
-from brisvox.server.agent_link import AgentLink
 from brisvox.server.tools import ToolSet
 from brisvox.server.twilio_endpoint import TwilioEndpoint
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
