@@ -158,3 +158,42 @@ async def test_a_lost_link_fails_the_waiting_call_and_every_later_one_as_the_age
         await link.close()
     assert agent_link.LINK_FAILURES[0] == before + 1
     assert len([r for r in caplog.records if "agent link lost" in r.getMessage()]) == 1
+
+
+@pytest.mark.realtime
+async def test_a_lost_link_of_a_brain_that_declared_resume_is_reopened_and_serves_calls_again() -> None:
+    starts: list[protocol.SessionStart] = []
+
+    class Steady(Desk):
+        resume = True
+
+        async def on_event(self, event: protocol.CallEvent) -> None:
+            if self.session is not None and self.session not in starts:
+                starts.append(self.session)
+
+    clock = SystemClock()
+    async with TaskScope("test") as scope:
+        async with served(Steady) as (_, url):
+            config = AgentLinkConfig(url=url, connect_timeout=1.0, reopen_backoff=0.05)
+            link = await AgentLink.open(config, clock, call_id="c1", agent="desk", transport="loopback",
+                                        parameters={}, scope=scope)
+            assert link is not None
+            hours = link.tools_into(None).get("opening_hours")
+            assert hours is not None
+            assert await hours.tool({"day": "monday"}, ctx("t1.0", "opening_hours", {})) == "monday: nine to five"
+            port = int(url.rsplit(":", 1)[1])
+        # The agent process restarts on the same port.
+        server = await serve(Steady, "127.0.0.1", port)
+        try:
+            for _ in range(200):
+                if link.reopened and not link.lost:
+                    break
+                await clock.sleep(0.02)
+            assert (link.reopened, link.lost) == (1, False)
+            assert await hours.tool({"day": "friday"}, ctx("t2.0", "opening_hours", {})) == "friday: nine to five"
+            link.listen(ev.UserTurn(epoch=2, at=0.0, text="hi"))
+            await link.close()
+        finally:
+            server.close()
+            await server.wait_closed()
+    assert [s.resume for s in starts] == [True]  # the second session said it resumes

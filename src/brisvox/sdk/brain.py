@@ -24,7 +24,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from websockets.asyncio.server import Server, ServerConnection
 from websockets.asyncio.server import serve as ws_serve
@@ -45,7 +45,12 @@ _REMEMBERED = 1024
 
 
 class Brain:
-    """Logic for one call (see the module docs).  Override :meth:`on_event` to follow the call."""
+    """Logic for one call (see the module docs).  Override :meth:`on_event` to follow the call.
+
+    ``resume``: a lost link should be reopened by the server (the new session's ``session.start``
+    has ``resume`` set; a new instance serves it)."""
+
+    resume: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.session: p.SessionStart | None = None
@@ -92,7 +97,8 @@ class _Session:
             raise p.ProtocolError(p.ErrorCode.UNEXPECTED, "type", f"expected session.start, got {start.type}")
         self.brain.session = start
         self.brain._send = self.ws.send
-        ready = p.Ready(type="ready", v=1, tools=tuple(_spec(t) for t in self.tools.values()))
+        ready = p.Ready(type="ready", v=1, tools=tuple(_spec(t) for t in self.tools.values()),
+                        resume=self.brain.resume)
         await self.ws.send(p.encode(ready))
         try:
             async for frame in self.ws:

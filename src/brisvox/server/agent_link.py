@@ -47,7 +47,9 @@ class AgentLinkConfig:
 
     ``queue``: frames waiting to be written; past it the oldest *event* is dropped (counted),
     a tool call waits for room.  ``result_limit``: the longest a remote call waits for its
-    result past its own timeout (a SideEffect keeps running after its timeout)."""
+    result past its own timeout (a SideEffect keeps running after its timeout).  ``reopen_*``: a
+    lost link of an agent that declared ``resume`` is reopened in at most ``reopen_attempts``
+    tries, waiting ``reopen_backoff`` before the first and doubling up to ``reopen_backoff_max``."""
 
     url: str
     connect_timeout: float = 5.0
@@ -55,6 +57,9 @@ class AgentLinkConfig:
     write_timeout: float = 2.0
     queue: int = 256
     result_limit: float = 60.0
+    reopen_attempts: int = 5
+    reopen_backoff: float = 0.2
+    reopen_backoff_max: float = 2.0
 
 
 def event_message(event: ev.EngineEvent) -> p.CallEvent | None:
@@ -80,6 +85,26 @@ def _is_event(frame: tuple[str, bool]) -> ItemPolicy:
     return ItemPolicy(Overflow.DROP_OLDEST, "event") if frame[1] else ItemPolicy(Overflow.BACKPRESSURE)
 
 
+_LINK_ERRORS = (OSError, DeadlineExceeded, websockets.WebSocketException, BrisvoxError)
+
+
+async def _handshake(config: AgentLinkConfig, clock: Clock, start: p.SessionStart) -> tuple[ClientConnection, p.Ready]:
+    """Connect, send ``session.start``, read ``ready`` (each bounded); the socket is dropped on any failure."""
+    ws = await bounded(clock, config.connect_timeout,
+                       websockets.connect(config.url, open_timeout=None, ping_interval=None,
+                                          max_size=p.MAX_MESSAGE_BYTES),
+                       "agent link connect")
+    try:
+        await bounded(clock, config.write_timeout, ws.send(p.encode(start)), "agent link session.start")
+        ready = p.parse_agent_message(await bounded(clock, config.ready_timeout, ws.recv(), "agent link ready"))
+        if not isinstance(ready, p.Ready):
+            raise p.ProtocolError(p.ErrorCode.UNEXPECTED, "type", f"expected ready, got {ready.type}")
+    except BaseException:
+        ws.transport.abort()
+        raise
+    return ws, ready
+
+
 class AgentLink:
     """One call's link to its agent (see the module docs)."""
 
@@ -97,32 +122,24 @@ class AgentLink:
         self._closing = False
         self._written = asyncio.Event()
         self.protocol_errors = 0
+        self.reopened = 0
+        self._start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent="", transport="")
 
     @classmethod
     async def open(cls, config: AgentLinkConfig, clock: Clock, *, call_id: str, agent: str, transport: str,
                    parameters: Mapping[str, str], scope: TaskScope) -> AgentLink | None:
         """The open link, its tasks started in ``scope``; None (logged once, counted) when the agent is gone."""
-        ws: ClientConnection | None = None
+        start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent=agent, transport=transport,
+                               parameters=dict(parameters))
         try:
-            ws = await bounded(clock, config.connect_timeout,
-                               websockets.connect(config.url, open_timeout=None, ping_interval=None,
-                                                  max_size=p.MAX_MESSAGE_BYTES),
-                               "agent link connect")
-            start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent=agent, transport=transport,
-                                   parameters=dict(parameters))
-            await bounded(clock, config.write_timeout, ws.send(p.encode(start)), "agent link session.start")
-            frame = await bounded(clock, config.ready_timeout, ws.recv(), "agent link ready")
-            ready = p.parse_agent_message(frame)
-            if not isinstance(ready, p.Ready):
-                raise p.ProtocolError(p.ErrorCode.UNEXPECTED, "type", f"expected ready, got {ready.type}")
-        except (OSError, DeadlineExceeded, websockets.WebSocketException, BrisvoxError):
+            ws, ready = await _handshake(config, clock, start)
+        except _LINK_ERRORS:
             LINK_FAILURES[0] += 1
             log.warning("call %s: agent link to %s could not open; the call goes on under the agent file",
                         call_id, config.url, exc_info=True)
-            if ws is not None:
-                ws.transport.abort()
             return None
         link = cls(config, clock, call_id, ws, ready)
+        link._start = start
         scope.spawn(link._run(), name="agent-link")
         return link
 
@@ -173,16 +190,52 @@ class AgentLink:
 
     async def _run(self) -> None:
         try:
+            while (exc := await self._serve()) is not None:
+                if not (self.ready.resume and await self._reopen(exc)):
+                    self._lose(exc)
+                    return
+        finally:
+            self._ws.transport.abort()
+
+    async def _serve(self) -> BaseException | None:
+        """Serve the open socket until it ends: the error that ended it, None when the call closed it."""
+        try:
             async with TaskScope("agent-link") as scope:
                 scope.spawn(self._write(), name="writer")
                 await self._read()
                 if not self._closing:
                     raise ConnectionError("the agent closed the link")
         except (OSError, DeadlineExceeded, websockets.WebSocketException) as exc:
-            if not self._closing:
-                self._lose(exc)
-        finally:
+            return None if self._closing else exc
+        return None
+
+    async def _reopen(self, exc: BaseException) -> bool:
+        """Reopen the link of an agent that declared resume: bounded attempts with doubling backoff."""
+        self.lost = True  # tool calls fail fast while the link is down
+        log.warning("call %s: agent link lost; reopening (the agent declared resume)", self.call_id, exc_info=exc)
+        self._fail_pending()
+        start = self._start.model_copy(update={"resume": True})
+        delay = self.config.reopen_backoff
+        for _ in range(self.config.reopen_attempts):
+            await self.clock.sleep(delay)
+            delay = min(delay * 2, self.config.reopen_backoff_max)
+            try:
+                ws, _ready = await _handshake(self.config, self.clock, start)
+            except _LINK_ERRORS:
+                log.info("call %s: agent link reopen failed", self.call_id)
+                continue
             self._ws.transport.abort()
+            self._ws = ws
+            self.lost = False
+            self.reopened += 1
+            log.info("call %s: agent link reopened", self.call_id)
+            return True
+        return False
+
+    def _fail_pending(self) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ToolError("the agent link was lost"))
 
     def _lose(self, exc: BaseException) -> None:
         self.lost = True
@@ -190,9 +243,7 @@ class AgentLink:
         log.warning("call %s: agent link lost; the call goes on under the agent file", self.call_id,
                     exc_info=exc)
         self._out.abort()
-        for future in self._pending.values():
-            if not future.done():
-                future.set_exception(ToolError("the agent link was lost"))
+        self._fail_pending()
 
     async def _write(self) -> None:
         async for frame, _ in self._out:
