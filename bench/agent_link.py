@@ -32,7 +32,7 @@ from brisvox.sdk import Brain, serve
 from brisvox.server.agent_link import AgentLink, AgentLinkConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _procutil import read_port, write_port  # noqa: E402
+from _procutil import read_port, write_port
 
 
 class Query(BaseModel):
