@@ -197,3 +197,30 @@ async def test_a_lost_link_of_a_brain_that_declared_resume_is_reopened_and_serve
             server.close()
             await server.wait_closed()
     assert [s.resume for s in starts] == [True]  # the second session said it resumes
+
+
+@pytest.mark.realtime
+async def test_the_agents_end_waits_for_the_bot_to_be_silent_and_an_unapplied_command_is_refused() -> None:
+    brains: list[Desk] = []
+
+    def factory() -> Desk:
+        brains.append(Desk())
+        return brains[-1]
+
+    clock = SystemClock()
+    async with served(factory) as (_, url), TaskScope("test") as scope:
+        link = await open_link(url, scope)
+        assert link is not None
+        link.listen(ev.BotText(epoch=1, at=0.0, round=0, text="Monday, nine to five."))
+        await brains[0].end()
+        # Not applied by this server version: answered not_supported (read after the end: one socket, in order).
+        await brains[0].say_line("Hello.")
+        for _ in range(100):
+            if link.protocol_errors:
+                break
+            await clock.sleep(0.01)
+        assert link.protocol_errors == 1
+        assert not link.ended.is_set()  # the bot is still speaking
+        link.listen(ev.BotDone(epoch=1, at=0.5))
+        assert link.ended.is_set()
+        await link.close()

@@ -53,7 +53,9 @@ async def no_text(_: str) -> None:
     return None
 
 
-async def run_call(url: str, scenario: CallerScenario, llm: ScriptedLlm, clock: SystemClock) -> None:
+async def run_call(url: str, scenario: CallerScenario, llm: ScriptedLlm, clock: SystemClock,
+                   until_done: bool = False) -> None:
+    """One call of the caller ``scenario``; ``until_done``: the caller stops talking once the call has ended."""
     agent = parse_agent_file(f'[agent]\nname = "shop"\nprompt = "p"\n\n[turn]\npolicy = "fixed_silence"\n'
                              f'silence = 0.4\n\n[agent_link]\nurl = "{url}"\nconnect_timeout = 2\n')
     providers = CallProviders(
@@ -64,6 +66,8 @@ async def run_call(url: str, scenario: CallerScenario, llm: ScriptedLlm, clock: 
         client = await transport.connect(metadata={"sample_rate": "16000"})
         call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
         for pcm in scenario.frames(0.02):
+            if until_done and call.done():
+                break
             await client.send_audio(pcm)
             await clock.sleep(0.02)
         await client.hangup()
@@ -147,3 +151,37 @@ async def test_an_agent_killed_mid_call_leaves_the_call_talking_under_the_agent_
     assert len(results) == 2 and "unavailable" in results[1]  # answered tool_failed, the call went on
     assert len(llm.requests) == 4  # and the model was asked again after the failure
     assert agent_link.LINK_FAILURES[0] == before + 1
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+async def test_the_agents_end_stops_the_call_once_its_answer_has_played() -> None:
+    clock = SystemClock()
+
+    class Closer(Shop):
+        async def on_event(self, event: protocol.CallEvent) -> None:
+            await super().on_event(event)
+            if event.kind == "bot_done":
+                await self.end()
+
+    brains: list[Closer] = []
+
+    def factory() -> Closer:
+        brains.append(Closer())
+        return brains[-1]
+
+    scenario = ScenarioBuilder().pause(0.3).say("when do you open on monday").pause(8.0).build()
+    llm = ScriptedLlm(clock, [[Call(name="opening_hours", arguments={"day": "monday"})],
+                              [Say("Monday, nine to five. Goodbye.")]])
+    server = await serve(factory, "127.0.0.1", 0)
+    try:
+        started = clock.now()
+        await run_call(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}", scenario, llm, clock,
+                       until_done=True)
+        took = clock.now() - started
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert took < scenario.duration - 2.0  # ended by the agent, not by the caller's hang-up
+    kinds = [e.kind for e in brains[0].events]
+    assert kinds.index("bot_done") < kinds.index("call_ended")

@@ -75,6 +75,13 @@ class Brain:
         await self._send(p.encode(p.Say(type="say", text=text, interrupt=interrupt)))
 
 
+    async def end(self) -> None:
+        """End the call once the bot is silent (the call's own goodbye, if any, is the agent file's)."""
+        if self._send is None:
+            raise BrisvoxError("end: the brain is not serving a call")
+        await self._send(p.encode(p.End(type="end")))
+
+
 def _spec(tool: FunctionTool) -> p.RemoteToolSpec:
     s = tool.spec
     return p.RemoteToolSpec(name=s.name, description=s.description, parameters=dict(s.parameters),

@@ -123,6 +123,9 @@ class AgentLink:
         self._written = asyncio.Event()
         self.protocol_errors = 0
         self.reopened = 0
+        self.ended = asyncio.Event()  # the agent's end, once the bot is silent: the runner stops the call
+        self._end_asked = False
+        self._bot_busy = False
         self._start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent="", transport="")
 
     @classmethod
@@ -157,6 +160,12 @@ class AgentLink:
 
     def listen(self, event: ev.EngineEvent) -> None:
         """An engine event listener: the event goes out if the agent takes it (never blocks)."""
+        if isinstance(event, ev.BotText | ev.BotAudible):
+            self._bot_busy = True
+        elif isinstance(event, ev.BotDone | ev.TurnStarted):
+            self._bot_busy = False
+            if self._end_asked:
+                self.ended.set()
         message = event_message(event)
         if message is not None and not self.lost:
             self._out.try_send((p.encode(message), True))
@@ -263,6 +272,10 @@ class AgentLink:
                     self._refuse(p.ErrorCode.UNEXPECTED, "id", "a result for no pending call")
                 else:
                     future.set_result(message)
+            elif isinstance(message, p.End) and not message.farewell:
+                self._end_asked = True
+                if not self._bot_busy:
+                    self.ended.set()
             else:
                 self._refuse(p.ErrorCode.NOT_SUPPORTED, "type", f"{message.type} is not applied by this server")
 

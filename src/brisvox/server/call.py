@@ -422,8 +422,12 @@ def engine_runner(
             info = session.info
             link = await AgentLink.open(definition.agent_link, clock, call_id=info.call_id, agent=definition.name,
                                         transport=info.transport, parameters=info.metadata, scope=link_scope)
+            stop = cancel
+            if link is not None:  # the call also stops when the agent ends it (AgentLink.ended)
+                stop = asyncio.Event()
+                link_scope.spawn(_either(cancel, link.ended, stop), name="agent-end-watch")
             try:
-                await serve_linked(session, call, cancel, link)
+                await serve_linked(session, call, stop, link)
             finally:
                 if link is not None:
                     await link.close()
@@ -472,6 +476,15 @@ def engine_runner(
             raise failed
 
     return run
+
+
+async def _either(first: asyncio.Event, second: asyncio.Event, out: asyncio.Event) -> None:
+    """Set ``out`` when ``first`` or ``second`` is set."""
+    async with TaskScope("either") as scope:
+        waits = [scope.spawn(first.wait(), name="first"), scope.spawn(second.wait(), name="second")]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        scope.cancel()
+    out.set()
 
 
 def _both(first: ev.EventListener | None, second: ev.EventListener | None) -> ev.EventListener | None:
