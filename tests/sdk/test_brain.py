@@ -20,7 +20,6 @@ from brisvox.core.errors import ConfigError
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
 from brisvox.sdk import Brain, protocol, serve
-from brisvox.server import agent_link
 from brisvox.server.agent_link import AgentLink, AgentLinkConfig
 
 
@@ -68,9 +67,10 @@ def ctx(call_id: str, name: str, args: dict[str, str]) -> ToolCallContext:
                            cancel=CancelToken())
 
 
-async def open_link(url: str, scope: TaskScope) -> AgentLink | None:
+async def open_link(url: str, scope: TaskScope, failures: list[str] | None = None) -> AgentLink | None:
     return await AgentLink.open(AgentLinkConfig(url=url, connect_timeout=2.0, ready_timeout=2.0), SystemClock(),
-                                call_id="c1", agent="desk", transport="loopback", parameters={}, scope=scope)
+                                call_id="c1", agent="desk", transport="loopback", parameters={}, scope=scope,
+                                on_failure=failures.append if failures is not None else None)
 
 
 def test_a_sync_tool_is_refused_where_the_brain_declares_it() -> None:
@@ -120,10 +120,10 @@ async def test_an_agent_that_cannot_be_reached_is_logged_once_counted_and_leaves
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         unused_tcp_port = s.getsockname()[1]
-    before = agent_link.LINK_FAILURES[0]
+    failures: list[str] = []
     async with TaskScope("test") as scope:
-        assert await open_link(f"ws://127.0.0.1:{unused_tcp_port}", scope) is None
-    assert agent_link.LINK_FAILURES[0] == before + 1
+        assert await open_link(f"ws://127.0.0.1:{unused_tcp_port}", scope, failures) is None
+    assert failures == ["open"]
     lines = [r for r in caplog.records if "could not open" in r.getMessage()]
     assert len(lines) == 1 and lines[0].exc_info is not None
 
@@ -142,10 +142,10 @@ async def test_a_lost_link_fails_the_waiting_call_and_every_later_one_as_the_age
             return "never"
 
     caplog.set_level(logging.WARNING)
-    before = agent_link.LINK_FAILURES[0]
+    failures: list[str] = []
     async with TaskScope("test") as scope:
         async with served(Slow) as (_, url):
-            link = await open_link(url, scope)
+            link = await open_link(url, scope, failures)
             assert link is not None
             tool = link.tools_into(None).get("wait")
             assert tool is not None
@@ -156,7 +156,7 @@ async def test_a_lost_link_fails_the_waiting_call_and_every_later_one_as_the_age
         with pytest.raises(ToolError, match="unavailable"):
             await tool.tool({}, ctx("t1.1", "wait", {}))
         await link.close()
-    assert agent_link.LINK_FAILURES[0] == before + 1
+    assert failures == ["lost"]
     assert len([r for r in caplog.records if "agent link lost" in r.getMessage()]) == 1
 
 

@@ -16,10 +16,10 @@ from brisvox.core.clock import SystemClock
 from brisvox.engine import Providers
 from brisvox.inference.vad import energy_vad
 from brisvox.sdk import Brain, protocol, serve
-from brisvox.server import agent_link
 from brisvox.server.agent_file import parse_agent_file
 from brisvox.server.call import EngineCall, engine_runner
 from brisvox.server.call_providers import CallProviders
+from brisvox.server.metrics import ServerMetrics
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.sim.scenario import CallerScenario
@@ -54,14 +54,14 @@ async def no_text(_: str) -> None:
 
 
 async def run_call(url: str, scenario: CallerScenario, llm: ScriptedLlm, clock: SystemClock,
-                   until_done: bool = False) -> None:
+                   until_done: bool = False, metrics: ServerMetrics | None = None) -> None:
     """One call of the caller ``scenario``; ``until_done``: the caller stops talking once the call has ended."""
     agent = parse_agent_file(f'[agent]\nname = "shop"\nprompt = "p"\n\n[turn]\npolicy = "fixed_silence"\n'
                              f'silence = 0.4\n\n[agent_link]\nurl = "{url}"\nconnect_timeout = 2\n')
     providers = CallProviders(
         providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
         llm_label="scripted (test)", vad_label="energy")
-    runner = engine_runner(agent, ToolSet(), clock, providers)
+    runner = engine_runner(agent, ToolSet(), clock, providers, metrics)
     async with LoopbackTransport(clock) as transport:
         client = await transport.connect(metadata={"sample_rate": "16000"})
         call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
@@ -119,7 +119,7 @@ async def test_the_answer_comes_from_the_brains_tool_and_a_barged_in_side_effect
 @pytest.mark.slow
 async def test_an_agent_killed_mid_call_leaves_the_call_talking_under_the_agent_file() -> None:
     clock = SystemClock()
-    before = agent_link.LINK_FAILURES[0]
+    metrics = ServerMetrics()
     scenario = (ScenarioBuilder().pause(0.3).say("when do you open on monday").pause(2.0)
                 .say("and on tuesday").pause(2.5).build())
     llm = ScriptedLlm(clock, [
@@ -142,7 +142,8 @@ async def test_an_agent_killed_mid_call_leaves_the_call_talking_under_the_agent_
 
     killing = asyncio.ensure_future(killer())
     try:
-        await run_call(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}", scenario, llm, clock)
+        await run_call(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}", scenario, llm, clock,
+                       metrics=metrics)
     finally:
         killing.cancel()
         await asyncio.gather(killing, return_exceptions=True)
@@ -150,7 +151,7 @@ async def test_an_agent_killed_mid_call_leaves_the_call_talking_under_the_agent_
     assert "monday: nine to five" in results[0]
     assert len(results) == 2 and "unavailable" in results[1]  # answered tool_failed, the call went on
     assert len(llm.requests) == 4  # and the model was asked again after the failure
-    assert agent_link.LINK_FAILURES[0] == before + 1
+    assert 'brisvox_agent_link_failures_total{kind="lost"} 1.0' in metrics.render().decode()
 
 
 @pytest.mark.realtime

@@ -8,7 +8,7 @@ them unchanged.  The engine's events go out through a bounded queue (events drop
 tool calls back-pressure); the reader resolves ``tool.result`` s and never waits on the call.
 
 Failure never fails the call: an agent that cannot be reached, or a link lost mid-call,
-is logged once with its traceback and counted (:data:`LINK_FAILURES`); the call goes on
+is logged once with its traceback and counted (``on_failure``: the server's metrics); the call goes on
 under the agent file, and the remote tools answer ``tool_failed`` ("the agent is
 unavailable") from then on.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,12 +33,12 @@ from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
 from brisvox.sdk import protocol as p
 
-__all__ = ["LINK_FAILURES", "AgentLink", "AgentLinkConfig", "RemoteTool", "event_message"]
+__all__ = ["AgentLink", "AgentLinkConfig", "RemoteTool", "event_message"]
 
 log = logging.getLogger(__name__)
 
-LINK_FAILURES: list[int] = [0]
-"""Links that could not open or were lost, process-wide (read by tests and metrics)."""
+FailureListener = Callable[[str], None]
+"""Told ``"open"`` (the link could not open) or ``"lost"`` (lost for good), once per link."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +123,7 @@ class AgentLink:
         self._written = asyncio.Event()
         self.protocol_errors = 0
         self.reopened = 0
+        self._on_failure: FailureListener | None = None
         self.ended = asyncio.Event()  # the agent's end, once the bot is silent: the runner stops the call
         self._end_asked = False
         self._bot_busy = False
@@ -130,19 +131,22 @@ class AgentLink:
 
     @classmethod
     async def open(cls, config: AgentLinkConfig, clock: Clock, *, call_id: str, agent: str, transport: str,
-                   parameters: Mapping[str, str], scope: TaskScope) -> AgentLink | None:
+                   parameters: Mapping[str, str], scope: TaskScope,
+                   on_failure: FailureListener | None = None) -> AgentLink | None:
         """The open link, its tasks started in ``scope``; None (logged once, counted) when the agent is gone."""
         start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent=agent, transport=transport,
                                parameters=dict(parameters))
         try:
             ws, ready = await _handshake(config, clock, start)
         except _LINK_ERRORS:
-            LINK_FAILURES[0] += 1
+            if on_failure is not None:
+                on_failure("open")
             log.warning("call %s: agent link to %s could not open; the call goes on under the agent file",
                         call_id, config.url, exc_info=True)
             return None
         link = cls(config, clock, call_id, ws, ready)
         link._start = start
+        link._on_failure = on_failure
         scope.spawn(link._run(), name="agent-link")
         return link
 
@@ -248,7 +252,8 @@ class AgentLink:
 
     def _lose(self, exc: BaseException) -> None:
         self.lost = True
-        LINK_FAILURES[0] += 1
+        if self._on_failure is not None:
+            self._on_failure("lost")
         log.warning("call %s: agent link lost; the call goes on under the agent file", self.call_id,
                     exc_info=exc)
         self._out.abort()

@@ -421,7 +421,8 @@ def engine_runner(
         async with TaskScope("agent-link") as link_scope:
             info = session.info
             link = await AgentLink.open(definition.agent_link, clock, call_id=info.call_id, agent=definition.name,
-                                        transport=info.transport, parameters=info.metadata, scope=link_scope)
+                                        transport=info.transport, parameters=info.metadata, scope=link_scope,
+                                        on_failure=metrics.record_agent_link_failure if metrics is not None else None)
             stop = cancel
             if link is not None:  # the call also stops when the agent ends it (AgentLink.ended)
                 stop = asyncio.Event()
