@@ -224,3 +224,20 @@ async def test_the_agents_end_waits_for_the_bot_to_be_silent_and_an_unapplied_co
         link.listen(ev.BotDone(epoch=1, at=0.5))
         assert link.ended.is_set()
         await link.close()
+
+
+def test_the_engines_events_map_onto_the_protocols_event_kinds_and_the_rest_stay_on_the_server() -> None:
+    from brisvox.agent.tools import Outcome
+    from brisvox.server.agent_link import event_message
+
+    seen = [event_message(e) for e in (
+        ev.TurnStarted(epoch=2, at=0.0), ev.UserTranscript(epoch=2, at=0.0, text="hi", final=False),
+        ev.UserTranscript(epoch=2, at=0.0, text="hi there", final=True), ev.UserTurn(epoch=2, at=0.0, text="hi there"),
+        ev.BotHeard(epoch=2, at=0.0, round=0, text="Hel"), ev.BotDone(epoch=2, at=0.0),
+        ev.ToolCallSettled(epoch=2, at=0.0, call_id="t2.0", name="book", outcome=Outcome.LATE_RESULT, content="x",
+                           is_error=False),
+        ev.TtsFirstAudio(epoch=2, at=0.0))]
+    assert [(m.kind, m.turn, m.text, m.tool, m.outcome) if m else None for m in seen] == [
+        ("turn_started", 2, None, None, None), None, ("transcript", 2, "hi there", None, None),
+        ("user_turn", 2, "hi there", None, None), ("bot_heard", 2, "Hel", None, None), ("bot_done", 2, None, None, None),
+        ("tool_settled", 2, None, "book", "late_result"), None]
