@@ -35,3 +35,11 @@ def test_the_testing_kit_exports_exactly_these_names() -> None:
     import brisvox.testing
 
     assert sorted(brisvox.testing.__all__) == ["AgentTest", "Replay", "Turn", "TurnExpect", "call", "virtual_time"]
+
+
+def test_the_sdk_exports_exactly_these_names() -> None:
+    import brisvox.sdk
+    import brisvox.sdk.protocol
+
+    assert sorted(brisvox.sdk.__all__) == ["Brain", "serve"]
+    assert len(brisvox.sdk.protocol.__all__) == 21 and "parse_agent_message" in brisvox.sdk.protocol.__all__

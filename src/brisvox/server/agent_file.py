@@ -69,6 +69,7 @@ from brisvox.server.agent_flow import (
     flow_settings,
     window_settings,
 )
+from brisvox.server.agent_link import AgentLinkConfig
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
     Bounds,
@@ -200,6 +201,13 @@ class _Filler(Section):
     prerender: bool | None = None
 
 
+class _AgentLink(Section):
+    ranges = MappingProxyType({"connect_timeout": (0.1, 30.0), "ready_timeout": (0.1, 30.0)})
+    url: str = Field(pattern=r"^wss?://[^\s/]+(/\S*)?$", max_length=2048)
+    connect_timeout: float = 5.0
+    ready_timeout: float = 5.0
+
+
 class _Provider(Section):
     provider: str = Field(min_length=1)
     api_key_env: str | None = None
@@ -228,6 +236,7 @@ class _File(Section):
     filler: _Filler = _Filler()
     window: WindowSection = WindowSection()
     flow: FlowSection | None = None
+    agent_link: _AgentLink | None = None
     stt: _Provider | None = None
     llm: _Provider | None = None
     tts: _Provider | None = None
@@ -267,6 +276,7 @@ class AgentDefinition:
     s2s: ProviderChoice | None = None  # a speech-to-speech model in place of stt, llm and tts
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
     record: RecordSettings | None = None  # [record] enabled: each call is written to a file (caller audio too)
+    agent_link: AgentLinkConfig | None = None  # the agent process each call links to (docs/AGENT_PROTOCOL.md)
 
     def provider(self, stage: Stage) -> ProviderChoice:
         return {Stage.STT: self.stt, Stage.LLM: self.llm, Stage.TTS: self.tts}[stage]
@@ -450,6 +460,9 @@ def _build(
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
         s2s=s2s, s2s_policy=s2s_policy, vad=vad, record=_record(f.record, source),
+        agent_link=None if f.agent_link is None else AgentLinkConfig(
+            url=f.agent_link.url, connect_timeout=f.agent_link.connect_timeout,
+            ready_timeout=f.agent_link.ready_timeout),
     )
 
 

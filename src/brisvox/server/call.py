@@ -81,6 +81,7 @@ from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.recording.tap import CallRecorder
 from brisvox.recording.tap import header as recording_header
 from brisvox.server.agent_file import AgentDefinition
+from brisvox.server.agent_link import AgentLink
 from brisvox.server.app import HttpCallEndpoint
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.calllog import CallLog, CallTimeline
@@ -545,6 +546,15 @@ def call_runner(
     return run
 
 
+async def _either(first: asyncio.Event, second: asyncio.Event, out: asyncio.Event) -> None:
+    """Set ``out`` when ``first`` or ``second`` is set."""
+    async with TaskScope("either") as scope:
+        waits = [scope.spawn(first.wait(), name="first"), scope.spawn(second.wait(), name="second")]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        scope.cancel()
+    out.set()
+
+
 def engine_runner(
     definition: AgentDefinition,
     tools: ToolSet,
@@ -566,6 +576,28 @@ def engine_runner(
 
     async def talk(session: TransportSession, call: EngineCall, observer: CallObserver, cancel: SessionCancel,
                    scope: TaskScope) -> CallReport:
+        if definition.agent_link is None:
+            return await converse(session, call, observer, cancel, scope, None)
+        # The agent's link opens before the pipeline starts and closes after it (docs/AGENT_PROTOCOL.md).
+        async with TaskScope("agent-link") as link_scope:
+            info = session.info
+            link = await AgentLink.open(definition.agent_link, clock, call_id=info.call_id, agent=definition.name,
+                                        transport=info.transport, parameters=info.metadata, scope=link_scope,
+                                        on_failure=metrics.record_agent_link_failure if metrics is not None else None)
+            stop = cancel
+            if link is not None:  # the call also stops when the agent ends it (AgentLink.ended)
+                observer.add_listener(link.listen)
+                stop = asyncio.Event()
+                link_scope.spawn(_either(cancel, link.ended, stop), name="agent-end-watch")
+            try:
+                return await converse(session, call, observer, stop, scope, link)
+            finally:
+                if link is not None:
+                    await link.close()
+                link_scope.cancel()
+
+    async def converse(session: TransportSession, call: EngineCall, observer: CallObserver, cancel: asyncio.Event,
+                       scope: TaskScope, link: AgentLink | None) -> CallReport:
         out_rate = output_rate(session, config)
         recorder = (_recorder(definition, session, clock, config, out_rate, providers)
                     if definition.record is not None else None)
@@ -576,6 +608,8 @@ def engine_runner(
             call_tools, call_providers = _recorded(tools, recorder), recorder.providers(call_providers)
         registry = (call_tools.registry(definition.tools, definition.confirm_tools)
                     if definition.tools or flow else None)
+        if link is not None:  # the agent's remote tools, under the tool engine's rules
+            registry = link.tools_into(registry)
         # The first call at a rate renders the clips for the later ones (its fillers are text).
         rendering = clips.start(out_rate, scope) if clips is not None else None
         try:

@@ -211,6 +211,9 @@ class ServerMetrics:
                                   registry=r)
         self._uncovered = Counter("brisvox_window_uncovered_requests",
                                   "Model requests that left out earlier turns no summary covered.", registry=r)
+        self._agent_link = Counter("brisvox_agent_link_failures",
+                                   "Agent links that could not open or were lost (docs/AGENT_PROTOCOL.md).", ["kind"],
+                                   registry=r)
         self._busy = Counter("brisvox_model_busy", "Frames or turns refused by a saturated model pool, by stage.",
                              ["stage"], registry=r)
         for busy in BusyStage:
@@ -283,6 +286,10 @@ class ServerMetrics:
     def record_failure(self, stage: str, *, fatal: bool) -> None:
         """One failure of an engine stage or provider (logged by the engine with its traceback)."""
         self._failures.labels(stage=stage[:_MAX_STAGE_NAME], fatal="true" if fatal else "false").inc()
+
+    def record_agent_link_failure(self, kind: str) -> None:
+        """An agent link that could not open (``open``) or was lost (``lost``); the call went on without it."""
+        self._agent_link.labels(kind=kind).inc()
 
     def record_model_busy(self, stage: BusyStage) -> None:
         """One ``ModelBusy`` event: a turn's words or reply refused by a saturated pool, or the

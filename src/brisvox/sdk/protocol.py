@@ -1,0 +1,234 @@
+"""The agent protocol, v1: the messages between a brisvox call and an agent process.
+
+Pure: no asyncio, no sockets, no clock.  Both sides use it (the server's link,
+:mod:`brisvox.server.agent_link`, and the SDK, :mod:`brisvox.sdk.brain`).  Every message
+is one JSON object in one WebSocket text frame with a ``type``; docs/AGENT_PROTOCOL.md is
+the reference.  :func:`parse_agent_message` / :func:`parse_server_message` turn a frame
+into a frozen model or raise :class:`ProtocolError` naming the bad field; they raise
+nothing else for any input.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, TypeAdapter, ValidationError
+
+from brisvox.core.errors import BrisvoxError
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "PROTOCOL_VERSION",
+    "AgentMessage",
+    "CallEvent",
+    "ContextUpdate",
+    "End",
+    "ErrorCode",
+    "ProtocolError",
+    "ProtocolErrorMessage",
+    "Ready",
+    "RemoteToolKind",
+    "RemoteToolSpec",
+    "Say",
+    "ServerMessage",
+    "SessionStart",
+    "ToolCallRequest",
+    "ToolResult",
+    "ToolsSet",
+    "encode",
+    "parse_agent_message",
+    "parse_server_message",
+]
+
+PROTOCOL_VERSION = 1
+MAX_MESSAGE_BYTES = 1 << 20
+"""A frame over this many bytes is refused (``too_large``) before it is parsed."""
+
+_NAME = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class ErrorCode(enum.Enum):
+    """Why a frame was refused (the ``code`` of a :class:`ProtocolError` and of an ``error`` message)."""
+
+    TOO_LARGE = "too_large"
+    NOT_JSON = "not_json"
+    NOT_OBJECT = "not_object"
+    BAD_FIELD = "bad_field"
+    VERSION = "version"
+    UNEXPECTED = "unexpected"  # a valid message at a moment it has no meaning (a result for no call)
+    NOT_SUPPORTED = "not_supported"  # a valid v1 command this server does not apply yet
+
+
+class ProtocolError(BrisvoxError):
+    """A frame that is not a valid message: ``code`` says why, ``field`` names the bad field (dotted)."""
+
+    def __init__(self, code: ErrorCode, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.code = code
+        self.field = field
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RemoteToolKind(enum.Enum):
+    READ_ONLY = "read_only"
+    SIDE_EFFECT = "side_effect"
+
+
+class RemoteToolSpec(_Message):
+    """A tool the agent offers: the server registers it next to the agent file's tools."""
+
+    name: Annotated[str, Field(pattern=_NAME)]
+    description: Annotated[str, Field(max_length=4096)]
+    parameters: dict[str, Any]
+    kind: Literal["read_only", "side_effect"] = "read_only"
+    timeout: Annotated[float, Field(gt=0, le=120)] = 5.0
+    repeatable: StrictBool = False
+
+
+# --- agent -> server ---------------------------------------------------------------------------
+
+
+class Ready(_Message):
+    """The agent's answer to ``session.start``: its tools, and whether a lost link should be reopened."""
+
+    type: Literal["ready"]
+    v: Literal[1]
+    tools: Annotated[tuple[RemoteToolSpec, ...], Field(max_length=128)] = ()
+    resume: StrictBool = False
+
+
+class ToolResult(_Message):
+    """The outcome of one ``tool.call``: ``result`` (any JSON) when ``ok``, else ``error`` (read by the model)."""
+
+    type: Literal["tool.result"]
+    id: Annotated[str, Field(min_length=1, max_length=128)]
+    ok: StrictBool
+    result: Any = None
+    error: Annotated[str, Field(max_length=4096)] = ""
+
+
+class Say(_Message):
+    type: Literal["say"]
+    text: Annotated[str, Field(min_length=1, max_length=4096)]
+    interrupt: StrictBool = False
+
+
+class ContextUpdate(_Message):
+    type: Literal["context.update"]
+    note: Annotated[str, Field(min_length=1, max_length=16384)]
+
+
+class ToolsSet(_Message):
+    type: Literal["tools.set"]
+    names: Annotated[tuple[Annotated[str, Field(pattern=_NAME)], ...], Field(max_length=128)]
+
+
+class End(_Message):
+    type: Literal["end"]
+    farewell: Annotated[str, Field(max_length=4096)] = ""
+
+
+AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End
+_AGENT = TypeAdapter[AgentMessage](Annotated[AgentMessage, Field(discriminator="type")])
+
+
+# --- server -> agent ---------------------------------------------------------------------------
+
+
+class SessionStart(_Message):
+    type: Literal["session.start"]
+    v: Literal[1]
+    call_id: str
+    agent: str
+    transport: str
+    parameters: dict[str, str] = Field(default_factory=dict)
+    resume: StrictBool = False
+
+
+class CallEvent(_Message):
+    """One fact of the call's engine event stream; ``turn`` is the engine's epoch of the fact."""
+
+    type: Literal["event"]
+    kind: str
+    turn: int | None = None
+    text: str | None = None
+    tool: str | None = None
+    outcome: str | None = None
+
+
+class ToolCallRequest(_Message):
+    type: Literal["tool.call"]
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    idempotency_key: str
+    timeout: float
+
+
+class ProtocolErrorMessage(_Message):
+    type: Literal["error"]
+    code: str
+    field: str = ""
+    message: str = ""
+
+
+ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage
+_SERVER = TypeAdapter[ServerMessage](Annotated[ServerMessage, Field(discriminator="type")])
+
+
+def encode(message: _Message) -> str:
+    """The frame of one message (``None`` fields left out)."""
+    return message.model_dump_json(exclude_none=True)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity: Python's extension, not the standard's
+
+
+def _load(frame: str | bytes) -> dict[str, Any]:
+    if len(frame) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(ErrorCode.TOO_LARGE, "", f"message over {MAX_MESSAGE_BYTES} bytes")
+    try:
+        value = json.loads(frame, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise ProtocolError(ErrorCode.NOT_JSON, "", f"not JSON ({type(exc).__name__})") from None
+    if not isinstance(value, dict):
+        raise ProtocolError(ErrorCode.NOT_OBJECT, "", "a message is a JSON object")
+    if "v" in value and value["v"] != PROTOCOL_VERSION and value.get("type") in ("ready", "session.start"):
+        raise ProtocolError(ErrorCode.VERSION, "v", f"protocol version {PROTOCOL_VERSION} only")
+    return value
+
+
+def _parse(adapter: TypeAdapter[Any], frame: str | bytes) -> Any:
+    value = _load(frame)
+    if not isinstance(value.get("type"), str):
+        raise ProtocolError(ErrorCode.BAD_FIELD, "type", "missing or not a string")
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        loc = first["loc"]
+        # The union's tag is the first element of the location: the field is what follows it.
+        if loc and loc[0] == value.get("type"):
+            loc = loc[1:]
+        field = ".".join(str(p) for p in loc)
+        raise ProtocolError(ErrorCode.BAD_FIELD, field or "type", first["msg"]) from None
+    except RecursionError:
+        raise ProtocolError(ErrorCode.BAD_FIELD, "", "nested too deeply") from None
+
+
+def parse_agent_message(frame: str | bytes) -> AgentMessage:
+    """One frame the agent sent, as its message; :class:`ProtocolError` for anything else."""
+    message: AgentMessage = _parse(_AGENT, frame)
+    return message
+
+
+def parse_server_message(frame: str | bytes) -> ServerMessage:
+    """One frame the server sent (the SDK's side); :class:`ProtocolError` for anything else."""
+    message: ServerMessage = _parse(_SERVER, frame)
+    return message

@@ -1,0 +1,98 @@
+"""The agent protocol's parser: every message round-trips; anything else is a ProtocolError naming the field."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from brisvox.sdk import protocol as p
+
+SPEC = {"name": "lookup", "description": "Look it up.", "parameters": {"type": "object", "properties": {}}}
+VALID: list[p.AgentMessage] = [
+    p.Ready(type="ready", v=1, tools=(p.RemoteToolSpec(**SPEC, kind="side_effect", timeout=2),), resume=True),
+    p.ToolResult(type="tool.result", id="r1", ok=True, result={"x": [1, "two"]}),
+    p.ToolResult(type="tool.result", id="r2", ok=False, error="no such day"),
+    p.Say(type="say", text="One moment.", interrupt=True),
+    p.ContextUpdate(type="context.update", note="The user is a member."),
+    p.ToolsSet(type="tools.set", names=("lookup",)),
+    p.End(type="end", farewell="Bye."),
+]
+
+
+@pytest.mark.parametrize("message", VALID, ids=lambda m: m.type)
+def test_every_agent_message_round_trips_through_its_frame(message: p.AgentMessage) -> None:
+    assert p.parse_agent_message(p.encode(message)) == message
+
+
+def test_server_messages_round_trip_for_the_sdk() -> None:
+    for message in (p.SessionStart(type="session.start", v=1, call_id="c", agent="a", transport="websocket"),
+                    p.CallEvent(type="event", kind="user_turn", turn=3, text="hi"),
+                    p.ToolCallRequest(type="tool.call", id="r1", name="x", arguments={}, idempotency_key="c/1/t1.0",
+                                      timeout=5.0),
+                    p.ProtocolErrorMessage(type="error", code="bad_field", field="ok")):
+        assert p.parse_server_message(p.encode(message)) == message
+
+
+@pytest.mark.parametrize(("frame", "code", "field"), [
+    ('{"type":"tool.result","id":"a","ok":"yes"}', p.ErrorCode.BAD_FIELD, "ok"),
+    ('{"type":"ready","v":1,"tools":[{"name":"a b","description":"d","parameters":{}}]}',
+     p.ErrorCode.BAD_FIELD, "tools.0.name"),
+    ('{"type":"ready","v":1,"tools":[{"name":"a","description":"d","parameters":{},"timeout":0}]}',
+     p.ErrorCode.BAD_FIELD, "tools.0.timeout"),
+    ('{"type":"say","text":"hi","loud":true}', p.ErrorCode.BAD_FIELD, "loud"),
+    ('{"type":"say"}', p.ErrorCode.BAD_FIELD, "text"),
+    ('{"type":"nope"}', p.ErrorCode.BAD_FIELD, "type"),
+    ('{"text":"hi"}', p.ErrorCode.BAD_FIELD, "type"),
+    ('{"type":"ready","v":2}', p.ErrorCode.VERSION, "v"),
+    ("[1]", p.ErrorCode.NOT_OBJECT, ""),
+    ("{", p.ErrorCode.NOT_JSON, ""),
+    (b"\xff", p.ErrorCode.NOT_JSON, ""),
+    ("[" * 100_000, p.ErrorCode.NOT_JSON, ""),
+    ('{"type":"tool.result","id":"a","ok":true,"result":NaN}', p.ErrorCode.NOT_JSON, ""),
+    (" " * (p.MAX_MESSAGE_BYTES + 1), p.ErrorCode.TOO_LARGE, ""),
+], ids=["bool", "tool name", "timeout", "unknown key", "missing", "unknown type", "no type", "version",
+        "array", "broken", "not utf-8", "deep", "nan", "large"])
+def test_a_bad_frame_is_refused_with_its_code_and_the_field_it_names(frame: str | bytes, code: p.ErrorCode,
+                                                                     field: str) -> None:
+    with pytest.raises(p.ProtocolError) as refused:
+        p.parse_agent_message(frame)
+    assert (refused.value.code, refused.value.field) == (code, field)
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                     max_leaves=20)
+_types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "x", ""])
+_fields = st.sampled_from(["v", "id", "ok", "result", "error", "text", "interrupt", "note", "names", "farewell",
+                           "tools", "resume", "name", "parameters", "kind", "timeout"])
+
+
+def _mutate(message: p.AgentMessage, data: st.DataObject) -> Any:
+    value: dict[str, Any] = json.loads(p.encode(message))
+    for _ in range(data.draw(st.integers(0, 3))):
+        value[data.draw(_fields)] = data.draw(_json)
+    if data.draw(st.booleans()):
+        value["type"] = data.draw(_types)
+    return value
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_servers_inbound_parser_never_crashes_and_only_raises_documented_errors(data: st.DataObject) -> None:
+    kind = data.draw(st.sampled_from(["mutated", "json", "bytes"]))
+    if kind == "mutated":
+        frame: str | bytes = json.dumps(_mutate(data.draw(st.sampled_from(VALID)), data))
+    elif kind == "json":
+        frame = json.dumps(data.draw(_json))
+    else:
+        frame = data.draw(st.binary(max_size=64))
+    try:
+        message = p.parse_agent_message(frame)
+    except p.ProtocolError as exc:
+        assert exc.code in p.ErrorCode and isinstance(exc.field, str)
+    else:
+        assert p.parse_agent_message(p.encode(message)) == message
