@@ -163,3 +163,9 @@ def test_a_served_s2s_agent_greets_the_caller_through_its_model(tmp_path: Path) 
     assert kinds[0] == "session.update" and "response.create" in kinds
     samples = struct.unpack(f"<{len(heard) // 2}h", heard)
     assert max(abs(s) for s in samples) > 4000  # the model's greeting reached the caller
+
+
+def test_an_agent_link_beside_an_s2s_model_is_refused_since_nothing_would_open_it() -> None:
+    with pytest.raises(AgentFileError) as bad:
+        parse_agent_file(_file() + '\n[agent_link]\nurl = "ws://127.0.0.1:9"\n')
+    assert any(p.key == "agent_link" and "speech-to-speech" in p.message for p in bad.value.problems)

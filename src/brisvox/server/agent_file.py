@@ -474,7 +474,7 @@ def _record(section: _Record, source: Path) -> RecordSettings | None:
     return RecordSettings(dir=where if where.is_absolute() else source.parent / where, keep=section.keep)
 
 
-_NOT_S2S = ("stt", "llm", "tts", "turn", "interruption", "speculation", "window", "flow")
+_NOT_S2S = ("stt", "llm", "tts", "turn", "interruption", "speculation", "window", "flow", "agent_link")
 """Sections a speech-to-speech agent has no use for: its model hears, decides turns and speaks."""
 
 
