@@ -35,7 +35,14 @@ from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
-from brisvox.core.frames import Direction, DtmfFrame, InputAudioFrame, PlaybackFrame, UserTextFrame
+from brisvox.core.frames import (
+    Direction,
+    DtmfFrame,
+    InputAudioFrame,
+    OutputAudioFrame,
+    PlaybackFrame,
+    UserTextFrame,
+)
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
@@ -48,6 +55,7 @@ from brisvox.engine.hooks import HookPoint, hook_stage
 from brisvox.engine.listen import ListenStage
 from brisvox.engine.memory import CallMemory
 from brisvox.engine.out import TransportOut
+from brisvox.engine.phone import MarkWaits, PhoneLine, PhonePlan, PhoneStats, end_after_echo
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
 from brisvox.engine.speak import SpeakStage
@@ -63,12 +71,15 @@ from brisvox.transport.events import (
     CallFailure,
     Dtmf,
     FailureKind,
+    MarkCleared,
+    MarkPlayed,
     PlaybackPosition,
+    SendAudio,
     Stopped,
     StopReason,
     TypedText,
 )
-from brisvox.transport.session import TransportSession
+from brisvox.transport.session import CommandSender, TransportSession
 
 __all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "run_call"]
 
@@ -114,6 +125,7 @@ class CallReport:
     flow_refused_calls: int = 0  # calls to tools the node does not offer, answered tool_not_available
     failures: int = 0  # failures logged (with their traceback), the one that ended the call included
     failure: EngineFailure | None = None  # what ended the call, when it failed
+    phone: PhoneStats | None = None  # the telephony tools' line (run_call's ``phone``)
 
 
 class CallFailed(BrisvoxError):
@@ -180,6 +192,7 @@ async def run_call(
     clips: FillerClipStore | None = None,
     summarizer: Summarizer | None = None,
     flow: Flow | FlowManager | None = None,
+    phone: PhonePlan | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
@@ -192,6 +205,8 @@ async def run_call(
     ``ResetWithSummary`` uses it too.  ``flow`` (a :class:`~brisvox.agent.flows.Flow`, or a
     :class:`~brisvox.agent.flows.FlowManager` the application keeps, not yet started) runs the call as that flow;
     it needs ``tools`` (its tools are taken from them) and turns speculation off.
+    ``phone``: the call's carrier control, which the telephony tools act through (a
+    :class:`~brisvox.engine.phone.PhoneLine` per call; without it they answer "no phone line").
 
     Raises :class:`CallFailed` when a failure ended the call (see the module docs).
     """
@@ -210,7 +225,7 @@ async def run_call(
     fault = _Fault(events, clock, lambda: machine.epoch)
     call = _Call(session, config, providers, clock, context, timeline, events, machine, fault)
     try:
-        await call.run(cancel, tools, filler, clips, summarizer, flow_run)
+        await call.run(cancel, tools, filler, clips, summarizer, flow_run, phone)
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_call", exc)
     if call.runner is not None:
@@ -242,9 +257,11 @@ class _Call:
         self.out: TransportOut | None = None
         self.memory: CallMemory | None = None
         self.flow_run: FlowRun | None = None
+        self.line: PhoneLine | None = None
 
     async def run(self, cancel: asyncio.Event | None, tools: ToolRegistry | None, filler: FillerPolicy | None,
-                  clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None) -> None:
+                  clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None,
+                  phone: PhonePlan | None = None) -> None:
         session, config, providers, clock = self.session, self.config, self.providers, self.clock
         rates = session.info.sample_rate()
         in_rate = rates.input if rates else config.stt.sample_rate
@@ -290,10 +307,18 @@ class _Call:
                                                   greets=config.llm.greeting is not None, events=events)
                 self.memory = memory = CallMemory(config.window, summarizer if config.summary.enabled else None,
                                                   config.summary, clock, scope)
-                hang_up = asyncio.Event()  # a flow's EndCall
+                hang_up = asyncio.Event()  # a flow's EndCall, end_call: set by end_after_echo
+                marks = MarkWaits()
+                self.line = line = _phone_line(phone, commands, clock, out_rate)
+                if engine is not None:
+                    engine.line = line
+
+                def end_call() -> None:
+                    scope.spawn(end_after_echo(commands, marks, clock, line, hang_up), name="end-call")
+
                 self.runner = runner = LlmRunner(
                     providers.llm, self.context, book, config.llm, config.timeouts, scope, timeline, engine,
-                    memory, filler, config.speculation, flow_run, hang_up.set, events=events,
+                    memory, filler, config.speculation, flow_run, end_call, events=events, line=line,
                 )
                 self.speak = speak = SpeakStage(
                     tts,
@@ -316,7 +341,7 @@ class _Call:
                 running = pipeline.start(clock)
                 session.route_caller_audio(_audio_into(running))
                 try:
-                    await _pump(session, running, cancel, self.fault, hang_up)
+                    await _pump(session, running, cancel, self.fault, hang_up, marks)
                     runner.hang_up()  # no side effect starts once the caller is gone
                     if self.fault.failure is None:
                         await self._stop(running)
@@ -369,12 +394,26 @@ class _Call:
             flow_refused_calls=flow_run.refused if flow_run else 0,
             failures=self.events.failures,
             failure=self.fault.failure,
+            phone=self.line.stats if self.line is not None else None,
         )
 
 
 def _ended_with_transport(exc: ProcessorFailed, session: TransportSession) -> bool:
     """A stage that found the transport gone (the caller hung up while it sent) ended with the call."""
     return isinstance(exc.cause, ChannelClosed) and session.stop_reason() is not None
+
+
+def _phone_line(phone: PhonePlan | None, commands: CommandSender, clock: Clock, out_rate: int) -> PhoneLine | None:
+    """The call's phone line; its in-band audio (DTMF) goes to the transport in the tool's turn."""
+    if phone is None:
+        return None
+
+    async def play(epoch: int, pcm: bytes) -> None:
+        commands.clear(epoch)  # opens the turn's audio when nothing of it was sent yet (a no-op otherwise)
+        await commands.send(SendAudio(OutputAudioFrame(epoch=epoch, pcm=pcm, sample_rate=out_rate)))
+
+    return PhoneLine(phone.control, clock, out_rate=out_rate, play=play, timeout=phone.timeout,
+                     transfer_to=phone.transfer_to, on_failure=phone.on_failure)
 
 
 def _flow_run(flow: Flow | FlowManager, clock: Clock, summarizer: Summarizer | None) -> FlowRun:
@@ -389,7 +428,7 @@ def output_rate(session: TransportSession, config: EngineConfig) -> int:
 
 
 async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None,
-                fault: _Fault, hang_up: asyncio.Event) -> None:
+                fault: _Fault, hang_up: asyncio.Event, marks: MarkWaits) -> None:
     """Transport events into the pipeline until the call ends, ``cancel`` or ``hang_up`` (a
     flow's EndCall) is set, the pipeline ends or a helper fails (the first failure is
     recorded in ``fault``)."""
@@ -403,7 +442,7 @@ async def _pump(session: TransportSession, running: RunningPipeline, cancel: asy
 
     async with TaskScope("pump") as scope:
         waits = [
-            scope.spawn(_pump_events(session, running), name="events"),
+            scope.spawn(_pump_events(session, running, marks), name="events"),
             scope.spawn(watch_pipeline(), name="pipeline-watch"),
             scope.spawn(fault.raised.wait(), name="failure-watch"),
         ]
@@ -430,7 +469,7 @@ def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
     return sink
 
 
-async def _pump_events(session: TransportSession, running: RunningPipeline) -> None:
+async def _pump_events(session: TransportSession, running: RunningPipeline, marks: MarkWaits) -> None:
     # Every transport event but caller audio (see _audio_into).  A ChannelClosed ends the
     # pump: the transport or the pipeline (which may stop while an event is on its way in)
     # is gone; the pipeline's own end is watched by _pump, which records a failure.
@@ -449,6 +488,8 @@ async def _pump_events(session: TransportSession, running: RunningPipeline) -> N
                 )
             elif isinstance(event, Dtmf):
                 await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
+            elif isinstance(event, MarkPlayed | MarkCleared):
+                marks.resolve(event)  # the engine's own marks (end_after_echo); no other mark is the engine's
             elif isinstance(event, TypedText):
                 await running.send(UserTextFrame(epoch=0, text=event.text))  # a turn of its own (the driver)
             elif isinstance(event, Stopped):

@@ -87,6 +87,7 @@ from brisvox.engine.events import (
     UserTranscript,
 )
 from brisvox.engine.out import TransportOut
+from brisvox.engine.phone import MarkWaits
 from brisvox.engine.playout import PlayoutBook
 from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.s2s import (
@@ -205,7 +206,7 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
             running = pipeline.start(clock)
             session.route_caller_audio(_audio_into(running))
             try:
-                await _pump(session, running, cancel, fault, asyncio.Event())
+                await _pump(session, running, cancel, fault, asyncio.Event(), MarkWaits())
                 if engine is not None:
                     engine.hang_up()  # no side effect starts once the caller is gone
             finally:

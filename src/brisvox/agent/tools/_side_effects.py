@@ -68,6 +68,7 @@ class SideEffects:
         orphan_window: float,
     ) -> None:
         self.session, self.clock, self.registry = session, clock, registry
+        self.line: object | None = None  # the call's phone line, handed to each tool (ToolEngine.line)
         self.confirmations = confirmations
         self._answers = answers
         self._tally = tally
@@ -201,7 +202,7 @@ class SideEffects:
             log.info("side-effect call %s epoch=%d key=%s confirms=%s", spec.name, epoch, key.hex(), confirms.call.id)
         else:
             log.info("side-effect call %s epoch=%d key=%s", spec.name, epoch, key.hex())
-        ctx = ToolCallContext(self.session, epoch, call, cancel)
+        ctx = ToolCallContext(self.session, epoch, call, cancel, self.line)
         task = self._scope.spawn(self._task(record, registered, call, ctx), name=f"side-effect/{call.id}")
         self._running.add(task)
         task.add_done_callback(self._running.discard)

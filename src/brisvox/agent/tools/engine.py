@@ -110,6 +110,15 @@ class ToolEngine:
         """Ends the session: running SideEffect calls are aborted and recorded as lost."""
         await self._effects.aclose()
 
+    @property
+    def line(self) -> object | None:
+        """The call's phone line every tool's context carries (``ToolCallContext.line``)."""
+        return self._effects.line
+
+    @line.setter
+    def line(self, line: object | None) -> None:
+        self._effects.line = line
+
     def hang_up(self) -> None:
         """The caller is gone: from now on no SideEffect call starts (each answers ``interrupted``).
 
@@ -281,7 +290,7 @@ class ToolEngine:
         self, slot: Slot, registered: RegisteredTool, epoch: int, cancel: CancelToken, start: float
     ) -> None:
         assert slot.call is not None
-        ctx = ToolCallContext(self.session, epoch, slot.call, cancel)
+        ctx = ToolCallContext(self.session, epoch, slot.call, cancel, self._effects.line)
         timeout = registered.spec.timeout
         settle_error = self._answers.settle_error
         try:

@@ -44,12 +44,17 @@ class ToolError(BrisvoxError):
 
 @dataclass(frozen=True, slots=True)
 class ToolCallContext:
-    """What a running tool may know about its call."""
+    """What a running tool may know about its call.
+
+    ``line``: the call's phone line (a :class:`brisvox.engine.phone.PhoneLine`, typed loosely so
+    this layer does not import the engine), which the built-in telephony tools act through;
+    None outside a call (a tool engine used alone)."""
 
     session: str
     epoch: int
     call: ToolCall
     cancel: CancelToken
+    line: object | None = None
 
     def idempotency_key(self) -> IdempotencyKey:
         return IdempotencyKey(self.session, self.epoch, self.call.id)
