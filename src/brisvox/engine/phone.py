@@ -206,7 +206,7 @@ class PhoneLine:
             failure = CarrierError(f"{what}: no answer within {self.timeout:g} s")
             cause: BaseException = exc
         except CarrierError as exc:
-            failure, cause = exc, exc
+            failure, cause = CarrierError(f"{what}: {exc}"), exc
         except Exception as exc:  # the HTTP client's own errors (connection refused, TLS, ...)
             failure = CarrierError(f"{what} failed ({type(exc).__name__})")
             cause = exc

@@ -25,6 +25,7 @@ checks that each one is set).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ from brisvox.engine.hooks import Hook
 from brisvox.providers.choice import Hibari, LocalWhisper, ProviderChoice, Scripted, Stage
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file, parse_agent_table
 from brisvox.server.agent_flow import FlowSettings, WindowSettings
+from brisvox.server.carriers import TelephonySettings
 from brisvox.server.tools import ToolSet
 from brisvox.tool import FunctionTool
 
@@ -79,6 +81,7 @@ class Agent:
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None
     hooks: tuple[Hook, ...] = ()
+    telephony: TelephonySettings | None = None
     source: Path | None = field(default=None, compare=False)
     _definition: AgentDefinition | None = field(default=None, compare=False, repr=False, init=False)
 
@@ -102,7 +105,11 @@ class Agent:
                                  "tools": [t.name for t in self.tools], "confirm_tools": list(self.confirm_tools)}
         if self.greeting is not None:
             agent["greeting"] = self.greeting
-        raw = {"agent": agent, "stt": _table(self.stt), "llm": _table(self.llm), "tts": _table(self.tts)}
+        raw: dict[str, Any] = {"agent": agent, "stt": _table(self.stt), "llm": _table(self.llm),
+                               "tts": _table(self.tts)}
+        if self.telephony is not None:
+            fields = dataclasses.asdict(self.telephony)
+            raw["telephony"] = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items() if v is not None}
         source = self.source if self.source is not None else f"agent {self.name!r}"
         for stage, choice in ((Stage.STT, self.stt), (Stage.LLM, self.llm), (Stage.TTS, self.tts)):
             if not isinstance(choice, ProviderChoice) or choice.stage is not stage:
@@ -115,7 +122,7 @@ class Agent:
             source=Path(source), name=self.name, prompt=self.prompt, language=self.language, greeting=self.greeting,
             tools=checked.tools, confirm_tools=checked.confirm_tools, turn=self.turn, interruption=self.interruption,
             speculation=self.speculation, filler=self.filler, stt=checked.stt, llm=checked.llm, tts=checked.tts,
-            window=self.window, flow=self.flow, hooks=self.hooks,
+            window=self.window, flow=self.flow, hooks=self.hooks, telephony=checked.telephony,
         )
 
     @classmethod
@@ -130,7 +137,7 @@ class Agent:
                    tools=tuple(t for name in d.tools if isinstance(t := by_name[name], FunctionTool)),
                    confirm_tools=d.confirm_tools, stt=d.stt, llm=d.llm, tts=d.tts, turn=d.turn,
                    interruption=d.interruption, filler=d.filler, speculation=d.speculation, window=d.window,
-                   flow=d.flow, hooks=tuple(hooks),
+                   flow=d.flow, hooks=tuple(hooks), telephony=d.telephony,
                    source=d.source)
 
     def toolset(self) -> ToolSet:

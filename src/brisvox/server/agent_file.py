@@ -49,6 +49,7 @@ from brisvox.agent.turn import (
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
+from brisvox.engine.phone import CARRIER_TIMEOUT
 from brisvox.providers.choice import ProviderChoice
 from brisvox.server._section import Section, in_bounds, range_text
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
@@ -60,6 +61,7 @@ from brisvox.server.agent_flow import (
     flow_settings,
     window_settings,
 )
+from brisvox.server.carriers import TELNYX_API, TWILIO_API, TelephonySettings, check_destination
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
     Bounds,
@@ -187,6 +189,17 @@ class _Provider(Section):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class _Telephony(Section):
+    ranges = MappingProxyType({"timeout": (0.1, 30.0)})
+    twilio_account_sid_env: str | None = None
+    twilio_auth_token_env: str | None = None
+    telnyx_api_key_env: str | None = None
+    twilio_api_base: str = TWILIO_API
+    telnyx_api_base: str = TELNYX_API
+    timeout: float = CARRIER_TIMEOUT
+    transfer_to: list[str] = Field(default_factory=list)
+
+
 class _File(Section):
     agent: _Agent
     turn: _Turn = _Turn()
@@ -198,6 +211,7 @@ class _File(Section):
     stt: _Provider | None = None
     llm: _Provider | None = None
     tts: _Provider | None = None
+    telephony: _Telephony | None = None
 
 
 _SECTIONS = tuple(_File.model_fields)
@@ -227,6 +241,7 @@ class AgentDefinition:
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
+    telephony: TelephonySettings | None = None  # [telephony]: the carriers' credentials for the telephony tools
 
     def provider(self, stage: Stage) -> ProviderChoice:
         return {Stage.STT: self.stt, Stage.LLM: self.llm, Stage.TTS: self.tts}[stage]
@@ -395,6 +410,7 @@ def _build(
     takes_model = llm_entry is not None and (llm_entry.options is None or "model" in llm_entry.options)
     window = window_settings(f.window, takes_model, report.at_key)
     flow = flow_settings(f.flow, a.tools, report.at_key) if f.flow is not None else None
+    telephony = _telephony(f.telephony, report, environ) if f.telephony is not None else None
     if report.problems or turn is None or interruption is None:
         return None
     return AgentDefinition(
@@ -402,11 +418,38 @@ def _build(
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
+        telephony=telephony,
     )
 
 
 def _strings(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _telephony(t: _Telephony, report: _Report, environ: Mapping[str, str] | None) -> TelephonySettings:
+    """``[telephony]``: variable names (set, when ``environ`` is given), http(s) base URLs, destinations."""
+    for key in ("twilio_account_sid_env", "twilio_auth_token_env", "telnyx_api_key_env"):
+        env = getattr(t, key)
+        if env is None:
+            continue
+        if not _ENV_NAME.fullmatch(env):
+            report.at_value(("telephony", key), f"expected an environment variable name (A-Z, 0-9, _), got {env!r}")
+        elif environ is not None and not environ.get(env, ""):
+            report.at_value(("telephony", key), f"environment variable {env} is not set")
+    if (t.twilio_account_sid_env is None) != (t.twilio_auth_token_env is None):
+        report.at_key(("telephony",), "name both twilio_account_sid_env and twilio_auth_token_env, or neither")
+    for key in ("twilio_api_base", "telnyx_api_base"):
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", getattr(t, key)):
+            report.at_value(("telephony", key), "expected an http(s):// base URL")
+    for i, to in enumerate(t.transfer_to):
+        problem = check_destination(to)
+        if problem is not None:
+            report.at_value(("telephony", "transfer_to", i), problem)
+    return TelephonySettings(
+        twilio_account_sid_env=t.twilio_account_sid_env, twilio_auth_token_env=t.twilio_auth_token_env,
+        telnyx_api_key_env=t.telnyx_api_key_env, twilio_api_base=t.twilio_api_base,
+        telnyx_api_base=t.telnyx_api_base, timeout=t.timeout, transfer_to=tuple(t.transfer_to),
+    )
 
 
 def _check_tools(tools: list[str], confirm: list[str], report: _Report, available: Collection[str]) -> None:

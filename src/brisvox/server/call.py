@@ -41,7 +41,8 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -66,11 +67,14 @@ from brisvox.engine import (
 from brisvox.engine import events as ev
 from brisvox.engine.call import call_failure, output_rate
 from brisvox.engine.config import SummaryConfig
+from brisvox.engine.phone import CarrierError, PhonePlan
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
+from brisvox.server.carriers import call_control
 from brisvox.server.metrics import ServerMetrics
+from brisvox.server.phone_tools import BUILTIN_TOOLS
 from brisvox.server.session import SessionCancel, SessionSlot
 from brisvox.server.settings import Settings
 from brisvox.server.telnyx_endpoint import TelnyxEndpoint
@@ -424,7 +428,8 @@ def engine_runner(
                 report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
                                         filler=fillers.clone(), observer=observer,
                                         clips=clips.store(out_rate) if clips is not None else None,
-                                        summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock))
+                                        summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock),
+                                        phone=phone_plan(definition, session.info.metadata, os.environ, metrics))
             except CallFailed as exc:  # logged by the engine, told to the client; the session ends as error
                 failed, report = exc, exc.report
             finally:
@@ -445,6 +450,25 @@ def engine_runner(
             raise failed
 
     return run
+
+
+def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ: Mapping[str, str],
+               metrics: ServerMetrics | None) -> PhonePlan | None:
+    """The call's carrier control for the telephony tools (None: the agent lists none of them).
+    A carrier call whose named credential variable is unset gets no line (logged): its tools
+    answer the model "no phone line", and the rest of the call works."""
+    if not any(name in BUILTIN_TOOLS for name in definition.tools):
+        return None
+    settings = definition.telephony
+    try:
+        control = call_control(metadata, settings, environ)
+    except CarrierError:
+        log.exception("call %s: no phone line for the telephony tools", metadata.get("carrier_call_id", "?"))
+        return None
+    on_failure = metrics.record_carrier_failure if metrics is not None else None
+    if settings is None:
+        return PhonePlan(control, on_failure=on_failure)
+    return PhonePlan(control, timeout=settings.timeout, transfer_to=settings.transfer_to, on_failure=on_failure)
 
 
 def _both(first: ev.EventListener | None, second: ev.EventListener | None) -> ev.EventListener | None:

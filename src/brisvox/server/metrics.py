@@ -23,6 +23,8 @@ Metric names (all prefixed ``brisvox_``):
 * ``edge_events_total{event}`` (the values of :class:`EdgeEvent`: the edge's limit outcomes)
 * ``transport_events_total{event}`` (the values of :class:`TransportEvent`: the WebSocket
   transport's refusals, limit closes, drops and faults)
+* ``carrier_failures_total{action}`` (``hang-up``, ``transfer``, ``send_dtmf``): a carrier REST
+  request of the telephony tools failed or timed out (logged with its traceback)
 * ``model_busy_total{stage}`` (the values of :class:`brisvox.core.frames.BusyStage`): a
   ``ModelBusy`` engine event; for the VAD, one per run of refused frames
 
@@ -48,7 +50,7 @@ from brisvox.server.edge import EdgeStats
 from brisvox.server.session import SessionEnded, SessionOutcome
 from brisvox.transport.websocket.stats import ServerStats
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "EdgeEvent", "ServerMetrics",
+__all__ = ["CARRIER_ACTIONS", "CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "EdgeEvent", "ServerMetrics",
            "TransportEvent"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -56,6 +58,8 @@ _MAX_STAGE_NAME = 64  # stage names are the engine's own; the cap only guards a 
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 """Seconds; dense around the 300 ms to 1 s voice-to-voice range."""
+
+CARRIER_ACTIONS = ("hang-up", "transfer", "send_dtmf")
 
 _CALL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 UNKNOWN_TOOL = "unknown"
@@ -153,6 +157,10 @@ class ServerMetrics:
                                   "Model requests that left out earlier turns no summary covered.", registry=r)
         self._busy = Counter("brisvox_model_busy", "Frames or turns refused by a saturated model pool, by stage.",
                              ["stage"], registry=r)
+        self._carrier = Counter("brisvox_carrier_failures", "Carrier REST requests that failed or timed out, by action.",
+                                ["action"], registry=r)
+        for action in CARRIER_ACTIONS:
+            self._carrier.labels(action=action)
         for busy in BusyStage:
             self._busy.labels(stage=busy.value)
         for kind in ("stored", "failed"):
@@ -206,6 +214,10 @@ class ServerMetrics:
     def record_failure(self, stage: str, *, fatal: bool) -> None:
         """One failure of an engine stage or provider (logged by the engine with its traceback)."""
         self._failures.labels(stage=stage[:_MAX_STAGE_NAME], fatal="true" if fatal else "false").inc()
+
+    def record_carrier_failure(self, action: str) -> None:
+        """A carrier request of the telephony tools failed (``action``: one of :data:`CARRIER_ACTIONS`)."""
+        self._carrier.labels(action=action if action in CARRIER_ACTIONS else "other").inc()
 
     def record_model_busy(self, stage: BusyStage) -> None:
         """One ``ModelBusy`` event: a turn's words or reply refused by a saturated pool, or the
