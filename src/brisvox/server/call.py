@@ -80,6 +80,7 @@ from brisvox.server.settings import Settings
 from brisvox.server.telnyx_endpoint import TelnyxEndpoint
 from brisvox.server.tools import ToolSet
 from brisvox.server.twilio_endpoint import TwilioEndpoint
+from brisvox.server.webhooks import stream_token_check
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.link import CallLink
 from brisvox.transport.session import TransportSession
@@ -223,12 +224,16 @@ async def _no_events(text: str) -> None:
     """A carrier call's event side: Twilio and Telnyx take no messages but media, mark and clear."""
 
 
-def twilio_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> TwilioEndpoint:
+def twilio_endpoint(settings: Settings, clock: Clock, config: ServerConfig, agent: str | None = None) -> TwilioEndpoint:
     """The Twilio Media Streams endpoint of ``brisvox serve``: its calls run the same engine
-    (an :class:`EngineCall` whose event side is silent)."""
+    (an :class:`EngineCall` whose event side is silent).  When the incoming-call webhook mints
+    call tokens (a webhook URL and a signing key), every stream must carry its call's token."""
     twilio = TwilioConfig(path=settings.twilio_path, public_url=settings.twilio_public_url,
                           auth_token=settings.twilio_auth_token)
-    return TwilioEndpoint(clock, config, twilio, session_item=lambda link: EngineCall(link, _no_events))
+    admit = None
+    if settings.twilio_webhook_url is not None and settings.auth_secret is not None and agent is not None:
+        admit = stream_token_check(settings.auth_secret, agent, lambda: clock.wall().timestamp())
+    return TwilioEndpoint(clock, config, twilio, session_item=lambda link: EngineCall(link, _no_events), admit=admit)
 
 
 def telnyx_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> TelnyxEndpoint:

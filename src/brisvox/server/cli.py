@@ -184,6 +184,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     from brisvox.server.page import page_routes
     from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
     from brisvox.server.settings import Settings
+    from brisvox.server.webhooks import webhook_routes
 
     try:
         settings = Settings.from_env()
@@ -235,7 +236,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     endpoint = EngineEndpoint(clock, ws_config)
-    twilio = twilio_endpoint(settings, clock, ws_config)
+    twilio = twilio_endpoint(settings, clock, ws_config, agent=definition.name)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
     rtvi = RtviEndpoint(clock, ws_config)
 
@@ -252,7 +253,9 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
                                                                     (settings.telnyx_path, telnyx))
                                       if carrier.self_authenticating),
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
-        extra_routes=tuple(page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
+        extra_routes=(*webhook_routes(settings, definition.name, lambda: clock.wall().timestamp()),
+                      *page_routes(providers.page_info(definition))),
+        metrics=metrics, agent=definition.name,
         transport_stats=endpoint.stats,
     )
     if ready_line is not None:

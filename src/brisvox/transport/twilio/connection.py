@@ -96,14 +96,22 @@ async def run_call(
     shutdown: asyncio.Event,
     stats: TwilioStats,
     register: Callable[[CallEnds], Callable[[], None]] | None = None,
+    admit: Callable[[StreamStart], str | None] | None = None,
 ) -> None:
     """Serve one Twilio stream over ``peer`` until it ends (see module docs).  ``deliver``
-    returns False when the engine cannot take the call (closed with 1013)."""
+    returns False when the engine cannot take the call (closed with 1013).  ``admit`` (the
+    server's call-token check) returns why a ``start`` is refused (closed 1008, counted in
+    ``refused_start``); its ``token`` parameter never reaches the call's metadata."""
     try:
         start = await _read_start(peer, clock, config, stats)
         if start is None:
             return
-        metadata = dict(start.custom_parameters)
+        if admit is not None and (why := admit(start)) is not None:
+            stats.refused_start += 1
+            log.info("twilio stream from %s refused: %s", peer.remote, why)
+            await _close(peer, clock, config, CloseCode.POLICY, why[:120])
+            return
+        metadata = {k: v for k, v in start.custom_parameters.items() if k != "token"}
         metadata.update({
             "transport": "twilio",
             "carrier": "twilio",
