@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import base64
 import re
-from xml.etree import ElementTree
 from urllib.parse import urlencode
+from xml.etree import ElementTree
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
