@@ -55,6 +55,7 @@ from brisvox.transport.events import (
 )
 from brisvox.transport.link import CallEnds, CallLink, call_pair, hand_off
 from brisvox.transport.telephony import MarkBook, MarkKind, b64decode, secret_equal
+from brisvox.transport.telephony.rate import admit_audio, audio_limit
 from brisvox.transport.telnyx.config import CallRegistry, TelnyxConfig, TelnyxStats
 from brisvox.transport.telnyx.protocol import (
     MEDIA_RATE,
@@ -74,6 +75,7 @@ from brisvox.transport.telnyx.protocol import (
 from brisvox.transport.telnyx.reorder import DtmfOrder, Reorder
 from brisvox.transport.websocket.config import ServerConfig
 from brisvox.transport.websocket.connection import PeerClosed, WsPeer
+from brisvox.transport.websocket.limits import AudioVerdict
 
 __all__ = ["CloseCode", "run_call"]
 
@@ -241,6 +243,7 @@ class _Call:
         self.dtmf = DtmfOrder(telnyx.reorder_timeout)
         self.holding = asyncio.Event()
         self.carry = bytearray()
+        self.audio_limit = audio_limit(config)
         self.last_seen = self.started_at = clock.now()
         self.writing_since: float | None = None
         self.fatal: tuple[int, str] | None = None
@@ -346,6 +349,12 @@ class _Call:
             problem = f"a media payload of {len(data)} bytes (expected 1 to {self.cfg.max_audio_bytes})"
             data = None
         self.stats.media_in += 1
+        if data is not None:  # over the rate: dropped, but it still fills its place in the order
+            verdict = admit_audio(self.audio_limit, len(data), self.last_seen, self.stats)
+            if verdict is AudioVerdict.FLOOD:
+                self._request_fatal(CloseCode.POLICY, FaultKind.AUDIO_FLOOD,
+                                    "caller audio keeps arriving faster than real time")
+            data = data if verdict is AudioVerdict.PASS else None
         if msg.chunk is None:
             self._play([data])
         else:

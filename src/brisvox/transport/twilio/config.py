@@ -63,5 +63,7 @@ class TwilioStats:
     write_timeouts: int = 0
     idle_timeouts: int = 0
     output_rate_mismatches: int = 0
+    audio_dropped: int = 0  # media messages over the caller-audio rate limit (transport.telephony.rate)
+    audio_floods: int = 0
     max_echo_latency: float = 0.0
     max_unplayed: float = 0.0

@@ -55,6 +55,7 @@ from brisvox.transport.events import (
 )
 from brisvox.transport.link import CallEnds, CallLink, call_pair, hand_off
 from brisvox.transport.telephony import MarkBook, MarkKind, b64decode
+from brisvox.transport.telephony.rate import admit_audio, audio_limit
 from brisvox.transport.twilio.config import TwilioConfig, TwilioStats
 from brisvox.transport.twilio.protocol import (
     MEDIA_RATE,
@@ -71,6 +72,7 @@ from brisvox.transport.twilio.protocol import (
 )
 from brisvox.transport.websocket.config import ServerConfig
 from brisvox.transport.websocket.connection import PeerClosed, WsPeer
+from brisvox.transport.websocket.limits import AudioVerdict
 
 __all__ = ["CloseCode", "run_call"]
 
@@ -193,6 +195,7 @@ class _Call:
         self.encoder = OutboundEncoder(start.stream_sid)
         self.book = MarkBook(twilio.max_marks)
         self.last_seen = self.started_at = clock.now()
+        self.audio_limit = audio_limit(config)
         self.writing_since: float | None = None
         self.fatal: tuple[int, str] | None = None
         self.faults = 0
@@ -269,12 +272,15 @@ class _Call:
                               f"a media payload of {len(mulaw)} bytes (expected 1 to {self.cfg.max_audio_bytes})")
             return
         self.stats.media_in += 1
+        verdict = admit_audio(self.audio_limit, len(mulaw), self.last_seen, self.stats)
+        if verdict is AudioVerdict.FLOOD:
+            self._request_fatal(CloseCode.POLICY, FaultKind.AUDIO_FLOOD, "caller audio keeps arriving faster than real time")
         if msg.chunk is not None:
             if self.next_chunk is not None and msg.chunk > self.next_chunk:
                 self.stats.lost_chunks += msg.chunk - self.next_chunk
             self.next_chunk = msg.chunk + 1
         events = self.ends.events
-        if not events.closed:
+        if not events.closed and verdict is AudioVerdict.PASS:
             events.try_send(WireAudio(ulaw_decode(mulaw), MEDIA_RATE, next(self.seq), self.last_seen))
 
     async def _echo(self, name: str) -> None:

@@ -67,6 +67,7 @@ class FaultKind(enum.Enum):
     IDLE_TIMEOUT = "idle_timeout"
     MAX_DURATION = "max_duration"
     OVERLOADED = "overloaded"
+    AUDIO_FLOOD = "audio_flood"
 
 
 class TwilioProtocolError(BrisvoxError):
