@@ -186,3 +186,17 @@ def test_an_agent_without_telephony_tools_gets_no_phone_line() -> None:
     d = parse_agent_file(TELEPHONY_FILE.replace('tools = ["end_call", "transfer_call"]', ""),
                          available_tools=ToolSet())
     assert phone_plan(d, {"carrier": "twilio", "carrier_call_id": CALL}, {}, None) is None
+
+
+def test_the_python_agent_takes_the_telephony_tools_and_settings() -> None:
+    from brisvox.server.agent import Agent, AgentError
+    from brisvox.server.phone_tools import end_call, send_dtmf
+
+    settings = TelephonySettings(telnyx_api_key_env="TELNYX_KEY", timeout=3.0)
+    agent = Agent(prompt="Answer the phone.", tools=[end_call, send_dtmf], telephony=settings)
+    d = agent.definition()
+    assert d.tools == ("end_call", "send_dtmf") and d.telephony == settings
+    plan = phone_plan(d, {"carrier": "telnyx", "carrier_call_id": CCID}, {"TELNYX_KEY": KEY}, None)
+    assert plan is not None and isinstance(plan.control, TelnyxCalls) and plan.timeout == 3.0
+    with pytest.raises(AgentError, match="environment variable TELNYX_KEY is not set"):
+        agent.check({})
