@@ -29,8 +29,7 @@ def toolset() -> ToolSet:
 def test_decorators_register_tools_by_name_with_their_kind() -> None:
     tools = toolset()
     assert tools.names() == ["lookup", "book_table"] and len(tools) == 2 and "lookup" in tools
-    builtins = {"end_call": ToolKind.SIDE_EFFECT, "transfer_call": ToolKind.SIDE_EFFECT, "send_dtmf": ToolKind.SIDE_EFFECT}
-    assert tools.kinds() == {"lookup": ToolKind.READ_ONLY, "book_table": ToolKind.SIDE_EFFECT} | builtins
+    assert tools.kinds() == {"lookup": ToolKind.READ_ONLY, "book_table": ToolKind.SIDE_EFFECT}
     spec = tools.spec("book_table")
     assert spec is not None and spec.timeout == 2.0 and spec.is_side_effect
     assert tools.tool("nothing") is None

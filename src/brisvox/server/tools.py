@@ -24,7 +24,8 @@ same options).  :meth:`ToolSet.add` registers a spec and a raw
 
 Every set also offers the built-in telephony tools (``end_call``, ``transfer_call``,
 ``send_dtmf``: :mod:`brisvox.server.phone_tools`) by name, unless a tool of its own has the
-name; they are not in :meth:`ToolSet.names` or ``len``.
+name; they are not in :meth:`ToolSet.names`, :meth:`ToolSet.kinds` or ``len`` (all three are
+SideEffect tools, which is what ``confirm_tools`` needs).
 """
 
 from __future__ import annotations
@@ -103,8 +104,7 @@ class ToolSet:
 
     def kinds(self) -> dict[str, ToolKind]:
         """Each tool's kind by name (the agent-file check uses it for ``confirm_tools``)."""
-        own = {name: spec.kind for name in self._order if (spec := self._registry.spec(name)) is not None}
-        return {name: t.spec.kind for name, t in BUILTIN_TOOLS.items()} | own
+        return {name: spec.kind for name in self._order if (spec := self._registry.spec(name)) is not None}
 
     def registry(self, names: Collection[str], confirm: Collection[str] = ()) -> ToolRegistry:
         """A registry of the named tools only (an agent's tools); ``confirm`` turns the
