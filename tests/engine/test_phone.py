@@ -154,3 +154,26 @@ async def test_without_a_phone_line_the_tools_answer_an_error_and_nothing_ends()
     answers = [m for m in result.report.context.messages if isinstance(m, ToolMessage)]
     assert answers[0].is_error and "no phone line" in answers[0].content
     assert result.report.stop_reason is StopReason.PEER_HANGUP
+
+
+async def test_over_the_generic_websocket_end_call_ends_the_call_after_the_farewell_without_a_carrier() -> None:
+    from brisvox.server.carriers import NoCarrier
+
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [[Speak("Goodbye!"), Call(name="end_call")], []])
+    scenario = ScenarioBuilder().pause(0.5).say("bye now").pause(6.0).build()
+    result = await simulate(clock, scenario, llm, tools=TOOLS.registry(["end_call"]), phone=PhonePlan(NoCarrier()))
+    assert result.report.stop_reason is StopReason.REQUESTED
+    assert result.report.phone is not None and result.report.phone.hangups == 0  # no REST: the stream's end is the hang-up
+
+
+async def test_a_client_that_echoes_no_marks_still_ends_after_the_echo_timeout() -> None:
+    clock = SimClock()
+    carrier = Recording(clock)
+    llm = ScriptedLlm(clock, [[Speak("Goodbye!"), Call(name="end_call")], []])
+    scenario = ScenarioBuilder().pause(0.5).say("bye now").pause(10.0).build()
+    result = await simulate(clock, scenario, llm, tools=TOOLS.registry(["end_call"]), phone=PhonePlan(carrier),
+                            echo_marks=False)
+    assert result.report.stop_reason is StopReason.REQUESTED and [w for w, _ in carrier.requests] == ["hang_up"]
+    last_audio = max(h.at for h in result.heard if isinstance(h.item, WireAudioOut))
+    assert carrier.requests[0][1] >= last_audio + 4.9  # the 5 s wait for an echo that never came
