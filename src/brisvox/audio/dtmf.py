@@ -24,6 +24,7 @@ _FREQS: Final = {key: (_LOW[r], _HIGH[c]) for r, row in enumerate(_GRID) for c, 
 DTMF_KEYS: Final = frozenset(_FREQS) | {"w"}
 """The keys ``send_dtmf`` takes: 0-9, ``*``, ``#``, A-D and ``w`` (a 0.5 s pause)."""
 MAX_DIGITS: Final = 64
+_CASE: Final = {"a": "A", "b": "B", "c": "C", "d": "D", "W": "w"}
 _PAUSE: Final = 0.5
 
 
@@ -31,11 +32,13 @@ def parse_digits(text: str) -> str:
     """``text`` as DTMF keys (upper-cased A-D), or :class:`InvalidInput` naming the first bad key."""
     if not 0 < len(text) <= MAX_DIGITS:
         raise InvalidInput(f"expected 1 to {MAX_DIGITS} DTMF keys, got {len(text)}")
-    keys = text.upper().replace("W", "w")
-    for i, key in enumerate(keys):
+    keys = []
+    for i, char in enumerate(text):
+        key = _CASE.get(char, char)  # per character: str.upper can turn one character into two
         if key not in DTMF_KEYS:
-            raise InvalidInput(f"key {i} ({text[i]!r}) is not a DTMF key (0-9, *, #, A-D, w)")
-    return keys
+            raise InvalidInput(f"key {i} ({char!r}) is not a DTMF key (0-9, *, #, A-D, w)")
+        keys.append(key)
+    return "".join(keys)
 
 
 def dtmf_pcm(keys: str, sample_rate: int, *, tone: float = 0.1, gap: float = 0.06, level: float = 0.5) -> bytes:

@@ -232,6 +232,10 @@ class MarkWaits:
         self._waits[mark] = fut
         return mark, fut
 
+    def forget(self, mark: str) -> None:
+        """Stop waiting for ``mark`` (its wait timed out)."""
+        self._waits.pop(mark, None)
+
     def resolve(self, event: MarkPlayed | MarkCleared) -> None:
         fut = self._waits.pop(event.id, None)
         if fut is not None and not fut.done():
@@ -253,6 +257,7 @@ async def end_after_echo(commands: CommandSender, marks: MarkWaits, clock: Clock
     try:
         played = await bounded(clock, timeout, fate, "the farewell's mark echo")
     except DeadlineExceeded:
+        marks.forget(mark)
         log.warning("no echo of the farewell's mark within %g s; ending the call anyway", timeout)
         played = True
     if not played:
