@@ -9,10 +9,11 @@
   bidirectionalMode="rtp" bidirectionalCodec=BRISVOX_TELNYX_CODEC>``.
 
 Each route exists only when its signature check is configured (an unsigned webhook would hand
-out call tokens to anyone).  The stream's parameters carry the agent's name (``agent``) and,
-when the server signs call tokens (``BRISVOX_AUTH_SECRET``), a call token (``token``) for that
-agent whose subject is the call's ``CallSid``, valid :data:`CALL_TOKEN_TTL` seconds; the Twilio
-stream endpoint then requires it (:func:`stream_token_check`).
+out call tokens to anyone).  The stream's parameters carry the agent's name (``agent``); Twilio's
+also carry, when the server signs call tokens (``BRISVOX_AUTH_SECRET``), a call token (``token``)
+for that agent whose subject is the call's ``CallSid``, valid :data:`CALL_TOKEN_TTL` seconds, which
+the Twilio stream endpoint then requires (:func:`stream_token_check`).  Telnyx's carry no token:
+its adapter reads no stream parameters, and its stream proves itself with its own auth token.
 
 Refusals are plain text ``<reason>: <detail>`` with their status: 413 (body over
 ``MAX_BODY_BYTES``, by ``Content-Length`` or as read), 415 (not a form), 400 (a malformed form,
@@ -146,7 +147,9 @@ def webhook_routes(settings: Settings, agent: str, wall: Callable[[], float],
                                 request.headers.get(TELNYX_TIMESTAMP_HEADER), wall())
 
         def answer_telnyx(form: dict[str, str]) -> str:
-            return stream_texml(telnyx_url, settings.telnyx_codec, _parameters(settings, agent, form, wall()))
+            # No call token: the Telnyx adapter reads no stream parameters (the stream proves itself with
+            # BRISVOX_TELNYX_AUTH_TOKEN), and a token nobody checks would only travel.
+            return stream_texml(telnyx_url, settings.telnyx_codec, {"agent": agent})
 
         routes.append(Route(urlsplit(settings.telnyx_webhook_url).path or "/",
                             _Webhook("telnyx", verify_telnyx, answer_telnyx, stats, wall).handle, methods=["POST"]))
