@@ -48,7 +48,7 @@ async def end_call(ctx: ToolContext) -> str:
     return "the call ends after your goodbye has played; say nothing more after it"
 
 
-@tool.side_effect(timeout=_TIMEOUT, filler_after=None)
+@tool.side_effect(timeout=_TIMEOUT)  # the default filler: a slow carrier is not dead air
 async def transfer_call(to: str, ctx: ToolContext) -> str:
     """Transfer the caller to another phone number (E.164, such as +14155550100) or SIP URI."""
     problem = check_destination(to)
