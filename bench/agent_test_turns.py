@@ -3,12 +3,15 @@
     python bench/agent_test_turns.py
 
 Prints the median real time of 100 turns (text mode, virtual time) over 5 runs, and the
-call time they covered (the ratio is how much faster than a real call the test runs).
+call time they covered (the ratio is how much faster than a real call the test runs);
+then the same for 20 turns in audio mode (the caller's line sends 20 ms frames through
+the VAD to the mock STT), whose cost follows the call time, not the turn count.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
 import brisvox
 from brisvox.core.clock import monotonic_ns
@@ -25,23 +28,31 @@ AGENT = brisvox.Agent(name="host", prompt="You book tables.", tools=[opening_hou
 call_time: list[float] = []
 
 
-@virtual_time
-async def hundred_turns() -> None:
-    async with AgentTest(AGENT, llm=[f"Reply number {i}." for i in range(100)]) as test:
-        for i in range(100):
-            await test.user_says(f"message {i}")
-        call_time.append(test.clock.now())
+def turns(n: int, audio: bool) -> Callable[[], None]:
+    @virtual_time
+    async def run() -> None:
+        async with AgentTest(AGENT, llm=[f"Reply number {i}." for i in range(n)], audio=audio) as test:
+            for i in range(n):
+                await test.user_says(f"message number {i}")
+            call_time.append(test.clock.now())
+
+    return run
 
 
-def main() -> None:
+def measure(label: str, run: Callable[[], None]) -> None:
     times = []
     for _ in range(5):
         start = monotonic_ns()
-        hundred_turns()
+        run()
         times.append((monotonic_ns() - start) / 1e9)
     median = statistics.median(times)
-    print(f"100 turns: median {median * 1000:.0f} ms real for {call_time[-1]:.1f} s of call time "
+    print(f"{label}: median {median * 1000:.0f} ms real for {call_time[-1]:.1f} s of call time "
           f"({call_time[-1] / median:.0f}x real time)")
+
+
+def main() -> None:
+    measure("100 turns, text", turns(100, audio=False))
+    measure("20 turns, audio", turns(20, audio=True))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ BLOCKS = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
 
 
 def test_the_doc_has_its_blocks() -> None:
-    assert len(BLOCKS) == 5
+    assert len(BLOCKS) == 7
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
 import os
 import pty
 import select
@@ -9,8 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from brisvox.testing import call
+from tests.test_testing_call import flow_agent, menu_agent
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -88,3 +94,52 @@ def test_the_console_streams_replies_shows_tools_and_is_interrupted_by_typing() 
         code = term.close()
     assert code == 0
     assert seen.count("[interrupted]") == 1 and "agent: Sure, stopping there." in seen.split("[interrupted]")[1]
+
+
+
+class InProcess:
+    """The console in this test's event loop (virtual time): lines typed once the previous reply was printed."""
+
+    def __init__(self, agent: Any, llm: list[Any]) -> None:
+        from brisvox.console import console
+        from brisvox.core.clock import SimClock
+
+        self.stdin, self.out, self.clock = asyncio.StreamReader(), io.StringIO(), SimClock()
+        self.running = asyncio.ensure_future(console(agent, llm=llm, stdin=self.stdin, out=self.out,
+                                                     chars_per_second=400.0))
+
+    async def printed(self, text: str) -> str:
+        for _ in range(500):
+            if text in self.out.getvalue():
+                return self.out.getvalue()
+            await self.clock.sleep(0.05)
+        raise AssertionError(f"never printed {text!r}; printed:\n{self.out.getvalue()}")
+
+    def type(self, line: str) -> None:
+        self.stdin.feed_data(line.encode() + b"\n")
+
+    async def close(self) -> int:
+        self.stdin.feed_eof()
+        return await self.running
+
+
+async def test_the_console_shows_flow_nodes_with_their_tools(tmp_path: Path) -> None:
+    llm = [[call("check_availability", day="friday")], "Friday is free.", [call("book_table", day="friday")],
+           "Booked."]
+    term = InProcess(flow_agent(tmp_path), llm)
+    await term.printed("[flow] -> collect (tools: check_availability)")
+    term.type("is friday free?")
+    seen = await term.printed("agent: Friday is free.")
+    assert "[flow] -> confirm (tools: book_table)" in seen
+    term.type("book it")
+    seen = await term.printed("agent: Booked.")
+    assert await term.close() == 0
+    assert "[tool] book_table -> ok: booked" in seen
+
+
+async def test_the_console_is_the_calls_screen() -> None:
+    term = InProcess(menu_agent([]), [[call("show_menu", section="desserts")], "On your screen."])
+    term.type("show me the desserts")
+    seen = await term.printed("agent: On your screen.")
+    assert await term.close() == 0
+    assert '[screen] ShowMenu {"section":"desserts"}' in seen

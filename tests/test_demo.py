@@ -20,7 +20,7 @@ def test_the_demo_says_where_the_page_is_then_serves_the_demo_agent(
 ) -> None:
     served = []
 
-    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None) -> int:
+    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None, node: Any = None) -> int:
         served.append(parts.agent)
         return 0
 

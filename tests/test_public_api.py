@@ -29,3 +29,9 @@ def test_the_examples_import_no_private_module() -> None:
                         if n.startswith("brisvox") and any(p.startswith("_") for p in n.split("."))]
     assert private == []
     assert any(EXAMPLES.rglob("*.py"))
+
+
+def test_the_testing_kit_exports_exactly_these_names() -> None:
+    import brisvox.testing
+
+    assert sorted(brisvox.testing.__all__) == ["AgentTest", "Turn", "TurnExpect", "call", "virtual_time"]

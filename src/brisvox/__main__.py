@@ -14,14 +14,21 @@ if TYPE_CHECKING:
     from brisvox.server.tools import ToolSet
 
 
+_REF_HELP = "a Python agent as module:name or path/to/file.py:name (a brisvox.Agent)"
+
+
 def _add_server_parsers(sub: Any) -> None:
     # Defined here, not in brisvox.server, so that --help and --version import nothing heavy.
     serve_p = sub.add_parser("serve", help="run the voice-agent server (settings from BRISVOX_* variables)",
                              description="Run the server. Settings come from BRISVOX_* environment variables "
                                          "(see docs/OPERATIONS.md).")
-    serve_p.add_argument("agent_file", nargs="?", type=Path, help="agent file (default: $BRISVOX_AGENT_FILE)")
+    serve_p.add_argument("agent_file", nargs="?", type=Path,
+                         help=f"agent file, or {_REF_HELP} (default: $BRISVOX_AGENT_FILE)")
     serve_p.add_argument("--insecure", action="store_true",
                          help="serve without authentication on an address that is not loopback")
+    serve_p.add_argument("--workers", default="auto", type=_workers,
+                         help="worker processes behind the one port: a count, or auto for the number of cores "
+                              "(default); see docs/SCALING.md")
     token_p = sub.add_parser("token", help="print a signed call token (key from BRISVOX_AUTH_SECRET)",
                              description="Print a call token signed with BRISVOX_AUTH_SECRET, for a server run "
                                          "with BRISVOX_AUTH=signed (see docs/OPERATIONS.md, Security).")
@@ -32,14 +39,38 @@ def _add_server_parsers(sub: Any) -> None:
     check_p = sub.add_parser("check", help="validate an agent file offline",
                              description="Validate an agent file offline; exit 0 when it is valid, 1 otherwise.")
     check_p.add_argument("agent_file", nargs="?", type=Path,
-                         help="agent file (default: the program's own agent, with brisvox.run(agent))")
+                         help=f"agent file, or {_REF_HELP} (default: the program's own agent, with brisvox.run(agent))")
     check_p.add_argument("--env", action="store_true", help="also require every api_key_env variable to be set")
+    types_p = sub.add_parser("types", help="write the TypeScript types of the agent's UI actions and app events",
+                             description="Write TypeScript declarations for the agent's UI actions (ui-command) "
+                                         "and app events (ui-event): of the program's own agent "
+                                         "(brisvox.run(agent)) or of a UiContract or Agent named with --ui.")
+    types_p.add_argument("--ts", action="store_true", required=True, help="TypeScript (the only format)")
+    types_p.add_argument("--ui", default=None, metavar="MODULE:NAME",
+                         help="a UiContract or an Agent to import (default: the program's own agent)")
+    types_p.add_argument("-o", "--out", type=Path, default=None, help="write to this file (default: stdout)")
     console_p = sub.add_parser("console", help="talk to the agent in the terminal by typing",
                                description="Talk to the agent by typing: replies stream, tool calls and their "
                                            "outcomes show as they happen, a line typed while it answers "
                                            "interrupts it. /quit or Ctrl-D ends.")
     console_p.add_argument("agent_file", nargs="?", type=Path,
-                           help="agent file (default: the program's own agent, with brisvox.run(agent))")
+                           help=f"agent file, or {_REF_HELP} (default: the program's own agent, with brisvox.run(agent))")
+
+
+def _workers(raw: str) -> str:
+    if raw == "auto" or (raw.isdigit() and 1 <= int(raw) <= 256):
+        return raw
+    raise argparse.ArgumentTypeError(f"expected auto or a count from 1 to 256, not {raw!r}")
+
+
+def _positive(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {raw!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {raw!r}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"brisvox {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_server_parsers(sub)
+    tail_p = sub.add_parser("tail", help="show a server's calls and their last turn's stages, redrawn every second",
+                            description="Show a server's live and recent calls (GET /api/calls), redrawn every "
+                                        "second; Ctrl-C ends it.")
+    tail_p.add_argument("url", nargs="?", default="http://127.0.0.1:8765", help="the server (default %(default)s)")
+    tail_p.add_argument("--token", default=None, help="bearer token (default: $BRISVOX_TOKEN)")
+    tail_p.add_argument("--interval", type=_positive, default=1.0, help="seconds between redraws (default 1)")
+    tail_p.add_argument("--once", action="store_true", help="draw once and exit")
     demo_p = sub.add_parser("demo", help="run the local demonstration")
+    demo_p.add_argument("agent_file", nargs="?", type=Path,
+                        help=f"agent file, or {_REF_HELP} (default: the program's own agent, else the demo agent)")
     demo_p.add_argument("--insecure", action="store_true",
                         help="serve without authentication on an address that is not loopback")
     _add_models_parser(sub)
@@ -70,6 +110,19 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
     no agent file is named (see :func:`brisvox.run`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    named = getattr(args, "agent_file", None)
+    if named is not None and ":" in str(named):
+        # A Python agent named on the command line takes the place of the program's own: from
+        # here on it runs exactly as brisvox.run(agent) does.
+        from brisvox.server.agent import AgentError, import_agent, is_agent_ref
+
+        if is_agent_ref(str(named)):
+            try:
+                agent = import_agent(str(named))
+            except AgentError as exc:
+                print(f"brisvox {args.command}: {exc}", file=sys.stderr)
+                return 1
+            args.agent_file = None
     if args.command in ("serve", "check"):
         from brisvox.server.cli import run_check, run_serve
         from brisvox.server.tools import ToolSet
@@ -80,14 +133,22 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
         return run_serve(args, toolset, agent) if args.command == "serve" else run_check(args, toolset, agent)
     if args.command == "console":
         return _console(parser, args, tools, agent)
+    if args.command == "types":
+        from brisvox.server.types_cli import run_types
+
+        return run_types(args, agent)
     if args.command == "token":
         from brisvox.server.cli import run_token
 
         return run_token(args)
+    if args.command == "tail":
+        from brisvox.server.tail import run_tail
+
+        return run_tail(args)
     if args.command == "demo":
         from brisvox._demo import run_demo
 
-        return run_demo(insecure=args.insecure)
+        return run_demo(insecure=args.insecure, agent=agent, agent_file=args.agent_file, tools=tools)
     if args.command == "models":
         from brisvox.inference._cli import run_models_command
 

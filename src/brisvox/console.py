@@ -2,7 +2,9 @@
 
 Each line typed is a turn of its own.  The reply is printed as it streams, each tool call
 as it starts (``[tool] name {arguments}``) and its outcome as it settles
-(``[tool] name -> outcome: result``).  A line typed while the agent answers interrupts it,
+(``[tool] name -> outcome: result``), each UI action a tool dispatches (the terminal is the
+call's screen: ``[screen] Kind {fields}``), and with a flow each node entered with the
+tools it offers (``[flow] -> node (tools: a, b)``; the first node is printed at the start).  A line typed while the agent answers interrupts it,
 as speech would: the reply stops where the caller "heard" it (its voice is the mock one,
 silent, taking the time the text would take to say) and ``[interrupted]`` is printed.
 End with an empty line at the start, ``/quit`` or end of input (Ctrl-D).
@@ -19,6 +21,8 @@ import json
 import sys
 from collections.abc import Sequence
 from typing import TextIO
+
+from pydantic import BaseModel
 
 from brisvox.core.clock import SystemClock
 from brisvox.engine import events as ev
@@ -48,6 +52,12 @@ class _Printer:
             self.mid_reply = False
         self.write(text + "\n")
 
+    def node(self, name: str, tools: Sequence[str]) -> None:
+        self.line(f"  [flow] -> {name} (tools: {', '.join(tools) or 'none'})")
+
+    def screen(self, action: BaseModel) -> None:
+        self.line(f"  [screen] {type(action).__name__} {action.model_dump_json()}")
+
     def __call__(self, event: ev.EngineEvent) -> None:
         if isinstance(event, ev.TurnStarted):
             self.epoch = max(self.epoch, event.epoch)
@@ -67,6 +77,8 @@ class _Printer:
             self.line(f"  [tool] {event.name} {shown}")
         elif isinstance(event, ev.ToolCallSettled):
             self.line(f"  [tool] {event.name} -> {event.outcome.value}: {event.content}")
+        elif isinstance(event, ev.FlowEntered):
+            self.node(event.node, event.tools)
         elif isinstance(event, ev.TurnStarted) and event.barge_in:
             self.line("  [interrupted]")
         elif isinstance(event, ev.EngineFailure):
@@ -85,7 +97,9 @@ async def console(agent: Agent, *, llm: Sequence[Response] | LlmProvider | None 
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
     printer.line(f"brisvox console: agent {agent.name!r} (type a line and press Enter; /quit ends)")
     async with AgentTest(agent, llm=llm, clock=SystemClock(), on_event=printer,
-                         chars_per_second=chars_per_second) as call:
+                         chars_per_second=chars_per_second, screen=printer.screen) as call:
+        if call.node is not None:
+            printer.node(call.node, call.offered)
         while True:
             raw = await stdin.readline()
             text = raw.decode("utf-8", "replace").strip()

@@ -53,6 +53,7 @@ def test_the_tools_package_exports_exactly_its_public_api() -> None:
             "StaticClips",
             "DEFAULT_FILLER_AFTER",
             "DEFAULT_TOOL_TIMEOUT",
+            "CallMeta",
             "CancelToken",
             "Confirmations",
             "ToolEngineConfig",
@@ -71,6 +72,7 @@ def test_the_tools_package_exports_exactly_its_public_api() -> None:
             "ToolError",
             "ToolKind",
             "ToolRegistry",
+            "UiUnavailable",
             "ToolSpec",
             "ToolStatsSnapshot",
         ]

@@ -19,7 +19,6 @@ from brisvox.core.frames import (
     InterruptFrame,
     LlmTextFrame,
     OverflowClass,
-    PlaybackFrame,
     StartFrame,
     WordTimingsFrame,
 )
@@ -137,13 +136,13 @@ def test_system_lanes_always_apply_backpressure_whatever_the_policies() -> None:
 def test_purge_drops_stale_data_but_never_frames_about_what_was_heard() -> None:
     inbox = Inbox()
     inbox.try_put(text("old", epoch=1), DOWN)
-    inbox.try_put(PlaybackFrame(epoch=1, utterance=3, samples=160, sample_rate=16000), DOWN)
+    inbox.try_put(WordTimingsFrame(epoch=1, utterance=2, words=()), DOWN)
     inbox.try_put(WordTimingsFrame(epoch=1, utterance=3, words=()), UP)
     inbox.try_put(text("new", epoch=2), DOWN)
     inbox.try_put(InterruptFrame(new_epoch=2), DOWN)
     assert inbox.purge_stale(2) == 1
     kinds = [type(f).__name__ for f, _ in drain(inbox)]
-    assert kinds == ["InterruptFrame", "PlaybackFrame", "WordTimingsFrame", "LlmTextFrame"]
+    assert kinds == ["InterruptFrame", "WordTimingsFrame", "WordTimingsFrame", "LlmTextFrame"]
     assert inbox.stats.purged == 1
 
 

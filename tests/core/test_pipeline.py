@@ -12,11 +12,12 @@ from brisvox.core.frames import (
     Frame,
     InterruptFrame,
     LlmTextFrame,
-    PlaybackFrame,
     StartFrame,
     StopFrame,
+    WordTiming,
+    WordTimingsFrame,
 )
-from brisvox.core.inbox import QueueConfig
+from brisvox.core.inbox import PutOutcome, QueueConfig
 from brisvox.core.pipeline import Links, Pipeline
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
@@ -88,13 +89,13 @@ async def test_what_was_heard_of_an_interrupted_turn_still_reaches_the_end() -> 
     gate = Gate("slow")
     async with Pipeline("p").then(gate).then(Passthrough("b")).start(clock, Links(downstream=sink)) as running:
         await running.send(text(0, "stale"))
-        await running.send(PlaybackFrame(epoch=0, utterance=1, samples=160, sample_rate=16000))
+        await running.send(WordTimingsFrame(epoch=0, utterance=1, words=(WordTiming(word="hi", start=0.0, end=0.2),)))
         await settle()
         await running.send(InterruptFrame(new_epoch=1))
         await settle()
         gate.release.set()
         await running.stop(1.0)
-    assert [f.samples for f in sink.of(PlaybackFrame)] == [160]  # type: ignore[attr-defined]
+    assert [f.utterance for f in sink.of(WordTimingsFrame)] == [1]  # type: ignore[attr-defined]
     assert sink.texts() == []
 
 
@@ -255,3 +256,34 @@ async def test_cancel_and_stop_leave_no_task_behind() -> None:
         else:
             await running.aclose()
         await wait_for_task_baseline(clock, baseline)
+
+
+async def test_send_to_puts_a_frame_into_one_stage_skipping_the_stages_between() -> None:
+    clock = SimClock()
+    up = Collect()
+    first, middle = Passthrough("first"), Gate("middle")  # the gate would hold it had it passed there
+    async with Pipeline("p").then(first).then(middle).then(Passthrough("last")).start(
+            clock, Links(upstream=up)) as running:
+        await running.send_to(first, text(0, "fact"), Direction.UPSTREAM)
+        await settle()
+        assert up.texts() == ["fact"] and not [f for f in middle.seen if isinstance(f, LlmTextFrame)]
+        with pytest.raises(PipelineError, match="held 0 times"):
+            await running.send_to(Passthrough("stranger"), text(0, "x"), Direction.UPSTREAM)
+        await running.stop(1.0)
+    # After a graceful stop the stage's inbox discards late frames quietly, as pushes.
+    assert await running.send_to(first, text(0, "late"), Direction.UPSTREAM) is PutOutcome.DISCARDED
+
+
+async def test_on_end_calls_back_once_every_task_ended_with_the_failure_already_known() -> None:
+    clock = SimClock()
+    seen: list[BaseException | None] = []
+    running = Pipeline("p").then(Passthrough("a")).then(Failing(LlmTextFrame)).start(clock)
+    running.on_end(lambda: seen.append(running.failure))
+    await running.send(text(0, "boom"))
+    await settle()
+    with pytest.raises(ProcessorFailed):
+        await running.wait()
+    assert len(seen) == 1 and isinstance(seen[0], ProcessorFailed)
+    running.on_end(lambda: seen.append(None))  # already ended: called soon
+    await settle()
+    assert len(seen) == 2

@@ -108,6 +108,7 @@ async def simulate(
     interim_interval: float = 0.2,
     filler: FillerPolicy | None = None,
     dtmf: tuple[tuple[float, str], ...] = (),
+    notes: tuple[tuple[float, str], ...] = (),
     stt: MockStt | None = None,
     observer: CallObserver | None = None,
     clips: FillerClipStore | None = None,
@@ -146,11 +147,14 @@ async def simulate(
         listener = scope.spawn(listen(), name="listener")
         start = clock.now()
         keys = sorted(dtmf)  # (seconds from the start, digit)
+        facts = sorted(notes)  # (seconds from the start, a note for the context)
         try:
             for i, pcm in enumerate(scenario.frames(0.02)):
                 await clock.sleep_until(start + i * 0.02)
                 while keys and keys[0][0] <= i * 0.02:
                     await client.send_dtmf(keys.pop(0)[1])
+                while facts and facts[0][0] <= i * 0.02:
+                    await client.send_note(facts.pop(0)[1])
                 await client.send_audio(pcm, RATE)
             await clock.sleep(linger)
             await client.hangup()

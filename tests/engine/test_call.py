@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -369,3 +371,26 @@ async def test_the_model_is_told_the_calls_date_from_the_clocks_wall_time_but_th
     result = await simulate(clock, scenario, llm, config=config)
     assert llm.requests[0].messages[0].text == "You book tables.\n\nToday is Friday, 4 December 2026."  # type: ignore[union-attr]
     assert result.report.context.messages[0].text == "You book tables."  # type: ignore[union-attr]
+
+
+async def test_the_pump_reads_the_transport_events_in_its_only_task_and_watches_the_rest_without_tasks() -> None:
+    # The pipeline's end, a failure and a flow's EndCall end the pump through one Event and a
+    # callback; only the events reader is a task (a caller's cancel Event would add one).
+    clock = SimClock()
+    created: list[asyncio.Task[Any]] = []
+    loop = asyncio.get_running_loop()
+    default = loop.get_task_factory()
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any, **kw: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kw)
+        created.append(task)  # named after the factory returns
+        return task
+
+    scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(2.0).build()
+    loop.set_task_factory(factory)
+    try:
+        result = await simulate(clock, scenario, ScriptedLlm(clock, [[Say("Sure.")]]))
+    finally:
+        loop.set_task_factory(default)
+    assert result.report.turns == 1
+    assert [n for t in created if (n := t.get_name()).startswith("pump/")] == ["pump/events"]

@@ -16,6 +16,7 @@ from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallFailed, EngineConfig, LlmConfig, Providers, run_call
 from brisvox.engine.events import CallObserver, EngineFailure
+from brisvox.engine.playout import PlayoutBook, Released
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import Done, GeneratorLlmStream, LlmEvent, LlmProvider, LlmRequest
 from brisvox.providers.tts import TtsConfig
@@ -185,3 +186,24 @@ async def test_a_tts_that_drops_and_cannot_be_reopened_ends_the_call_with_an_err
     assert isinstance(hangup, WireHangupOut) and hangup.failure is not None
     assert hangup.failure.kind is FailureKind.CALL_FAILED
     assert ended < 10.0  # not when the caller would have hung up (about 18 s)
+
+
+async def test_a_bug_in_keeping_the_playout_record_ends_the_call_with_an_error_like_a_stage_failure(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Position reports reach TransportOut in the transport session's output task, outside the
+    # pipeline: a bug there must still fail the call (logged once), not end the transport quietly.
+    def broken(self: PlayoutBook, utterance: int, samples: int, sample_rate: int) -> Released:
+        raise RuntimeError("a bug in the book")
+
+    monkeypatch.setattr(PlayoutBook, "released", broken)
+    clock = SimClock()
+    with caplog.at_level(logging.DEBUG):
+        failed, heard, _ = await run(clock, MockTts(clock, MockTtsConfig()))
+    assert failed is not None and failed.crashed
+    failure = failed.report.failure
+    assert failure is not None and failure.stage == "transport-out" and failure.error == "RuntimeError"
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is not None
+    [hangup] = [h.item for h in heard if isinstance(h.item, WireHangupOut)]
+    assert isinstance(hangup, WireHangupOut) and hangup.failure is not None

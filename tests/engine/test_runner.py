@@ -85,3 +85,25 @@ async def test_no_side_effect_starts_after_the_caller_hung_up() -> None:
     assert book.calls == []
     answers = [m for m in result.report.context.messages if isinstance(m, ToolMessage)]
     assert len(answers) <= 1 and all(json.loads(m.content)["error"] == "interrupted" for m in answers)
+
+
+async def test_a_note_waits_for_the_running_tool_and_reaches_its_next_request_and_an_idle_note_opens_no_turn() -> None:
+    clock = SimClock()
+    book = Counter(clock, seconds=1.0, answer={"booked": "BK-2"})
+    spec = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ, kind=ToolKind.SIDE_EFFECT,
+                    timeout=5.0)
+    llm = ScriptedLlm(clock, [[Call(name="book_table", arguments={"day": "friday"})], [Say("Booked.")]])
+    scenario = ScenarioBuilder().pause(0.5).say("book friday").pause(5.0).build()
+    # the first note lands while the booking runs (its call is open); the second once the call is idle
+    result = await simulate(clock, scenario, llm, tools=registry(book=(spec, book)), linger=0.5,
+                            notes=((1.9, "ON SCREEN: the user opened the menu"), (5.0, "ON SCREEN: the user paid")),
+                            config=EngineConfig(turn=FixedSilence(silence=0.5)))
+    assert len(book.calls) == 1 and book.started[0] < 1.9 + 0.02 < book.started[0] + 1.0
+    assert len(llm.requests) == 2  # neither note asked the model anything
+    second = llm.requests[1].messages
+    assert isinstance(second[-2], ToolMessage) and isinstance(second[-1], SystemMessage)
+    assert second[-1].text == "ON SCREEN: the user opened the menu"
+    record = result.report.context.messages
+    assert isinstance(record[-1], SystemMessage) and record[-1].text == "ON SCREEN: the user paid"
+    assert isinstance(record[-2], AssistantMessage) and record[-2].text == "Booked."
+    assert result.report.turns == 1

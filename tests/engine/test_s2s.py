@@ -378,3 +378,47 @@ async def test_no_filler_while_the_model_speaks_during_a_tool_call() -> None:
     await s2s_call(clock, fake, script, config=config, tools=registry)
     assert booking.done
     assert fake.kinds() == ["results", "request"]
+
+
+async def test_a_send_listed_in_a_truncated_result_needs_no_correction() -> None:
+    """The sends come from the tool's value, not from the text the model reads (which a cut no longer parses)."""
+    clock, fake = SimClock(), FakeS2s()
+    registry = ToolRegistry()
+
+    async def send(args: dict[str, Any], ctx: ToolCallContext) -> Any:
+        await clock.sleep(0.5)
+        return {"delivered": ["sms to the caller"], "log": "x" * 100_000}
+
+    registry.register(ToolSpec(name="send_sms", description="Text the caller.", parameters=BOOK_SCHEMA,
+                               kind=ToolKind.SIDE_EFFECT, timeout=10.0), send)
+
+    async def script() -> None:
+        await user_turn(fake)
+        await fake.emit(S2sToolCall(call_id="s1", name="send_sms", arguments={"day": "friday"}),
+                        S2sTranscript(Speaker.MODEL, "I've texted you the confirmation."), S2sResponseDone())
+        await until(clock, lambda: bool(fake.of("request")))
+
+    await s2s_call(clock, fake, script, tools=registry)
+    ((result,),) = results(fake)
+    assert not result.content.startswith("CORRECTION") and "TRUNCATED" in result.content.upper()
+
+
+async def test_a_greeting_is_asked_of_the_model_before_the_caller_speaks() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def script() -> None:
+        await until(clock, lambda: bool(fake.of("request")))
+
+    await s2s_call(clock, fake, script, config=S2sConfig(greeting="Hello, Trattoria here!"))
+    assert fake.kinds()[:2] == ["note", "request"]
+    assert "Hello, Trattoria here!" in fake.of("note")[0]
+
+
+async def test_without_a_greeting_the_model_waits_for_the_caller() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def script() -> None:
+        await clock.sleep(1.0)
+
+    await s2s_call(clock, fake, script)
+    assert fake.of("request") == [] and fake.of("note") == []

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from brisvox.agent.segmenter import SegmenterConfig
 from brisvox.core.clock import SimClock
 from brisvox.core.frames import (
+    BotResponseDone,
     InterruptFrame,
     LlmResponseEnded,
     LlmResponseStarted,
@@ -112,3 +113,23 @@ async def test_a_barge_in_ends_the_wait_behind_a_clip_and_drops_the_clip_unplaye
         clip_audio = [f for f in w.sink.of(OutputAudioFrame) if f.pcm[:2] == CLIP_SAMPLE]  # type: ignore[attr-defined]
         assert not clip_audio
         assert w.sink.of(InterruptFrame)
+
+
+async def test_only_audio_the_response_end_and_system_frames_go_on_to_transport_out() -> None:
+    # The text sent and the word timings go to the book; turn and response markers end here:
+    # TransportOut acts on nothing else, and each frame pushed would wake its task.
+    clock = SimClock()
+    tts, sink, book = ParallelTts(), Collect(), PlayoutBook()
+    async with TaskScope("speak test") as scope:
+        stage = SpeakStage(tts, book, SegmenterConfig(), scope)
+        async with Pipeline("p").then(stage).start(clock, Links(downstream=sink)) as running:
+            await rounds(running, ("Let me look.", None), ("It is sunny.", None))
+            await running.send(BotResponseDone(epoch=0))
+            await clock.sleep(1.0)
+            await tts.speak(next(iter(tts.held)))
+            await clock.sleep(1.0)
+            await running.send(InterruptFrame(new_epoch=1))
+            await clock.sleep(0.1)
+        scope.cancel()
+    kinds = {type(f).__name__ for f in sink.frames}
+    assert kinds == {"StartFrame", "OutputAudioFrame", "BotResponseDone", "InterruptFrame"}

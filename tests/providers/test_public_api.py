@@ -8,7 +8,7 @@ def test_the_providers_package_exports_exactly_its_interfaces() -> None:
         [
             "Anthropic", "Auto", "Cartesia", "Deepgram", "ElevenLabs", "Gemini", "Hibari", "LocalLlama",
             "LocalWhisper", "Ollama", "OpenAI", "OpenAISpeech", "OpenRouter", "ProviderChoice", "Scripted", "Stage",
-            "Vllm",
+            "Vllm", "OpenAIRealtime", "GeminiLive", "S2sPolicy", "BargeIn",
             "DEFAULT_EVENT_CAPACITY",
             "Done",
             "FinishReason",

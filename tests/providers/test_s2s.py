@@ -16,7 +16,7 @@ def test_the_s2s_module_exports_exactly_its_interface() -> None:
         [
             "BargeIn",
             "S2sAudio",
-            "S2sConfig",
+            "S2sConfig", "S2sPolicy",
             "S2sError",
             "S2sEvent",
             "S2sInteractionEnded",

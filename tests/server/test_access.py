@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import logging
 import urllib.error
@@ -44,7 +45,8 @@ LOCAL = {"host": "127.0.0.1:8765"}  # TestClient writes into the headers it is g
 class Server:
     """The app over an endpoint that records what reached it and closes each call at once."""
 
-    def __init__(self, settings: Settings, *, agent: str | None = "lokanta") -> None:
+    def __init__(self, settings: Settings, *, agent: str | None = "lokanta",
+                 query_token: frozenset[str] = frozenset()) -> None:
         self.metrics = ServerMetrics()
         self.entered: list[MutableMapping[str, Any]] = []
 
@@ -61,7 +63,8 @@ class Server:
         async def agent_json(request: Any) -> Response:
             return JSONResponse({"agent": "lokanta"})
 
-        policy = AccessPolicy.from_settings(settings, agent=agent, wall=lambda: NOW)
+        policy = dataclasses.replace(AccessPolicy.from_settings(settings, agent=agent, wall=lambda: NOW),
+                                     query_token=query_token)
         self.app = build_app(self.manager, self.metrics, call_endpoint=endpoint, access=policy,
                              extra_routes=[Route("/agent.json", agent_json)])
 
@@ -146,6 +149,15 @@ def test_metrics_and_agent_json_need_a_token_when_the_server_requires_one() -> N
         assert tc.get("/", headers={**LOCAL}).status_code == 404  # other paths: the Host check only
 
 
+def test_the_calls_data_and_control_under_api_need_a_token_when_the_server_requires_one() -> None:
+    server = Server(Settings(auth=AuthMode.BEARER, auth_tokens=(Secret(STATIC),)))
+    with TestClient(server.app) as tc:
+        assert tc.get("/api/calls", headers={**LOCAL}).status_code == 401
+        assert tc.post("/api/calls/ws-1/hangup", headers={**LOCAL}).status_code == 401
+        # past the check, the app answers (no such route in this app: 404, not the data)
+        assert tc.get("/api/calls", headers={**LOCAL, "authorization": f"Bearer {STATIC}"}).status_code == 404
+
+
 def test_a_static_bearer_token_starts_a_call_and_never_reaches_the_endpoint(caplog: pytest.LogCaptureFixture) -> None:
     server = Server(Settings(auth=AuthMode.BEARER, auth_tokens=(Secret(STATIC),)))
     caplog.set_level(logging.DEBUG)
@@ -187,6 +199,25 @@ def test_a_browser_passes_a_call_token_as_a_subprotocol_and_the_server_answers_b
         assert ws.accepted_subprotocol == "brisvox"
     (scope,) = server.entered
     assert scope["subprotocols"] == ["brisvox"]  # the token is not passed on
+
+
+def test_a_token_in_the_query_opens_a_call_only_on_a_query_token_path_and_never_reaches_the_endpoint() -> None:
+    token = issue_call_token(KEY, now=NOW - 30, ttl=600, agent="lokanta")
+    plain = Server(Settings(auth=AuthMode.SIGNED, auth_secret=Secret(KEY)))
+    with TestClient(plain.app) as tc:  # /ws reads no query: a URL ends up in proxies' logs
+        assert call(tc, headers={**LOCAL}) == 401
+    rtvi = Server(Settings(auth=AuthMode.SIGNED, auth_secret=Secret(KEY)), query_token=frozenset({"/ws"}))
+    with TestClient(rtvi.app) as tc:
+        with tc.websocket_connect(f"/ws?x=1&token={token}", headers={**LOCAL}):
+            pass
+        try:
+            with tc.websocket_connect("/ws?token=", headers={**LOCAL}):
+                raise AssertionError("an empty token opened a call")
+        except WebSocketDenialResponse as denial:
+            assert denial.status_code == 401
+    (scope,) = rtvi.entered
+    assert scope["query_string"] == b"x=1"  # the token is not passed on
+    assert rtvi.refused("malformed_token") == 1
 
 
 def test_no_auth_on_an_address_that_is_not_loopback_refuses_to_start_without_insecure() -> None:
@@ -290,7 +321,7 @@ def test_the_policy_describes_itself_for_the_start_up_log_without_credentials() 
                         allowed_origins=frozenset({"https://app.example.com"}))
     text = AccessPolicy.from_settings(settings, agent="lokanta", wall=lambda: NOW).describe()
     assert text == ("auth bearer; hosts 127.0.0.1, ::1, localhost; origins: the server's own, "
-                    "https://app.example.com; /agent.json, /metrics need a token")
+                    "https://app.example.com; /agent.json, /metrics, /api/* need a token")
     assert STATIC not in text
 
 

@@ -127,7 +127,7 @@ def test_an_unknown_key_is_rejected_at_its_position_with_a_suggestion() -> None:
 def test_an_unknown_section_is_rejected_at_its_header() -> None:
     assert problems(BASE + "\n[vad]\nthreshold = 0.5\n") == [
         "agent.toml:5:2: vad: unknown key (known keys: agent, turn, interruption, speculation, filler, window, flow, "
-        "stt, llm, tts, telephony)"
+        "stt, llm, tts, s2s, telephony)"
     ]
 
 

@@ -28,7 +28,9 @@ from brisvox.server.auth import (
     host_name,
     is_loopback,
     issue_call_token,
+    token_from_query,
     verify_call_token,
+    without_query_token,
 )
 
 KEY = "k" * 40
@@ -55,7 +57,7 @@ def test_the_public_api_of_auth_is_exactly_this() -> None:
         "ANY", "AuthMode", "AuthRefusal", "Authenticator", "CallClaims", "DEFAULT_TTL", "LEEWAY", "LOOPBACK_NAMES",
         "MAX_TOKEN_CHARS", "MAX_TTL", "MIN_KEY_CHARS", "PROTOCOL", "RefusalReason", "TOKEN_SUBPROTOCOL_PREFIX",
         "check_host", "check_origin", "credential_from", "host_name", "is_loopback", "is_wildcard",
-        "issue_call_token", "verify_call_token",
+        "issue_call_token", "token_from_query", "verify_call_token", "without_query_token",
     ]
 
 
@@ -245,3 +247,20 @@ def test_a_cross_origin_page_is_refused_and_the_servers_own_page_and_non_browser
     assert isinstance(refusal, AuthRefusal) and refusal.reason is RefusalReason.ORIGIN_NOT_ALLOWED
     assert reason(check_origin("null", "127.0.0.1:8765", allowed)) is RefusalReason.ORIGIN_NOT_ALLOWED
     assert reason(check_origin("http://127.0.0.1:9999", "127.0.0.1:8765", allowed)) is RefusalReason.ORIGIN_NOT_ALLOWED
+
+
+def test_the_query_token_is_read_once_and_an_empty_repeated_or_undecodable_one_is_malformed() -> None:
+    assert token_from_query(b"a=1&token=abc%2Bd") == "abc+d"
+    assert token_from_query(b"") is None and token_from_query(b"a=1") is None
+    for bad in (b"token=", b"token=a&token=b", b"token=\xff", b"token=" + b"x" * (auth.MAX_TOKEN_CHARS + 1),
+                b"&".join([b"a=1"] * 100)):
+        assert reason(token_from_query(bad)) is RefusalReason.MALFORMED_TOKEN, bad
+    assert without_query_token(b"a=1&token=abc&b=%20") == b"a=1&b=+"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200) | st.text(alphabet="token=&%2Bab\xff", max_size=80).map(str.encode))
+def test_fuzz_the_query_token_reader_never_raises(query: bytes) -> None:
+    got = token_from_query(query)
+    assert isinstance(got, str | AuthRefusal | None)
+    assert not isinstance(token_from_query(without_query_token(query)), str)  # no token is left in it

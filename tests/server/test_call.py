@@ -18,7 +18,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
+import brisvox
 from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, FillerPolicy, Outcome, StaticClips
 from brisvox.audio.codec import AudioEncoding
 from brisvox.audio.pcm import pcm16_to_array
@@ -512,3 +514,50 @@ async def test_a_call_that_fails_ends_the_session_as_an_error_and_is_counted_in_
     assert (hangup.failure.kind, hangup.failure.message) == (FailureKind.CALL_FAILED, "mock-tts: connect")
     assert 'brisvox_engine_failures_total{fatal="true",stage="run_call"} 1.0' in metrics.render().decode()
     assert any('"kind":"engine_failure"' in text for text in sent)
+
+
+async def test_a_served_call_hands_its_tools_the_transports_screen_and_the_calls_description() -> None:
+    class Shown:
+        def __init__(self) -> None:
+            self.actions: list[object] = []
+
+        def dispatch(self, action: BaseModel, /) -> None:
+            self.actions.append(action)
+
+    class ShowMenu(BaseModel):
+        section: str
+
+    seen: list[brisvox.ToolContext] = []
+
+    @brisvox.tool.read_only
+    async def show_menu(section: str, ctx: brisvox.ToolContext) -> str:
+        """Put a section of the menu on the caller's screen."""
+        seen.append(ctx)
+        ctx.dispatch(ShowMenu(section=section))
+        return "shown"
+
+    agent = brisvox.Agent(name="host", prompt="p", tools=[show_menu])
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [[Call(name="show_menu", arguments={"section": "desserts"})], [Say("On your screen.")]])
+    providers = CallProviders(providers=Providers(stt=MockStt(clock), llm=llm, tts=MockTts(clock), vad=energy_vad),
+                              llm_label="scripted (test)", vad_label="energy")
+    runner = engine_runner(agent.definition(), agent.toolset(), clock, providers)
+    screen = Shown()
+
+    async def no_text(_: str) -> None:
+        return None
+
+    async with LoopbackTransport(clock) as transport:
+        client = await transport.connect(metadata={"sample_rate": "16000", "customer": "c-7"})
+        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text, ui=screen),
+                                            asyncio.Event()))
+        await client.send_text("show me the desserts")
+        for _ in range(200):  # ten seconds of call time
+            if screen.actions:
+                break
+            await clock.sleep(0.05)
+        await client.hangup()
+        await call
+    assert screen.actions == [ShowMenu(section="desserts")]
+    (ctx,) = seen
+    assert (ctx.meta.agent, ctx.meta.transport, ctx.meta.parameters["customer"]) == ("host", "loopback", "c-7")

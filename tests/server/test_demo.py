@@ -39,7 +39,7 @@ async def test_the_demo_tools_offer_alternatives_and_book() -> None:
 def test_serve_without_an_agent_file_names_the_demo_agent_on_its_start_up_line() -> None:
     env = {**os.environ, "BRISVOX_PORT": "0", "PYTHONPATH": str(ROOT / "src")}
     env.pop("BRISVOX_AGENT_FILE", None)
-    proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", "--workers", "1"], env=env, cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None

@@ -113,7 +113,7 @@ async def test_a_call_that_ignores_its_stop_request_is_aborted_exit_4() -> None:
 @pytest.mark.realtime
 def test_sigterm_drains_a_real_server_with_no_calls_and_it_exits_0() -> None:
     env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", "--workers", "1"], env=env, cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

@@ -12,12 +12,16 @@ import shutil
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
+from pydantic import BaseModel
+from starlette.routing import BaseRoute
 from websockets.asyncio.client import ClientConnection, connect
 
+import brisvox.tool
+from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.audio import write_wav
 from brisvox.core.clock import SystemClock
 from brisvox.core.frames import TurnEndReason
@@ -33,8 +37,17 @@ from brisvox.server.metrics import ServerMetrics
 from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint, RtviEvents
 from brisvox.server.settings import Settings
 from brisvox.server.tools import ToolSet
-from brisvox.sim import MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
-from brisvox.transport.rtvi import InboundAudio, InboundMessage, decode_frame, encode_audio, encode_message
+from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.transport.rtvi import (
+    Action,
+    AppEvent,
+    InboundAudio,
+    InboundMessage,
+    UiContract,
+    decode_frame,
+    encode_audio,
+    encode_message,
+)
 from brisvox.transport.websocket import ServerConfig
 
 AGENT = ('[agent]\nname = "a"\nprompt = "p"\ngreeting = "Hello there."\n\n'
@@ -42,22 +55,27 @@ AGENT = ('[agent]\nname = "a"\nprompt = "p"\ngreeting = "Hello there."\n\n'
 
 
 @contextlib.asynccontextmanager
-async def serving(on_client_message: Any = None, stt: MockStt | None = None) -> AsyncIterator[str]:
+async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm: ScriptedLlm | None = None,
+                  agent: str = AGENT, tools: ToolSet | None = None, ui: UiContract | None = None,
+                  routes: tuple[BaseRoute, ...] = ()) -> AsyncIterator[str]:
     clock = SystemClock()
     providers = CallProviders(
-        providers=Providers(stt=stt or MockStt(clock), llm=ScriptedLlm(clock, [[Say("Sure.")]] * 4), tts=MockTts(clock),
-                            vad=energy_vad),
+        providers=Providers(stt=stt or MockStt(clock), llm=llm or ScriptedLlm(clock, [[Say("Sure.")]] * 4),
+                            tts=MockTts(clock), vad=energy_vad),
         llm_label="scripted (test)", vad_label="energy",
     )
     endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
-    rtvi = RtviEndpoint(clock, ServerConfig(), on_client_message=on_client_message)
+    rtvi = RtviEndpoint(clock, ServerConfig(), on_client_message=on_client_message, ui=ui)
+    tools = tools or ToolSet()
 
     def stop_calls() -> None:
         endpoint.close()
         rtvi.close()
 
-    parts = ServerParts(runner=engine_runner(parse_agent_file(AGENT), ToolSet(), clock, providers, ServerMetrics()),
-                        call_endpoint=endpoint, call_routes=((RTVI_PATH, rtvi),), on_stop_calls=stop_calls)
+    definition = parse_agent_file(agent, available_tools=tools.names())
+    parts = ServerParts(runner=engine_runner(definition, tools, clock, providers, ServerMetrics()),
+                        call_endpoint=endpoint, call_routes=((RTVI_PATH, rtvi),), on_stop_calls=stop_calls,
+                        extra_routes=routes)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,
@@ -165,6 +183,70 @@ async def test_send_text_is_a_typed_turn_the_bot_answers_out_loud() -> None:
         assert types.index("user-llm-text") < types.index("bot-llm-text")
         assert "".join(m.data["text"] for m in messages if m.type == "bot-llm-text").strip() == "Sure."
         assert int(np.abs(np.frombuffer(audio, "<i2")).max()) > 1000
+
+
+class OpenConfirm(Action):
+    nonce: str
+    summary: str
+
+
+class ConfirmAnswered(AppEvent):
+    nonce: str
+    answer: Literal["yes", "no"]
+
+
+class ConfirmArgs(BaseModel):
+    summary: str
+
+
+@brisvox.tool.side_effect
+async def confirm_on_screen(args: ConfirmArgs, ctx: brisvox.ToolContext) -> str:
+    """Put the booking on the user's screen to confirm; returns at once."""
+    ctx.dispatch(OpenConfirm(nonce="sheet-1", summary=args.summary))
+    return "The sheet is up. Wait to be told what they chose."
+
+
+@pytest.mark.realtime
+async def test_a_tool_puts_a_sheet_on_the_screen_and_the_tap_reaches_the_models_context_without_a_turn() -> None:
+    clock = SystemClock()
+    llm = ScriptedLlm(clock, [[Call(name="confirm_on_screen", arguments={"summary": "Table for two at nine"})],
+                              [Say("It's on your screen.")], [Say("Booked.")]])
+    tools = ToolSet()
+    tools.include(confirm_on_screen)
+    agent = AGENT.replace('prompt = "p"', 'prompt = "p"\ntools = ["confirm_on_screen"]')
+    ui = UiContract(actions=(OpenConfirm,), events=(ConfirmAnswered,))
+    async with serving(llm=llm, agent=agent, tools=tools, ui=ui) as url, connect(url, compression=None) as ws:
+        await ws.send(rtvi("client-ready", {"version": "2.1.0"}, "r"))
+        await collect(ws, "bot-stopped-speaking")  # the greeting
+        await ws.send(rtvi("send-text", {"content": "book the nine o'clock", "options": {}}, "s1"))
+        messages, _, _ = await collect(ws, "bot-llm-stopped")
+        command = next(m for m in messages if m.type == "ui-command")
+        assert command.data == {"command": "open_confirm",
+                                "payload": {"nonce": "sheet-1", "summary": "Table for two at nine"}}
+        assert "".join(m.data["text"] for m in messages if m.type == "bot-llm-text").strip() == "It's on your screen."
+        assert len(llm.requests) == 2  # the tool returned at once: nothing waited on the user
+        # a tap on a sheet never opened changes nothing; a bad payload is refused with its id
+        await ws.send(rtvi("ui-event", {"event": "confirm_answered", "payload": {"nonce": "other", "answer": "yes"}},
+                           "u0"))
+        await ws.send(rtvi("ui-event", {"event": "confirm_answered", "payload": {"nonce": "sheet-1"}}, "u1"))
+        await ws.send(rtvi("ui-event", {"event": "confirm_answered", "payload": {"nonce": "sheet-1", "answer": "yes"}},
+                           "u2"))
+        await ws.send(rtvi("client-message", {"t": "confirm_answered", "d": {"nonce": "sheet-1", "answer": "no"}},
+                           "m1"))
+        quiet, _, _ = await collect(ws, "server-response")
+        assert [(m.type, m.id) for m in quiet if m.type in ("error-response", "server-response")] == [
+            ("error-response", "u1"), ("server-response", "m1")]
+        assert "payload.answer: Field required" in next(m for m in quiet if m.type == "error-response").data["error"]
+        assert next(m for m in quiet if m.type == "server-response").data == {
+            "t": "confirm_answered", "d": {"accepted": False}}  # the sheet was closed by the first answer
+        turn = {"user-llm-text", "bot-llm-started", "bot-llm-text", "bot-tts-text"}
+        assert not [m.type for m in quiet if m.type in turn]  # the tap opened no turn and nothing was said
+        assert len(llm.requests) == 2
+        await ws.send(rtvi("send-text", {"content": "thanks", "options": {}}, "s2"))
+        await collect(ws, "bot-stopped-speaking")
+    notes = [m.text for m in llm.requests[2].messages if isinstance(m, SystemMessage) and "confirm_answered" in m.text]
+    assert len(notes) == 1 and '"answer":"yes"' in notes[0] and "open_confirm" in notes[0]
+    assert [m.text for m in llm.requests[2].messages if isinstance(m, UserMessage)][-1] == "thanks"
 
 
 def test_the_engines_events_become_rtvi_messages_in_order() -> None:

@@ -107,3 +107,17 @@ def test_a_bad_limit_is_refused_naming_its_variable(name: str, value: str) -> No
     with pytest.raises(SettingsError) as info:
         Settings.from_env({name: value})
     assert name in str(info.value)
+
+
+def test_a_global_call_cap_without_redis_is_refused_naming_both_variables() -> None:
+    with pytest.raises(SettingsError, match="BRISVOX_GLOBAL_MAX_CALLS needs BRISVOX_REDIS_URL"):
+        Settings.from_env({"BRISVOX_GLOBAL_MAX_CALLS": "100"})
+
+
+def test_a_redis_url_is_a_secret_and_a_bad_one_is_named_without_its_value() -> None:
+    s = Settings.from_env({"BRISVOX_REDIS_URL": "redis://:pw-123456@r:6379/0", "BRISVOX_NODE_ID": "pod-1"})
+    assert s.redis_url is not None and s.redis_url.reveal().endswith("@r:6379/0") and "pw" not in repr(s)
+    with pytest.raises(SettingsError) as bad:
+        Settings.from_env({"BRISVOX_REDIS_URL": "http://pw-123456@r", "BRISVOX_NODE_ID": "a b"})
+    assert "BRISVOX_REDIS_URL=(hidden)" in str(bad.value) and "pw-123456" not in str(bad.value)
+    assert "BRISVOX_NODE_ID='a b'" in str(bad.value)

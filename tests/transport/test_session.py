@@ -602,3 +602,44 @@ async def test_a_clear_right_after_the_last_audio_went_out_is_written_the_client
 def test_a_negative_playout_grace_is_refused() -> None:
     with pytest.raises(ConfigError, match="playout_grace"):
         SessionConfig(playout_grace=-1.0).validate()
+
+
+async def test_routed_position_reports_reach_the_sink_in_the_output_task_and_the_final_ones_at_the_hang_up() -> None:
+    async with loopback_call() as (clock, client, session):
+        got: list[tuple[int, float, float]] = []
+
+        async def sink(report: PlaybackPosition) -> None:
+            got.append((report.utterance, report.played, clock.now()))
+
+        session.route_playout(sink)
+        for i in range(10):
+            await session.commands().audio(audio(i, utterance=3).frame)  # no SendAudio wrapper
+        for _ in range(3):
+            await client.recv()
+        await clock.sleep(0.05)
+        assert got and got[0][0] == 3 and got[0][2] <= 0.13  # reported as released, not read from a queue
+        await clock.sleep(0.03)  # a frame released after the last report: the final one has news
+        t_hangup = clock.now()
+        await client.hangup()
+        await session.wait_stopped()
+        assert not [e for e in drain_events(session) if isinstance(e, PlaybackPosition)]
+        final = [g for g in got if g[2] >= t_hangup]
+        assert len(final) == 1 and final[0][1] > got[-2][1]  # the final report came to the sink too
+
+
+async def test_a_sink_whose_owner_ended_drops_the_report_and_the_session_plays_on() -> None:
+    async with loopback_call() as (clock, client, session):
+        async def gone(report: PlaybackPosition) -> None:
+            raise ChannelClosed("the engine has ended")
+
+        session.route_playout(gone)
+        for i in range(10):
+            await session.send(audio(i, utterance=3))
+        heard = [await client.recv() for _ in range(10)]
+        assert [tag_of(h.item) for h in heard] == list(range(10))
+        assert session.stop_reason() is None
+        session.route_playout(None)
+        await session.send(audio(10, utterance=4))
+        await client.recv()
+        await clock.sleep(0.2)
+        assert any(isinstance(e, PlaybackPosition) for e in drain_events(session))  # back to events

@@ -9,9 +9,9 @@ Three classes of frame travel between processors:
 * **Data** frames (audio, text, transcripts) carry it too.
 
 ``is_stale(current)`` is the purge predicate of an interruption: a control or data frame
-from an older epoch is dropped, except the frames that describe the past (word timings,
-playback positions, what was heard of a cut reply): they say what the caller actually
-heard.
+from an older epoch is dropped, except the frames that describe the past (word timings):
+they say what the caller actually heard.  (Playback positions never travel as frames: the
+transport hands them to the engine's TransportOut directly.)
 
 The repr of a frame shows sizes only: never audio samples, never caller or model text.
 """
@@ -31,6 +31,7 @@ __all__ = [
     "BotResponseDone",
     "BusyStage",
     "CancelFrame",
+    "ContextNoteFrame",
     "ControlFrame",
     "DataFrame",
     "Direction",
@@ -45,13 +46,11 @@ __all__ = [
     "ModelBusyFrame",
     "OutputAudioFrame",
     "OverflowClass",
-    "PlaybackFrame",
     "StartFrame",
     "StopFrame",
     "SystemFrame",
     "TimerFrame",
     "TranscriptFrame",
-    "TtsTextFrame",
     "TurnEndReason",
     "TurnVerdictFrame",
     "UserTextFrame",
@@ -352,17 +351,18 @@ class UserTextFrame(DataFrame):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class LlmTextFrame(DataFrame):
+class ContextNoteFrame(DataFrame):
+    """A fact for the model's context that opens no turn and is never spoken (an app event from
+    the caller's screen).  A barge-in never drops it: it happened."""
+
+    survives_interrupt: ClassVar[bool] = True
     text: str
-    round: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class TtsTextFrame(DataFrame):
-    """A segment of text handed to TTS for one utterance."""
-
+class LlmTextFrame(DataFrame):
     text: str
-    utterance: int
+    round: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,20 +382,6 @@ class WordTimingsFrame(DataFrame):
     survives_interrupt: ClassVar[bool] = True
     utterance: int
     words: tuple[WordTiming, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
-class PlaybackFrame(DataFrame):
-    """How much of an utterance the transport has released to the caller, in samples.
-
-    It describes the past, so an interrupt never purges it: the cut of an interrupted
-    reply depends on the final position.
-    """
-
-    survives_interrupt: ClassVar[bool] = True
-    utterance: int
-    samples: int
-    sample_rate: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

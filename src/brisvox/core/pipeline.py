@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -175,6 +175,7 @@ def _build_unit(running: RunningPipeline, node: _Node, queue: QueueConfig | None
         inbox = Inbox(name, queue or node.queue_config, node.overflow)
         ctx = ProcessorContext(name, running.clock, inbox, running.layers)
         running._contexts[f"{path}:{name}"] = ctx
+        running._inboxes.setdefault(id(node), []).append(inbox)
         return _Chain(inbox, inbox, [ctx], [ctx], [(name, run_processor(node, ctx))])
     branches = [_build_chain(running, b, queue, f"{path}.b{i}") for i, b in enumerate(node.branches)]
     n = len(branches)
@@ -203,6 +204,8 @@ class RunningPipeline:
         self.layers = layers
         self._scope = TaskScope(f"pipeline:{name}")
         self._contexts: dict[str, ProcessorContext] = {}
+        self._inboxes: dict[int, list[Inbox]] = {}  # id(processor) -> its inbox (one per place it holds)
+        self._on_end: list[Callable[[], None]] = []
         self._failure: BaseException | None = None
         self._secondary: BaseException | None = None
         self._head: Inbox | None = None
@@ -217,13 +220,13 @@ class RunningPipeline:
         self._live += 1
         task = self._scope.spawn(self._supervise(name, coro), name=name)
 
-        def _ended(_: asyncio.Task[None]) -> None:
+        def _task_ended(_: asyncio.Task[None]) -> None:
             coro.close()  # a task cancelled before it ran never started its coroutine
             self._live -= 1
             if self._live == 0:
-                self._done.set()
+                self._ended()
 
-        task.add_done_callback(_ended)
+        task.add_done_callback(_task_ended)
 
     async def _supervise(self, stage: str, coro: Coroutine[Any, Any, None]) -> None:
         try:
@@ -250,7 +253,40 @@ class RunningPipeline:
         assert target is not None
         return target.try_put(frame, direction)
 
+    async def send_to(self, processor: Processor, frame: Frame, direction: Direction) -> PutOutcome:
+        """Put a frame straight into one stage's inbox, waiting for room, as if its neighbour
+        on the other side had pushed it.
+
+        For a fact that arises outside the chain and concerns one stage only (the transport's
+        playout facts for the turn driver): it skips the hops through the stages in between.
+        The frame meets that stage's epoch rules on dequeue like any other.  Raises
+        PipelineError when the processor is not in this pipeline exactly once, ChannelClosed
+        once that stage has ended.
+        """
+        inboxes = self._inboxes.get(id(processor), [])
+        if len(inboxes) != 1:
+            raise PipelineError(
+                f"pipeline {self.name!r}: send_to needs a stage it holds exactly once; "
+                f"{processor.name!r} is held {len(inboxes)} times"
+            )
+        return await inboxes[0].put(frame, direction)
+
     # --- ending -------------------------------------------------------------------------
+
+    def _ended(self) -> None:
+        self._done.set()
+        callbacks, self._on_end = self._on_end, []
+        for callback in callbacks:
+            callback()
+
+    def on_end(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from the loop, once) when every task of the pipeline has ended,
+        or soon when that already happened; it must not raise.  ``failure`` is final then.
+        A watcher without a task of its own."""
+        if self._done.is_set():
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            self._on_end.append(callback)
 
     def cancel(self) -> None:
         """End every task at once (idempotent)."""
@@ -287,7 +323,7 @@ class RunningPipeline:
         self.cancel()
         with contextlib.suppress(Exception):
             await self._scope.aclose()
-        self._done.set()
+        self._ended()
 
     async def __aenter__(self) -> RunningPipeline:
         return self

@@ -3,7 +3,9 @@
     pump → listen → turn driver → LLM runner → speak → transport out
 
 The pump (this module) turns transport events into frames: caller audio into the head
-of the pipeline, position reports into its tail (upstream, for TransportOut).  Every
+of the pipeline (in the session's input task), keys and typed text too.  Position reports
+skip the pipeline: the session hands them to TransportOut in its output task, which keeps
+the record and tells the turn driver (and the runner) what played.  Every
 helper task belongs to the call's TaskScope; every provider session is an async context
 manager closed with the call; ``cancel`` (an Event) or the caller's hang-up ends it.
 
@@ -24,23 +26,25 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from brisvox.agent.context import Context
 from brisvox.agent.flows import Flow, FlowManager
-from brisvox.agent.tools import FillerPolicy, ToolEngine, ToolRegistry
+from brisvox.agent.tools import CallMeta, FillerPolicy, ToolEngine, ToolRegistry
 from brisvox.agent.turn import TurnMachine
+from brisvox.agent.ui import UiChannel
 from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
 from brisvox.core.frames import (
+    BotAudioEnded,
+    ContextNoteFrame,
     Direction,
     DtmfFrame,
     InputAudioFrame,
     OutputAudioFrame,
-    PlaybackFrame,
     UserTextFrame,
 )
 from brisvox.core.pipeline import Pipeline, RunningPipeline
@@ -54,7 +58,7 @@ from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.hooks import HookPoint, hook_stage
 from brisvox.engine.listen import ListenStage
 from brisvox.engine.memory import CallMemory
-from brisvox.engine.out import TransportOut
+from brisvox.engine.out import PlayoutFact, TransportOut
 from brisvox.engine.phone import MarkWaits, PhoneLine, PhonePlan, PhoneStats, end_after_echo
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
@@ -69,19 +73,20 @@ from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsProvider, TtsSession
 from brisvox.transport.events import (
     CallFailure,
+    CallInfo,
+    ContextNote,
     Dtmf,
     FailureKind,
     MarkCleared,
     MarkPlayed,
     PlaybackPosition,
-    SendAudio,
     Stopped,
     StopReason,
     TypedText,
 )
 from brisvox.transport.session import CommandSender, TransportSession
 
-__all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "run_call"]
+__all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "call_meta", "run_call"]
 
 log = logging.getLogger(__name__)
 
@@ -160,14 +165,20 @@ def call_failure(exc: BaseException) -> CallFailure:
 _MAX_FAILURE_TEXT = 300
 
 
-class _Fault:
-    """The first failure that ends a call; later ones follow from it and are not logged again."""
+def call_meta(info: CallInfo, agent: str = "agent") -> CallMeta:
+    """What the tools of a call are told about it: the transport's call info and the agent's name."""
+    return CallMeta(call_id=info.call_id, transport=info.transport, agent=agent, parameters=info.metadata)
 
-    def __init__(self, events: CallEvents, clock: Clock, epoch: Callable[[], int]) -> None:
+
+class _Fault:
+    """The first failure that ends a call; later ones follow from it and are not logged again.
+    Recording it sets ``end`` (the call's end: see ``_pump``)."""
+
+    def __init__(self, events: CallEvents, clock: Clock, epoch: Callable[[], int], end: asyncio.Event) -> None:
         self._events, self._clock, self._epoch = events, clock, epoch
         self.failure: EngineFailure | None = None
         self.cause: BaseException | None = None
-        self.raised = asyncio.Event()
+        self.end = end
 
     def record(self, stage: str, exc: BaseException) -> None:
         if isinstance(exc, ProcessorFailed):
@@ -176,7 +187,7 @@ class _Fault:
             return
         self.failure = self._events.failed(stage, exc, epoch=self._epoch(), at=self._clock.now(), fatal=True)
         self.cause = exc
-        self.raised.set()
+        self.end.set()
 
 
 async def run_call(
@@ -192,6 +203,7 @@ async def run_call(
     clips: FillerClipStore | None = None,
     summarizer: Summarizer | None = None,
     flow: Flow | FlowManager | None = None,
+    ui: UiChannel | None = None,
     phone: PhonePlan | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
@@ -205,6 +217,8 @@ async def run_call(
     ``ResetWithSummary`` uses it too.  ``flow`` (a :class:`~brisvox.agent.flows.Flow`, or a
     :class:`~brisvox.agent.flows.FlowManager` the application keeps, not yet started) runs the call as that flow;
     it needs ``tools`` (its tools are taken from them) and turns speculation off.
+    ``ui``: the caller's screen, bound by a transport that has one (:mod:`brisvox.agent.ui`):
+    tools dispatch UI actions through it; without it a dispatch raises ``UiUnavailable``.
     ``phone``: the call's carrier control, which the telephony tools act through (a
     :class:`~brisvox.engine.phone.PhoneLine` per call; without it they answer "no phone line").
 
@@ -222,10 +236,10 @@ async def run_call(
     if flow_run is not None and config.speculation is not SpeculationMode.OFF:
         log.info("speculation is off for this call: a flow decides each round's tools")
         config = dataclasses.replace(config, speculation=SpeculationMode.OFF)
-    fault = _Fault(events, clock, lambda: machine.epoch)
+    fault = _Fault(events, clock, lambda: machine.epoch, asyncio.Event())
     call = _Call(session, config, providers, clock, context, timeline, events, machine, fault)
     try:
-        await call.run(cancel, tools, filler, clips, summarizer, flow_run, phone)
+        await call.run(cancel, tools, filler, clips, summarizer, flow_run, ui, phone)
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_call", exc)
     if call.runner is not None:
@@ -261,7 +275,7 @@ class _Call:
 
     async def run(self, cancel: asyncio.Event | None, tools: ToolRegistry | None, filler: FillerPolicy | None,
                   clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None,
-                  phone: PhonePlan | None = None) -> None:
+                  ui: UiChannel | None, phone: PhonePlan | None) -> None:
         session, config, providers, clock = self.session, self.config, self.providers, self.clock
         rates = session.info.sample_rate()
         in_rate = rates.input if rates else config.stt.sample_rate
@@ -291,7 +305,10 @@ class _Call:
             except BaseException:
                 await stt.aclose()
                 raise
-            engine = ToolEngine(tools, session.info.call_id, clock, config.tools) if tools is not None else None
+            self.line = line = _phone_line(phone, commands, clock, out_rate)
+            engine = None if tools is None else ToolEngine(tools, session.info.call_id, clock, config.tools,
+                                                           meta=call_meta(session.info, config.agent), ui=ui,
+                                                           line=line)
             async with stt, tts, contextlib.AsyncExitStack() as stack:
                 if engine is not None:
                     await stack.enter_async_context(engine)
@@ -307,14 +324,12 @@ class _Call:
                                                   greets=config.llm.greeting is not None, events=events)
                 self.memory = memory = CallMemory(config.window, summarizer if config.summary.enabled else None,
                                                   config.summary, clock, scope)
-                hang_up = asyncio.Event()  # a flow's EndCall, end_call: set by end_after_echo
                 marks = MarkWaits()
-                self.line = line = _phone_line(phone, commands, clock, out_rate)
-                if engine is not None:
-                    engine.line = line
 
                 def end_call() -> None:
-                    scope.spawn(end_after_echo(commands, marks, clock, line, hang_up), name="end-call")
+                    # A flow's EndCall and the end_call tool: once the farewell's mark echoes,
+                    # fault.end ends the call like a failure or a hang-up (one way out of the pump).
+                    scope.spawn(end_after_echo(commands, marks, clock, line, self.fault.end), name="end-call")
 
                 self.runner = runner = LlmRunner(
                     providers.llm, self.context, book, config.llm, config.timeouts, scope, timeline, engine,
@@ -339,14 +354,26 @@ class _Call:
                               runner, *hooks[HookPoint.BEFORE_SPEAKING], speak, out):
                     pipeline.then(stage)
                 running = pipeline.start(clock)
+
+                async def tell(fact: PlayoutFact) -> None:
+                    # The playout facts go to the two stages that act on them, not through
+                    # the stages in between: the driver's inbox (the turn machine), the runner
+                    # at once (a flow's EndCall).
+                    if isinstance(fact, BotAudioEnded):
+                        runner.response_played(fact.epoch)
+                    await running.send_to(driver, fact, Direction.UPSTREAM)
+
+                out.report_to(tell)
                 session.route_caller_audio(_audio_into(running))
+                session.route_playout(_positions_into(out, clock, self.fault))
                 try:
-                    await _pump(session, running, cancel, self.fault, hang_up, marks)
+                    await _pump(session, running, cancel, self.fault, marks)
                     runner.hang_up()  # no side effect starts once the caller is gone
                     if self.fault.failure is None:
                         await self._stop(running)
                 finally:
                     session.route_caller_audio(None)
+                    session.route_playout(None)
                     # Helpers first: a reader still pushing into a closed inbox would fail the call.
                     scope.cancel()
                     await running.aclose()
@@ -410,7 +437,7 @@ def _phone_line(phone: PhonePlan | None, commands: CommandSender, clock: Clock, 
 
     async def play(epoch: int, pcm: bytes) -> None:
         commands.clear(epoch)  # opens the turn's audio when nothing of it was sent yet (a no-op otherwise)
-        await commands.send(SendAudio(OutputAudioFrame(epoch=epoch, pcm=pcm, sample_rate=out_rate)))
+        await commands.audio(OutputAudioFrame(epoch=epoch, pcm=pcm, sample_rate=out_rate))
 
     return PhoneLine(phone.control, clock, out_rate=out_rate, play=play, timeout=phone.timeout,
                      transfer_to=phone.transfer_to, on_failure=phone.on_failure)
@@ -428,29 +455,36 @@ def output_rate(session: TransportSession, config: EngineConfig) -> int:
 
 
 async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None,
-                fault: _Fault, hang_up: asyncio.Event, marks: MarkWaits) -> None:
-    """Transport events into the pipeline until the call ends, ``cancel`` or ``hang_up`` (a
-    flow's EndCall) is set, the pipeline ends or a helper fails (the first failure is
-    recorded in ``fault``)."""
+                fault: _Fault, marks: MarkWaits) -> None:
+    """Transport events into the pipeline until ``fault.end`` is set: by a failure (recorded in
+    ``fault``), the engine's own end of the call (a flow's EndCall or ``end_call``, once the
+    farewell's mark echoed: ``end_after_echo``), the end of the pipeline or of the events
+    (``Stopped``), or ``cancel``.  The echoes of the engine's marks resolve ``marks``.
 
-    async def watch_pipeline() -> None:
-        try:
-            await running.wait()
-        except ProcessorFailed as exc:
-            if not _ended_with_transport(exc, session):
-                fault.record(exc.stage, exc.cause)
+    One concern, one task: the events are read by one task; the pipeline's end is watched
+    by a callback, the failure and the EndCall set ``end`` themselves, so only ``cancel`` (an
+    Event the caller owns) takes a task of its own."""
+    end = fault.end
 
+    def pipeline_ended() -> None:
+        exc = running.failure
+        if not end.is_set() and isinstance(exc, ProcessorFailed) and not _ended_with_transport(exc, session):
+            fault.record(exc.stage, exc.cause)  # a stop after the pump is judged by _Call._stop
+        end.set()
+
+    running.on_end(pipeline_ended)
     async with TaskScope("pump") as scope:
-        waits = [
-            scope.spawn(_pump_events(session, running, marks), name="events"),
-            scope.spawn(watch_pipeline(), name="pipeline-watch"),
-            scope.spawn(fault.raised.wait(), name="failure-watch"),
-        ]
+        events = scope.spawn(_pump_events(session, running, marks), name="events")
+        events.add_done_callback(lambda _: end.set())
         if cancel is not None:
-            waits.append(scope.spawn(cancel.wait(), name="cancel-watch"))
-        waits.append(scope.spawn(hang_up.wait(), name="hang-up-watch"))
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            scope.spawn(_set_after(cancel, end), name="cancel-watch")
+        await end.wait()
         scope.cancel()
+
+
+async def _set_after(cause: asyncio.Event, end: asyncio.Event) -> None:
+    await cause.wait()
+    end.set()
 
 
 def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
@@ -469,28 +503,36 @@ def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
     return sink
 
 
+def _positions_into(out: TransportOut, clock: Clock, fault: _Fault) -> Callable[[PlaybackPosition], Awaitable[None]]:
+    """The session's playout sink: each position report straight to TransportOut, the owner of
+    the playout facts, in the session's output task (no events channel, no pump, no inbox)."""
+
+    async def sink(report: PlaybackPosition) -> None:
+        try:
+            await out.released(report, clock.now())
+        except ChannelClosed:
+            return  # the driver has ended: the pipeline is ending, and the pump sees why
+        except Exception as exc:  # a bug in keeping the record ends the call, logged once, like a stage's
+            fault.record(out.name, exc)
+
+    return sink
+
+
 async def _pump_events(session: TransportSession, running: RunningPipeline, marks: MarkWaits) -> None:
-    # Every transport event but caller audio (see _audio_into).  A ChannelClosed ends the
-    # pump: the transport or the pipeline (which may stop while an event is on its way in)
-    # is gone; the pipeline's own end is watched by _pump, which records a failure.
+    # Every transport event but caller audio (see _audio_into) and position reports (see
+    # _positions_into).  A ChannelClosed ends the pump: the transport or the pipeline (which
+    # may stop while an event is on its way in) is gone; the pipeline's own end is watched
+    # by _pump, which records a failure.
     with contextlib.suppress(ChannelClosed):
         while running.running:
             event = await session.recv()
-            if isinstance(event, PlaybackPosition):
-                await running.send(
-                    PlaybackFrame(
-                        epoch=event.epoch,
-                        utterance=event.utterance,
-                        samples=event.samples,
-                        sample_rate=event.sample_rate,
-                    ),
-                    Direction.UPSTREAM,
-                )
-            elif isinstance(event, Dtmf):
+            if isinstance(event, Dtmf):
                 await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
             elif isinstance(event, MarkPlayed | MarkCleared):
                 marks.resolve(event)  # the engine's own marks (end_after_echo); no other mark is the engine's
             elif isinstance(event, TypedText):
                 await running.send(UserTextFrame(epoch=0, text=event.text))  # a turn of its own (the driver)
+            elif isinstance(event, ContextNote):
+                await running.send(ContextNoteFrame(epoch=0, text=event.text))  # no turn: the LLM stage keeps it
             elif isinstance(event, Stopped):
                 return

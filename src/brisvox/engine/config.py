@@ -107,6 +107,8 @@ class EngineConfig:
     listen_rate: int | None = None
     # Custom processing at named points (brisvox.engine.hooks), in the order given per point.
     hooks: tuple[Hook, ...] = ()
+    # The agent's name: what each tool's context says (ToolCallContext.meta.agent).
+    agent: str = "agent"
 
     def __post_init__(self) -> None:
         for name in ("stt_rate", "listen_rate"):

@@ -11,7 +11,8 @@ to) and ``at`` (the engine clock's seconds).  The stages emit them as the facts 
   context), :class:`ToolCallStarted` and :class:`ToolCallSettled` (the tool engine's own
   :class:`~brisvox.agent.tools.Outcome`), :class:`BotHeard` (what the caller heard of a
   reply that was cut), :class:`LlmRound` (each model request: model, times, tokens),
-  :class:`FillerStarted`, :class:`EngineFailure` (a turn that failed and got the fallback line);
+  :class:`FillerStarted`, :class:`FlowEntered` (a flow's transition, with the node's tools),
+  :class:`EngineFailure` (a turn that failed and got the fallback line);
 * the speak stage: :class:`BotText` (each piece of the reply as it goes to speech) and
   :class:`BotDone` (no more text will come for the epoch), :class:`TtsFirstAudio` (the epoch's
   first synthesized audio), and :class:`ModelBusy` when the text-to-speech refused a reply;
@@ -56,6 +57,7 @@ __all__ = [
     "EngineFailure",
     "EventListener",
     "FillerStarted",
+    "FlowEntered",
     "LlmRound",
     "ModelBusy",
     "ToolCallSettled",
@@ -185,6 +187,16 @@ class FillerStarted(_Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class FlowEntered(_Event):
+    """A conversation flow entered ``node`` (from ``previous``) in the epoch; ``tools``: the
+    tools the node offers the model, in name order."""
+
+    node: str
+    previous: str | None
+    tools: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class BotAudible(_Event):
     """The first audible audio of the epoch's reply was released to the caller at ``at``."""
 
@@ -223,7 +235,7 @@ class ModelBusy(_Event):
 EngineEvent: TypeAlias = (
     TurnStarted | TurnEnded | UserTranscript | UserTurn | BotText | BotDone | BotHeard | ToolCallStarted
     | ToolCallSettled | BotAudible | TurnLatency | EngineFailure | ModelBusy | LlmRound | TtsFirstAudio
-    | FillerStarted
+    | FillerStarted | FlowEntered
 )
 EventListener = Callable[[EngineEvent], None]
 

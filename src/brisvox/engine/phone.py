@@ -7,11 +7,12 @@ WebSocket).  Each tool's context carries the line (``ToolCallContext.line``).
 
 Ending a call is never done by the tool itself: ``end_call`` only *requests* the end for its
 turn (:meth:`PhoneLine.request_end`).  The runner takes the request when the turn's audio
-has been released (``BotAudioEnded``) and ``run_call`` then registers a mark behind it and
-waits for the client's echo (the proof the farewell played) before it calls
-:meth:`PhoneLine.hang_up` (the carrier's REST hang-up, once) and ends the call.  A barge-in
-drops a pending request (:meth:`PhoneLine.drop_end`), so the end of a discarded generation
-never reaches the carrier; so does a clear that cut the farewell's mark.
+has been released (``LlmRunner.response_played``, told by TransportOut) and ``run_call``
+then registers a mark behind it and waits for the client's echo (the proof the farewell
+played) before it calls :meth:`PhoneLine.hang_up` (the carrier's REST hang-up, once) and
+ends the call.  A barge-in drops a pending request (:meth:`PhoneLine.drop_end`), so the
+end of a discarded generation never reaches the carrier; so does a clear that cut the
+farewell's mark.
 
 Every carrier request is bounded by ``timeout`` seconds on the injected clock.  A failure
 or a timeout is logged once with its traceback, counted in :class:`PhoneStats` and raised
@@ -246,8 +247,9 @@ async def end_after_echo(commands: CommandSender, marks: MarkWaits, clock: Clock
                          ended: asyncio.Event, timeout: float = END_ECHO_TIMEOUT) -> None:
     """The one way the engine ends a call itself (``end_call``, a flow's ``EndCall``): a mark
     behind the audio released so far, its echo (the farewell played; ``timeout`` for a client
-    that echoes none), the carrier's hang-up, then ``ended`` (the call's hang-up event).  A
-    clear that cuts the mark (the caller spoke over the farewell) calls the end off."""
+    that echoes none), the carrier's hang-up, then ``ended`` (the call's end Event, the one
+    its pump waits on).  A clear that cuts the mark (the caller spoke over the farewell)
+    calls the end off."""
     mark, fate = marks.new()
     try:
         await commands.send(Mark(mark))

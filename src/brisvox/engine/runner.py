@@ -53,6 +53,11 @@ dropped and the round asks the model afresh.  A barge-in or the end of the call 
 The run starts on a settled copy of the context (calls a barge-in left open are closed
 there), since the live context is settled only when the turn ends.
 
+Notes (a ``ContextNoteFrame``: an app event from the caller's screen) open no turn and are
+never spoken: each goes into the context as a system message at once, or, while a tool call
+is open, right after the round's results (so a tool round's next request reads it) or when
+the next turn starts.
+
 The end of the call: :meth:`LlmRunner.hang_up` (called by ``run_call`` as soon as the
 transport reports it) stops every later side effect from starting; :meth:`LlmRunner.finish`
 (called after the pipeline ended, cleanly or not) completes the call's record: open calls
@@ -87,9 +92,9 @@ from brisvox.agent.tools import (
 from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
-    BotAudioEnded,
     BotResponseDone,
     BusyStage,
+    ContextNoteFrame,
     Direction,
     Frame,
     InterruptFrame,
@@ -111,6 +116,7 @@ from brisvox.engine.events import (
     BotHeard,
     CallEvents,
     FillerStarted,
+    FlowEntered,
     LlmRound,
     ToolCallSettled,
     ToolCallStarted,
@@ -148,6 +154,7 @@ class RunnerStats:
         "greetings",
         "interrupted_tool_calls",
         "late_notes",
+        "notes",
         "rounds",
         "speculations",
         "speculations_committed",
@@ -162,6 +169,7 @@ class RunnerStats:
         self.confirmations_cleared = 0
         self.interrupted_tool_calls = 0
         self.late_notes = 0
+        self.notes = 0  # notes that opened no turn (app events from the caller's screen) put in the context
         self.turns = 0
         self.rounds = 0
         self.fallbacks = 0
@@ -269,6 +277,7 @@ class LlmRunner(Processor):
         self._round_task: asyncio.Task[None] | None = None
         self._user_text: dict[int, list[str]] = {}
         self._words_lost = False  # the STT refused the caller's words since the last turn (see the module docs)
+        self._notes: list[str] = []  # ContextNoteFrames waiting for a place in the context (see _append_notes)
         self.stats = RunnerStats()
         if flow is not None:
             flow.start(context)  # the node prompt is message 0; the flow's role holds the rest
@@ -279,6 +288,20 @@ class LlmRunner(Processor):
     def name(self) -> str:
         return "llm-runner"
 
+    def response_played(self, epoch: int) -> None:
+        """The epoch's response has played out (TransportOut, from the PlayoutBook): a node's
+        EndCall waiting for it, or the ``end_call`` tool called in that turn (the phone line's
+        request), ends the call now (through ``end_call``: once the farewell's mark echoes)."""
+        if self._end_armed and epoch == self._end_after:
+            self._end_armed = False
+            log.info("the flow's node ends the call: its response has played")
+            if self._end_call is not None:
+                self._end_call()
+        if self.line is not None and self.line.take_end(epoch):
+            log.info("end_call: the turn's reply has been released; the call ends once it has played")
+            if self._end_call is not None:
+                self._end_call()
+
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
         if isinstance(frame, ModelBusyFrame):
             self._words_lost = self._words_lost or frame.stage in (BusyStage.STT, BusyStage.VAD)
@@ -287,19 +310,14 @@ class LlmRunner(Processor):
             if frame.text:
                 self._user_text.setdefault(frame.epoch, []).append(frame.text)
             return
+        if isinstance(frame, ContextNoteFrame):  # no turn, nothing spoken: the next request reads it
+            self._notes.append(frame.text)
+            self._append_notes()
+            return
         if isinstance(frame, UserTurnEnded):
             await ctx.push(frame, direction)
             await self._start_turn(frame.epoch, ctx)
             return
-        if isinstance(frame, BotAudioEnded) and self._end_armed and frame.epoch == self._end_after:
-            self._end_armed = False
-            log.info("the flow's node ends the call: its response has played")
-            if self._end_call is not None:
-                self._end_call()
-        if isinstance(frame, BotAudioEnded) and self.line is not None and self.line.take_end(frame.epoch):
-            log.info("end_call: the turn's reply has been released; the call ends once it has played")
-            if self._end_call is not None:
-                self._end_call()
         if isinstance(frame, UserTurnTentative):
             await self._maybe_speculate(frame, ctx)
             await ctx.push(frame, direction)
@@ -477,8 +495,10 @@ class LlmRunner(Processor):
         return HeldAnswer(chunks, response.assistant_message(), response.calls, speculation)
 
     def _append_late_notes(self, at: float) -> None:
-        """SideEffect results that finished after their turn, before the next user message."""
+        """SideEffect results that finished after their turn, before the next user message (then
+        the notes waiting)."""
         if self.tools is None or self.context.has_open_tool_calls():
+            self._append_notes()
             return
         for note in self.tools.take_late_notes():
             self.context.push(note.message())
@@ -486,6 +506,17 @@ class LlmRunner(Processor):
             self._late_note_settled(note, at)
             if self.flow is not None:
                 self.flow.late_result(note.call_id, note.tool, note.content, note.is_error)
+        self._append_notes()
+
+    def _append_notes(self) -> None:
+        """Notes that open no turn, as system messages: at once, or, while a tool call is open
+        (its result must follow it), once the round's results are in or the next turn starts."""
+        if not self._notes or self.context.has_open_tool_calls():
+            return
+        for text in self._notes:
+            self.context.push(SystemMessage(text=text))
+        self.stats.notes += len(self._notes)
+        self._notes.clear()
 
     def _late_note_settled(self, note: LateNote, at: float) -> None:
         self.events.emit(ToolCallSettled(epoch=note.epoch, at=at, call_id=note.call_id, name=note.tool,
@@ -504,6 +535,7 @@ class LlmRunner(Processor):
     def _deliver(self, execution: Execution, at: float) -> None:
         """The round's results (and late notes) into the context; one settled event per result."""
         execution.append_to(self.context)
+        self._append_notes()  # the round's next request reads what the screen said meanwhile
         self._settled(execution, at)
 
     def _settled(self, execution: Execution, at: float, screened: Screened | None = None) -> None:
@@ -621,6 +653,10 @@ class LlmRunner(Processor):
         for line in self.flow.pending_lines():
             await self._speak_line(turn, line, ctx, keep=False)
         entered = await self.flow.enter(self.context)
+        if entered is not None:
+            self.events.emit(FlowEntered(epoch=turn.epoch, at=ctx.clock.now(), node=entered.node,
+                                         previous=entered.previous,
+                                         tools=tuple(spec.name for spec in self.flow.tool_specs())))
         if entered is not None and any(isinstance(a, EndCall) for a in entered.post_actions):
             self._end_armed = True
             self._end_after = turn.epoch if entered.respond_immediately else None

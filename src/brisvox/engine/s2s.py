@@ -27,8 +27,8 @@ VAD's speech start while the model's audio plays cuts and ``cancel_response`` is
 cut tells the model what was heard: ``truncate(item, heard_ms)`` at the transport's position.
 
 Guards: the delivery guard corrects a tool result (correction first) when a send was
-claimed while the call ran and nothing was delivered (``delivered`` in the tool's JSON
-object result); the work guard decides at each ``S2sInteractionEnded`` and its
+claimed while the call ran and nothing was delivered (``Execution.delivered``: what the tool's
+returned value listed under ``delivered``, carried by the tool engine); the work guard decides at each ``S2sInteractionEnded`` and its
 ``work-claim-without-tool`` decision is logged, its note added and at most one turn per
 user utterance requested.
 """
@@ -58,8 +58,7 @@ from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
-    BotAudioEnded,
-    BotAudioStarted,
+    ContextNoteFrame,
     Direction,
     Frame,
     InputAudioFrame,
@@ -72,7 +71,16 @@ from brisvox.core.pipeline import Pipeline
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder
-from brisvox.engine.call import CallFailed, CallReport, _audio_into, _Fault, _pump, call_failure
+from brisvox.engine.call import (
+    CallFailed,
+    CallReport,
+    _audio_into,
+    _Fault,
+    _positions_into,
+    _pump,
+    call_failure,
+    call_meta,
+)
 from brisvox.engine.config import Timeouts
 from brisvox.engine.events import (
     BotDone,
@@ -160,7 +168,7 @@ async def run_s2s_call(
     timeline = TimelineRecorder()
     events = CallEvents(session.info.call_id, observer, timeline)
     stats = _S2sStats()
-    fault = _Fault(events, clock, lambda: stats.turns)
+    fault = _Fault(events, clock, lambda: stats.turns, asyncio.Event())
     out: TransportOut | None = None
     try:
         out = await _run(session, config, provider, clock, tools, events, timeline, fault, stats, cancel, vad,
@@ -195,7 +203,11 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
     out = TransportOut(commands, book, timeline, events)
     async with TaskScope("s2s-call", on_failure=fault.record) as scope:
         s2s: S2sSession = await bounded(clock, timeouts.connect, provider.connect(config), f"connecting {provider.name}")
-        engine = ToolEngine(tools, session.info.call_id, clock) if tools is not None else None
+        if config.greeting:  # the model speaks first only when asked to
+            await s2s.add_note(f"The call has started. Greet the caller now with these words, in their language: "
+                               f"{config.greeting}")
+            await s2s.request_response()
+        engine = ToolEngine(tools, session.info.call_id, clock, meta=call_meta(session.info)) if tools is not None else None
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(s2s.aclose)
             if engine is not None:
@@ -205,12 +217,14 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
             pipeline = Pipeline("s2s-call").then(stage).then(out)
             running = pipeline.start(clock)
             session.route_caller_audio(_audio_into(running))
+            session.route_playout(_positions_into(out, clock, fault))
             try:
-                await _pump(session, running, cancel, fault, asyncio.Event(), MarkWaits())
+                await _pump(session, running, cancel, fault, MarkWaits())
                 if engine is not None:
                     engine.hang_up()  # no side effect starts once the caller is gone
             finally:
                 session.route_caller_audio(None)
+                session.route_playout(None)
                 scope.cancel()
                 await running.aclose()
                 if engine is not None:
@@ -221,7 +235,7 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
 class S2sStage(Processor):
     """The model's side of an S2S call (see the module docs)."""
 
-    # Caller audio carries no epoch of ours; position reports of every epoch pass.
+    # Caller audio carries no epoch of ours.
     epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
 
     def __init__(self, s2s: S2sSession, config: S2sConfig, in_rate: int, out_rate: int, book: PlayoutBook,
@@ -268,8 +282,9 @@ class S2sStage(Processor):
             if pcm:
                 await self._s2s.send_audio(pcm)
             return
-        if isinstance(frame, BotAudioStarted | BotAudioEnded):
-            return  # the book knows what played; nothing upstream of us wants these
+        if isinstance(frame, ContextNoteFrame):  # the caller's screen said something: context, no turn
+            await self._s2s.add_note(frame.text)
+            return
         await ctx.push(frame, direction)
 
     async def _user_speech(self, ctx: ProcessorContext, *, ours: bool) -> None:
@@ -466,9 +481,10 @@ class S2sStage(Processor):
     async def _answer(self, calls: list[ToolCall], execution: Execution, turn: int, now: float, *,
                       late: bool) -> None:
         results = []
-        for call, msg, outcome in zip(calls, execution.results, execution.outcomes, strict=True):
+        for call, msg, outcome, delivered in zip(calls, execution.results, execution.outcomes, execution.delivered,
+                                                 strict=True):
             vendor_id = call.provider_id or call.id
-            verdict = self._delivery.result(vendor_id, _delivered(msg.content), now)
+            verdict = self._delivery.result(vendor_id, delivered, now)
             content = verdict.apply(msg.content)
             results.append(S2sToolResult(call_id=vendor_id, name=call.name, content=content, is_error=msg.is_error))
             self._events.emit(ToolCallSettled(epoch=turn, at=now, call_id=vendor_id, name=call.name,
@@ -544,13 +560,3 @@ class _Round:
 
 def _json(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
-
-
-def _delivered(content: str) -> tuple[str, ...]:
-    """What a tool result lists in ``delivered`` (a JSON object's list of strings), else nothing."""
-    try:
-        value = json.loads(content)
-    except ValueError:
-        return ()
-    items = value.get("delivered") if isinstance(value, dict) else None
-    return tuple(str(i) for i in items) if isinstance(items, list) else ()

@@ -2,9 +2,11 @@
 
 One utterance (one TTS context) per LLM round.  LLM text is cut into pieces by the
 segmenter and sent as soon as a piece is ready; the round's end flushes the context.  A
-reader task turns the TTS events into frames: audio of the utterance's epoch, word
-timings (kept through interrupts), and, once every utterance of a response is flushed,
-``BotResponseDone``.  A barge-in cancels the open contexts of older epochs on the
+reader task turns the TTS events into frames: audio of the utterance's epoch and, once
+every utterance of a response is flushed, ``BotResponseDone``.  The text sent and the word
+timings go to the PlayoutBook only: TransportOut, the only stage after this one, acts on
+audio, ``BotResponseDone`` and system frames, so nothing else is pushed to it (every frame
+pushed is a wake-up of its task).  A barge-in cancels the open contexts of older epochs on the
 provider's priority channel; their late audio is dropped by the epoch check of ``push``.
 
 A TTS session that fails for good (a fatal error, or its event stream ends) ends the
@@ -46,13 +48,12 @@ from brisvox.core.frames import (
     BusyStage,
     Direction,
     Frame,
+    FrameClass,
     InterruptFrame,
     LlmResponseEnded,
     LlmResponseStarted,
     LlmTextFrame,
     OutputAudioFrame,
-    TtsTextFrame,
-    WordTimingsFrame,
 )
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
@@ -166,12 +167,13 @@ class SpeakStage(Processor):
                         self.clips_dropped += 1  # never played (the provider never heard of it)
                     self._close(utt)
             self._current = None
+        if direction is Direction.DOWNSTREAM and frame.frame_class is not FrameClass.SYSTEM:
+            return  # turn and response markers end here: TransportOut does nothing with them
         await ctx.push(frame, direction)
 
     async def _send(self, utt: int, epoch: int, text: str, ctx: ProcessorContext) -> None:
         self._book.push_sent(utt, text)
         self._timeline.mark(epoch, TurnEvent.FIRST_TTS_TEXT, ctx.clock.now())
-        await ctx.push(TtsTextFrame(epoch=epoch, text=text, utterance=utt))
         if utt not in self._clip_of:
             await self._tts_call(self._tts.send_text(utt, text))
 
@@ -216,7 +218,6 @@ class SpeakStage(Processor):
             self._clip_playing = utt
             self._book.push_words(utt, clip.words)
             self._first_audio(epoch, ctx.clock.now())
-            await ctx.push(WordTimingsFrame(epoch=epoch, utterance=utt, words=clip.words))
             await ctx.push(OutputAudioFrame(epoch=epoch, pcm=clip.pcm, sample_rate=clip.sample_rate, utterance=utt))
             self.clips_played += 1
             if self._close(utt) is not None:
@@ -311,9 +312,6 @@ class SpeakStage(Processor):
                     )
             elif isinstance(event, TtsWords):
                 self._book.push_words(event.context_id, event.words)
-                epoch = self._book.epoch_of(event.context_id)
-                if epoch is not None:
-                    await ctx.push(WordTimingsFrame(epoch=epoch, utterance=event.context_id, words=event.words))
             elif isinstance(event, TtsFlushed | TtsCancelled):
                 epoch = self._close(event.context_id)
                 if epoch is not None:

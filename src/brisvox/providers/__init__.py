@@ -3,7 +3,8 @@
 Providers as objects, for :class:`brisvox.Agent` (:mod:`brisvox.providers.choice`):
 ``OpenAI(model=...)``, ``Anthropic``, ``Gemini``, ``OpenRouter``, ``Ollama``, ``Vllm``,
 ``LocalLlama``, ``Scripted``, ``Auto`` (LLM); ``Deepgram``, ``LocalWhisper`` (STT);
-``Cartesia``, ``ElevenLabs``, ``OpenAISpeech``, ``Hibari`` (TTS).
+``Cartesia``, ``ElevenLabs``, ``OpenAISpeech``, ``Hibari`` (TTS); ``OpenAIRealtime``, ``GeminiLive``
+(speech to speech, with :class:`~brisvox.providers.s2s.S2sPolicy` and ``BargeIn``).
 
 Adapters live in subpackages (``local`` for the embedded models); mocks live in
 ``brisvox.sim``.  See docs/PROVIDERS.md.
@@ -16,11 +17,13 @@ from brisvox.providers.choice import (
     Deepgram,
     ElevenLabs,
     Gemini,
+    GeminiLive,
     Hibari,
     LocalLlama,
     LocalWhisper,
     Ollama,
     OpenAI,
+    OpenAIRealtime,
     OpenAISpeech,
     OpenRouter,
     ProviderChoice,
@@ -45,6 +48,7 @@ from brisvox.providers.llm import (
     ToolChoiceMode,
     Usage,
 )
+from brisvox.providers.s2s import BargeIn, S2sPolicy
 from brisvox.providers.session import DEFAULT_EVENT_CAPACITY, SessionBase
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, SttProvider, SttSession, Transcript
 from brisvox.providers.tts import (
@@ -64,12 +68,14 @@ __all__ = [
     "DEFAULT_EVENT_CAPACITY",
     "Anthropic",
     "Auto",
+    "BargeIn",
     "Cartesia",
     "Deepgram",
     "Done",
     "ElevenLabs",
     "FinishReason",
     "Gemini",
+    "GeminiLive",
     "GeneratorLlmStream",
     "Hibari",
     "LlmError",
@@ -81,12 +87,14 @@ __all__ = [
     "LocalWhisper",
     "Ollama",
     "OpenAI",
+    "OpenAIRealtime",
     "OpenAISpeech",
     "OpenRouter",
     "ProviderChoice",
     "ProviderDataDelta",
     "ProviderError",
     "ProviderErrorKind",
+    "S2sPolicy",
     "Scripted",
     "SessionBase",
     "Stage",

@@ -1,8 +1,9 @@
 """Providers as objects: which provider runs a stage, with its options and the variable its key is in.
 
 ``OpenAI(model="gpt-4o-mini")``, ``Deepgram()``, ``Cartesia(voice=...)`` ... each return a
-:class:`ProviderChoice`, the same object an agent file's ``[stt]``, ``[llm]`` and ``[tts]``
-sections become, so an agent built in Python and one read from a file compare equal.
+:class:`ProviderChoice`, the same object an agent file's ``[stt]``, ``[llm]``, ``[tts]`` and
+``[s2s]`` sections become (``OpenAIRealtime()`` and ``GeminiLive()`` are speech-to-speech
+models: one model hears, decides and speaks, in place of the three stages), so an agent built in Python and one read from a file compare equal.
 Nothing connects or reads a key here: the key is read from the environment variable the
 choice names (as a :class:`~brisvox.core.secret.Secret`) when the server builds the
 adapter, and the adapter is imported only then (a missing extra is a ConfigError naming
@@ -23,8 +24,9 @@ from typing import Any
 from brisvox.core.secret import Secret
 
 __all__ = [
-    "Anthropic", "Auto", "Cartesia", "Deepgram", "ElevenLabs", "Gemini", "Hibari", "LocalLlama", "LocalWhisper",
-    "Ollama", "OpenAI", "OpenAISpeech", "OpenRouter", "ProviderChoice", "Scripted", "Stage", "Vllm",
+    "Anthropic", "Auto", "Cartesia", "Deepgram", "ElevenLabs", "Gemini", "GeminiLive", "Hibari", "LocalLlama",
+    "LocalWhisper", "Ollama", "OpenAI", "OpenAIRealtime", "OpenAISpeech", "OpenRouter", "ProviderChoice", "Scripted",
+    "Stage", "Vllm",
 ]
 
 
@@ -32,6 +34,11 @@ class Stage(enum.Enum):
     STT = "stt"
     LLM = "llm"
     TTS = "tts"
+    S2S = "s2s"  # a speech-to-speech model in place of the other three
+
+
+CASCADE = (Stage.STT, Stage.LLM, Stage.TTS)
+"""The stages of a cascaded agent (an S2S agent has one model for the three)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,3 +136,17 @@ def OpenAISpeech(voice: str | None = None, *, api_key_env: str | None = "OPENAI_
                  **options: Any) -> ProviderChoice:
     """OpenAI speech (24 kHz, resampled to the call's rate)."""
     return _choice(Stage.TTS, "openai", api_key_env, voice=voice, **options)
+
+
+# --- speech to speech -----------------------------------------------------------------------------
+
+def OpenAIRealtime(model: str | None = None, *, voice: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                   **options: Any) -> ProviderChoice:
+    """OpenAI Realtime (24 kHz in and out; the ``cloud`` extra)."""
+    return _choice(Stage.S2S, "openai-realtime", api_key_env, model=model, voice=voice, **options)
+
+
+def GeminiLive(model: str | None = None, *, voice: str | None = None, api_key_env: str = "GEMINI_API_KEY",
+               **options: Any) -> ProviderChoice:
+    """Gemini Live (16 kHz in, 24 kHz out; the ``cloud`` extra)."""
+    return _choice(Stage.S2S, "gemini-live", api_key_env, model=model, voice=voice, **options)

@@ -25,25 +25,7 @@ from brisvox.core.errors import ConfigError
 from brisvox.providers.errors import ProviderError
 
 __all__ = [
-    "BargeIn",
-    "S2sAudio",
-    "S2sConfig",
-    "S2sError",
-    "S2sEvent",
-    "S2sInteractionEnded",
-    "S2sInterrupted",
-    "S2sProvider",
-    "S2sReady",
-    "S2sResponseDone",
-    "S2sSession",
-    "S2sSpeechStarted",
-    "S2sSpeechStopped",
-    "S2sToolCall",
-    "S2sToolCallsCancelled",
-    "S2sToolResult",
-    "S2sTranscript",
-    "Scheduling",
-    "Speaker",
+    "BargeIn", "S2sAudio", "S2sConfig", "S2sError", "S2sEvent", "S2sInteractionEnded", "S2sInterrupted", "S2sPolicy", "S2sProvider", "S2sReady", "S2sResponseDone", "S2sSession", "S2sSpeechStarted", "S2sSpeechStopped", "S2sToolCall", "S2sToolCallsCancelled", "S2sToolResult", "S2sTranscript", "Scheduling", "Speaker",
 ]
 
 
@@ -52,6 +34,16 @@ class BargeIn(enum.Enum):
 
     MODEL = "model"  # the vendor's voice activity detection cuts the model's response
     OURS = "ours"  # our turn-taking decides; the vendor's interruption is off and we cancel
+
+
+@dataclass(frozen=True, slots=True)
+class S2sPolicy:
+    """How a speech-to-speech agent's calls run (an agent file's ``[s2s]`` ``barge_in`` and
+    ``think_budget``; :class:`brisvox.Agent`'s ``s2s_policy``): who decides a barge-in, and how
+    long a tool may run before the caller hears that the work still runs (None: the model waits)."""
+
+    barge_in: BargeIn = BargeIn.MODEL
+    think_budget: ThinkBudget | None = field(default_factory=ThinkBudget)
 
 
 class Scheduling(enum.Enum):
@@ -72,6 +64,7 @@ class S2sConfig:
     """What one S2S session is asked to do."""
 
     instructions: str = ""
+    greeting: str | None = None  # said first: the stage asks the model for it as the call starts
     tools: Sequence[ToolSpec] = ()
     voice: str | None = None
     input_rate: int = 24_000

@@ -7,7 +7,11 @@ before routing, so a refused request reaches neither admission nor a route:
 * every other request needs an allowed ``Host`` (403 ``host_not_allowed``);
 * a WebSocket upgrade also needs an allowed ``Origin`` (403 ``origin_not_allowed``) and,
   when the server requires authentication, a valid token (401, or 403 ``wrong_agent``);
-* ``/metrics`` and ``/agent.json`` need a token when the server requires authentication;
+* ``/metrics``, ``/agent.json`` and everything under ``/api/`` (the calls and their control) need a
+  token when the server requires authentication;
+* on a WebSocket path in ``query_token`` (RTVI's ``/rtvi``: Pipecat's JS transport can put
+  its token nowhere else) the token may also come as ``?token=``; the guard removes it from
+  the query before the app sees it;
 * a WebSocket path in ``self_authenticating`` (a carrier's stream, such as Twilio's, whose
   endpoint checks the carrier's signature itself) needs an allowed ``Host`` only: no Origin
   (carriers send none) and no brisvox token (carriers cannot send one).
@@ -53,17 +57,21 @@ from brisvox.server.auth import (
     credential_from,
     is_loopback,
     is_wildcard,
+    token_from_query,
+    without_query_token,
 )
 from brisvox.server.settings import Settings
 
 __all__ = [
-    "OPEN_PATHS", "PRIVATE_PATHS", "AccessGuard", "AccessPolicy", "RefusalCounter", "exposure_problem", "exposure_warnings",
+    "OPEN_PATHS", "PRIVATE_PATHS", "PRIVATE_PREFIX", "AccessGuard", "AccessPolicy", "RefusalCounter", "exposure_problem", "exposure_warnings",
 ]
 
 log = logging.getLogger(__name__)
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
 PRIVATE_PATHS = frozenset({"/metrics", "/agent.json"})
+PRIVATE_PREFIX = "/api/"
+"""Every path under it needs a token when the server requires authentication (the calls' data and control)."""
 _HOW = " (send Authorization: Bearer <token>, or offer the subprotocols brisvox and brisvox.token.<token>)"
 _POLICY_CLOSE = 1008
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="brisvox"'}
@@ -80,6 +88,8 @@ class AccessPolicy:
     wall: Callable[[], float]
     self_authenticating: frozenset[str] = frozenset()
     """WebSocket paths whose endpoint checks its own credential (see the module docs)."""
+    query_token: frozenset[str] = frozenset()
+    """WebSocket paths that also take the token as ``?token=`` (RTVI: see the module docs)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, *, agent: str | None, wall: Callable[[], float]) -> AccessPolicy:
@@ -92,7 +102,7 @@ class AccessPolicy:
         hosts = ", ".join(sorted(self.allowed_hosts))
         origins = "".join(f", {o}" for o in sorted(self.allowed_origins))
         return (f"auth {self.auth.mode.value}; hosts {hosts}; origins: the server's own{origins}; "
-                f"{', '.join(sorted(PRIVATE_PATHS))} {'need a token' if self.auth.required else 'open'}")
+                f"{', '.join(sorted(PRIVATE_PATHS))}, {PRIVATE_PREFIX}* {'need a token' if self.auth.required else 'open'}")
 
 
 class RefusalCounter(Protocol):
@@ -156,20 +166,26 @@ class AccessGuard:
         offered: list[str] = list(scope.get("subprotocols", ()))
         if refusal is None and kind == "websocket":
             refusal = check_origin(headers.get("origin"), host, self.policy.allowed_origins)
-        if refusal is None and (kind == "websocket" or path in PRIVATE_PATHS):
-            refusal = self._credential(headers.get("authorization"), offered if kind == "websocket" else [])
+        query: bytes | None = scope.get("query_string", b"") if kind == "websocket" and path in \
+            self.policy.query_token else None
+        if refusal is None and (kind == "websocket" or path in PRIVATE_PATHS or path.startswith(PRIVATE_PREFIX)):
+            refusal = self._credential(headers.get("authorization"), offered if kind == "websocket" else [], query)
         if refusal is not None:
             await self._refuse(scope, receive, send, refusal)
             return
         if kind == "websocket":
             scope, send = _without_credential(scope, send, offered)
+            if query:
+                scope = {**scope, "query_string": without_query_token(query)}
         await self.app(scope, receive, send)
 
-    def _credential(self, authorization: str | None, offered: list[str]) -> AuthRefusal | None:
+    def _credential(self, authorization: str | None, offered: list[str], query: bytes | None) -> AuthRefusal | None:
         auth = self.policy.auth
         if not auth.required:
             return None
         token = credential_from(authorization, offered)
+        if token is None and query:
+            token = token_from_query(query)
         if isinstance(token, AuthRefusal):
             return token
         refusal = auth.check(token, self.policy.wall())

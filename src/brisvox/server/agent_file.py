@@ -36,6 +36,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from brisvox.agent.guards import ThinkBudget
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
 from brisvox.agent.tools.filler import DEFAULT_FILLER_DELAY, DEFAULT_FILLER_TEXT, FillerConfig
 from brisvox.agent.tools.spec import ToolKind
@@ -50,7 +51,8 @@ from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
 from brisvox.engine.phone import CARRIER_TIMEOUT
-from brisvox.providers.choice import ProviderChoice
+from brisvox.providers.choice import CASCADE, ProviderChoice
+from brisvox.providers.s2s import BargeIn, S2sPolicy
 from brisvox.server._section import Section, in_bounds, range_text
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.agent_flow import (
@@ -200,6 +202,12 @@ class _Telephony(Section):
     transfer_to: list[str] = Field(default_factory=list)
 
 
+class _S2s(_Provider):
+    ranges = MappingProxyType({"think_budget": (0.0, 120.0)})
+    barge_in: Literal["model", "ours"] = "model"
+    think_budget: float | None = None  # seconds; 0: the model waits for every result
+
+
 class _File(Section):
     agent: _Agent
     turn: _Turn = _Turn()
@@ -211,6 +219,7 @@ class _File(Section):
     stt: _Provider | None = None
     llm: _Provider | None = None
     tts: _Provider | None = None
+    s2s: _S2s | None = None
     telephony: _Telephony | None = None
 
 
@@ -241,6 +250,8 @@ class AgentDefinition:
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
+    s2s: ProviderChoice | None = None  # a speech-to-speech model in place of stt, llm and tts
+    s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
     telephony: TelephonySettings | None = None  # [telephony]: the carriers' credentials for the telephony tools
 
     def provider(self, stage: Stage) -> ProviderChoice:
@@ -405,7 +416,9 @@ def _build(
     turn = _turn_policy(f.turn, report)
     interruption = _interruption(f.interruption, report)
     filler = _filler(f.filler, report)
-    providers = {stage: _provider(stage, getattr(f, stage.value), a.language, report, environ) for stage in Stage}
+    providers = {stage: _provider(stage, getattr(f, stage.value), a.language, report, environ) for stage in CASCADE}
+    s2s = _provider(Stage.S2S, f.s2s, a.language, report, environ) if f.s2s is not None else None
+    s2s_policy = _s2s_policy(f, report) if f.s2s is not None else S2sPolicy()
     llm_entry = lookup(Stage.LLM, providers[Stage.LLM].provider)
     takes_model = llm_entry is not None and (llm_entry.options is None or "model" in llm_entry.options)
     window = window_settings(f.window, takes_model, report.at_key)
@@ -418,8 +431,27 @@ def _build(
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
-        telephony=telephony,
+        s2s=s2s, s2s_policy=s2s_policy, telephony=telephony,
     )
+
+
+_NOT_S2S = ("stt", "llm", "tts", "turn", "interruption", "speculation", "window", "flow")
+"""Sections a speech-to-speech agent has no use for: its model hears, decides turns and speaks."""
+
+
+def _s2s_policy(f: _File, report: _Report) -> S2sPolicy:
+    for name in _NOT_S2S:
+        if name in f.model_fields_set:
+            report.at_key((name,), f"does not apply to a speech-to-speech agent ([s2s]): its model hears, "
+                                   f"takes turns and speaks; remove [{name}] or [s2s]")
+    if "telephony" in f.model_fields_set:  # no PhoneLine in run_s2s_call: the tools would answer "no phone line"
+        report.at_key(("telephony",), "does not apply to a speech-to-speech agent ([s2s]): the telephony tools "
+                                      "act in cascaded calls only; remove [telephony] or [s2s]")
+    s = f.s2s
+    assert s is not None
+    budget = s.think_budget
+    return S2sPolicy(barge_in=BargeIn(s.barge_in),
+                     think_budget=ThinkBudget() if budget is None else (ThinkBudget(budget) if budget > 0 else None))
 
 
 def _strings(value: object) -> bool:

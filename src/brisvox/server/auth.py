@@ -22,7 +22,10 @@ configured token.
 a browser cannot set headers on a WebSocket, the subprotocol ``brisvox.token.<token>``
 offered next to :data:`PROTOCOL` (the server answers :data:`PROTOCOL`).  A subprotocol
 rather than a ``?token=`` query parameter: URLs are written to the access logs of proxies
-and load balancers, headers are not.  :func:`credential_from` reads either.
+and load balancers, headers are not.  :func:`credential_from` reads either.  The one
+exception is the RTVI path: Pipecat's JS transport can send its token only as ``?token=``
+(:func:`token_from_query`), so the access guard reads it there (and removes it from the
+query before the app sees it, :func:`without_query_token`); use short-lived signed tokens.
 
 **Host and Origin.**  :func:`check_host` refuses a ``Host`` outside the allowed names (a
 page on another name that resolves to this server: DNS rebinding).  :func:`check_origin`
@@ -44,6 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final
+from urllib.parse import parse_qs, parse_qsl, urlencode
 
 from brisvox.core.errors import InvalidInput
 from brisvox.core.secret import Secret
@@ -70,7 +74,9 @@ __all__ = [
     "is_loopback",
     "is_wildcard",
     "issue_call_token",
+    "token_from_query",
     "verify_call_token",
+    "without_query_token",
 ]
 
 PROTOCOL: Final = "brisvox"
@@ -309,6 +315,34 @@ class Authenticator:
             return AuthRefusal(RefusalReason.INVALID_TOKEN, "not a known token")
         verdict = verify_call_token(token, self._key, now=now, agent=self.agent)
         return verdict if isinstance(verdict, AuthRefusal) else None
+
+
+def token_from_query(query_string: bytes) -> str | AuthRefusal | None:
+    """The ``token`` parameter of a URL's query (what Pipecat's WebSocketTransport sends); None
+    when there is none.  Refused: an empty one, more than one, one longer than MAX_TOKEN_CHARS or
+    a query that is not UTF-8."""
+    try:
+        query = query_string.decode("utf-8")
+    except UnicodeDecodeError:
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "the query string is not UTF-8")
+    try:
+        values = parse_qs(query, keep_blank_values=True, max_num_fields=64).get("token") if query else None
+    except ValueError:  # more fields than max_num_fields
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "the query string has too many parameters")
+    if not values:
+        return None
+    if len(values) > 1:
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "more than one token parameter in the URL")
+    if not values[0] or len(values[0]) > MAX_TOKEN_CHARS:
+        return AuthRefusal(RefusalReason.MALFORMED_TOKEN, "the URL's token parameter is empty or too long")
+    return values[0]
+
+
+def without_query_token(query_string: bytes) -> bytes:
+    """The query without its ``token`` parameter (nothing downstream can log it)."""
+    kept = [(k, v) for k, v in parse_qsl(query_string.decode("utf-8", "replace"), keep_blank_values=True)
+            if k != "token"]
+    return urlencode(kept).encode("ascii")
 
 
 def credential_from(authorization: str | None, subprotocols: Iterable[str]) -> str | AuthRefusal | None:

@@ -50,6 +50,7 @@ from starlette.websockets import WebSocket
 
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy
+from brisvox.agent.ui import UiChannel
 from brisvox.core.clock import Clock, bounded, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import BusyStage
@@ -72,7 +73,9 @@ from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.call_providers import CallProviders
+from brisvox.server.calllog import CallLog, CallTimeline
 from brisvox.server.carriers import call_control
+from brisvox.server.directory import CallDirectory
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.phone_tools import BUILTIN_TOOLS
 from brisvox.server.session import SessionCancel, SessionSlot
@@ -100,9 +103,11 @@ __all__ = [
     "EngineEndpoint",
     "EventSide",
     "JsonEvents",
+    "agent_flow",
     "engine_config",
     "engine_runner",
     "event_message",
+    "flow_manager",
     "metrics_listener",
     "telnyx_endpoint",
     "twilio_endpoint",
@@ -142,11 +147,13 @@ class JsonEvents:
 @dataclass(frozen=True, slots=True, eq=False)
 class EngineCall:
     """What the session runner gets for one call: the link, and the socket's text side
-    (``send_text``: JSON events) or another event side (``side``)."""
+    (``send_text``: JSON events) or another event side (``side``); ``ui``: the caller's
+    screen when the transport has one (tools dispatch UI actions through it, :mod:`brisvox.agent.ui`)."""
 
     link: CallLink
     send_text: SendText | None = None
     side: EventSide | None = None
+    ui: UiChannel | None = None  # the call's screen (an RTVI call's CallUi): the tools' ``ctx.dispatch`` of UI actions
 
     def events(self) -> EventSide | None:
         if self.side is not None:
@@ -262,6 +269,7 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         window=definition.window.policy,
         summary=SummaryConfig(enabled=definition.window.summarize, timeout=definition.window.summary_timeout),
         hooks=definition.hooks,
+        agent=definition.name,
     )
 
 
@@ -271,14 +279,14 @@ def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCa
     return ClipCache(tts, config.tts, texts, clock) if texts else None
 
 
-def _agent_flow(definition: AgentDefinition, tools: ToolSet) -> Flow | None:
+def agent_flow(definition: AgentDefinition, tools: ToolSet) -> Flow | None:
     """The agent file's ``[flow]`` over the agent's tools, the prompt as its role (checked once, at start)."""
     if definition.flow is None:
         return None
     return definition.flow.build(definition.prompt.strip(), tools.registry(definition.tools, definition.confirm_tools))
 
 
-def _flow_manager(definition: AgentDefinition, flow: Flow | None, clock: Clock) -> FlowManager | None:
+def flow_manager(definition: AgentDefinition, flow: Flow | None, clock: Clock) -> FlowManager | None:
     """Each call's own walk through the flow."""
     if flow is None or definition.flow is None:
         return None
@@ -384,23 +392,27 @@ async def _drain(observer: CallObserver) -> None:
             await observer.get()
 
 
-def engine_runner(
-    definition: AgentDefinition,
-    tools: ToolSet,
+Talk = Callable[[TransportSession, EngineCall, CallObserver, SessionCancel, TaskScope], Awaitable[CallReport]]
+"""One call's conversation on its open session: the cascaded engine's or a speech-to-speech model's."""
+
+
+def call_runner(
+    talk: Talk,
     clock: Clock,
-    providers: CallProviders,
+    *,
+    stop_timeout: float,
+    info: dict[str, Any],
     metrics: ServerMetrics | None = None,
     tracing: Tracing | None = None,
+    directory: CallDirectory | None = None,
+    calls: CallLog | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
-    """The session runner of ``brisvox serve``: one engine call per session (see the module docs)."""
-    config = engine_config(definition)
-    if not providers.summaries:
-        config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
-    flow = _agent_flow(definition, tools)
-    fillers = FillerPolicy.from_config(config.llm.filler)
-    clips = filler_clips(config, providers.providers.tts, clock)
+    """A session runner around ``talk``: opens the call's session and closes it on every path
+    (a call that could not start is told why), registers the call in ``directory`` (a hang-up
+    ends it as a stop request does), greets the event side with ``info``, forwards the
+    engine's events to it, the metrics, the trace and the call's timeline in ``calls`` (``/calls``),
+    and logs the call's end once."""
     listener = metrics_listener(metrics) if metrics is not None else None
-    info = providers.page_info(definition)
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
         session = await TransportSession.open(clock, call.link)
@@ -410,39 +422,56 @@ def engine_runner(
             raise  # a failed call: the engine has logged it and told the client
         except Exception as exc:  # the call could not start (a setting, the clips): the engine never ran
             # The caller hears why (error, stop{error}, 1011); the manager logs and counts the outcome.
-            await session.close(config.timeouts.stop, failure=call_failure(exc))
+            await session.close(stop_timeout, failure=call_failure(exc))
             raise
         finally:
-            await session.close(config.timeouts.stop)  # every path: no transport task outlives the call
+            await session.close(stop_timeout)  # every path: no transport task outlives the call
 
     async def serve(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
-        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
+        if directory is None:
+            await converse(session, call, cancel)
+            return
+        call_id = session.info.call_id
+        directory.add(call_id, lambda _control: cancel.set())  # HANGUP, the one control: the engine says goodbye
+        try:
+            await converse(session, call, cancel)
+        finally:
+            directory.remove(call_id)
+
+    async def converse(session: TransportSession, call: EngineCall, cancel: SessionCancel) -> None:
+        call_id = session.info.call_id
+        if calls is None:
+            await watched(session, call, cancel, None)
+            return
+        timeline = calls.open(call_id, session.info.transport, clock.wall().isoformat(timespec="seconds"), clock.now())
+        outcome = "aborted"
+        try:
+            outcome = await watched(session, call, cancel, timeline)
+        except CallFailed:
+            outcome = "failed"
+            raise
+        finally:
+            calls.close(call_id, clock.now(), outcome)
+
+    async def watched(session: TransportSession, call: EngineCall, cancel: SessionCancel,
+                      timeline: CallTimeline | None) -> str:
         tracer = tracing.call(session.info.call_id, clock) if tracing is not None else None
-        observer = CallObserver(listener=_both(listener, tracer))
+        observer = CallObserver(listener=_all(listener, tracer, timeline.add if timeline is not None else None))
         async with TaskScope("engine-call") as scope:
             side = call.events()
             if side is not None:
                 with contextlib.suppress(PeerClosed):
                     await side.hello(info)
             forward = scope.spawn(side.run(observer) if side is not None else _drain(observer), name="events")
-            out_rate = output_rate(session, config)
-            # The first call at a rate renders the clips for the later ones (its fillers are text).
-            rendering = clips.start(out_rate, scope) if clips is not None else None
             failed: CallFailed | None = None
             try:
-                report = await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
-                                        filler=fillers.clone(), observer=observer,
-                                        clips=clips.store(out_rate) if clips is not None else None,
-                                        summarizer=providers.summarizer, flow=_flow_manager(definition, flow, clock),
-                                        phone=phone_plan(definition, session.info.metadata, os.environ, metrics))
+                report = await talk(session, call, observer, cancel, scope)
             except CallFailed as exc:  # logged by the engine, told to the client; the session ends as error
                 failed, report = exc, exc.report
             finally:
                 observer.close()
                 if tracer is not None:
                     tracer.close()
-                if rendering is not None:
-                    rendering.cancel()  # unfinished: the next call starts it again
             try:
                 await bounded(clock, 1.0, forward, "event forwarding")  # cancelled on the deadline
             except DeadlineExceeded:
@@ -453,8 +482,48 @@ def engine_runner(
         _log_end(session.info.call_id, report, observer.dropped)
         if failed is not None:
             raise failed
+        return report.stop_reason.value if report.stop_reason is not None else "ended"
 
     return run
+
+
+def engine_runner(
+    definition: AgentDefinition,
+    tools: ToolSet,
+    clock: Clock,
+    providers: CallProviders,
+    metrics: ServerMetrics | None = None,
+    tracing: Tracing | None = None,
+    directory: CallDirectory | None = None,
+    calls: CallLog | None = None,
+) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
+    """The session runner of ``brisvox serve`` for a cascaded agent: one engine call per session
+    (see the module docs and :func:`call_runner`)."""
+    config = engine_config(definition)
+    if not providers.summaries:
+        config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
+    flow = agent_flow(definition, tools)
+    fillers = FillerPolicy.from_config(config.llm.filler)
+    clips = filler_clips(config, providers.providers.tts, clock)
+
+    async def talk(session: TransportSession, call: EngineCall, observer: CallObserver, cancel: SessionCancel,
+                   scope: TaskScope) -> CallReport:
+        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
+        out_rate = output_rate(session, config)
+        # The first call at a rate renders the clips for the later ones (its fillers are text).
+        rendering = clips.start(out_rate, scope) if clips is not None else None
+        try:
+            return await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
+                                  filler=fillers.clone(), observer=observer,
+                                  clips=clips.store(out_rate) if clips is not None else None,
+                                  summarizer=providers.summarizer, flow=flow_manager(definition, flow, clock),
+                                  ui=call.ui, phone=phone_plan(definition, session.info.metadata, os.environ, metrics))
+        finally:
+            if rendering is not None:
+                rendering.cancel()  # unfinished: the next call starts it again
+
+    return call_runner(talk, clock, stop_timeout=config.timeouts.stop, info=providers.page_info(definition),
+                       metrics=metrics, tracing=tracing, directory=directory, calls=calls)
 
 
 def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ: Mapping[str, str],
@@ -476,15 +545,16 @@ def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ
     return PhonePlan(control, timeout=settings.timeout, transfer_to=settings.transfer_to, on_failure=on_failure)
 
 
-def _both(first: ev.EventListener | None, second: ev.EventListener | None) -> ev.EventListener | None:
-    """One listener for the observer: the metrics' and the trace's (either may be absent)."""
-    if first is None or second is None:
-        return first or second
+def _all(*listeners: ev.EventListener | None) -> ev.EventListener | None:
+    """One listener for the observer: the metrics', the trace's and the timeline's (any may be absent)."""
+    present = [listener for listener in listeners if listener is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
 
-    def both(event: ev.EngineEvent) -> None:
-        first(event)
-        second(event)
-    return both
+    def every(event: ev.EngineEvent) -> None:
+        for listener in present:
+            listener(event)
+    return every
 
 
 def _log_end(call_id: str, report: CallReport, dropped: int) -> None:

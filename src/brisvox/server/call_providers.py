@@ -64,7 +64,7 @@ def choose_llm(definition: AgentDefinition, clock: Clock, environ: Mapping[str, 
     if resolved.auto is None:
         # temperature and max_tokens go with each request (engine_config); the rest is the adapter's.
         options = {k: v for k, v in section.options.items() if k not in (*LLM_REQUEST_OPTIONS, "model")}
-        key = _key(definition, section, environ) if section.api_key_env is not None else None
+        key = key_for(definition, section, environ) if section.api_key_env is not None else None
     else:
         options = {}
         # auto's variables were checked by name only; the key is read here, at the one place that builds it.
@@ -77,7 +77,7 @@ def _build_llm(definition: AgentDefinition, resolved: LlmChoice, options: dict[s
     # The cloud adapters (and httpx) are imported only when one is chosen.
     name, model = resolved.provider, resolved.model or ""
     if name in ("openai", "openrouter", "ollama", "vllm"):
-        with _extra(Stage.LLM, name):
+        with extra_for(Stage.LLM, name):
             from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm, OpenAiCompatOptions
         if resolved.auto is not None and resolved.base_url is not None:
             # auto's BRISVOX_LLM_BASE_URL: any OpenAI-compatible server, with the key auto found or none.
@@ -88,11 +88,11 @@ def _build_llm(definition: AgentDefinition, resolved: LlmChoice, options: dict[s
                 opts = dataclasses.replace(opts, api_key=None)
         return OpenAiCompatLlm(opts, clock)
     if name == "anthropic":
-        with _extra(Stage.LLM, name):
+        with extra_for(Stage.LLM, name):
             from brisvox.providers.cloud.anthropic import AnthropicLlm, AnthropicOptions
         return AnthropicLlm(AnthropicOptions(model=model, api_key=_required(definition, name, key), **options), clock)
     if name == "gemini":
-        with _extra(Stage.LLM, name):
+        with extra_for(Stage.LLM, name):
             from brisvox.providers.cloud.gemini import GeminiLlm, GeminiOptions
         return GeminiLlm(GeminiOptions(model=model, api_key=_required(definition, name, key), **options), clock)
     if name == "local":
@@ -157,7 +157,7 @@ class CallProviders:
         await self.aclose()
 
 
-def _vad_factory() -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
+def vad_factory() -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
     try:
         from brisvox.inference.silero import SileroModel
 
@@ -177,8 +177,8 @@ def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
 
         return WhisperStt()
     if choice.provider == "deepgram":
-        key = _key(definition, choice, environ)
-        with _extra(choice.stage, choice.provider):
+        key = key_for(definition, choice, environ)
+        with extra_for(choice.stage, choice.provider):
             from brisvox.providers.cloud.deepgram import DeepgramOptions, DeepgramStt
         return DeepgramStt(DeepgramOptions(api_key=key, **choice.options), clock)
     raise ConfigError(f"{definition.source}: stt provider {choice.provider!r} is not available in this build")
@@ -192,20 +192,20 @@ def _tts(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
 
         return ResamplingTts(HibariTts(), HIBARI_SAMPLE_RATE)
     if choice.provider == "cartesia":
-        key = _key(definition, choice, environ)
-        with _extra(choice.stage, choice.provider):
+        key = key_for(definition, choice, environ)
+        with extra_for(choice.stage, choice.provider):
             from brisvox.providers.cloud.cartesia import CartesiaOptions, CartesiaTts
         return CartesiaTts(CartesiaOptions(api_key=key, **choice.options), clock)  # 8 to 48 kHz: every call rate
     if choice.provider == "elevenlabs":
-        key = _key(definition, choice, environ)
-        with _extra(choice.stage, choice.provider):
+        key = key_for(definition, choice, environ)
+        with extra_for(choice.stage, choice.provider):
             from brisvox.providers.cloud import elevenlabs as el
         tts = el.ElevenLabsTts(el.ElevenLabsOptions(api_key=key, **choice.options), clock)
         return ResamplingTts(tts, 24_000, direct=el.SAMPLE_RATES)  # no 48 kHz: that call gets 24 kHz resampled
     if choice.provider == "openai":
         # The key is optional (an OpenAI-compatible speech server may take none); a named one must be set.
-        speech_key = _key(definition, choice, environ) if choice.api_key_env is not None else None
-        with _extra(choice.stage, choice.provider):
+        speech_key = key_for(definition, choice, environ) if choice.api_key_env is not None else None
+        with extra_for(choice.stage, choice.provider):
             from brisvox.providers.cloud import openai_speech as osp
         speech = osp.OpenAiSpeechOptions(api_key=speech_key, **choice.options)
         return ResamplingTts(osp.OpenAiSpeechTts(speech, clock),
@@ -213,7 +213,7 @@ def _tts(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
     raise ConfigError(f"{definition.source}: tts provider {choice.provider!r} is not available in this build")
 
 
-def _key(definition: AgentDefinition, choice: ProviderChoice, environ: Mapping[str, str]) -> Secret:
+def key_for(definition: AgentDefinition, choice: ProviderChoice, environ: Mapping[str, str]) -> Secret:
     """The key the file checked already, or (an agent built in Python) read now from its variable."""
     if choice.api_key is not None:
         return choice.api_key
@@ -225,7 +225,7 @@ def _key(definition: AgentDefinition, choice: ProviderChoice, environ: Mapping[s
 
 
 @contextlib.contextmanager
-def _extra(stage: Stage, provider: str) -> Iterator[None]:
+def extra_for(stage: Stage, provider: str) -> Iterator[None]:
     """Turns a missing transport library into a ConfigError naming the extra that installs it."""
     try:
         yield
@@ -246,7 +246,7 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
     tts = _tts(definition, clock, environ)
     llm, label = choose_llm(definition, clock, environ)
     summaries, summary_llm = _summary_llm(definition, llm, clock, environ)
-    vad, vad_label, pool = _vad_factory()
+    vad, vad_label, pool = vad_factory()
     end_of_turn = None
     closers: list[Callable[[], Any]] = []
     for provider in (stt, tts, llm, summary_llm):

@@ -35,20 +35,30 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from brisvox.server.agent_file import AgentDefinition
     from brisvox.server.call import EngineCall
     from brisvox.server.call_providers import CallProviders
+    from brisvox.server.calllog import CallLog
+    from brisvox.server.directory import CallDirectory
     from brisvox.server.host import ServerParts
     from brisvox.server.metrics import ServerMetrics
+    from brisvox.server.s2s_call import S2sCallProviders
     from brisvox.server.session import SessionRunner
     from brisvox.server.settings import Settings
     from brisvox.server.tools import ToolSet
     from brisvox.server.tracing import Tracing
+    from brisvox.server.workers import WorkerStart
+    from brisvox.transport.rtvi.ui import UiContract
 
 __all__ = ["configure_logging", "run_check", "run_serve", "run_token", "session_runner"]
+
+log = logging.getLogger(__name__)
 
 
 
 def _summary(d: AgentDefinition, llm_label: str) -> str:
-    """The agent in one line; ``llm_label``: the resolved LLM (``resolve_llm``), as serve and /agent.json say it."""
+    """The agent in one line; ``llm_label``: the resolved LLM (``resolve_llm``), as serve and /agent.json say it
+    (a speech-to-speech agent's: its model)."""
     tools = ", ".join(d.tools) if d.tools else "none"
+    if d.s2s is not None:
+        return f"agent {d.name!r} (tools: {tools}; {llm_label}, barge-in by {d.s2s_policy.barge_in.value})"
     return f"agent {d.name!r} (tools: {tools}; stt {d.stt.provider}, llm {llm_label}, tts {d.tts.provider})"
 
 
@@ -72,7 +82,12 @@ def run_check(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         return 1
     definition, _ = loaded
     llm = definition.llm
-    label = resolve_llm(llm.provider, llm.options, llm.api_key_env, os.environ).label
+    if definition.s2s is not None:
+        from brisvox.server.s2s_call import s2s_label
+
+        label = s2s_label(definition)
+    else:
+        label = resolve_llm(llm.provider, llm.options, llm.api_key_env, os.environ).label
     print(f"{_where(args.agent_file, agent)}: ok, {_summary(definition, label)}")
     return 0
 
@@ -144,24 +159,34 @@ def _copy(tools: ToolSet) -> ToolSet:
 
 def session_runner(
     definition: AgentDefinition, tools: ToolSet, clock: Clock, providers: CallProviders, metrics: ServerMetrics,
-    tracing: Tracing | None = None,
+    tracing: Tracing | None = None, directory: CallDirectory | None = None, calls: CallLog | None = None,
 ) -> SessionRunner[EngineCall]:
     """The session runner of ``brisvox serve``: the engine."""
     from brisvox.server.call import engine_runner
 
-    return engine_runner(definition, tools, clock, providers, metrics, tracing)
+    return engine_runner(definition, tools, clock, providers, metrics, tracing, directory, calls)
 
 
-async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders,
-                      tracing: Tracing | None = None) -> int:
-    """``serve`` with the shared providers warmed in the background and closed at the end."""
+async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders | S2sCallProviders,
+                      tracing: Tracing | None = None, node: WorkerStart | None = None) -> int:
+    """``serve`` with the shared providers warmed in the background and closed at the end, and the
+    link to the call registry (Redis) open while it serves, when ``BRISVOX_REDIS_URL`` is set."""
+    from contextlib import AsyncExitStack
+
+    from brisvox.core.clock import SystemClock
     from brisvox.core.tasks import TaskScope
+    from brisvox.server.directory import RedisLink
     from brisvox.server.host import serve
 
     try:
-        async with providers, TaskScope("serve") as scope:
+        async with AsyncExitStack() as stack, providers, TaskScope("serve") as scope:
+            if settings.redis_url is not None and parts.directory is not None:
+                await stack.enter_async_context(RedisLink(parts.directory, settings.redis_url.reveal(), SystemClock()))
             scope.spawn(providers.warm(), name="warm")
-            code = await serve(settings, parts)
+            if node is None:
+                code = await serve(settings, parts)
+            else:
+                code = await serve(settings, parts, listener=node.listener, seat=node.seat)
             scope.cancel()
             return code
     finally:
@@ -172,19 +197,12 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
 def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = None, *,
               ready_line: str | None = None) -> int:
     """``brisvox serve``; ``ready_line`` is printed once the providers are built (so a missing
-    extra or key fails before it), before the server starts listening."""
-    from brisvox.core.clock import SystemClock
+    extra or key fails before it), before the server starts listening.  ``--workers N``: a node
+    of N processes (:mod:`brisvox.server.workers`), each serving the agent."""
     from brisvox.core.errors import ConfigError
     from brisvox.server.access import exposure_problem, exposure_warnings
-    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
-    from brisvox.server.call_providers import build_call_providers
-    from brisvox.server.host import ServerParts
     from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
-    from brisvox.server.metrics import ServerMetrics
-    from brisvox.server.page import page_routes
-    from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
     from brisvox.server.settings import Settings
-    from brisvox.server.webhooks import webhook_routes
 
     try:
         settings = Settings.from_env()
@@ -211,13 +229,67 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         print("brisvox serve: the agent is invalid; not starting", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     definition, tools = loaded
+    ui = agent.ui if agent is not None else None
+    workers = _workers(args)
+    if workers == 1:
+        return _serve_agent(settings, definition, tools, ready_line=ready_line, ui=ui)
+    from brisvox.server.workers import run_node
+
+    log.info("serving with %d worker processes (--workers)", workers)
+
+    def banner(port: int) -> str:
+        return (f"brisvox serve: listening on http://{settings.host}:{port} (calls on ws://{settings.host}:{port}"
+                f"{settings.ws_path}; {workers} workers; agent {definition.name})")
+
+    def worker(start: WorkerStart) -> int:
+        return _serve_agent(settings, definition, tools, node=start, ui=ui)
+
+    if ready_line is not None:
+        print(ready_line, flush=True)
+    return run_node(workers, settings.host, settings.port, worker, banner=banner)
+
+
+def _workers(args: argparse.Namespace) -> int:
+    """``--workers``: a count, or ``auto`` (absent: 1, as for ``brisvox demo``) for the number of cores."""
+    value = getattr(args, "workers", None)
+    if value is None:
+        return 1
+    if value == "auto":
+        return os.cpu_count() or 1
+    return int(value)
+
+
+def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet, *,
+                 ready_line: str | None = None, node: WorkerStart | None = None,
+                 ui: UiContract | None = None) -> int:
+    """One server process for the agent: the whole server, or one worker of a node (``node``);
+    ``ui``: the Python agent's UI contract (RTVI calls' screen)."""
+    from brisvox.core.clock import SystemClock
+    from brisvox.core.errors import ConfigError
+    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
+    from brisvox.server.call_providers import build_call_providers
+    from brisvox.server.calllog import CallLog
+    from brisvox.server.calls_page import calls_routes
+    from brisvox.server.host import ServerParts
+    from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE
+    from brisvox.server.metrics import NodeMetrics, ServerMetrics, use_multiprocess_values
+    from brisvox.server.page import page_routes
+    from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
+    from brisvox.server.s2s_call import S2sCallProviders, build_s2s_providers, s2s_runner
+    from brisvox.server.webhooks import webhook_routes
+
+    if node is not None:  # before any metric exists in this process
+        use_multiprocess_values(node.metrics_dir)
     clock = SystemClock()
     try:
-        providers = build_call_providers(definition, clock, os.environ)
+        providers: CallProviders | S2sCallProviders = (
+            build_s2s_providers(definition, clock, os.environ) if definition.s2s is not None
+            else build_call_providers(definition, clock, os.environ))
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
-    metrics = ServerMetrics(tool_names=tools.names())
+    metrics = ServerMetrics(tool_names=tools.names(),
+                            node=NodeMetrics(node.metrics_dir, node.seat.table) if node is not None else None)
     tracing = None
     if settings.tracing:  # off: the tracing module (and OpenTelemetry) is never imported
         try:
@@ -227,7 +299,16 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
                   file=sys.stderr)
             return EXIT_STARTUP_FAILURE
         tracing = open_tracing(True)
-    runner = session_runner(definition, tools, clock, providers, metrics, tracing)
+    from brisvox.server.directory import CallDirectory, owner_id
+
+    directory = CallDirectory(owner_id(settings.node_id, node.seat.index if node is not None else None),
+                              settings.global_max_calls, on_error=metrics.record_directory_error)
+    runner: SessionRunner[EngineCall]
+    calls = CallLog()
+    if isinstance(providers, S2sCallProviders):
+        runner = s2s_runner(definition, tools, clock, providers, metrics, tracing, directory, calls)
+    else:
+        runner = session_runner(definition, tools, clock, providers, metrics, tracing, directory, calls)
     description = _summary(definition, providers.llm_label)
     try:
         ws_config = settings.transport_config()
@@ -238,7 +319,7 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
     endpoint = EngineEndpoint(clock, ws_config)
     twilio = twilio_endpoint(settings, clock, ws_config, agent=definition.name)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
-    rtvi = RtviEndpoint(clock, ws_config)
+    rtvi = RtviEndpoint(clock, ws_config, ui=ui)
 
     def stop_calls() -> None:
         endpoint.close()
@@ -252,12 +333,12 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         self_authenticating=frozenset(route for route, carrier in ((settings.twilio_path, twilio),
                                                                     (settings.telnyx_path, telnyx))
                                       if carrier.self_authenticating),
+        query_token=frozenset({RTVI_PATH}),  # Pipecat's JS transport sends its token as ?token=
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
         extra_routes=(*webhook_routes(settings, definition.name, lambda: clock.wall().timestamp()),
-                      *page_routes(providers.page_info(definition))),
-        metrics=metrics, agent=definition.name,
-        transport_stats=endpoint.stats,
+                      *calls_routes(calls), *page_routes(providers.page_info(definition))),
+        metrics=metrics, agent=definition.name, transport_stats=endpoint.stats, directory=directory,
     )
     if ready_line is not None:
         print(ready_line, flush=True)
-    return asyncio.run(_serve_with(settings, parts, providers, tracing))
+    return asyncio.run(_serve_with(settings, parts, providers, tracing, node))

@@ -7,6 +7,12 @@ runs uvicorn with its own signal handling turned off (the stop signals belong to
 (:mod:`brisvox.server.edge`: handshake deadline, cap on connections not started, the app's
 own pings, bounded pongs; uvicorn's keepalive pings and permessage-deflate are off), prints one ``listening on`` line, waits for a stop
 request, drains, stops uvicorn (bounded) and returns the exit status.
+
+In a worker of ``brisvox serve --workers N`` (:mod:`brisvox.server.workers`) the listener
+is the node's, made by the supervisor, the ``listening on`` line is the supervisor's, and
+the worker publishes its admission state and limit counters to its seat in the node's
+table (:mod:`brisvox.server.node`) every :data:`~brisvox.server.node.PUBLISH_INTERVAL`,
+so ``/readyz`` and ``/metrics`` answer for the node.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ from brisvox.core.tasks import TaskScope
 from brisvox.inference.pool import live_pools
 from brisvox.server.access import AccessPolicy
 from brisvox.server.app import CallEndpoint, build_app
-from brisvox.server.capacity import default_max_calls
+from brisvox.server.capacity import default_max_calls, saturated_pools
+from brisvox.server.directory import CallDirectory
 from brisvox.server.edge import Edge
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
+from brisvox.server.node import PUBLISH_INTERVAL, NodeSeat
 from brisvox.server.session import SessionManager, SessionRunner
 from brisvox.server.settings import Settings
 from brisvox.transport.websocket.stats import ServerStats
@@ -76,16 +84,22 @@ class ServerParts:
     """More call endpoints by path (Twilio's, RTVI's ``/rtvi``), admitted like the WebSocket route."""
     self_authenticating: frozenset[str] = frozenset()
     """Paths of ``call_routes`` that check their own credential (AccessPolicy.self_authenticating)."""
+    query_token: frozenset[str] = frozenset()
+    """Paths of ``call_routes`` that also take the token as ``?token=`` (AccessPolicy.query_token)."""
     transport_stats: ServerStats | None = None
     """The call endpoint's transport counters, exported on ``/metrics`` (``brisvox_transport_events_total``)."""
+    directory: CallDirectory | None = None
+    """The calls by id: the control routes (``/api/calls/{id}/hangup``) and the global cap."""
 
 
-def max_calls_for(settings: Settings) -> int:
-    """``BRISVOX_MAX_CALLS``, or the default from the cores and the inference pools (logged)."""
+def max_calls_for(settings: Settings, workers: int = 1) -> int:
+    """This process's call limit: ``BRISVOX_MAX_CALLS`` (the node's) or the default from the
+    cores and the inference pools, shared evenly by ``workers`` processes (logged)."""
     if settings.max_calls is not None:
-        return settings.max_calls
-    max_calls = default_max_calls(live_pools(), os.cpu_count() or 1)
-    log.info("max_calls %d (from %d cores and the pools %s)", max_calls, os.cpu_count() or 1,
+        return max(1, settings.max_calls // workers)
+    cores = max(1, (os.cpu_count() or 1) // workers)
+    max_calls = default_max_calls(live_pools(), cores)
+    log.info("max_calls %d (from %d cores and the pools %s)", max_calls, cores,
              ", ".join(f"{p.name}: {p.lane_capacity}" for p in live_pools()) or "(none)")
     return max_calls
 
@@ -114,23 +128,30 @@ async def serve(
     out: TextIO | None = None,
     on_ready: Callable[[int], None] | None = None,
     edge: Edge | None = None,
+    listener: socket.socket | None = None,
+    seat: NodeSeat | None = None,
 ) -> int:
     """Run the server until a stop request has drained it; returns the exit status.
-    ``edge``: the connection limits (default: from ``settings``); pass one to read its counters."""
+    ``edge``: the connection limits (default: from ``settings``); pass one to read its counters.
+    ``listener`` and ``seat``: a worker's node socket and its place in the node's table
+    (see the module docs); the worker prints no ``listening on`` line."""
     clock = clock or SystemClock()
     stops = stops or StopRequests()
     out = out or sys.stdout
-    try:
-        sock = bind_listener(settings.host, settings.port)
-    except OSError as exc:
-        print(f"brisvox serve: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
-        return EXIT_STARTUP_FAILURE
+    if listener is not None:
+        sock = listener
+    else:
+        try:
+            sock = bind_listener(settings.host, settings.port)
+        except OSError as exc:
+            print(f"brisvox serve: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
+            return EXIT_STARTUP_FAILURE
     metrics = parts.metrics if parts.metrics is not None else ServerMetrics()
 
     def on_end(ended: Any) -> None:
         metrics.record_call_ended(ended)
 
-    max_calls = max_calls_for(settings)
+    max_calls = max_calls_for(settings, seat.table.workers if seat is not None else 1)
     manager: SessionManager[Any] = SessionManager(
         parts.runner, max_sessions=max_calls, clock=clock, name="calls", on_end=on_end
     )
@@ -138,10 +159,11 @@ async def serve(
     # Token expiry is wall time by necessity: the tokens are minted on another machine.
     access = dataclasses.replace(
         AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp()),
-        self_authenticating=parts.self_authenticating)
+        self_authenticating=parts.self_authenticating, query_token=parts.query_token)
     log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
-                    extra_routes=parts.extra_routes, access=access, call_routes=parts.call_routes)
+                    extra_routes=parts.extra_routes, access=access, call_routes=parts.call_routes,
+                    node=seat.totals if seat is not None else None, directory=parts.directory)
     edge = edge or Edge(clock, settings.edge_config())
     metrics.watch_limits(edge.stats, parts.transport_stats)
     http_protocol, ws_protocol = edge.protocols()
@@ -164,9 +186,13 @@ async def serve(
             if http_task.done():
                 print("brisvox serve: the HTTP server did not start", file=sys.stderr)
                 return EXIT_STARTUP_FAILURE
-            url = f"http://{settings.host}:{port}"
-            print(f"brisvox serve: listening on {url} (calls on ws://{settings.host}:{port}{settings.ws_path}; "
-                  f"{parts.description})", file=out, flush=True)
+            publisher = None
+            if seat is None:
+                url = f"http://{settings.host}:{port}"
+                print(f"brisvox serve: listening on {url} (calls on ws://{settings.host}:{port}{settings.ws_path}; "
+                      f"{parts.description})", file=out, flush=True)
+            else:
+                publisher = scope.spawn(_publish(seat, manager, edge, parts.transport_stats, clock), name="publish")
             if on_ready is not None:
                 on_ready(port)
             drain = scope.spawn(drain_on_stop(manager, stops, settings.shutdown_policy, parts.on_stop_calls), name="drain")
@@ -175,6 +201,8 @@ async def serve(
                 # uvicorn ended on its own (it should not): treat it as a stop request.
                 stops.request("the HTTP server stopped")
             report = await drain
+            if publisher is not None:
+                publisher.cancel()  # its last row says: not alive
             if parts.on_stop_calls is not None:
                 parts.on_stop_calls()
             http.should_exit = True
@@ -184,8 +212,11 @@ async def serve(
             except DeadlineExceeded:
                 log.warning("the HTTP server did not stop within %.0f s; leaving it", HTTP_STOP_TIMEOUT)
                 http_task.cancel()
-            print(f"brisvox serve: stopped ({report.outcome.value}, exit status {report.exit_code})",
-                  file=out, flush=True)
+            if seat is None:
+                print(f"brisvox serve: stopped ({report.outcome.value}, exit status {report.exit_code})",
+                      file=out, flush=True)
+            else:
+                log.info("worker %d stopped (%s, exit status %d)", seat.index, report.outcome.value, report.exit_code)
             return report.exit_code
     except SystemExit as exc:  # uvicorn exits on some startup failures
         print(f"brisvox serve: the HTTP server failed to start (status {exc.code})", file=sys.stderr)
@@ -194,3 +225,17 @@ async def serve(
         remove_signals()
         sock.close()
 
+
+
+async def _publish(seat: NodeSeat, manager: SessionManager[Any], edge: Edge, transport: ServerStats | None,
+                   clock: Clock) -> None:
+    """A worker's row of the node's table, every PUBLISH_INTERVAL until the server stops (then not alive)."""
+    try:
+        while True:
+            seat.publish(alive=True, ready=manager.ready and not saturated_pools(live_pools()),
+                         draining=manager.draining, active=manager.active, reserved=manager.reserved,
+                         max_calls=manager.max_sessions, edge=edge.stats, wire=transport)
+            await clock.sleep(PUBLISH_INTERVAL)
+    finally:
+        seat.publish(alive=False, ready=False, draining=True, active=0, reserved=0, max_calls=0,
+                     edge=edge.stats, wire=transport)

@@ -9,7 +9,8 @@ and never block.
 Metric names (all prefixed ``brisvox_``):
 
 * ``active_calls``, ``reserved_calls``, ``max_calls`` (gauges, read from the manager at scrape time)
-* ``admissions_refused_total{reason}`` (``at_capacity``, ``shutting_down``)
+* ``admissions_refused_total{reason}`` (``at_capacity``, ``shutting_down``, ``at_global_capacity``)
+* ``directory_errors_total``: requests to the call registry (Redis) that failed
 * ``auth_refused_total{reason}`` (the values of :class:`brisvox.server.auth.RefusalReason`)
 * ``calls_ended_total{outcome}`` (``ok``, ``error``, ``crashed``, ``cancelled``, ``aborted``)
 * ``call_duration_seconds`` (histogram)
@@ -30,17 +31,27 @@ Metric names (all prefixed ``brisvox_``):
 
 The edge and transport counters are plain ints their owners bump at the event (no per-frame
 metric call); a collector reads them at scrape time (:meth:`ServerMetrics.watch_limits`).
+
+In a worker of ``brisvox serve --workers N`` (:mod:`brisvox.server.workers`), ``/metrics``
+answers for the node: the counters and histograms of every worker come from
+``prometheus_client``'s multiprocess files (:class:`ServerMetrics` is built with
+``node=``, after :func:`use_multiprocess_values`), and the call gauges and limit counters
+from the node's shared table (:mod:`brisvox.server.node`), which also gives
+``brisvox_workers_alive`` and ``brisvox_worker_restarts_total``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
 from brisvox.agent.tools.registry import CONFIRM_PENDING
@@ -50,8 +61,11 @@ from brisvox.server.edge import EdgeStats
 from brisvox.server.session import SessionEnded, SessionOutcome
 from brisvox.transport.websocket.stats import ServerStats
 
-__all__ = ["CARRIER_ACTIONS", "CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "EdgeEvent", "ServerMetrics",
-           "TransportEvent"]
+if TYPE_CHECKING:
+    from brisvox.server.node import NodeTable
+
+__all__ = ["CARRIER_ACTIONS", "CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "EdgeEvent",
+           "NodeMetrics", "ServerMetrics", "TransportEvent", "use_multiprocess_values"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _MAX_STAGE_NAME = 64  # stage names are the engine's own; the cap only guards a label's size
@@ -114,6 +128,48 @@ class _LimitCollector(Collector):
         yield wire
 
 
+class _NodeCollector(Collector):
+    """The node's call gauges, workers and limit counters, summed over the shared table's rows."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self._table = table
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        t = self._table.totals()
+        yield GaugeMetricFamily("brisvox_active_calls", "Calls running now.", value=t.active)
+        yield GaugeMetricFamily("brisvox_reserved_calls", "Admitted calls not started yet.", value=t.reserved)
+        yield GaugeMetricFamily("brisvox_max_calls", "The call limit.", value=t.max_calls)
+        yield GaugeMetricFamily("brisvox_workers_alive", "Worker processes serving now.", value=t.alive)
+        yield CounterMetricFamily("brisvox_worker_restarts", "Workers that died and were restarted.", value=t.restarts)
+        edge = CounterMetricFamily("brisvox_edge_events", "Connections and frames the server's edge refused, "
+                                   "dropped or timed out, by event.", labels=["event"])
+        for e in EdgeEvent:
+            edge.add_metric([e.value], t.edge[e.value])
+        yield edge
+        wire = CounterMetricFamily("brisvox_transport_events", "Calls the WebSocket transport refused or closed "
+                                   "on a limit, and audio and faults it counted, by event.", labels=["event"])
+        for w in TransportEvent:
+            wire.add_metric([w.value], t.wire[w.value])
+        yield wire
+
+
+def use_multiprocess_values(directory: Path) -> None:
+    """Make every metric created from now on in this process keep its values in ``directory``
+    (``prometheus_client``'s multiprocess mode; a worker calls it right after the fork)."""
+    import os
+
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMetrics:
+    """Where a worker's node keeps what ``/metrics`` reads: the multiprocess files and the shared table."""
+
+    directory: Path
+    table: NodeTable
+
+
 class AdmissionView(Protocol):
     """What the gauges read (a SessionManager)."""
 
@@ -131,13 +187,17 @@ class ServerMetrics:
     """One server's metrics (see the module docs); ``tool_names``: the registered tools, the
     only values the ``tool`` label takes besides ``confirm_pending`` and ``unknown``."""
 
-    def __init__(self, tool_names: Collection[str] = ()) -> None:
+    def __init__(self, tool_names: Collection[str] = (), *, node: NodeMetrics | None = None) -> None:
         self._tool_names = frozenset((*tool_names, CONFIRM_PENDING))
         self.registry = CollectorRegistry(auto_describe=True)
+        self._node = node
         r = self.registry
-        self._active = Gauge("brisvox_active_calls", "Calls running now.", registry=r)
-        self._reserved = Gauge("brisvox_reserved_calls", "Admitted calls not started yet.", registry=r)
-        self._max = Gauge("brisvox_max_calls", "The call limit.", registry=r)
+        # A node's gauges come from its table: a worker's own would be one worker's view.
+        self._gauges = None if node is not None else (
+            Gauge("brisvox_active_calls", "Calls running now.", registry=r),
+            Gauge("brisvox_reserved_calls", "Admitted calls not started yet.", registry=r),
+            Gauge("brisvox_max_calls", "The call limit.", registry=r),
+        )
         self._refused = Counter("brisvox_admissions_refused", "Calls refused at admission.", ["reason"], registry=r)
         self._auth_refused = Counter("brisvox_auth_refused", "Requests refused by the access checks (Host, Origin, token).",
                                      ["reason"], registry=r)
@@ -165,7 +225,9 @@ class ServerMetrics:
             self._busy.labels(stage=busy.value)
         for kind in ("stored", "failed"):
             self._summaries.labels(outcome=kind)
-        for reason in ("at_capacity", "shutting_down"):
+        self._directory_errors = Counter("brisvox_directory_errors", "Requests to the call registry (Redis) "
+                                         "that failed.", registry=r)
+        for reason in ("at_capacity", "shutting_down", "at_global_capacity"):
             self._refused.labels(reason=reason)
         for why in RefusalReason:
             self._auth_refused.labels(reason=why.value)
@@ -175,17 +237,26 @@ class ServerMetrics:
     # --- fed by the server -------------------------------------------------------------
 
     def watch(self, admission: AdmissionView) -> None:
-        """Read the call gauges from ``admission`` at every scrape."""
-        self._active.set_function(lambda: admission.active)
-        self._reserved.set_function(lambda: admission.reserved)
-        self._max.set_function(lambda: admission.max_sessions)
+        """Read the call gauges from ``admission`` at every scrape (a node's come from its table)."""
+        if self._gauges is None:
+            return
+        active, reserved, max_calls = self._gauges
+        active.set_function(lambda: admission.active)
+        reserved.set_function(lambda: admission.reserved)
+        max_calls.set_function(lambda: admission.max_sessions)
 
     def watch_limits(self, edge: EdgeStats | None, transport: ServerStats | None) -> None:
-        """Export the edge's and the transport's counters (read at every scrape; call once)."""
-        self.registry.register(_LimitCollector(edge, transport))
+        """Export the edge's and the transport's counters (read at every scrape; call once; a
+        node's come from its table, where the worker publishes them)."""
+        if self._node is None:
+            self.registry.register(_LimitCollector(edge, transport))
 
     def record_refusal(self, reason: str) -> None:
         self._refused.labels(reason=reason).inc()
+
+    def record_directory_error(self) -> None:
+        """A request to the call registry (Redis) failed (logged by the directory, rate-limited)."""
+        self._directory_errors.inc()
 
     def record_auth_refusal(self, reason: str) -> None:
         """A request refused by the access checks (``reason``: a RefusalReason value)."""
@@ -233,5 +304,10 @@ class ServerMetrics:
     # --- export ------------------------------------------------------------------------
 
     def render(self) -> bytes:
-        """The Prometheus text exposition of every metric."""
-        return generate_latest(self.registry)
+        """The Prometheus text exposition of every metric (of the whole node, in a worker)."""
+        if self._node is None:
+            return generate_latest(self.registry)
+        node = CollectorRegistry(auto_describe=False)
+        MultiProcessCollector(node, path=str(self._node.directory))  # type: ignore[no-untyped-call]
+        node.register(_NodeCollector(self._node.table))
+        return generate_latest(node)

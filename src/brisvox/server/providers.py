@@ -1,6 +1,6 @@
 """The providers an agent file may name, per stage, and what each one needs.
 
-The agent file checks its ``[stt]``, ``[llm]`` and ``[tts]`` sections against this
+The agent file checks its ``[stt]``, ``[llm]``, ``[tts]`` and ``[s2s]`` sections against this
 catalog: the provider must exist for that stage, speak the agent's language, get an
 ``api_key_env`` when it needs a key (none when it takes none), and set only the options
 its entry lists, each of the listed type and within the entry's ``bounds``.  The option
@@ -82,6 +82,8 @@ _OPENAI_COMPAT = _options(model=str, temperature=float, max_tokens=int, base_url
 _ANTHROPIC = _options(model=str, temperature=float, max_tokens=int, base_url=str, thinking_budget=int)
 _GEMINI = _options(model=str, temperature=float, max_tokens=int, base_url=str, api_version=str,
                    thinking_budget=int)
+_OPENAI_REALTIME = _options(model=str, voice=str, base_url=str, transcription_model=str)
+_GEMINI_LIVE = _options(model=str, voice=str, base_url=str)
 _LLM_BOUNDS: Mapping[str, Bounds] = MappingProxyType(
     {"temperature": (0.0, 2.0), "max_tokens": (1, 1_000_000), "thinking_budget": (0, 1_000_000)})
 # Every numeric option has a finite range (a test holds the catalog to it): an absurd value
@@ -118,6 +120,10 @@ CATALOG: tuple[ProviderEntry, ...] = (
     # OPTIONAL: the adapter sends no key to an OpenAI-compatible speech server that needs none.
     ProviderEntry(Stage.TTS, "openai", KeyUse.OPTIONAL, "openai", key_env_hint="OPENAI_API_KEY",
                   options=_OPENAI_SPEECH),
+    ProviderEntry(Stage.S2S, "openai-realtime", KeyUse.REQUIRED, "cloud", key_env_hint="OPENAI_API_KEY",
+                  options=_OPENAI_REALTIME),
+    ProviderEntry(Stage.S2S, "gemini-live", KeyUse.REQUIRED, "cloud", key_env_hint="GEMINI_API_KEY",
+                  options=_GEMINI_LIVE),
 )
 
 DEFAULT_PROVIDERS = {Stage.STT: "local", Stage.LLM: "scripted", Stage.TTS: "local"}

@@ -11,8 +11,13 @@ the socket closed).
 :class:`RtviSide` turns the engine's typed events (:mod:`brisvox.engine.events`) into RTVI
 messages (:class:`RtviEvents`) and answers the application's requests: ``client-message``
 goes to the endpoint's ``on_client_message`` (``server-response`` with its answer; without
-one, ``error-response``); ``ui-event`` is answered ``error-response`` (not supported yet,
-docs/RTVI.md).  ``send-text`` never reaches here: the transport hands it to the engine.
+one, ``error-response``).  With the agent's :class:`~brisvox.transport.rtvi.ui.UiContract`
+(``RtviEndpoint(ui=)``) each call has a :class:`~brisvox.transport.rtvi.ui.CallUi`: the
+engine's tools dispatch UI actions through it (``ui-command``), and a ``ui-event`` (or a
+``client-message`` whose ``t`` names a declared app event) is validated, matched to its
+nonce and becomes a note in the model's context (a WireNote: no turn, nothing spoken).
+Without a contract a ``ui-event`` is answered ``error-response``.  ``send-text`` never
+reaches here: the transport hands it to the engine.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from brisvox.server.session import SessionSlot
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.rtvi import RtviCall, RtviConfig, run_rtvi_call
 from brisvox.transport.rtvi import protocol as rtvi
+from brisvox.transport.rtvi.ui import CallUi, UiContract, UiEventError
 from brisvox.transport.websocket import PeerClosed, ServerConfig
 
 __all__ = ["RTVI_PATH", "ClientMessageHandler", "RtviEndpoint", "RtviEvents", "RtviSide"]
@@ -101,11 +107,14 @@ def _metrics(event: ev.TurnLatency) -> dict[str, Any]:
 
 
 class RtviSide:
-    """One RTVI call's event side (see the module docs)."""
+    """One RTVI call's event side (see the module docs); ``ui``: the call's screen, when the agent
+    declares a :class:`~brisvox.transport.rtvi.ui.UiContract`."""
 
-    def __init__(self, call: RtviCall, on_client_message: ClientMessageHandler | None = None) -> None:
+    def __init__(self, call: RtviCall, on_client_message: ClientMessageHandler | None = None,
+                 ui: UiContract | None = None) -> None:
         self._call = call
         self._on_client_message = on_client_message
+        self.ui = CallUi(ui, call.post, call.link.info.call_id) if ui is not None else None
 
     async def hello(self, info: dict[str, Any]) -> None:
         """Nothing: RTVI opens with ``bot-ready``, which the transport sends on ``client-ready``."""
@@ -131,12 +140,21 @@ class RtviSide:
         try:
             while True:
                 req = await self._call.requests.recv()
-                await self._call.send(await self._answer(req))
+                answer = await self._answer(req)
+                if answer is not None:
+                    await self._call.send(answer)
         except (ChannelClosed, PeerClosed):
             return
 
-    async def _answer(self, req: rtvi.RtviRequest) -> dict[str, Any]:
+    async def _answer(self, req: rtvi.RtviRequest) -> dict[str, Any] | None:
+        """The reply to one request (None: a ``ui-event`` taken, which RTVI does not answer)."""
+        if isinstance(req, rtvi.UiEvent):
+            if self.ui is None:
+                return rtvi.error_response(req.id, f"ui-event {req.event[:64]!r}: this agent declares no app events")
+            return await self._app_event(req.id, req.event, req.payload, None)
         if isinstance(req, rtvi.ClientMessage):
+            if self.ui is not None and req.t in self.ui.contract.event_names():
+                return await self._app_event(req.id, req.t, req.d, req.t)
             if self._on_client_message is None:
                 return rtvi.error_response(req.id, f"no handler for client-message {req.t!r}")
             try:
@@ -146,22 +164,40 @@ class RtviSide:
                 return rtvi.error_response(req.id, f"client-message {req.t!r} failed")
         return rtvi.error_response(getattr(req, "id", None), f"{type(req).__name__} is not supported here")
 
+    async def _app_event(self, request_id: str | None, name: str, payload: Any, t: str | None) -> dict[str, Any] | None:
+        """An app event (``ui-event``, or a ``client-message`` whose ``t`` names one): validated,
+        matched to its sheet's nonce, its note into the model's context (no turn); a
+        ``client-message`` is answered ``server-response`` ``{"accepted": ...}``."""
+        assert self.ui is not None
+        try:
+            answer = self.ui.receive(name, payload)
+        except UiEventError as exc:
+            return rtvi.error_response(request_id, str(exc))
+        except Exception:  # the application's on_event failed: logged with its traceback, the client told
+            log.exception("rtvi call %s: the UI contract's on_event failed for %r", self._call.link.info.call_id, name)
+            return rtvi.error_response(request_id, f"app event {name!r} failed")
+        if answer.note is not None:
+            await self._call.note(answer.note)
+        return None if t is None else rtvi.server_response(request_id, t, {"accepted": not answer.stale})
+
 
 class RtviEndpoint(TransportEndpoint):
     """Runs admitted RTVI calls (see the module docs)."""
 
     def __init__(self, clock: Clock, config: ServerConfig | None = None, rtvi_config: RtviConfig | None = None,
-                 on_client_message: ClientMessageHandler | None = None) -> None:
+                 on_client_message: ClientMessageHandler | None = None, ui: UiContract | None = None) -> None:
         super().__init__(clock, config)
         self.rtvi_config = rtvi_config or RtviConfig()
         self.on_client_message = on_client_message
+        self.ui = ui
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
         await websocket.accept()
         peer = StarletteWsPeer(websocket)
 
         async def deliver(call: RtviCall) -> bool:
-            slot.spawn(EngineCall(call.link, side=RtviSide(call, self.on_client_message)), name="call", hold=True)
+            side = RtviSide(call, self.on_client_message, self.ui)
+            slot.spawn(EngineCall(call.link, side=side, ui=side.ui), name="call", hold=True)
             return True
 
         await run_rtvi_call(peer, clock=self.clock, config=self.config, rtvi_config=self.rtvi_config,

@@ -141,6 +141,23 @@ def _file(raw: str) -> Path:
     return Path(raw)
 
 
+# --- many nodes (brisvox.server.directory; docs/SCALING.md) -----------------------------------
+
+_NODE_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+def _redis_url(raw: str) -> Secret:
+    if not re.fullmatch(r"(rediss?|unix)://\S+", raw):
+        raise ValueError("expected redis://[user:password@]host[:port][/db], rediss://... or unix://path")
+    return Secret(raw)  # it may carry a password
+
+
+def _node_id(raw: str) -> str:
+    if not _NODE_ID.fullmatch(raw):
+        raise ValueError("expected 1 to 128 letters, digits, '.', '_' or '-'")
+    return raw
+
+
 # --- who may call (brisvox.server.auth; docs/OPERATIONS.md "Security") ----------------------
 
 _STATIC_TOKEN = re.compile(r"[A-Za-z0-9._~+-]{16,512}")
@@ -261,6 +278,14 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_TRACING", "tracing", False, _switch,
              "on: OpenTelemetry traces of every call over OTLP/HTTP (the OTEL_EXPORTER_OTLP_* variables; "
              "needs the otel extra)"),
+    # many nodes (brisvox.server.directory; docs/SCALING.md)
+    Variable("BRISVOX_REDIS_URL", "redis_url", None, _redis_url,
+             "Redis for what crosses nodes: the call registry and the global call cap (a single node needs none)",
+             secret=True),
+    Variable("BRISVOX_NODE_ID", "node_id", None, _node_id,
+             "this node's id in the call registry (default: the host name)"),
+    Variable("BRISVOX_GLOBAL_MAX_CALLS", "global_max_calls", None, _int_in(1, 10_000_000),
+             "calls across every node sharing BRISVOX_REDIS_URL (needs it)"),
     # who may call (brisvox.server.auth; docs/OPERATIONS.md "Security")
     Variable("BRISVOX_AUTH", "auth", AuthMode.NONE, _auth_mode,
              "who may call: none (loopback only, unless --insecure), bearer (static tokens) or signed (call tokens)"),
@@ -330,6 +355,10 @@ class Settings:
     agent_file: Path | None = None
     log_level: str = "info"
     tracing: bool = False  # brisvox.server.tracing
+    # many nodes (brisvox.server.directory)
+    redis_url: Secret | None = None
+    node_id: str | None = None
+    global_max_calls: int | None = None
     # who may call (brisvox.server.auth)
     auth: AuthMode = AuthMode.NONE
     auth_tokens: tuple[Secret, ...] = ()
@@ -376,6 +405,8 @@ class Settings:
             except ValueError as exc:
                 problems.append(f"{var.name}={'(hidden)' if var.secret else repr(raw)}: {exc}")
         problems.extend(_auth_problems(values))
+        if values.get("global_max_calls") is not None and values.get("redis_url") is None:
+            problems.append("BRISVOX_GLOBAL_MAX_CALLS needs BRISVOX_REDIS_URL: the nodes count their calls there")
         if not problems and values["ping_timeout"] <= values["ping_interval"]:
             problems.append(f"BRISVOX_PING_TIMEOUT={values['ping_timeout']:g}: must be longer than "
                             f"BRISVOX_PING_INTERVAL ({values['ping_interval']:g})")

@@ -63,6 +63,15 @@ class MockStt(SttProvider):
         self._name = name
         self.sessions: list[MockSttSession] = []
         self.warm_calls = 0
+        self._utterances = list(config.utterances)  # shared with every session: hear() adds to it
+
+    def hear(self, utterance: SpokenUtterance) -> None:
+        """Recognize one more utterance (a live script: the caller's next words, placed at the
+        seconds of audio where they start, later than every utterance so far)."""
+        if self._utterances and utterance.start < self._utterances[-1].end:
+            raise ConfigError(f"{self._name}: an utterance starting at {utterance.start:.3f} s overlaps the "
+                              f"previous one (ends at {self._utterances[-1].end:.3f} s)")
+        self._utterances.append(utterance)
 
     @classmethod
     def for_scenario(cls, clock: Clock, scenario: CallerScenario, **options: object) -> MockStt:
@@ -80,16 +89,18 @@ class MockStt(SttProvider):
         await self._clock.sleep(self.config.latency.delays().connect())
         if self.config.fail_connect is not None:
             raise ProviderError(self._name, self.config.fail_connect, "scripted connect failure")
-        session = MockSttSession(self._clock, self.config, config, self._name)
+        session = MockSttSession(self._clock, self.config, config, self._name, self._utterances)
         self.sessions.append(session)
         return session
 
 
 class MockSttSession(SessionBase[SttEvent]):
-    def __init__(self, clock: Clock, script: MockSttConfig, config: SttConfig, name: str) -> None:
+    def __init__(self, clock: Clock, script: MockSttConfig, config: SttConfig, name: str,
+                 utterances: list[SpokenUtterance] | None = None) -> None:
         super().__init__(name=f"{name} session")
         self._clock = clock
         self._script = script
+        self._utts = utterances if utterances is not None else list(script.utterances)
         self._provider = name
         self._rate = config.sample_rate
         self._interims = config.interim_results
@@ -139,7 +150,7 @@ class MockSttSession(SessionBase[SttEvent]):
             self._input.abort()
             self._finish()
             return False
-        utts = self._script.utterances
+        utts = self._utts
         interval = self._script.interim_interval
         while self._cur < len(utts):
             utt = utts[self._cur]
@@ -166,7 +177,7 @@ class MockSttSession(SessionBase[SttEvent]):
 
     def _maybe_advance(self) -> bool:
         """Move to the next utterance once the current one ended and all its words were final."""
-        utts = self._script.utterances
+        utts = self._utts
         if self._cur >= len(utts):
             return False
         utt = utts[self._cur]
@@ -181,7 +192,7 @@ class MockSttSession(SessionBase[SttEvent]):
         return tuple(w for w in utt.words[self._delivered :] if w.end <= until)
 
     async def _final(self, *, from_finalize: bool = False, speech_final: bool = False) -> None:
-        utts = self._script.utterances
+        utts = self._utts
         words: tuple[WordTiming, ...] = ()
         if self._cur < len(utts) and utts[self._cur].start <= self.audio_seconds:
             utt = utts[self._cur]

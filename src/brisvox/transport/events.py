@@ -26,6 +26,7 @@ __all__ = [
     "CallRates",
     "CallerAudio",
     "Clear",
+    "ContextNote",
     "Dtmf",
     "FailureKind",
     "Mark",
@@ -53,6 +54,7 @@ __all__ = [
     "WireLead",
     "WireMark",
     "WireMarkEcho",
+    "WireNote",
     "WireOut",
     "WireStarted",
     "WireText",
@@ -147,6 +149,18 @@ class TypedText:
         return f"TypedText(<{len(self.text)} chars>, at={self.at:.3f})"
 
 
+@dataclass(frozen=True, slots=True, repr=False)
+class ContextNote:
+    """A fact for the model's context that opens no turn and is never spoken (an app event from
+    the caller's screen); ``at``: its arrival."""
+
+    text: str
+    at: float
+
+    def __repr__(self) -> str:
+        return f"ContextNote(<{len(self.text)} chars>, at={self.at:.3f})"
+
+
 @dataclass(frozen=True, slots=True)
 class MarkPlayed:
     id: str
@@ -189,7 +203,7 @@ class Stopped:
 
 
 TransportEvent = (
-    Started | CallerAudio | Dtmf | TypedText | MarkPlayed | MarkCleared | PlaybackPosition | PlaybackLead
+    Started | CallerAudio | Dtmf | TypedText | ContextNote | MarkPlayed | MarkCleared | PlaybackPosition | PlaybackLead
     | TransportError | Stopped
 )
 
@@ -254,6 +268,17 @@ class WireText:
         return f"WireText(<{len(self.text)} chars>, at={self.at:.3f})"
 
 
+@dataclass(frozen=True, slots=True, repr=False)
+class WireNote:
+    """A note for the model's context (see :class:`ContextNote`)."""
+
+    text: str
+    at: float
+
+    def __repr__(self) -> str:
+        return f"WireNote(<{len(self.text)} chars>, at={self.at:.3f})"
+
+
 @dataclass(frozen=True, slots=True)
 class WireMarkEcho:
     id: str
@@ -276,7 +301,7 @@ class WireLead:
     lead: float
 
 
-WireEvent = WireStarted | WireAudio | WireDtmf | WireText | WireMarkEcho | WireFault | WireHangup | WireLead
+WireEvent = WireStarted | WireAudio | WireDtmf | WireText | WireNote | WireMarkEcho | WireFault | WireHangup | WireLead
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from brisvox.transport.events import (
     WireHangup,
     WireHangupOut,
     WireMarkEcho,
+    WireNote,
     WireOut,
     WireStarted,
     WireText,
@@ -98,6 +99,10 @@ class LoopbackClient:
     async def send_text(self, text: str) -> None:
         """A message typed instead of spoken (a turn of its own; an interruption while the bot speaks)."""
         await self._send(WireText(text, self._clock.now()))
+
+    async def send_note(self, text: str) -> None:
+        """A note for the model's context that opens no turn (what an app event from a screen becomes)."""
+        await self._send(WireNote(text, self._clock.now()))
 
     async def echo_mark(self, mark_id: str) -> None:
         await self._send(WireMarkEcho(mark_id))

@@ -12,7 +12,8 @@ current one is dropped), a mark is registered at the accepted position, ``Stop``
 * **output**, the only writer to the wire: applies a new ledger generation first
   (``WireClear``, then the cut utterances' final positions and the cut marks), then due
   marks, then takes the next frame from the sink, skips stale ones and writes it
-  (bounded by ``wire_write_timeout``).
+  (bounded by ``wire_write_timeout``).  Position reports are events, or, once the engine routed them
+  (:meth:`TransportSession.route_playout`), handed to its sink in this task.
 * **input** forwards WireEvents: caller audio re-tagged with the current epoch
   (drop-oldest; or straight to the sink given to ``route_caller_audio``), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
   session as ``PEER_HANGUP``, a closed event side as ``PEER_DISCONNECTED``.
@@ -38,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -54,6 +55,7 @@ from brisvox.transport.events import (
     CallFailure,
     CallInfo,
     Clear,
+    ContextNote,
     Dtmf,
     Mark,
     MarkCleared,
@@ -79,6 +81,7 @@ from brisvox.transport.events import (
     WireLead,
     WireMark,
     WireMarkEcho,
+    WireNote,
     WireOut,
     WireStarted,
     WireText,
@@ -178,6 +181,14 @@ class CommandSender:
             s._set_reason(StopReason.REQUESTED)
             s._first_done.set()
 
+    async def audio(self, frame: OutputAudioFrame) -> None:
+        """``send(SendAudio(frame))`` without the wrapper (the engine's hot path): waits for
+        room in the pacer; raises ChannelClosed once the session has ended."""
+        s = self._s
+        if s._finished:
+            raise ChannelClosed("the transport session has ended")
+        await s._accept_audio(frame)
+
     def clear(self, epoch: int) -> bool:
         """Apply Clear{epoch} synchronously; False when it is not newer than the current epoch.
 
@@ -227,6 +238,7 @@ class TransportSession:
         self._supervisor: asyncio.Task[None] | None = None
         self._scope = TaskScope(f"transport[{link.info.call_id}]")
         self._audio_sink: Callable[[InputAudioFrame], object] | None = None
+        self._playout_sink: Callable[[PlaybackPosition], Awaitable[None]] | None = None
         self._playout_end = -float("inf")  # when the audio released so far ends, played in real time
         self._cut_pending = False  # a clear cut audio the client may still play: write WireClear
         self.stale_audio_dropped = 0
@@ -269,6 +281,18 @@ class TransportSession:
             for ev in self._events.purge(lambda e: isinstance(e, CallerAudio)):
                 assert isinstance(ev, CallerAudio)
                 sink(ev.frame)
+
+    def route_playout(self, sink: Callable[[PlaybackPosition], Awaitable[None]] | None) -> None:
+        """Hand each position report to ``sink`` in the task that makes it (the output task;
+        the final reports, the supervisor, bounded by ``final_send_timeout``), instead of
+        queueing it as an event (None: queue them again).
+
+        The reports reach whoever keeps the record of what was heard without a hop through
+        the events channel and the task reading it.  ``sink`` may wait (it holds up the
+        wire while it does) and must not raise but ChannelClosed, which drops the report.
+        Route before any audio is sent: reports already queued stay events.
+        """
+        self._playout_sink = sink
 
     async def send(self, cmd: TransportCommand) -> None:
         await CommandSender(self).send(cmd)
@@ -365,7 +389,7 @@ class TransportSession:
         self._pacer.close()
         try:
             for report in self._ledger.final_reports():
-                await self._event(report)
+                await self._report(report, final=True)
                 self._ledger.reported(report)
             for mid in self._ledger.take_cut_marks():
                 await self._event(MarkCleared(mid))
@@ -408,10 +432,23 @@ class TransportSession:
         except ChannelClosed:
             raise _WireClosed() from None
 
+    async def _report(self, report: PlaybackPosition, *, final: bool = False) -> None:
+        sink = self._playout_sink
+        if sink is None:
+            await (self._event(report) if final else self._events.send(report))
+            return
+        try:
+            if final:
+                await bounded(self._clock, self._config.final_send_timeout, sink(report), "final position report")
+            else:
+                await sink(report)
+        except ChannelClosed:
+            return  # whoever keeps the record has ended: the report has nobody to tell
+
     async def _flush_reports(self) -> None:
         ledger = self._ledger
         for report in ledger.due_reports():
-            await self._events.send(report)
+            await self._report(report)
             ledger.reported(report)
         for mid in ledger.take_cut_marks():
             await self._events.send(MarkCleared(mid))
@@ -467,6 +504,8 @@ class TransportSession:
                 await events.send(Dtmf(ev.digit, ev.at))
             elif isinstance(ev, WireText):
                 await events.send(TypedText(ev.text, ev.at))
+            elif isinstance(ev, WireNote):
+                await events.send(ContextNote(ev.text, ev.at))
             elif isinstance(ev, WireMarkEcho):
                 if ledger.echo(ev.id):
                     await events.send(MarkPlayed(ev.id))

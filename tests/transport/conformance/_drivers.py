@@ -27,6 +27,17 @@ from brisvox.core.tasks import TaskScope
 from brisvox.transport import LoopbackClient, LoopbackTransport, TransportSession
 from brisvox.transport.events import WireAudioOut, WireClear, WireHangupOut, WireMark
 from brisvox.transport.link import CallLink
+from brisvox.transport.rtvi import (
+    InboundAudio,
+    InboundMessage,
+    RtviCall,
+    RtviConfig,
+    decode_frame,
+    encode_audio,
+    encode_message,
+    run_rtvi_call,
+)
+from brisvox.transport.rtvi.connection import SPEAKING_HANGOVER
 from brisvox.transport.telephony import b64decode, b64encode
 from brisvox.transport.telnyx import CallRegistry, TelnyxConfig, TelnyxStats
 from brisvox.transport.telnyx import run_call as run_telnyx_call
@@ -59,7 +70,8 @@ class Caller:
 
 class Driver(Protocol):
     name: str
-    rate: int
+    rate: int  # the caller's audio
+    out_rate: int  # the bot's audio
 
     def open(self, clock: SimClock) -> Any:  # an async context manager of (Caller, TransportSession)
         ...
@@ -76,7 +88,7 @@ async def _session(clock: SimClock, link: asyncio.Future[CallLink]) -> Transport
 
 class LoopbackDriver:
     name = "loopback"
-    rate = 16000
+    rate = out_rate = 16000
 
     @asynccontextmanager
     async def open(self, clock: SimClock) -> AsyncIterator[tuple[Caller, TransportSession]]:
@@ -128,7 +140,7 @@ async def _loopback_raw(client: LoopbackClient, raw: bytes | str) -> None:
 
 class _WsLike:
     name = ""
-    rate = 0
+    rate = out_rate = 0
 
     def _run(self, clock: SimClock, peer: MemoryPeer, deliver: Callable[[CallLink], Coroutine[Any, Any, bool]],
              shutdown: asyncio.Event) -> Coroutine[Any, Any, None]:
@@ -178,7 +190,7 @@ class _WsLike:
 
 class WebSocketDriver(_WsLike):
     name = "websocket"
-    rate = 16000
+    rate = out_rate = 16000
 
     def _run(self, clock: SimClock, peer: MemoryPeer, deliver: Callable[[CallLink], Coroutine[Any, Any, bool]],
              shutdown: asyncio.Event) -> Coroutine[Any, Any, None]:
@@ -222,7 +234,7 @@ class WebSocketDriver(_WsLike):
 
 class TwilioDriver(_WsLike):
     name = "twilio"
-    rate = 8000
+    rate = out_rate = 8000
     stream_sid = "MZ00000000000000000000000000000001"
 
     def __init__(self, twilio: TwilioConfig | None = None) -> None:
@@ -389,9 +401,74 @@ class TelnyxDriver(TwilioDriver):
         return st.one_of(media.map(json.dumps), other.map(json.dumps), st.text(max_size=80), st.binary(max_size=40))
 
 
+class RtviDriver(_WsLike):
+    """Pipecat's JS client as the conformance suite sees it: one protobuf Frame per binary
+    message, caller audio at 16 kHz, bot audio at 24 kHz.  RTVI has no marks and no clear on
+    the wire: the adapter acknowledges marks from its playout estimate, and a clear shows as
+    ``bot-stopped-speaking`` sooner than ``SPEAKING_HANGOVER`` after the audio received has
+    played (what this client records as a clear)."""
+
+    name = "rtvi"
+    rate = 16000
+    out_rate = 24000
+
+    def __init__(self) -> None:
+        self.played_until = 0.0
+
+    def _run(self, clock: SimClock, peer: MemoryPeer, deliver: Callable[[CallLink], Coroutine[Any, Any, bool]],
+             shutdown: asyncio.Event) -> Coroutine[Any, Any, None]:
+        async def take(call: RtviCall) -> bool:
+            return await deliver(call.link)
+
+        return run_rtvi_call(peer, clock=clock, config=ServerConfig(), rtvi_config=RtviConfig(), deliver=take,
+                             shutdown=shutdown, stats=ServerStats())
+
+    def _start(self, peer: MemoryPeer) -> None:
+        peer.push(encode_message({"type": "client-ready", "id": "r1", "data": {"version": "2.1.0"}}))
+
+    def _caller(self, peer: MemoryPeer) -> Caller:
+        async def audio(pcm: bytes) -> None:
+            peer.push(encode_audio(pcm, self.rate))
+
+        async def dtmf(digit: str) -> None:
+            peer.push(encode_message({"type": "dtmf", "id": "d", "data": {"buttons": [digit]}}))
+
+        async def hangup() -> None:
+            peer.push(encode_message({"type": "disconnect-bot", "id": "bye"}))
+
+        async def raw(data: bytes | str) -> None:
+            peer.push(data)
+
+        return Caller(self.rate, audio, dtmf, hangup, peer.client_vanish, raw)
+
+    async def _on_message(self, clock: SimClock, peer: MemoryPeer, caller: Caller, msg: bytes | str) -> None:
+        assert isinstance(msg, bytes), "the JS client throws on a text frame"
+        frame = decode_frame(msg)
+        if isinstance(frame, InboundAudio):
+            assert frame.sample_rate == self.out_rate
+            caller.heard.append((clock.now(), frame.pcm))
+            self.played_until = max(self.played_until, clock.now()) + len(frame.pcm) / 2 / frame.sample_rate
+            return
+        assert isinstance(frame, InboundMessage), f"a frame kind the JS client does not know: {frame!r}"
+        if frame.type == "bot-stopped-speaking" and clock.now() < self.played_until + SPEAKING_HANGOVER - 1e-6:
+            caller.clears.append(clock.now())
+            self.played_until = clock.now()
+
+    def fuzz_frames(self) -> st.SearchStrategy[Any]:
+        json_ = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                             lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids,
+                                                                                        max_size=3), max_leaves=8)
+        types = st.sampled_from(["client-ready", "disconnect-bot", "client-message", "send-text", "dtmf", "ui-event",
+                                 "x"])
+        message = st.fixed_dictionaries({"type": types}, optional={"id": json_, "data": json_}).map(encode_message)
+        audio = st.builds(encode_audio, st.binary(max_size=640), st.sampled_from([16000, 24000, 0, 8000]))
+        return st.one_of(message, audio, st.binary(max_size=80), st.text(max_size=40))
+
+
 DRIVERS: dict[str, Callable[[], Driver]] = {
     "loopback": LoopbackDriver,
     "websocket": WebSocketDriver,
     "twilio": TwilioDriver,
     "telnyx": TelnyxDriver,
+    "rtvi": RtviDriver,
 }

@@ -1,7 +1,8 @@
 """The transport conformance suite: the same behaviour through every transport.
 
 Parametrized over :data:`~tests.transport.conformance._drivers.DRIVERS` (loopback,
-WebSocket, Twilio); every test runs on virtual time, and the test plugin fails a test
+WebSocket, Twilio, Telnyx, RTVI); caller audio is at the driver's ``rate``, bot audio at its
+``out_rate`` (RTVI: 16 kHz in, 24 kHz out); every test runs on virtual time, and the test plugin fails a test
 that leaves a task behind (the leak check).
 """
 
@@ -100,10 +101,10 @@ async def test_bot_audio_is_paced_in_real_time_and_heard_in_order(name: str) -> 
         sent = [TAGS[i % len(TAGS)] for i in range(50)]  # 1 s
         t0 = clock.now()
         for tag in sent:
-            await session.send(bot(driver.rate, tag))
+            await session.send(bot(driver.out_rate, tag))
         await clock.sleep(1.5)
         pcm = caller.heard_pcm()
-        assert len(pcm) == 50 * driver.rate // 50 * 2
+        assert len(pcm) == 50 * driver.out_rate // 50 * 2
         assert tags_of(pcm) == [t for i, t in enumerate(sent) if i == 0 or sent[i - 1] != t]
         first, last = caller.heard[0][0], caller.heard[-1][0]
         assert last - first >= 0.95, "the wire never sees faster than real-time audio"
@@ -115,7 +116,7 @@ async def test_a_clear_cuts_the_bot_audio_within_one_frame_time(name: str) -> No
     async with driver.open(clock) as (caller, session):
         await started(clock, session)
         for i in range(100):
-            await session.send(bot(driver.rate, TAGS[i % len(TAGS)]))
+            await session.send(bot(driver.out_rate, TAGS[i % len(TAGS)]))
         await clock.sleep(0.3)
         cleared_at = clock.now()
         await session.send(Clear(1))
@@ -123,7 +124,7 @@ async def test_a_clear_cuts_the_bot_audio_within_one_frame_time(name: str) -> No
         assert caller.clears, "the client was told to clear"
         assert caller.clears[0] - cleared_at <= FRAME
         assert not [at for at, _ in caller.heard if at > caller.clears[0]], "no old audio after the clear"
-        assert len(caller.heard_pcm()) < 30 * driver.rate // 50 * 2
+        assert len(caller.heard_pcm()) < 30 * driver.out_rate // 50 * 2
 
 
 async def test_every_mark_ends_exactly_once_as_played_or_cleared(name: str) -> None:
@@ -133,12 +134,12 @@ async def test_every_mark_ends_exactly_once_as_played_or_cleared(name: str) -> N
         ids = [f"m{i}" for i in range(6)]
         for i, mark in enumerate(ids):
             for _ in range(5):
-                await session.send(bot(driver.rate, TAGS[i], utterance=i))
+                await session.send(bot(driver.out_rate, TAGS[i], utterance=i))
             await session.send(Mark(mark))
         await clock.sleep(0.45)
         await session.send(Clear(1))
         for _ in range(3):
-            await session.send(bot(driver.rate, TAGS[20], epoch=1, utterance=9))
+            await session.send(bot(driver.out_rate, TAGS[20], epoch=1, utterance=9))
         await session.send(Mark("after"))
         ends = await collect(clock, session, lambda got: False, within=2.0)
         played = [e.id for e in ends if isinstance(e, MarkPlayed)]

@@ -18,6 +18,7 @@ from brisvox.transport.events import (
     WireMark,
     WireMarkEcho,
     WireStarted,
+    WireText,
 )
 from brisvox.transport.rtvi import (
     InboundAudio,
@@ -29,6 +30,7 @@ from brisvox.transport.rtvi import (
     encode_message,
     run_rtvi_call,
 )
+from brisvox.transport.rtvi.connection import SPEAKING_HANGOVER
 from brisvox.transport.websocket import ServerConfig, ServerStats
 from tests.transport.websocket.test_connection import ScriptedPeer
 
@@ -120,4 +122,49 @@ async def test_a_clear_cuts_the_estimate_its_marks_are_not_echoed_and_later_audi
     await clock.sleep(3.0)
     assert call.link.events.try_recv() is None  # no echo of the cut mark
     assert sum(len(f.pcm) for f in sent(peer) if isinstance(f, InboundAudio)) == 96000
+    await end(peer, call, task)
+
+
+async def test_bot_audio_paced_frame_by_frame_is_one_bot_speaking_span_not_one_per_frame() -> None:
+    # main flapped: real-time pacing leaves the estimate empty between frames, and the client
+    # got bot-started-speaking / bot-stopped-speaking every 20 ms.
+    peer = ScriptedPeer()
+    call, task, clock = await serve_one(peer)
+    assert isinstance(await call.link.events.recv(), WireStarted)
+    t0 = clock.now()
+    for i in range(25):  # 0.5 s in 20 ms frames, each sent when the one before has played
+        await clock.sleep_until(t0 + i * 0.02)
+        await call.link.out.send(WireAudioOut(OutputAudioFrame(pcm=bytes(960), sample_rate=24000, epoch=0)))
+    await clock.sleep(0.3)
+    assert types(peer) == ["bot-started-speaking"]
+    await clock.sleep(0.1)
+    assert types(peer) == ["bot-started-speaking", "bot-stopped-speaking"]
+    assert 0.5 + SPEAKING_HANGOVER <= clock.now() - t0 < 0.5 + SPEAKING_HANGOVER + 0.1
+    await end(peer, call, task)
+
+
+async def test_a_clear_says_bot_stopped_speaking_at_once() -> None:
+    peer = ScriptedPeer()
+    call, task, clock = await serve_one(peer)
+    assert isinstance(await call.link.events.recv(), WireStarted)
+    await call.link.out.send(WireAudioOut(OutputAudioFrame(pcm=bytes(48000), sample_rate=24000, epoch=0)))
+    await clock.sleep(0.2)
+    await call.link.out.send(WireClear(1))
+    for _ in range(5):
+        await asyncio.sleep(0)  # no virtual time passes
+    assert types(peer) == ["bot-started-speaking", "bot-stopped-speaking"]
+    await end(peer, call, task)
+
+
+async def test_send_text_is_a_typed_turn_and_a_text_only_request_is_told_it_will_be_spoken() -> None:
+    peer = ScriptedPeer()
+    call, task, _clock = await serve_one(peer)
+    assert isinstance(await call.link.events.recv(), WireStarted)
+    peer.incoming.put_nowait(encode_message({"type": "send-text", "id": "t1",
+                                             "data": {"content": "hello", "options": {"audio_response": False}}}))
+    typed = await call.link.events.recv()
+    assert isinstance(typed, WireText) and typed.text == "hello"
+    (answer,) = [f for f in sent(peer) if isinstance(f, InboundMessage)]
+    assert answer.type == "error-response" and answer.id == "t1" and "audio_response" in answer.data["error"]
+    assert answer.data["fatal"] is False
     await end(peer, call, task)

@@ -18,12 +18,14 @@ from brisvox.agent.tools.filler import (
 )
 from brisvox.agent.tools.registry import (
     CONFIRM_PENDING,
+    CallMeta,
     RegistryError,
     RegistryErrorKind,
     Tool,
     ToolCallContext,
     ToolError,
     ToolRegistry,
+    UiUnavailable,
 )
 from brisvox.agent.tools.results import ErrorKind, Outcome
 from brisvox.agent.tools.spec import DEFAULT_FILLER_AFTER, DEFAULT_TOOL_TIMEOUT, ToolKind, ToolSpec
@@ -36,6 +38,7 @@ __all__ = [
     "DEFAULT_FILLER_DELAY",
     "DEFAULT_FILLER_TEXT",
     "DEFAULT_TOOL_TIMEOUT",
+    "CallMeta",
     "CancelToken",
     "Confirmations",
     "ErrorKind",
@@ -63,4 +66,5 @@ __all__ = [
     "ToolRegistry",
     "ToolSpec",
     "ToolStatsSnapshot",
+    "UiUnavailable",
 ]

@@ -12,7 +12,7 @@ from brisvox.agent.tools.results import ErrorKind, Outcome, error_message
 from brisvox.agent.tools.stats import ToolStatsSnapshot, bump
 from brisvox.core.clock import Clock
 
-__all__ = ["Answers", "Tally", "render"]
+__all__ = ["Answers", "Tally", "delivered_of", "render"]
 
 trace = logging.getLogger("brisvox.tools")
 
@@ -22,6 +22,17 @@ def render(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def delivered_of(value: Any) -> tuple[str, ...]:
+    """The sends a tool's value lists under ``delivered`` (an object's list of strings; else none).
+
+    Read from the value the tool returned, where the fact arises, and carried with its answer
+    (``Execution.delivered``) for the delivery claim guard (``brisvox.agent.guards``)."""
+    items = value.get("delivered") if isinstance(value, dict) else None
+    if not isinstance(items, list | tuple):
+        return ()
+    return tuple(item for item in items if isinstance(item, str))
 
 
 class Tally:
@@ -44,9 +55,11 @@ class Answers:
     def __init__(self, session: str, clock: Clock) -> None:
         self.session, self.clock = session, clock
 
-    def settle(self, slot: Slot, epoch: int, start: float, answer: ToolMessage, outcome: Outcome) -> None:
+    def settle(self, slot: Slot, epoch: int, start: float, answer: ToolMessage, outcome: Outcome,
+               delivered: tuple[str, ...] = ()) -> None:
         slot.answer = answer
         slot.outcome = outcome
+        slot.delivered = delivered
         self.trace("tool call settled", slot, epoch, outcome, self.clock.now() - start)
 
     def settle_error(

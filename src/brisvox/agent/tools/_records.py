@@ -47,6 +47,8 @@ class Settled:
     is_error: bool
     outcome: Outcome
     lost: bool = False
+    delivered: tuple[str, ...] = ()
+    """What the tool's value listed under ``delivered`` (``_answers.delivered_of``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +172,7 @@ class Slot:
     registered: RegisteredTool | None = None
     answer: ToolMessage | None = None
     outcome: Outcome | None = None
+    delivered: tuple[str, ...] = ()
     malformed: bool = False
     held: bool = False
     record: Record | None = None

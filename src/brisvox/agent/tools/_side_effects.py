@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 
 from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
-from brisvox.agent.tools._answers import Answers, Tally, render
+from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render
 from brisvox.agent.tools._calls import Raised, guarded, lost_body, timed_out_running
 from brisvox.agent.tools._lifecycle import Event, Phase
 from brisvox.agent.tools._race import Ended, race
@@ -58,6 +59,7 @@ class SideEffects:
         session: str,
         clock: Clock,
         registry: ToolRegistry,
+        context: Callable[[int, ToolCall, CancelToken], ToolCallContext],
         confirmations: Confirmations,
         answers: Answers,
         tally: Tally,
@@ -68,7 +70,7 @@ class SideEffects:
         orphan_window: float,
     ) -> None:
         self.session, self.clock, self.registry = session, clock, registry
-        self.line: object | None = None  # the call's phone line, handed to each tool (ToolEngine.line)
+        self._context = context
         self.confirmations = confirmations
         self._answers = answers
         self._tally = tally
@@ -143,7 +145,7 @@ class SideEffects:
             if entry.state is EntryState.DONE:
                 self._tally.bump("side_effect_replays")
                 answer = ToolMessage(call_id=call.id, content=entry.content, is_error=entry.is_error)
-                answers.settle(slot, epoch, start, answer, Outcome.RECORDED)
+                answers.settle(slot, epoch, start, answer, Outcome.RECORDED, entry.delivered)
             elif entry.state is EntryState.IN_FLIGHT:
                 answers.settle_error(slot, epoch, start, ErrorKind.DUPLICATE_CALL, Outcome.DUPLICATE, texts.DUPLICATE)
             else:
@@ -202,7 +204,7 @@ class SideEffects:
             log.info("side-effect call %s epoch=%d key=%s confirms=%s", spec.name, epoch, key.hex(), confirms.call.id)
         else:
             log.info("side-effect call %s epoch=%d key=%s", spec.name, epoch, key.hex())
-        ctx = ToolCallContext(self.session, epoch, call, cancel, self.line)
+        ctx = self._context(epoch, call, cancel)
         task = self._scope.spawn(self._task(record, registered, call, ctx), name=f"side-effect/{call.id}")
         self._running.add(task)
         task.add_done_callback(self._running.discard)
@@ -245,7 +247,7 @@ class SideEffects:
                 rec.claimed_by = run_id
                 slot.claim = ReplayClaim(rec, slot.call_id, epoch, run_id)
                 answer = ToolMessage(call_id=slot.call_id, content=settled.content, is_error=settled.is_error)
-                answers.settle(slot, epoch, start, answer, Outcome.ORPHAN_REPLAYED)
+                answers.settle(slot, epoch, start, answer, Outcome.ORPHAN_REPLAYED, settled.delivered)
             return True
         return False
 
@@ -291,7 +293,8 @@ class SideEffects:
                 else:
                     try:
                         text, cut = truncate_result(render(value.value), self._max_result_bytes)
-                        settled = Settled(text, False, Outcome.OK_TRUNCATED if cut else Outcome.OK)
+                        settled = Settled(text, False, Outcome.OK_TRUNCATED if cut else Outcome.OK,
+                                          delivered=delivered_of(value.value))
                     except (TypeError, ValueError):
                         body = error_message(call.id, ErrorKind.TOOL_FAILED, spec.name, texts.NOT_JSON).content
                         settled = Settled(body, True, Outcome.FAILED)
@@ -305,7 +308,7 @@ class SideEffects:
         if settled.lost:
             self.store.lose(record.key)
         else:
-            self.store.finish(record.key, settled.content, settled.is_error)
+            self.store.finish(record.key, settled.content, settled.is_error, settled.delivered)
         record.settled = settled
         if record.move(Event.FINISH) is Phase.READY:
             assert record.waiter is not None
@@ -358,7 +361,7 @@ class SideEffects:
             assert settled is not None
             slot.carried = True
             message = ToolMessage(call_id=slot.call_id, content=settled.content, is_error=settled.is_error)
-            answers.settle(slot, epoch, start, message, settled.outcome)
+            answers.settle(slot, epoch, start, message, settled.outcome, settled.delivered)
             return
         self._detach(record)
         if ended is Ended.CANCELLED:
@@ -397,7 +400,7 @@ class SideEffects:
                 if settled.lost:
                     self.store.lose(key)
                 else:
-                    self.store.finish(key, settled.content, settled.is_error)
+                    self.store.finish(key, settled.content, settled.is_error, settled.delivered)
             # The model has now read the result under the new id: a later identical call of
             # this turn is a repeat of a delivered call.
             if not settled.lost:

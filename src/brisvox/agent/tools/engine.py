@@ -26,11 +26,12 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from brisvox.agent.assemble import InvalidCall
 from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
-from brisvox.agent.tools._answers import Answers, Tally, render
+from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render
 from brisvox.agent.tools._calls import Raised, guarded
 from brisvox.agent.tools._plan import plan_calls
 from brisvox.agent.tools._race import Ended, race
@@ -39,12 +40,15 @@ from brisvox.agent.tools._side_effects import SideEffects
 from brisvox.agent.tools.cancel import CancelToken
 from brisvox.agent.tools.confirm import DEFAULT_CONFIRM_TTL, Confirmations
 from brisvox.agent.tools.execution import Execution, Receipt, Speculation
-from brisvox.agent.tools.registry import RegisteredTool, ToolCallContext, ToolRegistry
+from brisvox.agent.tools.registry import CallMeta, RegisteredTool, ToolCallContext, ToolRegistry
 from brisvox.agent.tools.results import ErrorKind, Outcome
 from brisvox.agent.tools.stats import ToolStatsSnapshot
 from brisvox.agent.tools.store import IdempotencyStore, IdempotencyUsage
 from brisvox.core.clock import Clock
 from brisvox.core.tasks import TaskScope
+
+if TYPE_CHECKING:
+    from brisvox.agent.ui import UiChannel
 
 __all__ = ["ToolEngine", "ToolEngineConfig"]
 
@@ -69,13 +73,20 @@ class ToolEngine:
     """Runs the tool calls of one session.  Use as an async context manager (or ``aclose()``)."""
 
     def __init__(
-        self, registry: ToolRegistry, session: str, clock: Clock, config: ToolEngineConfig | None = None
+        self, registry: ToolRegistry, session: str, clock: Clock, config: ToolEngineConfig | None = None, *,
+        meta: CallMeta | None = None, ui: UiChannel | None = None, line: object | None = None,
     ) -> None:
+        """``meta``: what every tool's context says of the call (default: its session id only);
+        ``ui``: the call's screen, when its transport has one (``ToolCallContext.dispatch``);
+        ``line``: the call's phone line (``ToolCallContext.line``, the telephony tools')."""
         cfg = config if config is not None else ToolEngineConfig()
         self.registry = registry
         self.session = session
         self.clock = clock
         self.config = cfg
+        self.meta = meta if meta is not None else CallMeta(call_id=session)
+        self.ui = ui
+        self.line = line
         self.confirmations = Confirmations(ttl=cfg.confirm_ttl)
         self._answers = Answers(session, clock)
         self._tally = Tally()
@@ -83,6 +94,7 @@ class ToolEngine:
             session=session,
             clock=clock,
             registry=registry,
+            context=self._context,
             confirmations=self.confirmations,
             answers=self._answers,
             tally=self._tally,
@@ -95,6 +107,10 @@ class ToolEngine:
         self._newest: int | None = None
         self._invalid = 0
         self._runs = 0
+
+    def _context(self, epoch: int, call: ToolCall, cancel: CancelToken) -> ToolCallContext:
+        """The context one tool call runs with (ReadOnly and SideEffect alike)."""
+        return ToolCallContext(self.session, epoch, call, cancel, self.meta, self.ui, self.line)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -109,15 +125,6 @@ class ToolEngine:
     async def aclose(self) -> None:
         """Ends the session: running SideEffect calls are aborted and recorded as lost."""
         await self._effects.aclose()
-
-    @property
-    def line(self) -> object | None:
-        """The call's phone line every tool's context carries (``ToolCallContext.line``)."""
-        return self._effects.line
-
-    @line.setter
-    def line(self, line: object | None) -> None:
-        self._effects.line = line
 
     def hang_up(self) -> None:
         """The caller is gone: from now on no SideEffect call starts (each answers ``interrupted``).
@@ -290,7 +297,7 @@ class ToolEngine:
         self, slot: Slot, registered: RegisteredTool, epoch: int, cancel: CancelToken, start: float
     ) -> None:
         assert slot.call is not None
-        ctx = ToolCallContext(self.session, epoch, slot.call, cancel, self._effects.line)
+        ctx = self._context(epoch, slot.call, cancel)
         timeout = registered.spec.timeout
         settle_error = self._answers.settle_error
         try:
@@ -323,16 +330,18 @@ class ToolEngine:
             detail = f"the tool's result exceeds {limit} bytes"
             settle_error(slot, epoch, start, ErrorKind.RESULT_TOO_LARGE, Outcome.RESULT_TOO_LARGE, detail)
             return
-        self._answers.settle(slot, epoch, start, ToolMessage(call_id=slot.call_id, content=text), Outcome.OK)
+        self._answers.settle(slot, epoch, start, ToolMessage(call_id=slot.call_id, content=text), Outcome.OK,
+                             delivered_of(value.value))
 
     # -- executions ----------------------------------------------------------------------------
 
     def _finish(self, slots: list[Slot], epoch: int, exhausted: bool, ran: list[Record]) -> Execution:
-        results, outcomes = [], []
+        results, outcomes, delivered = [], [], []
         for s in slots:
             assert s.answer is not None and s.outcome is not None, f"slot {s.call_id} was not answered"
             results.append(s.answer)
             outcomes.append(s.outcome)
+            delivered.append(s.delivered)
         receipt = Receipt(
             ran=tuple(ran),
             carried=tuple(s.record for s in slots if s.record is not None and s.carried),
@@ -340,5 +349,6 @@ class ToolEngine:
             taken=self._effects.take_mailbox(),
         )
         return Execution(
-            self._effects, epoch=epoch, results=results, budget_exhausted=exhausted, outcomes=outcomes, receipt=receipt
+            self._effects, epoch=epoch, results=results, budget_exhausted=exhausted, outcomes=outcomes, receipt=receipt,
+            delivered=delivered,
         )

@@ -69,10 +69,12 @@ class _State(enum.Enum):
 class Execution:
     """One tool message per call, in issue order, plus the late notes to append after them.
 
-    ``outcomes`` says how each call settled (parallel to ``results``), for watchers.
+    ``outcomes`` says how each call settled (parallel to ``results``), for watchers;
+    ``delivered`` what each call's value listed under ``delivered`` (the sends it made, for the
+    delivery claim guard; empty for a call that returned no such list or no value).
     """
 
-    __slots__ = ("_hooks", "_receipt", "_state", "budget_exhausted", "epoch", "outcomes", "results")
+    __slots__ = ("_hooks", "_receipt", "_state", "budget_exhausted", "delivered", "epoch", "outcomes", "results")
 
     def __init__(
         self,
@@ -83,13 +85,17 @@ class Execution:
         budget_exhausted: bool,
         outcomes: Sequence[Outcome],
         receipt: Receipt | None = None,
+        delivered: Sequence[tuple[str, ...]] | None = None,
     ) -> None:
         if len(outcomes) != len(results):
             raise InvalidInput(f"Execution: {len(results)} results but {len(outcomes)} outcomes")
+        if delivered is not None and len(delivered) != len(results):
+            raise InvalidInput(f"Execution: {len(results)} results but {len(delivered)} delivered lists")
         self._hooks = hooks
         self.epoch = epoch
         self.results: tuple[ToolMessage, ...] = tuple(results)
         self.outcomes: tuple[Outcome, ...] = tuple(outcomes)
+        self.delivered: tuple[tuple[str, ...], ...] = tuple(delivered) if delivered is not None else ((),) * len(results)
         self.budget_exhausted = budget_exhausted
         self._receipt = receipt if receipt is not None else Receipt()
         self._state = _State.PENDING

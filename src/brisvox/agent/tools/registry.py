@@ -12,9 +12,10 @@ from __future__ import annotations
 import enum
 import math
 import re
-from collections.abc import Awaitable, Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Awaitable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brisvox.agent.context import ToolCall
 from brisvox.agent.tools.cancel import CancelToken
@@ -23,8 +24,14 @@ from brisvox.agent.tools.spec import ToolKind, ToolSpec
 from brisvox.agent.tools.store import IdempotencyKey
 from brisvox.core.errors import BrisvoxError, ConfigError
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from brisvox.agent.ui import UiChannel
+
 __all__ = [
     "CONFIRM_PENDING",
+    "CallMeta",
     "RegisteredTool",
     "RegistryError",
     "RegistryErrorKind",
@@ -32,6 +39,7 @@ __all__ = [
     "ToolCallContext",
     "ToolError",
     "ToolRegistry",
+    "UiUnavailable",
 ]
 
 CONFIRM_PENDING = "confirm_pending"
@@ -42,22 +50,72 @@ class ToolError(BrisvoxError):
     """Raised by a tool for a failure the model should read (answered ``tool_failed``)."""
 
 
+class UiUnavailable(ToolError):
+    """A tool dispatched a UI action on a call whose transport has no screen (see :mod:`brisvox.agent.ui`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallMeta:
+    """What the call is, as the transport and the agent tell it.
+
+    ``call_id``: the call's id (the transport's: a Twilio call SID, a generated id);
+    ``transport``: which transport carries it (``websocket``, ``twilio``, ``telnyx``, ``rtvi``,
+    ``loopback``...); ``parameters``: what the transport knows of the caller, as strings
+    (Twilio's custom parameters, the WebSocket ``start`` message's metadata, and the
+    transport's own keys such as ``encoding``); ``agent``: the agent's name."""
+
+    call_id: str
+    transport: str = "none"
+    agent: str = "agent"
+    parameters: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "parameters", MappingProxyType(dict(self.parameters)))
+
+    def __repr__(self) -> str:
+        # The parameters may carry what a caller typed or a carrier sent: their values stay out of logs.
+        return (f"CallMeta(call_id={self.call_id!r}, transport={self.transport!r}, agent={self.agent!r}, "
+                f"parameters=<{len(self.parameters)} keys>)")
+
+
+_UNDESCRIBED = CallMeta(call_id="")
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCallContext:
     """What a running tool may know about its call.
 
-    ``line``: the call's phone line (a :class:`brisvox.engine.phone.PhoneLine`, typed loosely so
-    this layer does not import the engine), which the built-in telephony tools act through;
-    None outside a call (a tool engine used alone)."""
+    ``session``: the call's id (the tool engine's session); ``epoch``: the turn the call was
+    made in; ``call``: the tool call (its ``id``, the model's call id); ``cancel``: set when
+    the turn is interrupted; ``meta``: the call's :class:`CallMeta`; ``ui``: the call's
+    screen, when its transport has one (use :meth:`dispatch`); ``line``: the call's phone
+    line (a :class:`brisvox.engine.phone.PhoneLine`, typed loosely so this layer does not
+    import the engine), which the built-in telephony tools act through; None outside a call
+    (a tool engine used alone)."""
 
     session: str
     epoch: int
     call: ToolCall
     cancel: CancelToken
+    meta: CallMeta = field(default_factory=lambda: _UNDESCRIBED)
+    ui: UiChannel | None = None
     line: object | None = None
+
+    def __post_init__(self) -> None:
+        if self.meta is _UNDESCRIBED:  # a context made outside a call (a test's): it describes its session
+            object.__setattr__(self, "meta", CallMeta(call_id=self.session))
 
     def idempotency_key(self) -> IdempotencyKey:
         return IdempotencyKey(self.session, self.epoch, self.call.id)
+
+    def dispatch(self, action: BaseModel) -> None:
+        """Show ``action`` on the caller's screen and return at once (it never waits on the
+        user).  Raises :class:`UiUnavailable` when the call's transport has no screen."""
+        if self.ui is None:
+            raise UiUnavailable(
+                f"nothing was shown: this call ({self.meta.transport}) has no screen for "
+                f"{type(action).__name__}; tell the caller in words instead")
+        self.ui.dispatch(action)
 
     def __repr__(self) -> str:
         return f"ToolCallContext(session={self.session!r}, epoch={self.epoch}, call={self.call.id!r})"

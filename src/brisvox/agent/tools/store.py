@@ -59,6 +59,7 @@ class StoreEntry:
     state: EntryState
     content: str = ""
     is_error: bool = False
+    delivered: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -107,7 +108,7 @@ class IdempotencyStore:
         self._entries[key] = StoreEntry(EntryState.IN_FLIGHT)
         return True
 
-    def finish(self, key: IdempotencyKey, content: str, is_error: bool) -> None:
+    def finish(self, key: IdempotencyKey, content: str, is_error: bool, delivered: tuple[str, ...] = ()) -> None:
         """Records the result of an in-flight key (evicting older settled entries for room)."""
         entry = self._entries.get(key)
         if entry is None:  # pragma: no cover - in-flight entries are never evicted
@@ -116,6 +117,7 @@ class IdempotencyStore:
         entry.state = EntryState.DONE
         entry.content = content
         entry.is_error = is_error
+        entry.delivered = delivered
         self._bytes += entry.size
         while self._bytes > self.max_bytes and self._evict_oldest_settled(keep=key):
             pass

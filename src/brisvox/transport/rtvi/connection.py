@@ -20,7 +20,8 @@ Browsers report no playout, so marks are acknowledged from a playout estimate on
 injected clock: bot audio is taken to play in real time from when it was written (after
 what was already queued), and a mark is echoed when the audio before it has played.  The
 same estimate gives ``bot-started-speaking`` (first audio after silence) and
-``bot-stopped-speaking`` (the estimate ran out, or a clear cut it).
+``bot-stopped-speaking`` (:data:`SPEAKING_HANGOVER` after the estimate ran out, or at once when
+a clear cut it).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from brisvox.transport.events import (
     WireHangupOut,
     WireMark,
     WireMarkEcho,
+    WireNote,
     WireStarted,
     WireText,
 )
@@ -69,13 +71,16 @@ from brisvox.transport.websocket.connection import PeerClosed, WsPeer
 from brisvox.transport.websocket.protocol import CloseCode, ErrorCode
 from brisvox.transport.websocket.stats import ServerStats
 
-__all__ = ["REQUESTS_CAPACITY", "RtviCall", "RtviConfig", "run_rtvi_call"]
+__all__ = ["REQUESTS_CAPACITY", "SPEAKING_HANGOVER", "RtviCall", "RtviConfig", "run_rtvi_call"]
 
 log = logging.getLogger(__name__)
 
 REQUESTS_CAPACITY = 16
 OUTBOX_CAPACITY = 64
 MARK_TICK = 0.02  # seconds between checks of the playout estimate
+SPEAKING_HANGOVER = 0.35
+"""Seconds past the playout estimate before ``bot-stopped-speaking`` (as Pipecat's server waits):
+bot audio paced in real time would otherwise start and stop the bot every frame."""
 AUDIO_CHUNK_SAMPLES = 24_000 // 10 * 4  # bot audio goes out in frames of at most this many samples
 
 _ids = itertools.count(1)
@@ -95,6 +100,8 @@ class RtviCall:
     link: CallLink
     requests: Channel[rtvi.RtviRequest]
     send: Callable[[dict[str, Any]], Awaitable[None]]
+    post: Callable[[dict[str, Any]], bool]  # queue without waiting: False when full, ChannelClosed when over
+    note: Callable[[str], Awaitable[None]]  # a note for the model's context that opens no turn (WireNote)
 
 
 async def run_rtvi_call(
@@ -120,7 +127,7 @@ async def run_rtvi_call(
     ends.events.try_send(WireStarted(info))
     call = _Call(peer, clock, config, rtvi_config, ends, shutdown, stats)
     try:
-        if not await deliver(RtviCall(link, call.requests, call.send)):
+        if not await deliver(RtviCall(link, call.requests, call.send, call.post, call.note)):
             stats.refused_busy += 1
             await call.goodbye(CloseCode.TRY_AGAIN, rtvi.error("the server cannot take the call now", fatal=True))
             return
@@ -175,10 +182,19 @@ class _Call:
             raise PeerClosed(by_peer=False) from None
         self.ends.out.wake()
 
-    def _reply(self, message: dict[str, Any]) -> None:
-        if not self.outbox.try_send(encode_message(message)):
-            log.info("rtvi call %s: a reply was dropped (outbox full)", self.ends.info.call_id)
+    def post(self, message: dict[str, Any]) -> bool:
+        """Queue one message without waiting: False when the outbox is full; raises ChannelClosed
+        when the call is over."""
+        queued = self.outbox.try_send(encode_message(message))
         self.ends.out.wake()
+        return queued
+
+    async def note(self, text: str) -> None:
+        await self._lossless(WireNote(text, self.clock.now()))
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        if not self.post(message):
+            log.info("rtvi call %s: a reply was dropped (outbox full)", self.ends.info.call_id)
 
     async def run(self) -> None:
         async with TaskScope(f"rtvi[{self.ends.info.call_id}]") as scope:
@@ -246,6 +262,9 @@ class _Call:
             for key in req.buttons:
                 await self._lossless(WireDtmf(key, self.last_seen))
         elif isinstance(req, rtvi.SendText):
+            if not req.audio_response:  # told, not silently ignored: the answer is still spoken
+                self._reply(rtvi.error_response(req.id, "send-text: audio_response false is not supported; "
+                                                        "the answer is spoken"))
             if req.content.strip():
                 await self._lossless(WireText(req.content, self.last_seen))
         else:
@@ -383,6 +402,9 @@ class _Call:
         are the session's to report."""
         self.marks.clear()
         self.play_end = self.clock.now()
+        if self.speaking:  # said now, not at the next tick: the client's player is cut now
+            self.speaking = False
+            self._reply(rtvi.message("bot-stopped-speaking"))
 
     # --- monitor ---------------------------------------------------------------------------
 
@@ -425,7 +447,7 @@ class _Call:
         """Echo the marks whose audio has played; say when the bot's audio ran out."""
         while self.marks and self.marks[0][0] <= now:
             await self._lossless(WireMarkEcho(self.marks.popleft()[1]))
-        if self.speaking and now >= self.play_end:
+        if self.speaking and now >= self.play_end + SPEAKING_HANGOVER:
             self.speaking = False
             self._reply(rtvi.message("bot-stopped-speaking"))
 

@@ -1,0 +1,118 @@
+"""TypeScript types for an agent's UI actions and app events (``brisvox types --ts``).
+
+From each model's JSON Schema (pydantic's): one ``export interface`` per model (and per
+nested model), then the unions the page works with::
+
+    export type UiCommand = { command: "open_confirm"; payload: OpenConfirm };
+    export type AppEventMessage = { event: "confirm_answered"; payload: ConfirmAnswered };
+
+``UiCommand`` is what ``onUICommand`` receives; an ``AppEventMessage`` goes out as
+``client.sendUIEvent(m.event, m.payload)``.  The output is TypeScript 3.9 and later.
+Pure: a string from the contract.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from brisvox.core.errors import ConfigError
+from brisvox.transport.rtvi.ui import UiContract, ui_name
+
+__all__ = ["typescript_types"]
+
+_IDENT = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+
+
+def _ref_name(ref: str) -> str:
+    return ref.rsplit("/", 1)[-1]
+
+
+def _key(name: str) -> str:
+    return name if _IDENT.match(name) else json.dumps(name)
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.interfaces: dict[str, str] = {}
+
+    def model(self, name: str, schema: dict[str, Any], defs: dict[str, Any]) -> None:
+        if name in self.interfaces:
+            return
+        self.interfaces[name] = ""  # reserved: a recursive model refers to itself
+        lines = [f"export interface {name} {{"]
+        required = set(schema.get("required", ()))
+        for prop, sub in schema.get("properties", {}).items():
+            doc = sub.get("description")
+            if doc:
+                lines.append(f"  /** {doc.replace('*/', '* /')} */")
+            optional = "" if prop in required else "?"
+            lines.append(f"  {_key(prop)}{optional}: {self.type(sub, defs)};")
+        lines.append("}")
+        self.interfaces[name] = "\n".join(lines)
+
+    def type(self, schema: dict[str, Any], defs: dict[str, Any]) -> str:
+        if "$ref" in schema:
+            name = _ref_name(schema["$ref"])
+            target = defs.get(name)
+            if target is None:
+                raise ConfigError(f"a UI model refers to {schema['$ref']!r}, which its schema does not define")
+            if target.get("type") == "object" and "properties" in target:
+                self.model(name, target, defs)
+                return name
+            return self.type(target, defs)
+        if "const" in schema:
+            return json.dumps(schema["const"])
+        if "enum" in schema:
+            return " | ".join(json.dumps(v) for v in schema["enum"]) or "never"
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                return " | ".join(dict.fromkeys(self.type(s, defs) for s in schema[key]))
+        if "allOf" in schema and len(schema["allOf"]) == 1:
+            return self.type(schema["allOf"][0], defs)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            return " | ".join(self.type({**schema, "type": k}, defs) for k in kind)
+        if kind == "string":
+            return "string"
+        if kind in ("integer", "number"):
+            return "number"
+        if kind == "boolean":
+            return "boolean"
+        if kind == "null":
+            return "null"
+        if kind == "array":
+            prefix = schema.get("prefixItems")
+            if prefix is not None:
+                return "[" + ", ".join(self.type(s, defs) for s in prefix) + "]"
+            return f"Array<{self.type(schema.get('items', {}), defs)}>"
+        if kind == "object":
+            if "properties" in schema:
+                fields = "; ".join(f"{_key(k)}{'' if k in schema.get('required', ()) else '?'}: {self.type(v, defs)}"
+                                   for k, v in schema["properties"].items())
+                return "{ " + fields + " }"
+            extra = schema.get("additionalProperties")
+            value = self.type(extra, defs) if isinstance(extra, dict) else "unknown"
+            return f"{{ [key: string]: {value} }}"
+        return "unknown"
+
+
+def typescript_types(contract: UiContract) -> str:
+    """The TypeScript declarations of ``contract`` (see the module docs)."""
+    writer = _Writer()
+    unions: list[str] = []
+    for models, union, tag in ((contract.actions, "UiCommand", "command"),
+                               (contract.events, "AppEventMessage", "event")):
+        members: list[str] = []
+        for model in models:
+            schema = model.model_json_schema()
+            defs = schema.get("$defs", {})
+            writer.model(model.__name__, schema, defs)
+            members.append(f"{{ {tag}: {json.dumps(ui_name(model))}; payload: {model.__name__} }}")
+        unions.append(f"export type {union} = {' | '.join(members) or 'never'};")
+        names = ", ".join(json.dumps(ui_name(m)) for m in models)
+        plural = "UI_COMMANDS" if tag == "command" else "APP_EVENTS"
+        unions.append(f"export const {plural} = [{names}] as const;")
+    head = "// Generated by `brisvox types --ts`: the agent's UI actions (ui-command) and app events (ui-event).\n"
+    return head + "\n\n".join([*writer.interfaces.values(), *unions]) + "\n"
