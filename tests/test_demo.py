@@ -20,25 +20,33 @@ def test_the_demo_says_where_the_page_is_then_serves_the_demo_agent(
 ) -> None:
     served = []
 
-    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None, node: Any = None) -> int:
+    prefixes = []
+
+    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None, node: Any = None,
+                         prefix: Any = None) -> int:
         served.append(parts.agent)
+        prefixes.append(prefix)
         return 0
 
     monkeypatch.setenv("BRISVOX_PORT", "8799")
     monkeypatch.delenv("BRISVOX_AGENT_FILE", raising=False)
-    monkeypatch.setattr("brisvox.server.call_providers.build_call_providers", lambda *a: _Providers())
+    monkeypatch.setattr("brisvox.server.call_providers.build_call_providers", lambda *a, **kw: _Providers())
     monkeypatch.setattr("brisvox.server.cli.session_runner", lambda *a: None)
     monkeypatch.setattr("brisvox.server.page.page_routes", lambda info: [])
     monkeypatch.setattr("brisvox.server.cli._serve_with", serve_with)
     assert _demo.run_demo() == 0
     assert len(served) == 1
     assert "open http://127.0.0.1:8799/" in capsys.readouterr().out
+    # The local model is warmed with how every call of the demo agent begins (its prompt and tools).
+    (prefix,) = prefixes
+    assert "Lokanta Deniz" in prefix.messages[0].text
+    assert [t.name for t in prefix.tools] == ["book_table", "check_availability", "confirm_pending"]
 
 
 def test_a_demo_whose_providers_cannot_be_built_fails_before_printing_its_url(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def no_providers(*args: Any) -> Any:
+    def no_providers(*args: Any, **kwargs: Any) -> Any:
         raise ConfigError("openai: the 'openai' extra is not installed (pip install 'brisvox[openai]')")
 
     monkeypatch.setenv("BRISVOX_PORT", "8799")

@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo_p.add_argument("--insecure", action="store_true",
                         help="serve without authentication on an address that is not loopback")
     _add_models_parser(sub)
+    from brisvox.loadtest import add_loadtest_parser
+
+    add_loadtest_parser(sub)
     return parser
 
 
@@ -149,6 +152,10 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
         from brisvox._demo import run_demo
 
         return run_demo(insecure=args.insecure, agent=agent, agent_file=args.agent_file, tools=tools)
+    if args.command == "loadtest":
+        from brisvox.loadtest import run_loadtest
+
+        return run_loadtest(args)
     if args.command == "models":
         from brisvox.inference._cli import run_models_command
 

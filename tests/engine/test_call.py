@@ -8,6 +8,7 @@ import pytest
 
 from brisvox.agent.context import AssistantMessage, SystemMessage, UserMessage
 from brisvox.agent.played import CUT_MARKER
+from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT, DEFAULT_MODEL_FILLER_DELAY, FillerConfig
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
@@ -16,10 +17,11 @@ from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent as E
 from brisvox.engine import CallObserver, EngineConfig, EngineEvent, LlmConfig
 from brisvox.engine.config import DEFAULT_FALLBACK_LINE
-from brisvox.engine.events import ModelBusy
+from brisvox.engine.events import EngineFailure, ModelBusy
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, Transcript
 from brisvox.sim import MockStt, MockSttConfig, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim.latency import LatencyProfile
 from brisvox.sim.mock_stt import MockSttSession
 from tests.engine.harness import SEEDS, llm_latency, simulate, tts_config
 
@@ -87,16 +89,53 @@ async def test_a_model_that_never_answers_gets_the_fallback_line_at_the_first_to
     clock = SimClock()
     scenario = ScenarioBuilder().pause(0.5).say("hello there").pause(1.0).build()
     llm = ScriptedLlm(clock, [[Hang()]], latency=llm_latency(seed))
-    result = await simulate(clock, scenario, llm, linger=12.0, tts=tts_config(seed))
+    observer = CallObserver()
+    result = await simulate(clock, scenario, llm, linger=16.0, tts=tts_config(seed), observer=observer)
     assert result.report.fallbacks == 1
-    last = result.report.context.messages[-1]
-    assert isinstance(last, AssistantMessage) and "trouble" in last.text
+    failures = [e for e in drain(observer) if isinstance(e, EngineFailure)]
+    assert [(f.stage, f.fatal) for f in failures] == [("llm", False)]  # logged and counted, the call goes on
+    filler, last = result.report.context.messages[-2:]
+    # The silence is filled at the model filler delay; the fallback restates what was heard.
+    assert isinstance(filler, AssistantMessage) and filler.text == DEFAULT_FILLER_TEXT
+    assert result.report.fillers == 1
+    assert isinstance(last, AssistantMessage) and last.text == LlmConfig().fallback_for("hello there")
+    assert "I heard: hello there." in last.text
     audio = result.audio_at()
     assert audio
     turn_end = scenario.utterances[0].end + 0.5
-    assert turn_end + 7.95 <= audio[0][0] < turn_end + 8.5  # VAD windows blur the stop by ~10 ms
     request = result.report.timeline[0].at(E.LLM_REQUEST)
-    assert request is not None and audio[0][0] >= request + 8.0  # not before the first-token deadline
+    assert request is not None
+    assert request + DEFAULT_MODEL_FILLER_DELAY <= audio[0][0] < turn_end + DEFAULT_MODEL_FILLER_DELAY + 0.5
+    late = [t for t, _ in audio if t > turn_end + 5.0]
+    assert late and late[0] >= request + 8.0  # the fallback: not before the first-token deadline
+
+
+async def test_a_model_round_that_answers_before_the_filler_delay_gets_no_filler() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hello there").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("Hi!")]], latency=LatencyProfile(first_event=DEFAULT_MODEL_FILLER_DELAY - 0.3))
+    result = await simulate(clock, scenario, llm, linger=4.0)
+    assert result.report.fillers == 0
+    assert [m.text for m in result.report.context.messages[1:]] == ["hello there", "Hi!"]  # type: ignore[union-attr]
+
+
+async def test_a_slow_model_round_is_filled_and_the_answer_follows_it_in_the_context() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hello there").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("Hi!")]], latency=LatencyProfile(first_event=DEFAULT_MODEL_FILLER_DELAY + 1.0))
+    result = await simulate(clock, scenario, llm, linger=6.0)
+    assert result.report.fillers == 1
+    assert [m.text for m in result.report.context.messages[1:]] == [  # type: ignore[union-attr]
+        "hello there", DEFAULT_FILLER_TEXT, "Hi!"]
+
+
+async def test_no_filler_fills_a_slow_model_round_when_model_delay_is_none() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("hello there").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("Hi!")]], latency=LatencyProfile(first_event=DEFAULT_MODEL_FILLER_DELAY + 1.0))
+    config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(filler=FillerConfig(model_delay=None)))
+    result = await simulate(clock, scenario, llm, linger=6.0, config=config)
+    assert result.report.fillers == 0
 
 
 class FixedVerdict:
@@ -394,3 +433,13 @@ async def test_the_pump_reads_the_transport_events_in_its_only_task_and_watches_
         loop.set_task_factory(default)
     assert result.report.turns == 1
     assert [n for t in created if (n := t.get_name()).startswith("pump/")] == ["pump/events"]
+def test_the_fallback_restates_the_callers_last_words_or_falls_back_to_the_plain_line() -> None:
+    config = LlmConfig()
+    assert config.fallback_for("a table for two.") == (
+        "Sorry, I couldn't answer that in time. I heard: a table for two. Could you say it again?")
+    long = " ".join(f"w{i}" for i in range(30))
+    assert "I heard: w10 w11" in config.fallback_for(long) and "w9 " not in config.fallback_for(long)
+    assert config.fallback_for("  ") == DEFAULT_FALLBACK_LINE
+    assert LlmConfig(heard_fallback=None).fallback_for("hello") == DEFAULT_FALLBACK_LINE
+    with pytest.raises(ConfigError, match="heard"):
+        LlmConfig(heard_fallback="Sorry, say it again.")

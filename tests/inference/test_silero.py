@@ -9,19 +9,10 @@ import pytest
 
 from brisvox.core.errors import ConfigError
 from brisvox.core.frames import VadStartedFrame, VadStoppedFrame
-from brisvox.inference.errors import ModelNotFound
 from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.inference.silero import SileroModel, SileroReset, SileroScorer
 from brisvox.inference.vad import VoiceActivityDetector, silero_vad
 from tests._speech import espeak_wav
-
-
-@pytest.fixture(scope="module")
-def model() -> SileroModel:
-    try:
-        return SileroModel.load()
-    except ModelNotFound as exc:
-        pytest.skip(str(exc))
 
 
 def feed(det: VoiceActivityDetector, pcm: bytes, frame: int = 640) -> list[object]:

@@ -97,3 +97,14 @@ class DemoServer:
 
     def log(self) -> str:
         return "".join(self.out) + "".join(line for line in self.err if "faster_whisper" not in line)
+
+
+def chromium_flags(wav: Path) -> list[str]:
+    """Headless Chromium with a fake microphone playing ``wav`` once (docs: ../shared/TESTING.md)."""
+    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+            f"--use-file-for-fake-audio-capture={wav}%noloop", "--autoplay-policy=no-user-gesture-required",
+            # WebRTC on 127.0.0.1 (the server offers only that address): without these Chromium gathers no
+            # loopback candidate and hides its addresses behind mDNS names the server does not resolve
+            "--allow-loopback-in-peer-connection", "--disable-features=WebRtcHideLocalIpsWithMdns"]

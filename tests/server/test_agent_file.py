@@ -55,6 +55,7 @@ enabled = true
 
 [filler]
 per_tool = true
+model_delay = 3.5
 
 [llm]
 provider = "anthropic"
@@ -70,7 +71,7 @@ temperature = 0.2
     assert d.interruption.min_words == 2 and d.interruption.confirm is Confirm.ANY
     assert d.interruption.echo_guard == InterruptionPolicy.recommended().echo_guard
     assert d.tools == ("get_time", "save_note") and d.confirm_tools == ("save_note",)
-    assert d.speculation and d.filler.per_tool
+    assert d.speculation and d.filler.per_tool and d.filler.model_delay == 3.5
     llm = d.provider(Stage.LLM)
     assert llm.api_key == Secret("sk-ant-1") and dict(llm.options) == {"model": "claude-x", "temperature": 0.2}
     assert "sk-ant-1" not in repr(d)
@@ -125,9 +126,9 @@ def test_an_unknown_key_is_rejected_at_its_position_with_a_suggestion() -> None:
 
 
 def test_an_unknown_section_is_rejected_at_its_header() -> None:
-    assert problems(BASE + "\n[vad]\nthreshold = 0.5\n") == [
-        "agent.toml:5:2: vad: unknown key (known keys: agent, turn, interruption, speculation, filler, window, flow, "
-        "stt, llm, tts, s2s, telephony)"
+    assert problems(BASE + "\n[voice]\nthreshold = 0.5\n") == [
+        "agent.toml:5:2: voice: unknown key (known keys: agent, turn, interruption, vad, speculation, filler, window, "
+        "flow, stt, llm, tts, s2s, telephony)"
     ]
 
 
@@ -214,10 +215,16 @@ def test_a_boolean_is_not_an_integer_option_and_an_integer_is_a_number_option() 
     assert options["stability"] == 1.0 and isinstance(options["stability"], float)
 
 
-def test_the_local_providers_take_no_options() -> None:
+def test_the_local_stt_takes_only_a_prompt_and_the_local_tts_no_options() -> None:
     text = BASE + '\n[stt]\nprovider = "local"\noptions = { model = "tiny" }\n'
     assert problems(text) == ["agent.toml:7:13: stt.options.model: unknown option for stt provider 'local' "
+                              "(known: prompt)"]
+    text = BASE + '\n[tts]\nprovider = "local"\noptions = { voice = "heart" }\n'
+    assert problems(text) == ["agent.toml:7:13: tts.options.voice: unknown option for tts provider 'local' "
                               "(it takes none)"]
+    d = parse_agent_file(BASE + '\n[stt]\nprovider = "local"\noptions = { prompt = "A table for two." }\n',
+                         source="agent.toml")
+    assert dict(d.stt.options) == {"prompt": "A table for two."}
 
 
 def test_option_problems_are_reported_together_with_the_other_problems() -> None:
@@ -276,7 +283,7 @@ def test_an_unknown_provider_and_an_unspoken_language_are_reported_at_the_provid
     text = BASE + "language = \"tr\"\n\n[stt]\nprovider = \"local\"\n\n[llm]\nprovider = \"gpt\"\n"
     assert problems(text) == [
         "agent.toml:7:12: stt.provider: stt provider 'local' does not speak 'tr' (it speaks en)",
-        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: auto, scripted, local, openai, "
+        "agent.toml:10:12: llm.provider: unknown llm provider 'gpt' (known: auto, scripted, mock, local, openai, "
         "openrouter, ollama, vllm, anthropic, gemini)",
     ]
 
@@ -358,3 +365,21 @@ def test_a_file_that_is_not_utf8_is_reported_at_the_bad_byte(tmp_path: Path) -> 
         load_agent_file(f)
     assert [str(p) for p in info.value.problems] == [
         f"{f}:4:16: not UTF-8 text: byte 0xe9 (invalid continuation byte)"]
+
+
+def test_the_vad_section_sets_the_detectors_timing_and_leaves_the_rest_at_its_defaults() -> None:
+    d = parse_agent_file(BASE + "\n[vad]\nthreshold = 0.7\nhysteresis = 0\nmin_silence = 0.192\n", source="agent.toml")
+    assert dict(d.vad) == {"threshold": 0.7, "hysteresis": 0.0, "min_silence": 0.192}
+    assert dict(parse_agent_file(BASE, source="agent.toml").vad) == {}
+
+
+def test_a_vad_hysteresis_not_below_the_threshold_is_refused_at_its_key() -> None:
+    assert problems(BASE + "\n[vad]\nthreshold = 0.3\nhysteresis = 0.3\n") == [
+        "agent.toml:7:1: vad.hysteresis: VAD hysteresis must be in [0, threshold), got 0.3"]
+
+
+def test_a_vad_value_out_of_its_range_or_an_unknown_vad_key_is_refused() -> None:
+    assert problems(BASE + "\n[vad]\nmin_silence = 6.0\nstop_secs = 0.2\n") == [
+        "agent.toml:6:15: vad.min_silence: expected a value from 0 to 5 (got 6.0)",
+        "agent.toml:7:1: vad.stop_secs: unknown key (known keys: threshold, hysteresis, min_speech, min_silence)",
+    ]

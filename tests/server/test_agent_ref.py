@@ -76,7 +76,8 @@ def _no_serving(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         def page_info(self, definition: Any) -> dict[str, str]:
             return {}
 
-    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None, node: Any = None) -> int:
+    async def serve_with(settings: Any, parts: Any, providers: Any, tracing: Any = None, node: Any = None,
+                         prefix: Any = None) -> int:
         served.append(parts)
         return 0
 
@@ -85,7 +86,7 @@ def _no_serving(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setenv("BRISVOX_PORT", "8799")
     monkeypatch.delenv("BRISVOX_AGENT_FILE", raising=False)
-    monkeypatch.setattr("brisvox.server.call_providers.build_call_providers", lambda *a: Providers())
+    monkeypatch.setattr("brisvox.server.call_providers.build_call_providers", lambda *a, **kw: Providers())
     monkeypatch.setattr("brisvox.server.cli.session_runner", runner)
     monkeypatch.setattr("brisvox.server.page.page_routes", lambda info: [])
     monkeypatch.setattr("brisvox.server.cli._serve_with", serve_with)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -22,6 +23,7 @@ from pydantic import BaseModel
 
 import brisvox
 from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, FillerPolicy, Outcome, StaticClips
+from brisvox.agent.turn import FixedSilence
 from brisvox.audio.codec import AudioEncoding
 from brisvox.audio.pcm import pcm16_to_array
 from brisvox.audio.wav import WavAudio
@@ -42,6 +44,7 @@ from brisvox.server.call import (
     event_message,
     filler_clips,
     metrics_listener,
+    warm_request,
 )
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
@@ -223,6 +226,8 @@ def test_each_engine_event_the_client_sees_has_its_documented_shape() -> None:
     assert message(ev.TurnStarted(epoch=3, at=1.0, barge_in=True)) == {
         "type": "event", "kind": "interrupted", "epoch": 3, "at": 1.0}
     assert message(ev.TurnStarted(epoch=3, at=1.0)) is None
+    assert message(ev.FillerStarted(epoch=2, at=1.0, round=0, tool="")) == {
+        "type": "event", "kind": "filler", "epoch": 2, "at": 1.0, "round": 0, "tool": ""}
     assert message(ev.ToolCallSettled(epoch=1, at=1.0, call_id="t1", name="book", outcome=Outcome.TIMED_OUT,
                                       content="x" * 600, is_error=True)) == {
         "type": "event", "kind": "tool_result", "epoch": 1, "at": 1.0, "id": "t1", "name": "book",
@@ -561,3 +566,19 @@ async def test_a_served_call_hands_its_tools_the_transports_screen_and_the_calls
     assert screen.actions == [ShowMenu(section="desserts")]
     (ctx,) = seen
     assert (ctx.meta.agent, ctx.meta.transport, ctx.meta.parameters["customer"]) == ("host", "loopback", "c-7")
+async def test_the_warm_request_begins_exactly_as_the_engines_first_request_for_the_demo_agent() -> None:
+    from tests.engine.harness import simulate
+
+    clock = SimClock()
+    tools = demo_tools()
+    definition = load_agent_file(DEMO_AGENT_FILE, available_tools=tools)
+    llm = ScriptedLlm(clock, [[Say("Hello!")]])
+    scenario = ScenarioBuilder().pause(0.5).say("hello").pause(2.0).build()
+    config = dataclasses.replace(engine_config(definition), turn=FixedSilence(silence=0.5), listen_rate=None)
+    await simulate(clock, scenario, llm, config=config,
+                   tools=tools.registry(definition.tools, definition.confirm_tools))
+    warm = warm_request(definition, tools, clock.wall().date())
+    assert warm is not None
+    first = llm.requests[-1]
+    assert warm.messages[0] == first.messages[0]  # the prompt with the date line: the same bytes
+    assert warm.tools == first.tools

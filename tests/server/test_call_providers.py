@@ -11,16 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from brisvox.agent import SystemMessage, UserMessage
 from brisvox.core.clock import SystemClock
 from brisvox.core.errors import ConfigError
+from brisvox.engine import Providers
+from brisvox.inference.vad import VadParams, energy_vad
 from brisvox.providers.cloud.cartesia import CartesiaTts
 from brisvox.providers.cloud.deepgram import DeepgramStt
 from brisvox.providers.cloud.openai_compat import OpenAiCompatLlm
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
+from brisvox.providers.llm import LlmProvider, LlmRequest, LlmStream
 from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.tts import TtsConfig, TtsProvider, TtsSession
 from brisvox.server.agent_file import AgentDefinition, parse_agent_file
 from brisvox.server.call_providers import CallProviders, build_call_providers, choose_llm
-from brisvox.sim import MockTts
+from brisvox.sim import MockStt, MockTts
 
 BASE = """\
 [agent]
@@ -221,3 +226,61 @@ def test_the_page_and_the_built_providers_name_the_resolved_llm(built: list[Call
     built.append(providers)
     assert providers.llm_label == "auto: openai (gpt-4o-mini); OPENAI_API_KEY is set"
     assert providers.page_info(agent(text))["llm"] == providers.llm_label
+
+
+def test_the_vad_section_reaches_every_calls_detector(built: list[CallProviders]) -> None:
+    mocks = '\n[stt]\nprovider = "mock"\n\n[tts]\nprovider = "mock"\n'
+    p = build(BASE + mocks + "\n[vad]\nthreshold = 0.7\nhysteresis = 0\nmin_silence = 0.192\n", built)
+    params = p.providers.vad(16000).params
+    assert (params.threshold, params.hysteresis, params.min_silence) == (0.7, 0.0, 0.192)
+    assert params.min_speech == VadParams().min_speech or p.vad_label == "energy"
+class _PrefixLlm:
+    """An LLM with a prompt cache: records the prefix it was asked to keep."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.prefixes: list[LlmRequest] = []
+        self.fail = fail
+
+    @property
+    def name(self) -> str:
+        return "prefix"
+
+    def stream(self, request: LlmRequest) -> LlmStream:
+        raise AssertionError("warming streams nothing")
+
+    async def warm(self) -> None:
+        return None
+
+    async def warm_prefix(self, request: LlmRequest) -> None:
+        if self.fail:
+            raise ProviderError("prefix", ProviderErrorKind.MODEL, "no model")
+        self.prefixes.append(request)
+
+
+def _with_llm(llm: LlmProvider) -> CallProviders:
+    clock = SystemClock()
+    providers = Providers(stt=MockStt(clock), llm=llm, tts=MockTts(clock), vad=lambda rate: energy_vad(rate))
+    return CallProviders(providers=providers, llm_label="x", vad_label="energy")
+
+
+async def test_warming_hands_the_first_requests_prefix_to_an_llm_with_a_prompt_cache() -> None:
+    llm = _PrefixLlm()
+    prefix = LlmRequest(messages=(SystemMessage(text="You are a host."), UserMessage(text="Hello.")))
+    await _with_llm(llm).warm(prefix)
+    assert llm.prefixes == [prefix]
+    await _with_llm(llm).warm()  # no prefix (a flow): nothing to keep
+    assert llm.prefixes == [prefix]
+
+
+async def test_a_prefix_that_cannot_be_warmed_is_logged_and_the_server_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    prefix = LlmRequest(messages=(UserMessage(text="Hello."),))
+    with caplog.at_level("WARNING"):
+        await _with_llm(_PrefixLlm(fail=True)).warm(prefix)
+    assert "warming the llm's prompt prefix provider failed" in caplog.text
+
+
+def test_the_local_stt_gets_the_agent_files_prompt(built: list[CallProviders]) -> None:
+    from brisvox.providers.local import WhisperStt
+
+    p = build(BASE + '\n[stt]\nprovider = "local"\n[stt.options]\nprompt = "A table for two."\n', built)
+    assert isinstance(p.providers.stt, WhisperStt) and p.providers.stt.config.prompt == "A table for two."

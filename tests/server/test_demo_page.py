@@ -3,7 +3,7 @@
 Chromium (Debian ``chromium``) is driven by Playwright with no browser download; its
 fake microphone plays an espeak-ng request (1.5 s of leading silence: the file starts
 playing at getUserMedia, before the call is up), then talks over the agent a few times.
-The page must show the caller's transcript, the agent's reply and the tool call, and then
+The page calls over WebRTC (its default; the server offers 127.0.0.1 only) and must show the caller's transcript, the agent's reply and the tool call, and then
 a reply cut by a barge-in with the part the caller heard (``bot_heard``).  The screenshots
 go to ``artifacts/demo_page.png`` and ``artifacts/demo_page_barge_in.png``.
 
@@ -20,7 +20,7 @@ import pytest
 
 from brisvox.audio import write_wav
 from tests._speech import espeak_wav
-from tests.server._demo_server import ROOT, DemoServer, need_models
+from tests.server._demo_server import ROOT, DemoServer, chromium_flags, need_models
 
 CHROMIUM = "/usr/bin/chromium"
 REQUEST = "I would like a table for four people tomorrow at seven."
@@ -28,13 +28,6 @@ AGAIN = "A table for four people tomorrow at seven please."
 OVER = "Wait, wait. My name is Anna Smith."
 
 pytestmark = pytest.mark.slow
-
-
-def chromium_flags(wav: Path) -> list[str]:
-    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-            f"--use-file-for-fake-audio-capture={wav}%noloop", "--autoplay-policy=no-user-gesture-required"]
 
 
 def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(tmp_path: Path) -> None:
@@ -61,7 +54,7 @@ def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(t
                 page.goto(f"{url}/?raw=1")
                 page.wait_for_selector("#agent:has-text('scripted')", timeout=10_000)
                 page.click("#talk")
-                page.wait_for_selector("#status:has-text('in call')", timeout=15_000)
+                page.wait_for_selector("#status:has-text('in call over WebRTC')", timeout=15_000)
                 user = page.locator(".msg.user:not(.interim)").first
                 user.wait_for(timeout=45_000)
                 bot = page.locator(".msg.bot").first

@@ -121,3 +121,31 @@ def test_a_redis_url_is_a_secret_and_a_bad_one_is_named_without_its_value() -> N
         Settings.from_env({"BRISVOX_REDIS_URL": "http://pw-123456@r", "BRISVOX_NODE_ID": "a b"})
     assert "BRISVOX_REDIS_URL=(hidden)" in str(bad.value) and "pw-123456" not in str(bad.value)
     assert "BRISVOX_NODE_ID='a b'" in str(bad.value)
+def test_the_webrtc_variables_are_read_and_checked() -> None:
+    settings = Settings.from_env({"BRISVOX_WEBRTC_HOSTS": "127.0.0.1, 192.0.2.7",
+                                  "BRISVOX_WEBRTC_TURN_URLS": "turn:turn.example.com:3478?transport=udp",
+                                  "BRISVOX_WEBRTC_TURN_SECRET": "s" * 20, "BRISVOX_WEBRTC_PATH": "/rtc"})
+    assert settings.webrtc and settings.webrtc_path == "/rtc"
+    assert settings.webrtc_hosts == ("127.0.0.1", "192.0.2.7")
+    assert settings.webrtc_turn_urls == ("turn:turn.example.com:3478?transport=udp",)
+    for env, says in (({"BRISVOX_WEBRTC_HOSTS": "example.com"}, "not one"),
+                      ({"BRISVOX_WEBRTC_TURN_URLS": "http://x"}, "turn:host:port"),
+                      ({"BRISVOX_WEBRTC_TURN_URLS": "turn:a:1"}, "go together"),
+                      ({"BRISVOX_WEBRTC_PATH": "/ws"}, "must differ")):
+        with pytest.raises(SettingsError, match=says):
+            Settings.from_env(env)
+
+
+def test_webrtc_offers_the_listeners_address_or_loopback_for_a_wildcard() -> None:
+    from brisvox.core.clock import SystemClock
+    from brisvox.server.call import webrtc_endpoint
+
+    def hosts(env: dict[str, str]) -> tuple[str, ...]:
+        endpoint = webrtc_endpoint(Settings.from_env(env), SystemClock())
+        assert endpoint is not None
+        return endpoint.config.webrtc.hosts  # type: ignore[attr-defined, no-any-return]
+
+    assert hosts({"BRISVOX_HOST": "192.0.2.7"}) == ("192.0.2.7",)
+    assert hosts({"BRISVOX_HOST": "0.0.0.0"}) == ("127.0.0.1",)
+    assert hosts({"BRISVOX_HOST": "0.0.0.0", "BRISVOX_WEBRTC_HOSTS": "192.0.2.9"}) == ("192.0.2.9",)
+    assert webrtc_endpoint(Settings.from_env({"BRISVOX_WEBRTC": "off"}), SystemClock()) is None

@@ -15,9 +15,13 @@ from brisvox.engine.hooks import Hook
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig
 
-__all__ = ["DEFAULT_FALLBACK_LINE", "EngineConfig", "LlmConfig", "SpeculationMode", "SummaryConfig", "Timeouts"]
+__all__ = ["DEFAULT_FALLBACK_LINE", "DEFAULT_HEARD_FALLBACK", "EngineConfig", "LlmConfig", "SpeculationMode", "SummaryConfig", "Timeouts"]
 
 DEFAULT_FALLBACK_LINE = "Sorry, I'm having trouble answering right now. Could you say that again?"
+# When the model fails on a turn with words: the caller hears what was understood (a misheard
+# "at table 42" is noticed and said again), then the same request to repeat.
+DEFAULT_HEARD_FALLBACK = "Sorry, I couldn't answer that in time. I heard: {heard}. Could you say it again?"
+HEARD_WORDS = 20  # the last words of the turn a heard fallback restates
 
 
 class SpeculationMode(enum.Enum):
@@ -68,6 +72,9 @@ class LlmConfig:
     system_prompt: str = "You are a helpful voice assistant. Answer briefly."
     max_tool_rounds: int = 6
     fallback_line: str = DEFAULT_FALLBACK_LINE
+    # The fallback when the model fails on a turn with words, ``{heard}`` the caller's last
+    # words (at most HEARD_WORDS); None: the fallback_line.
+    heard_fallback: str | None = DEFAULT_HEARD_FALLBACK
     max_tokens: int | None = None
     temperature: float | None = None
     filler: FillerConfig = FillerConfig.DEFAULT  # what the runner builds its filler policy from
@@ -79,6 +86,15 @@ class LlmConfig:
             raise ConfigError(f"LlmConfig.max_tool_rounds must be >= 1, got {self.max_tool_rounds}")
         if self.greeting is not None and not self.greeting.strip():
             raise ConfigError("LlmConfig.greeting must be None or some text, got an empty string")
+        if self.heard_fallback is not None and self.heard_fallback.count("{heard}") != 1:
+            raise ConfigError(f"LlmConfig.heard_fallback must hold {{heard}} once, got {self.heard_fallback!r}")
+
+    def fallback_for(self, heard: str) -> str:
+        """The line spoken when the model fails on a turn whose caller said ``heard``."""
+        words = heard.split()[-HEARD_WORDS:]
+        if self.heard_fallback is None or not words:
+            return self.fallback_line
+        return self.heard_fallback.replace("{heard}", " ".join(words).rstrip(".?!,;:"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,7 +180,8 @@ class TtsFirstAudio(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class FillerStarted(_Event):
-    """A filler round began while a tool ran (``tool`` the call it covers)."""
+    """A filler round began while a tool ran (``tool`` the call it covers) or, ``tool`` empty,
+    while the model had not sent its first token (a slow model round)."""
 
     round: int
     tool: str

@@ -20,8 +20,9 @@ Every request tells the model the call's date (:func:`date_note`, from the injec
 wall time) at the end of its system prompt; it is not kept in the context.
 
 A model that sends no first token within ``first_token`` seconds, goes silent for
-``idle`` seconds, or fails, is answered with the fixed fallback line (in the context too,
-as what the bot said).  A barge-in (a newer interrupt) cancels the round task and joins
+``idle`` seconds, or fails, is answered with a fallback line that restates what the caller
+was heard to say (``LlmConfig.fallback_for``; in the context too, as what the bot said);
+the failure is logged and emitted as an ``EngineFailure`` of stage ``llm``.  A barge-in (a newer interrupt) cancels the round task and joins
 it before anything touches the context.
 
 Fillers: a tool round races the filler timer of its :class:`FillerPolicy` (from
@@ -32,7 +33,10 @@ cannot enter the context while a call is open, so it is kept aside and placed as
 assistant message right before the turn's next assistant message (the request for that
 message was built without it), or when the turn is settled (after the open calls were
 closed, before the next user message); from then on it is cut to what was heard like
-any round.
+any round.  A model round gets a filler the same way when its first token has not come
+``FillerPolicy.model_delay`` seconds after the request (``FillerStarted`` with an empty
+``tool``): the round is opened (``LlmResponseStarted``) only at its first token, so the
+filler, once started, is spoken whole as the round before it.
 
 Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round task that
 speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
@@ -73,7 +77,7 @@ import datetime
 import json
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from brisvox.agent.assemble import Assembled, ResponseAssembler
@@ -234,6 +238,17 @@ class _FillerState:
         self.speaking = False
 
 
+class _Opening:
+    """A model round not yet opened: its filler task, then its ordinal once opened."""
+
+    __slots__ = ("filler", "round", "state")
+
+    def __init__(self) -> None:
+        self.filler: asyncio.Task[None] | None = None
+        self.round: int | None = None
+        self.state = _FillerState()
+
+
 class LlmRunner(Processor):
     def __init__(
         self,
@@ -276,6 +291,7 @@ class LlmRunner(Processor):
         self._scope = scope
         self._round_task: asyncio.Task[None] | None = None
         self._user_text: dict[int, list[str]] = {}
+        self._heard = ""  # the caller's words of the turn being answered (the heard fallback restates them)
         self._words_lost = False  # the STT refused the caller's words since the last turn (see the module docs)
         self._notes: list[str] = []  # ContextNoteFrames waiting for a place in the context (see _append_notes)
         self.stats = RunnerStats()
@@ -446,6 +462,7 @@ class LlmRunner(Processor):
             await head.drop()
             head = None
         self.context.push_user(text)
+        self._heard = text
         self._turn_epoch = epoch
         self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
@@ -483,7 +500,8 @@ class LlmRunner(Processor):
         assembler = ResponseAssembler()
         chunks: list[str] = []
         try:
-            await self._stream(self._request(ctx.clock.wall().date(), context), epoch, None, ctx, assembler, chunks, None)
+            await self._stream(self._request(ctx.clock.wall().date(), context), epoch, None, ctx, assembler, chunks,
+                               None)
         except BrisvoxError as exc:
             log.info("a speculative start got no usable answer (%s); the turn will ask again", exc)
             assembler.cancel()
@@ -702,6 +720,7 @@ class LlmRunner(Processor):
     async def _filler_after(
         self, delay: float, tool: str, turn: _Turn, state: _FillerState, ctx: ProcessorContext
     ) -> None:
+        """``tool`` empty: a model round's first token is late (see the module docs)."""
         await ctx.clock.sleep(delay)
         choice = self.filler.choose(tool)
         if choice is None:
@@ -785,10 +804,42 @@ class LlmRunner(Processor):
         )
 
     async def _round(self, turn: _Turn, ctx: ProcessorContext) -> tuple[Assembled, ...]:
-        """One request: its text spoken as it streams, its message pushed before any call runs."""
-        epoch, round_ = turn.epoch, turn.take()
+        """One request: its text spoken as it streams, its message pushed before any call runs.
+
+        The round opens (``LlmResponseStarted``) at its first token, so a filler that a slow
+        first token let start is spoken whole before it (see the module docs)."""
         self.stats.rounds += 1
-        await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
+        opening = _Opening()
+        delay = self.filler.model_delay
+        if delay is not None:
+            opening.filler = self._scope.spawn(self._filler_after(delay, "", turn, opening.state, ctx),
+                                               name="model-filler")
+        try:
+            return await self._model_round(turn, opening, ctx)
+        finally:
+            if opening.filler is not None:  # a barge-in or a bug: the filler never outlives its round
+                opening.filler.cancel()
+
+    async def _open(self, turn: _Turn, opening: _Opening, ctx: ProcessorContext) -> int:
+        """The round's ordinal, its ``LlmResponseStarted`` sent on the first call (after the
+        filler's round when one is being spoken, which then finishes first)."""
+        if opening.round is not None:
+            return opening.round
+        task, opening.filler = opening.filler, None
+        if task is not None:
+            if not opening.state.speaking:
+                task.cancel()  # the first token came before the delay: no filler
+            await asyncio.wait((task,))
+        opening.round = turn.take()
+        await ctx.push(LlmResponseStarted(epoch=turn.epoch, round=opening.round))
+        return opening.round
+
+    async def _model_round(self, turn: _Turn, opening: _Opening, ctx: ProcessorContext) -> tuple[Assembled, ...]:
+        epoch = turn.epoch
+
+        async def open_round() -> int:
+            return await self._open(turn, opening, ctx)
+
         assembler = ResponseAssembler()
         requested = ctx.clock.now()
         timed = self.timeline.llm_request(epoch, requested)
@@ -796,15 +847,17 @@ class LlmRunner(Processor):
         failed = False
         seen = _Streamed()
         try:
-            await self._stream(self._request(ctx.clock.wall().date()), epoch, round_, ctx, assembler, spoken, timed,
-                               seen)
+            await self._stream(self._request(ctx.clock.wall().date()), epoch, open_round, ctx, assembler, spoken,
+                               timed, seen)
         except BrisvoxError as exc:
-            log.warning("the model gave no usable answer (%s); speaking the fallback line", exc)
+            # Logged with its traceback and counted (engine_failures_total{stage="llm"}).
+            self.events.failed("llm", exc, epoch=epoch, at=ctx.clock.now(), fatal=False)
             self.stats.fallbacks += 1
             failed = True
-            fallback = (" " if spoken else "") + self.config.fallback_line
-            await ctx.push(LlmTextFrame(epoch=epoch, text=fallback, round=round_))
+            fallback = (" " if spoken else "") + self.config.fallback_for(self._heard)
+            await ctx.push(LlmTextFrame(epoch=epoch, text=fallback, round=await open_round()))
             spoken.append(fallback)
+        round_ = await open_round()  # a round with no text (a call only) opens too: its message is kept
         done = ctx.clock.now()
         self.timeline.llm_done(epoch, timed, done)
         usage = seen.usage
@@ -829,7 +882,7 @@ class LlmRunner(Processor):
         self,
         request: LlmRequest,
         epoch: int,
-        round_: int | None,
+        open_round: Callable[[], Awaitable[int]] | None,
         ctx: ProcessorContext,
         assembler: ResponseAssembler,
         spoken: list[str],
@@ -838,7 +891,8 @@ class LlmRunner(Processor):
     ) -> None:
         """Speak the model's text as it streams; everything goes to the assembler as well.
 
-        ``round_`` None: a speculative run; the text is only collected in ``spoken``.
+        ``open_round`` gives the round's ordinal (opening it the first time); None: a
+        speculative run, the text is only collected in ``spoken``.
         """
         stream = self.llm.stream(request)
         first = True
@@ -859,13 +913,14 @@ class LlmRunner(Processor):
                     first = False
                     if seen is not None:
                         seen.first_token = ctx.clock.now()
-                    if round_ is not None:
+                    if open_round is not None:
                         self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
+                        await open_round()
                 if isinstance(event, TextDelta):
                     assembler.push(event)
                     spoken.append(event.text)
-                    if round_ is not None:
-                        await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=round_))
+                    if open_round is not None:
+                        await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=await open_round()))
                 elif isinstance(event, ToolCallDelta | ProviderDataDelta):
                     assembler.push(event)
                 elif isinstance(event, LlmError):

@@ -71,6 +71,19 @@ class SileroModel:
             raise ModelError(f"silero VAD inference failed: {exc}") from exc
         return float(out[0, 0]), np.asarray(new_state, dtype=np.float32)
 
+    def run_batch(
+        self, x: npt.NDArray[np.float32], state: npt.NDArray[np.float32], sample_rate: int
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """One step of B streams: ``x`` is (B, context + window), ``state`` (2, B, 128); returns
+        the B probabilities and the new (2, B, 128) state (rows are independent)."""
+        try:
+            out, new_state = self._session.run(
+                None, {"input": x, "state": state, "sr": np.array(sample_rate, dtype=np.int64)}
+            )
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise ModelError(f"silero VAD inference failed: {exc}") from exc
+        return np.asarray(out, dtype=np.float32)[:, 0], np.asarray(new_state, dtype=np.float32)
+
     def scorer(self, sample_rate: int = 16000, reset: SileroReset | None = None) -> SileroScorer:
         return SileroScorer(self, sample_rate, reset)
 
@@ -123,16 +136,27 @@ class SileroScorer:
         return self._win
 
     def score(self, window: npt.NDArray[np.int16]) -> float:
+        buf = self.load(window)
+        prob, state = self._model.run(buf[np.newaxis], self._state, self._rate)
+        self.accept(prob, state)
+        return prob
+
+    def load(self, window: npt.NDArray[np.int16]) -> npt.NDArray[np.float32]:
+        """The model's input row for the next window: the previous window's last samples, then
+        this one, scaled to [-1, 1) (a view of this scorer's buffer: use it before the next load)."""
         if window.shape != (self._win,):
             raise ConfigError(f"Silero VAD windows hold {self._win} samples, got {window.shape}")
-        buf = self._input
+        buf: npt.NDArray[np.float32] = self._input[0]
         # Context: the last samples of the previous window, already at the end of the buffer.
-        buf[0, : self._ctx] = buf[0, -self._ctx :]
-        buf[0, self._ctx :] = window
-        buf[0, self._ctx :] *= np.float32(1.0 / 32768.0)
-        prob, self._state = self._model.run(buf, self._state, self._rate)
+        buf[: self._ctx] = buf[-self._ctx :]
+        buf[self._ctx :] = window
+        buf[self._ctx :] *= np.float32(1.0 / 32768.0)
+        return buf
+
+    def accept(self, prob: float, state: npt.NDArray[np.float32]) -> None:
+        """Take the model's answer for the window just loaded: its probability and the new (2, 1, 128) state."""
+        self._state = state
         self._maybe_reset(prob)
-        return prob
 
     def _maybe_reset(self, prob: float) -> None:
         self._since_reset += self._win

@@ -28,14 +28,15 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from brisvox.audio.pcm import PCM16_DTYPE, pcm16_to_array
+from brisvox.audio.pcm import PCM16_DTYPE, check_whole_samples
 from brisvox.core.errors import ConfigError, InvalidInput
 from brisvox.core.frames import InputAudioFrame, VadStartedFrame, VadStoppedFrame
 from brisvox.inference.errors import PoolFull
 from brisvox.inference.pool import InferencePool, Lane
 
 if TYPE_CHECKING:
-    from brisvox.inference.silero import SileroModel
+    from brisvox.inference.silero import SileroModel, SileroScorer
+    from brisvox.inference.vad_batch import SileroBatcher
 
 __all__ = [
     "VadEvent",
@@ -188,8 +189,9 @@ class _Window:
 class VoiceActivityDetector:
     """Feeds PCM16 frames through a :class:`WindowScorer` and a :class:`VadTracker`.
 
-    With ``pool`` the windows of each frame are scored in one job on its VAD lane; a
-    refused job (lane full) drops those windows, counted in :attr:`dropped_windows`;
+    With ``pool`` the windows of each frame are scored in one job on its VAD lane; with
+    ``batcher`` (Silero only) in the batcher's next job, together with other calls' windows
+    (:mod:`brisvox.inference.vad_batch`).  A refused job (lane full) drops those windows, counted in :attr:`dropped_windows`;
     :attr:`saturated` says whether the last frame's job was refused (the listen stage reports
     each saturation episode to the call).
     Without a pool the scorer runs inline (for the energy VAD, which costs microseconds).
@@ -197,15 +199,20 @@ class VoiceActivityDetector:
     """
 
     def __init__(
-        self, scorer: WindowScorer, params: VadParams | None = None, pool: InferencePool | None = None
+        self,
+        scorer: WindowScorer,
+        params: VadParams | None = None,
+        pool: InferencePool | None = None,
+        batcher: tuple[SileroBatcher, SileroScorer] | None = None,
     ) -> None:
         self._scorer = scorer
         self._params = params or VadParams()
         self._pool = pool
+        self._batcher = batcher  # the batcher and the Silero scorer it runs (the same object as scorer)
         self._rate = scorer.sample_rate
         self._win = scorer.window_samples
         self._tracker = VadTracker(self._params, self._rate)
-        self._buf: Int16Array = np.zeros(0, dtype=PCM16_DTYPE)
+        self._pending = b""  # samples of the next window, not yet whole
         self._anchor_at = 0.0  # clock time of the sample at _anchor_pos == 0
         self._anchor_pos = 0  # samples consumed since the anchor
         # A cancelled caller cannot stop a job already on a thread; the lock keeps that job and
@@ -229,21 +236,26 @@ class VoiceActivityDetector:
         return self._tracker.speaking
 
     def _windows(self, pcm: bytes, at: float) -> list[_Window]:
-        samples = pcm16_to_array(pcm)
-        if self._buf.size == 0:
+        # The partial window waits as bytes: a frame adds one bytes join and one zero-copy view of
+        # its whole windows (no array concatenation and copy per frame: the audio path's allocations).
+        check_whole_samples(pcm)
+        if not self._pending:
             # Re-anchor the time line on each frame that starts a fresh buffer.
             self._anchor_at = at
             self._anchor_pos = 0
-            buf = samples
+            data = bytes(pcm)
         else:
-            buf = np.concatenate((self._buf, samples))
-        out: list[_Window] = []
-        pos = 0
-        while buf.size - pos >= self._win:
-            out.append(_Window(self._anchor_at + (self._anchor_pos + pos) / self._rate, buf[pos : pos + self._win]))
-            pos += self._win
-        self._buf = buf[pos:].copy()
-        self._anchor_pos += pos
+            data = self._pending + pcm
+        count = len(data) // (2 * self._win)
+        if count == 0:
+            self._pending = data
+            return []
+        used = count * self._win
+        arr = np.frombuffer(data, dtype=PCM16_DTYPE, count=used).reshape(count, self._win)
+        start = self._anchor_at + self._anchor_pos / self._rate
+        out = [_Window(start + i * self._win / self._rate, arr[i]) for i in range(count)]
+        self._pending = data[2 * used :]
+        self._anchor_pos += used
         return out
 
     def _score_all(self, windows: Sequence[Int16Array]) -> list[float]:
@@ -265,11 +277,16 @@ class VoiceActivityDetector:
         if not windows:
             return []
         arrays = [w.samples for w in windows]
-        if self._pool is None:
+        if self._pool is None and self._batcher is None:
             probs = self._score_all(arrays)
         else:
             try:
-                probs = await self._pool.run(self._score_all, arrays, lane=Lane.VAD)
+                if self._batcher is not None:
+                    batcher, silero = self._batcher
+                    probs = await batcher.score(silero, arrays, self._score_lock)
+                else:
+                    assert self._pool is not None
+                    probs = await self._pool.run(self._score_all, arrays, lane=Lane.VAD)
             except PoolFull:
                 self.dropped_windows += len(windows)
                 self.saturated = True
@@ -293,12 +310,12 @@ class VoiceActivityDetector:
 
     def finish(self, at: float) -> VadEvent | None:
         """End of the stream: drop the partial window, close open speech."""
-        self._buf = np.zeros(0, dtype=PCM16_DTYPE)
+        self._pending = b""
         return self._tracker.finish(at)
 
     def reset(self) -> None:
         """Forget everything (a new stream)."""
-        self._buf = np.zeros(0, dtype=PCM16_DTYPE)
+        self._pending = b""
         self._tracker.reset()
         with self._score_lock:
             self._scorer.reset()
@@ -316,7 +333,16 @@ def energy_vad(
 
 
 def silero_vad(
-    model: SileroModel, pool: InferencePool | None, *, sample_rate: int = 16000, params: VadParams | None = None
+    model: SileroModel,
+    pool: InferencePool | None,
+    *,
+    sample_rate: int = 16000,
+    params: VadParams | None = None,
+    batcher: SileroBatcher | None = None,
 ) -> VoiceActivityDetector:
-    """A call's Silero detector, scoring on ``pool``'s VAD lane (64 ms start / 100 ms stop by default)."""
-    return VoiceActivityDetector(model.scorer(sample_rate), params or VadParams(), pool)
+    """A call's Silero detector, scoring on ``pool``'s VAD lane, or with ``batcher`` (on its pool)
+    together with the other calls' windows (64 ms start / 100 ms stop by default)."""
+    scorer = model.scorer(sample_rate)
+    if batcher is not None:
+        return VoiceActivityDetector(scorer, params or VadParams(), batcher=(batcher, scorer))
+    return VoiceActivityDetector(scorer, params or VadParams(), pool)

@@ -60,9 +60,10 @@ def _choice(stage: Stage, provider: str, api_key_env: str | None, **options: Any
 
 # --- speech to text -----------------------------------------------------------------------------
 
-def LocalWhisper() -> ProviderChoice:
-    """The embedded faster-whisper model (English; ``brisvox models fetch``)."""
-    return _choice(Stage.STT, "local", None)
+def LocalWhisper(prompt: str | None = None) -> ProviderChoice:
+    """The embedded faster-whisper model (English; ``brisvox models fetch``); ``prompt``: the
+    agent's vocabulary (names, party sizes, times), which steers what Whisper writes."""
+    return _choice(Stage.STT, "local", None, prompt=prompt)
 
 
 def Deepgram(model: str | None = None, *, api_key_env: str = "DEEPGRAM_API_KEY", **options: Any) -> ProviderChoice:

@@ -28,7 +28,7 @@ import enum
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import ClassVar, Protocol, Self
+from typing import ClassVar, Protocol, Self, runtime_checkable
 
 from brisvox.agent import Message, ToolSpec
 from brisvox.agent.assemble import ProviderDataDelta, TextDelta, ToolCallDelta
@@ -44,6 +44,7 @@ __all__ = [
     "LlmProvider",
     "LlmRequest",
     "LlmStream",
+    "PrefixWarm",
     "ProviderDataDelta",
     "TextDelta",
     "ToolCallDelta",
@@ -174,6 +175,17 @@ class LlmProvider(Protocol):
     async def warm(self) -> None:
         """Prepare ahead of the first request (pool a connection, load a model).  Default: nothing."""
         return None
+
+
+@runtime_checkable
+class PrefixWarm(Protocol):
+    """An LLM that can evaluate a prompt's prefix ahead of the first request and keep it
+    (a local model's prompt cache): the server warms it with the agent's system prompt and
+    tools, so the first turn of every call pays only for the caller's words."""
+
+    async def warm_prefix(self, request: LlmRequest) -> None:
+        """Evaluate ``request``'s prompt once and keep it for later requests that begin the same way."""
+        ...
 
 
 class GeneratorLlmStream:

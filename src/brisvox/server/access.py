@@ -6,7 +6,8 @@ before routing, so a refused request reaches neither admission nor a route:
 * ``/healthz`` and ``/readyz`` are open (probes use any Host);
 * every other request needs an allowed ``Host`` (403 ``host_not_allowed``);
 * a WebSocket upgrade also needs an allowed ``Origin`` (403 ``origin_not_allowed``) and,
-  when the server requires authentication, a valid token (401, or 403 ``wrong_agent``);
+  when the server requires authentication, a valid token (401, or 403 ``wrong_agent``); so
+  does every request under a ``call_paths`` prefix (WebRTC signaling) but its CORS preflight;
 * ``/metrics``, ``/agent.json`` and everything under ``/api/`` (the calls and their control) need a
   token when the server requires authentication;
 * on a WebSocket path in ``query_token`` (RTVI's ``/rtvi``: Pipecat's JS transport can put
@@ -90,6 +91,9 @@ class AccessPolicy:
     """WebSocket paths whose endpoint checks its own credential (see the module docs)."""
     query_token: frozenset[str] = frozenset()
     """WebSocket paths that also take the token as ``?token=`` (RTVI: see the module docs)."""
+    call_paths: frozenset[str] = frozenset()
+    """HTTP paths (and everything under them) that start or end calls (WebRTC signaling): checked
+    like a call upgrade (Origin and token), except the ``OPTIONS`` preflight (browsers send no token)."""
 
     @classmethod
     def from_settings(cls, settings: Settings, *, agent: str | None, wall: Callable[[], float]) -> AccessPolicy:
@@ -164,11 +168,12 @@ class AccessGuard:
             await self.app(scope, receive, send)  # the endpoint checks the carrier's signature
             return
         offered: list[str] = list(scope.get("subprotocols", ()))
-        if refusal is None and kind == "websocket":
+        call = kind == "websocket" or (scope.get("method") != "OPTIONS" and _under(path, self.policy.call_paths))
+        if refusal is None and call:
             refusal = check_origin(headers.get("origin"), host, self.policy.allowed_origins)
         query: bytes | None = scope.get("query_string", b"") if kind == "websocket" and path in \
             self.policy.query_token else None
-        if refusal is None and (kind == "websocket" or path in PRIVATE_PATHS or path.startswith(PRIVATE_PREFIX)):
+        if refusal is None and (call or path in PRIVATE_PATHS or path.startswith(PRIVATE_PREFIX)):
             refusal = self._credential(headers.get("authorization"), offered if kind == "websocket" else [], query)
         if refusal is not None:
             await self._refuse(scope, receive, send, refusal)
@@ -208,6 +213,10 @@ class AccessGuard:
             await WebSocket(scope, receive, send).send_denial_response(response)
         else:
             await send({"type": "websocket.close", "code": _POLICY_CLOSE, "reason": refusal.reason.value})
+
+def _under(path: str, prefixes: frozenset[str]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in prefixes)
+
 
 def _route_path(scope: Scope) -> str:
     """The path inside this app: mounted under a prefix (``root_path``), the path without it."""

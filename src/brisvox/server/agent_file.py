@@ -38,7 +38,12 @@ from pydantic import BaseModel, Field, ValidationError
 
 from brisvox.agent.guards import ThinkBudget
 from brisvox.agent.interrupt import BackchannelSet, Confirm, InterruptionPolicy
-from brisvox.agent.tools.filler import DEFAULT_FILLER_DELAY, DEFAULT_FILLER_TEXT, FillerConfig
+from brisvox.agent.tools.filler import (
+    DEFAULT_FILLER_DELAY,
+    DEFAULT_FILLER_TEXT,
+    DEFAULT_MODEL_FILLER_DELAY,
+    FillerConfig,
+)
 from brisvox.agent.tools.spec import ToolKind
 from brisvox.agent.turn import (
     DEFAULT_FALLBACK_SILENCE,
@@ -51,6 +56,7 @@ from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
 from brisvox.engine.phone import CARRIER_TIMEOUT
+from brisvox.inference.vad import VadParams
 from brisvox.providers.choice import CASCADE, ProviderChoice
 from brisvox.providers.s2s import BargeIn, S2sPolicy
 from brisvox.server._section import Section, in_bounds, range_text
@@ -172,14 +178,24 @@ class _Interruption(Section):
     vad_hangover: float | None = None
 
 
+class _Vad(Section):
+    ranges = MappingProxyType({"threshold": (0.05, 1.0), "hysteresis": (0.0, 0.5), "min_speech": (0.0, 2.0),
+                               "min_silence": (0.0, 5.0)})
+    threshold: float | None = None
+    hysteresis: float | None = None
+    min_speech: float | None = None
+    min_silence: float | None = None
+
+
 class _Speculation(Section):
     enabled: bool = False
 
 
 class _Filler(Section):
-    ranges = MappingProxyType({"delay": (0.0, 30.0)})
+    ranges = MappingProxyType({"delay": (0.0, 30.0), "model_delay": (0.0, 30.0)})
     enabled: bool = True
     delay: float | None = None
+    model_delay: float | None = None
     per_tool: bool = False
     phrases: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1)
     prerender: bool | None = None
@@ -212,6 +228,7 @@ class _File(Section):
     agent: _Agent
     turn: _Turn = _Turn()
     interruption: _Interruption = _Interruption()
+    vad: _Vad = _Vad()
     speculation: _Speculation = _Speculation()
     filler: _Filler = _Filler()
     window: WindowSection = WindowSection()
@@ -249,6 +266,8 @@ class AgentDefinition:
     tts: ProviderChoice
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
+    # The [vad] keys the file set (VadParams field -> value); the rest keep the detector's defaults.
+    vad: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
     s2s: ProviderChoice | None = None  # a speech-to-speech model in place of stt, llm and tts
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
@@ -424,6 +443,11 @@ def _build(
     window = window_settings(f.window, takes_model, report.at_key)
     flow = flow_settings(f.flow, a.tools, report.at_key) if f.flow is not None else None
     telephony = _telephony(f.telephony, report, environ) if f.telephony is not None else None
+    vad = MappingProxyType({k: float(v) for k, v in f.vad.model_dump().items() if v is not None})
+    try:
+        VadParams(**vad)  # the keys together: hysteresis must stay below threshold
+    except ConfigError as exc:
+        report.at_key(("vad", "hysteresis" if "hysteresis" in vad else "threshold"), str(exc))
     if report.problems or turn is None or interruption is None:
         return None
     return AgentDefinition(
@@ -431,7 +455,7 @@ def _build(
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
-        s2s=s2s, s2s_policy=s2s_policy, telephony=telephony,
+        s2s=s2s, s2s_policy=s2s_policy, vad=vad, telephony=telephony,
     )
 
 
@@ -560,7 +584,7 @@ def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     if fl.per_tool and fl.delay is not None:
         report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
     if not fl.enabled:
-        for key in ("delay", "phrases", "prerender"):
+        for key in ("delay", "model_delay", "phrases", "prerender"):
             if getattr(fl, key) is not None:
                 report.at_key(("filler", key), "has no effect with enabled = false")
     for i, phrase in enumerate(fl.phrases or ()):
@@ -569,8 +593,9 @@ def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     # Blank phrases are reported above; what is built from a file with problems is never used.
     phrases = tuple(p.strip() for p in fl.phrases if p.strip()) if fl.phrases is not None else (DEFAULT_FILLER_TEXT,)
     delay = None if fl.per_tool else (fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY)
+    model_delay = fl.model_delay if fl.model_delay is not None else DEFAULT_MODEL_FILLER_DELAY
     return FillerConfig(enabled=fl.enabled, delay=delay, per_tool=fl.per_tool, phrases=phrases,
-                        prerender=bool(fl.prerender))
+                        prerender=bool(fl.prerender), model_delay=model_delay)
 
 
 def _provider(

@@ -51,7 +51,7 @@ from brisvox.server.metrics import CONTENT_TYPE, ServerMetrics
 from brisvox.server.node import NodeTotals
 from brisvox.server.session import AtCapacity, SessionManager, SessionSlot
 
-__all__ = ["AT_GLOBAL_CAPACITY", "RETRY_AFTER_SECONDS", "CallEndpoint", "build_app"]
+__all__ = ["AT_GLOBAL_CAPACITY", "RETRY_AFTER_SECONDS", "CallEndpoint", "HttpCallEndpoint", "build_app"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,23 @@ class CallEndpoint(Protocol):
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None: ...
 
 
+class HttpCallEndpoint(Protocol):
+    """Calls started by plain HTTP requests under ``path`` (WebRTC's WHIP signaling): its routes
+    admit through ``manager`` themselves; the AccessGuard checks Origin and token on them
+    (``AccessPolicy.call_paths``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    def close(self) -> None:
+        """End every call (idempotent): the shutdown's goodbye."""
+        ...
+
+    def routes(self, manager: SessionManager[Any], metrics: ServerMetrics, /) -> Sequence[BaseRoute]:
+        """The routes; admission refusals are counted in ``metrics`` like the WebSocket route's."""
+        ...
+
+
 def build_app(
     manager: SessionManager[Any],
     metrics: ServerMetrics,
@@ -82,6 +99,7 @@ def build_app(
     call_routes: Sequence[tuple[str, CallEndpoint]] = (),
     node: Callable[[], NodeTotals] | None = None,
     directory: CallDirectory | None = None,
+    http_call_endpoints: Sequence[HttpCallEndpoint] = (),
 ) -> Starlette:
     """The server's ASGI application over ``manager`` (see the module docs); ``access``: the Host,
     Origin and token checks before routing (:mod:`brisvox.server.access`; None: none, for an
@@ -89,7 +107,8 @@ def build_app(
     embedded models' pools whose saturation ``/readyz`` reports; ``call_routes``: more call
     endpoints by path (a carrier's, such as Twilio's), admitted exactly like ``ws_path``;
     ``node``: the node's totals, for a worker of ``--workers N`` (``/readyz`` answers for the node);
-    ``directory``: the calls by id, for the control routes and the global cap."""
+    ``directory``: the calls by id, for the control routes and the global cap;
+    ``http_call_endpoints``: HTTP call routes (WebRTC signaling) that admit through ``manager``."""
     metrics.watch(manager)
 
     async def healthz(request: Request) -> Response:
@@ -160,6 +179,7 @@ def build_app(
         *(WebSocketRoute(path, admitting(endpoint)) for path, endpoint in call_routes),
         # before the extra routes, whose Mounts would take WebSocket scopes too; Starlette's default is a 403
         WebSocketRoute("/{path:path}", _no_such_path),
+        *(route for endpoint in http_call_endpoints for route in endpoint.routes(manager, metrics)),
         *extra_routes,
     ]
     guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []

@@ -32,6 +32,10 @@ The same events feed the server's ``/metrics`` (:func:`metrics_listener`): each
 settled tool call with the tool engine's outcome, each ``EngineFailure`` a failure.  The
 listener sees every event as it is emitted, so a slow page that loses events to the
 observer's drop-oldest queue does not make the counters lie.
+
+:func:`warm_request` is how every call of the agent begins (its system prompt with the
+date line, its tools): ``brisvox serve`` has an LLM with a prompt cache
+(:class:`~brisvox.providers.llm.PrefixWarm`, the local model) evaluate it at start.
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
+import ipaddress
 import json
 import logging
 import os
@@ -48,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.websockets import WebSocket
 
+from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy
 from brisvox.agent.ui import UiChannel
@@ -69,9 +76,12 @@ from brisvox.engine import events as ev
 from brisvox.engine.call import call_failure, output_rate
 from brisvox.engine.config import SummaryConfig
 from brisvox.engine.phone import CarrierError, PhonePlan
+from brisvox.engine.runner import with_date
+from brisvox.providers.llm import LlmRequest
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.server.agent_file import AgentDefinition
+from brisvox.server.app import HttpCallEndpoint
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.calllog import CallLog, CallTimeline
 from brisvox.server.carriers import call_control
@@ -111,6 +121,8 @@ __all__ = [
     "metrics_listener",
     "telnyx_endpoint",
     "twilio_endpoint",
+    "warm_request",
+    "webrtc_endpoint",
 ]
 
 log = logging.getLogger(__name__)
@@ -251,6 +263,44 @@ def telnyx_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> T
     return TelnyxEndpoint(clock, config, telnyx, session_item=lambda link: EngineCall(link, _no_events))
 
 
+def webrtc_endpoint(settings: Settings, clock: Clock) -> HttpCallEndpoint | None:
+    """The WHIP endpoint of ``brisvox serve`` (docs/WEBRTC.md): its calls run the same engine, the
+    events going to the page's data channel.  None when ``BRISVOX_WEBRTC=off``, or (with one
+    warning) when the webrtc extra is not installed: the page then calls over the WebSocket."""
+    if not settings.webrtc:
+        return None
+    try:
+        from brisvox.server.webrtc_endpoint import TurnConfig, WebRtcEndpoint, WhipConfig
+        from brisvox.transport.webrtc import WebRtcConfig
+    except ImportError as exc:
+        log.warning("BRISVOX_WEBRTC=on but the webrtc extra is not installed (pip install 'brisvox[webrtc]'): %s; "
+                    "browsers call over the WebSocket", exc)
+        return None
+    hosts = settings.webrtc_hosts or _listener_address(settings.host)
+    turn = (TurnConfig(urls=settings.webrtc_turn_urls, secret=settings.webrtc_turn_secret)
+            if settings.webrtc_turn_secret is not None and settings.webrtc_turn_urls else None)
+    config = WhipConfig(path=settings.webrtc_path, turn=turn, allowed_origins=settings.allowed_origins,
+                        webrtc=WebRtcConfig(hosts=hosts, input_rate=LISTEN_RATE,
+                                            max_call_duration=settings.max_call_duration))
+    log.info("webrtc: signaling at %s, host candidates %s, TURN %s", config.path, ", ".join(hosts),
+             ", ".join(turn.urls) if turn is not None else "none")
+    return WebRtcEndpoint(clock, config, session_item=lambda link, send_text: EngineCall(link, send_text))
+
+
+def _listener_address(host: str) -> tuple[str, ...]:
+    """The listener's own IP address as the one host candidate; 127.0.0.1 for a name or a wildcard
+    (browsers elsewhere then need BRISVOX_WEBRTC_HOSTS)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return ("127.0.0.1",)
+    if address.is_unspecified:
+        log.warning("BRISVOX_HOST=%s listens everywhere but WebRTC offers only 127.0.0.1: set BRISVOX_WEBRTC_HOSTS "
+                    "to the addresses browsers reach", host)
+        return ("127.0.0.1",)
+    return (host,)
+
+
 def engine_config(definition: AgentDefinition) -> EngineConfig:
     """The engine settings an agent file gives (the rest are the engine's defaults); the LLM's
     ``temperature`` and ``max_tokens`` options go with every request, ``[filler]`` decides the
@@ -271,6 +321,19 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
         hooks=definition.hooks,
         agent=definition.name,
     )
+
+
+def warm_request(definition: AgentDefinition, tools: ToolSet, today: datetime.date) -> LlmRequest | None:
+    """The request every call's first turn begins with, as the engine builds it (system prompt,
+    date line, the registry's tools) and a short caller line; None for a flow (each node has
+    its own prompt)."""
+    if definition.flow is not None:
+        return None
+    registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+    prompt = engine_config(definition).llm.system_prompt
+    system = (SystemMessage(text=prompt),) if prompt else ()
+    return LlmRequest(messages=(*with_date(system, today), UserMessage(text="Hello.")),
+                      tools=tuple(registry.specs()) if registry is not None else ())
 
 
 def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:
@@ -342,6 +405,8 @@ def event_message(event: ev.EngineEvent) -> dict[str, Any] | None:
             body["turn_end_reason"] = event.turn_end_reason.value
     elif isinstance(event, ev.EngineFailure):
         body = {"kind": "engine_failure", "stage": event.stage, "fatal": event.fatal}
+    elif isinstance(event, ev.FillerStarted):
+        body = {"kind": "filler", "round": event.round, "tool": event.tool}
     elif isinstance(event, ev.ModelBusy):
         what = _BUSY_WHAT[event.stage]
         body = {"kind": "error", "code": f"{event.stage.value}_busy",

@@ -1,7 +1,9 @@
 """The providers ``brisvox serve`` builds for an agent: loaded once, shared by every call.
 
-* VAD: Silero (``brisvox models fetch``) on a small inference pool; the energy detector
-  when the model is missing (logged).
+* VAD: Silero (``brisvox models fetch``) on a small inference pool, every call's windows
+  scored together (:class:`~brisvox.inference.vad_batch.SileroBatcher`; ``BRISVOX_VAD_BATCH=off``
+  scores each call's frame in a job of its own); the energy detector when the model is
+  missing (logged).  The agent file's ``[vad]`` keys replace the detector's defaults.
 * End of turn: Smart Turn when its model is present, else the turn machine's deadline.
 * STT / TTS: the agent file's choice, built from its ``options`` table and key.  STT:
   ``local`` (faster-whisper) or ``deepgram``.  TTS: ``local`` (hibari), ``cartesia``,
@@ -25,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
 from typing import Any, Self
@@ -36,8 +38,9 @@ from brisvox.core.errors import BrisvoxError, ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine import Providers
 from brisvox.inference.pool import InferencePool, PoolConfig
-from brisvox.inference.vad import VoiceActivityDetector, energy_vad, silero_vad
-from brisvox.providers.llm import LlmProvider
+from brisvox.inference.vad import VadParams, VoiceActivityDetector, energy_vad, silero_vad
+from brisvox.inference.vad_batch import SileroBatcher
+from brisvox.providers.llm import LlmProvider, LlmRequest, PrefixWarm
 from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.stt import SttProvider
 from brisvox.providers.summarizer import LlmSummarizer
@@ -106,6 +109,10 @@ def _build_llm(definition: AgentDefinition, resolved: LlmChoice, options: dict[s
         from brisvox.server.demo_llm import scripted_demo_llm
 
         return scripted_demo_llm(clock)
+    if name == "mock":
+        from brisvox.server.mock_providers import mock_llm
+
+        return mock_llm(options, clock)
     raise ConfigError(f"{definition.source}: llm provider {name!r} is not available in this build")
 
 
@@ -127,10 +134,17 @@ class CallProviders:
     summaries: bool = True  # calls make window summaries (the agent file's [window])
     summarizer: Summarizer | None = None  # None: the agent's own model summarizes
 
-    async def warm(self) -> None:
-        """Load and run each model once, so the first call does not pay for it (failures are logged)."""
-        for what, warm in (("speech-to-text", self.providers.stt.warm), ("text-to-speech", self.providers.tts.warm),
-                           ("llm", self.providers.llm.warm)):
+    async def warm(self, prefix: LlmRequest | None = None) -> None:
+        """Load and run each model once, so the first call does not pay for it (failures are logged).
+
+        ``prefix``: how every call's first request begins (``warm_request``); an LLM with a
+        prompt cache (:class:`PrefixWarm`) evaluates it now, so a call's first turn does not."""
+        llm = self.providers.llm
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("speech-to-text", self.providers.stt.warm), ("text-to-speech", self.providers.tts.warm), ("llm", llm.warm)]
+        if prefix is not None and isinstance(llm, PrefixWarm):
+            steps.append(("llm's prompt prefix", lambda: llm.warm_prefix(prefix)))
+        for what, warm in steps:
             try:
                 await warm()
             except Exception as exc:  # a missing model must not stop the server: calls report it
@@ -157,16 +171,23 @@ class CallProviders:
         await self.aclose()
 
 
-def vad_factory() -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
+def vad_factory(
+    overrides: Mapping[str, float], batch: bool = True,
+) -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
+    """Each call's detector; ``overrides``: the agent file's ``[vad]`` keys, over the detector's
+    defaults; ``batch``: Silero scores every call's windows together (SileroBatcher)."""
     try:
         from brisvox.inference.silero import SileroModel
 
         model = SileroModel.load()
     except (BrisvoxError, ImportError, OSError) as exc:
         log.warning("Silero VAD unavailable (%s); the calls use the energy detector", exc)
-        return (lambda rate: energy_vad(rate)), "energy", None
+        energy_params = dataclasses.replace(VadParams.energy(), **overrides)
+        return (lambda rate: energy_vad(rate, params=energy_params)), "energy", None
     pool = InferencePool(PoolConfig(name="brisvox-vad", threads=1))
-    return (lambda rate: silero_vad(model, pool, sample_rate=rate)), "silero", pool
+    params = dataclasses.replace(VadParams(), **overrides)
+    batcher = SileroBatcher(model, pool) if batch else None
+    return (lambda rate: silero_vad(model, pool, sample_rate=rate, params=params, batcher=batcher)), "silero", pool
 
 
 def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> SttProvider:
@@ -174,8 +195,13 @@ def _stt(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
     choice = definition.stt
     if choice.provider == "local":
         from brisvox.providers.local import WhisperStt
+        from brisvox.providers.local.whisper import WhisperConfig
 
-        return WhisperStt()
+        return WhisperStt(WhisperConfig(**choice.options))
+    if choice.provider == "mock":
+        from brisvox.server.mock_providers import mock_stt
+
+        return mock_stt(choice.options, clock)
     if choice.provider == "deepgram":
         key = key_for(definition, choice, environ)
         with extra_for(choice.stage, choice.provider):
@@ -191,6 +217,10 @@ def _tts(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) 
         from brisvox.providers.local import HIBARI_SAMPLE_RATE, HibariTts
 
         return ResamplingTts(HibariTts(), HIBARI_SAMPLE_RATE)
+    if choice.provider == "mock":
+        from brisvox.server.mock_providers import mock_tts
+
+        return mock_tts(choice.options, clock)  # speaks every call rate
     if choice.provider == "cartesia":
         key = key_for(definition, choice, environ)
         with extra_for(choice.stage, choice.provider):
@@ -236,8 +266,10 @@ def extra_for(stage: Stage, provider: str) -> Iterator[None]:
                           f"(pip install 'brisvox[{extra}]'): {exc}") from None
 
 
-def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> CallProviders:
+def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str], *,
+                         vad_batch: bool = True) -> CallProviders:
     """The providers of ``definition`` (raises ConfigError for a stage this build cannot run).
+    ``vad_batch``: Silero scores the windows of every call together (``BRISVOX_VAD_BATCH``).
 
     Only what the agent uses is built: the local models load only for ``local`` stages, and
     building a cloud adapter opens no connection (each call connects its own session).
@@ -246,7 +278,7 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
     tts = _tts(definition, clock, environ)
     llm, label = choose_llm(definition, clock, environ)
     summaries, summary_llm = _summary_llm(definition, llm, clock, environ)
-    vad, vad_label, pool = vad_factory()
+    vad, vad_label, pool = vad_factory(definition.vad, vad_batch)
     end_of_turn = None
     closers: list[Callable[[], Any]] = []
     for provider in (stt, tts, llm, summary_llm):
@@ -280,8 +312,8 @@ def _summary_llm(
         return False, None
     from brisvox.server.demo_llm import DemoHostLlm
 
-    if isinstance(llm, DemoHostLlm):
-        log.info("window summaries are off: the scripted host cannot summarize (requests keep the newest turns)")
+    if isinstance(llm, DemoHostLlm) or definition.llm.provider == "mock":
+        log.info("window summaries are off: the %s LLM cannot summarize (requests keep the newest turns)", llm.name)
         return False, None
     if window.summary_model is None:
         return True, None  # run_call summarizes with the agent's own model

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
     from pathlib import Path
 
     from brisvox.core.clock import Clock
+    from brisvox.providers.llm import LlmRequest
     from brisvox.server.agent import Agent
     from brisvox.server.agent_file import AgentDefinition
     from brisvox.server.call import EngineCall
@@ -168,9 +169,11 @@ def session_runner(
 
 
 async def _serve_with(settings: Settings, parts: ServerParts, providers: CallProviders | S2sCallProviders,
-                      tracing: Tracing | None = None, node: WorkerStart | None = None) -> int:
-    """``serve`` with the shared providers warmed in the background and closed at the end, and the
-    link to the call registry (Redis) open while it serves, when ``BRISVOX_REDIS_URL`` is set."""
+                      tracing: Tracing | None = None, node: WorkerStart | None = None,
+                      prefix: LlmRequest | None = None) -> int:
+    """``serve`` with the shared providers warmed in the background (``prefix``: how each call's
+    first request begins, for a model with a prompt cache) and closed at the end, and the link to
+    the call registry (Redis) open while it serves, when ``BRISVOX_REDIS_URL`` is set."""
     from contextlib import AsyncExitStack
 
     from brisvox.core.clock import SystemClock
@@ -182,7 +185,7 @@ async def _serve_with(settings: Settings, parts: ServerParts, providers: CallPro
         async with AsyncExitStack() as stack, providers, TaskScope("serve") as scope:
             if settings.redis_url is not None and parts.directory is not None:
                 await stack.enter_async_context(RedisLink(parts.directory, settings.redis_url.reveal(), SystemClock()))
-            scope.spawn(providers.warm(), name="warm")
+            scope.spawn(providers.warm(prefix), name="warm")
             if node is None:
                 code = await serve(settings, parts)
             else:
@@ -266,7 +269,13 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     ``ui``: the Python agent's UI contract (RTVI calls' screen)."""
     from brisvox.core.clock import SystemClock
     from brisvox.core.errors import ConfigError
-    from brisvox.server.call import EngineEndpoint, telnyx_endpoint, twilio_endpoint
+    from brisvox.server.call import (
+        EngineEndpoint,
+        telnyx_endpoint,
+        twilio_endpoint,
+        warm_request,
+        webrtc_endpoint,
+    )
     from brisvox.server.call_providers import build_call_providers
     from brisvox.server.calllog import CallLog
     from brisvox.server.calls_page import calls_routes
@@ -284,7 +293,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     try:
         providers: CallProviders | S2sCallProviders = (
             build_s2s_providers(definition, clock, os.environ) if definition.s2s is not None
-            else build_call_providers(definition, clock, os.environ))
+            else build_call_providers(definition, clock, os.environ, vad_batch=settings.vad_batch))
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
@@ -320,12 +329,15 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     twilio = twilio_endpoint(settings, clock, ws_config, agent=definition.name)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
     rtvi = RtviEndpoint(clock, ws_config, ui=ui)
+    webrtc = webrtc_endpoint(settings, clock)
 
     def stop_calls() -> None:
         endpoint.close()
         twilio.close()
         telnyx.close()
         rtvi.close()
+        if webrtc is not None:
+            webrtc.close()
 
     parts = ServerParts(
         runner=runner, call_endpoint=endpoint, description=description, on_stop_calls=stop_calls,
@@ -338,7 +350,9 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
         extra_routes=(*webhook_routes(settings, definition.name, lambda: clock.wall().timestamp()),
                       *calls_routes(calls), *page_routes(providers.page_info(definition))),
         metrics=metrics, agent=definition.name, transport_stats=endpoint.stats, directory=directory,
+        http_call_endpoints=(webrtc,) if webrtc is not None else (),
     )
     if ready_line is not None:
         print(ready_line, flush=True)
-    return asyncio.run(_serve_with(settings, parts, providers, tracing, node))
+    prefix = warm_request(definition, tools, clock.wall().date()) if definition.s2s is None else None
+    return asyncio.run(_serve_with(settings, parts, providers, tracing, node, prefix))

@@ -36,7 +36,7 @@ from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.inference.pool import live_pools
 from brisvox.server.access import AccessPolicy
-from brisvox.server.app import CallEndpoint, build_app
+from brisvox.server.app import CallEndpoint, HttpCallEndpoint, build_app
 from brisvox.server.capacity import default_max_calls, saturated_pools
 from brisvox.server.directory import CallDirectory
 from brisvox.server.edge import Edge
@@ -86,6 +86,8 @@ class ServerParts:
     """Paths of ``call_routes`` that check their own credential (AccessPolicy.self_authenticating)."""
     query_token: frozenset[str] = frozenset()
     """Paths of ``call_routes`` that also take the token as ``?token=`` (AccessPolicy.query_token)."""
+    http_call_endpoints: tuple[HttpCallEndpoint, ...] = ()
+    """Call endpoints over plain HTTP (WebRTC signaling): Origin and token checked like a call upgrade."""
     transport_stats: ServerStats | None = None
     """The call endpoint's transport counters, exported on ``/metrics`` (``brisvox_transport_events_total``)."""
     directory: CallDirectory | None = None
@@ -159,11 +161,13 @@ async def serve(
     # Token expiry is wall time by necessity: the tokens are minted on another machine.
     access = dataclasses.replace(
         AccessPolicy.from_settings(settings, agent=parts.agent, wall=lambda: wall_clock.wall().timestamp()),
-        self_authenticating=parts.self_authenticating, query_token=parts.query_token)
+        self_authenticating=parts.self_authenticating, query_token=parts.query_token,
+        call_paths=frozenset(endpoint.path for endpoint in parts.http_call_endpoints))
     log.info("access: %s", access.describe())
     app = build_app(manager, metrics, ws_path=settings.ws_path, call_endpoint=parts.call_endpoint,
                     extra_routes=parts.extra_routes, access=access, call_routes=parts.call_routes,
-                    node=seat.totals if seat is not None else None, directory=parts.directory)
+                    node=seat.totals if seat is not None else None, directory=parts.directory,
+                    http_call_endpoints=parts.http_call_endpoints)
     edge = edge or Edge(clock, settings.edge_config())
     metrics.watch_limits(edge.stats, parts.transport_stats)
     http_protocol, ws_protocol = edge.protocols()

@@ -1,10 +1,14 @@
 """The demo web page ``brisvox serve`` serves: ``/`` (the page), ``/static/*`` and ``/agent.json``.
 
-The page (``static/index.html`` and ``static/app.js``) talks to the call endpoint over the
-generic WebSocket protocol: microphone audio as PCM16 at 16 kHz from an AudioWorklet,
-the bot's audio played on a schedule (a ``clear`` stops what has not played, marks are
-echoed once played), and the ``event`` messages drawn as a live transcript with tool
-calls, their outcomes and a latency figure per turn.  ``/agent.json`` tells the page
+The page (``static/index.html`` and ``static/app.js``) calls over WebRTC by default (WHIP at
+``/whip``: the microphone as Opus, the bot's audio on an ``<audio>`` element, the engine's
+``event`` messages on a data channel; docs/WEBRTC.md) and falls back to the generic WebSocket
+protocol when the server has no WebRTC endpoint, the offer is refused or the call does not
+connect within 10 s (``?transport=ws`` forces it): microphone audio as PCM16 at 16 kHz from an
+AudioWorklet, the bot's audio played on a schedule (a ``clear`` stops what has not played,
+marks are echoed once played).  Either way the status line says which transport the call
+uses, and the ``event`` messages are drawn as a live transcript with tool calls, their
+outcomes and a latency figure per turn.  ``/agent.json`` tells the page
 which agent and which LLM the server runs before a call starts.
 """
 

@@ -77,6 +77,7 @@ _ELEVENLABS = _options(model=str, voice=str, base_url=str, stability=float, simi
                        inactivity_timeout=int)
 _OPENAI_SPEECH = _options(model=str, voice=str, base_url=str, instructions=str)
 _LOCAL_LLM = _options(temperature=float, max_tokens=int)
+_LOCAL_STT = _options(prompt=str)  # WhisperConfig.prompt: the agent's vocabulary
 _OPENAI_COMPAT = _options(model=str, temperature=float, max_tokens=int, base_url=str, reasoning_effort=str,
                           parallel_tool_calls=bool)
 _ANTHROPIC = _options(model=str, temperature=float, max_tokens=int, base_url=str, thinking_budget=int)
@@ -84,6 +85,13 @@ _GEMINI = _options(model=str, temperature=float, max_tokens=int, base_url=str, a
                    thinking_budget=int)
 _OPENAI_REALTIME = _options(model=str, voice=str, base_url=str, transcription_model=str)
 _GEMINI_LIVE = _options(model=str, voice=str, base_url=str)
+# The mocks of brisvox.sim with fixed latencies (brisvox.server.mock_providers builds them).
+_MOCK_STT = _options(final_latency=float, text=str)
+_MOCK_LLM = _options(first_token=float, token_gap=float, reply=str)
+_MOCK_TTS = _options(first_audio=float, chars_per_second=float, chunk_seconds=float, realtime_factor=float)
+_MOCK_BOUNDS: Mapping[str, Bounds] = MappingProxyType({
+    "final_latency": (0.0, 10.0), "first_token": (0.0, 60.0), "token_gap": (0.0, 10.0), "first_audio": (0.0, 10.0),
+    "chars_per_second": (1.0, 1000.0), "chunk_seconds": (0.005, 1.0), "realtime_factor": (0.0, 10.0)})
 _LLM_BOUNDS: Mapping[str, Bounds] = MappingProxyType(
     {"temperature": (0.0, 2.0), "max_tokens": (1, 1_000_000), "thinking_budget": (0, 1_000_000)})
 # Every numeric option has a finite range (a test holds the catalog to it): an absurd value
@@ -96,11 +104,13 @@ _ELEVENLABS_BOUNDS: Mapping[str, Bounds] = MappingProxyType(
 
 
 CATALOG: tuple[ProviderEntry, ...] = (
-    ProviderEntry(Stage.STT, "local", KeyUse.NONE, "local", ("en",), options=_NO_OPTIONS),
+    ProviderEntry(Stage.STT, "local", KeyUse.NONE, "local", ("en",), options=_LOCAL_STT),
+    ProviderEntry(Stage.STT, "mock", KeyUse.NONE, "", options=_MOCK_STT, bounds=_MOCK_BOUNDS),
     ProviderEntry(Stage.STT, "deepgram", KeyUse.REQUIRED, "deepgram", key_env_hint="DEEPGRAM_API_KEY",
                   options=_DEEPGRAM, bounds=_DEEPGRAM_BOUNDS),
     ProviderEntry(Stage.LLM, "auto", KeyUse.NONE, "cloud", options=_NO_OPTIONS),
     ProviderEntry(Stage.LLM, "scripted", KeyUse.NONE, "", options=_NO_OPTIONS),
+    ProviderEntry(Stage.LLM, "mock", KeyUse.NONE, "", options=_MOCK_LLM, bounds=_MOCK_BOUNDS),
     ProviderEntry(Stage.LLM, "local", KeyUse.NONE, "local-llm", options=_LOCAL_LLM, bounds=_LLM_BOUNDS),
     ProviderEntry(Stage.LLM, "openai", KeyUse.REQUIRED, "openai", key_env_hint="OPENAI_API_KEY",
                   options=_OPENAI_COMPAT, bounds=_LLM_BOUNDS),
@@ -113,6 +123,7 @@ CATALOG: tuple[ProviderEntry, ...] = (
     ProviderEntry(Stage.LLM, "gemini", KeyUse.REQUIRED, "gemini", key_env_hint="GEMINI_API_KEY",
                   options=_GEMINI, bounds=_LLM_BOUNDS),
     ProviderEntry(Stage.TTS, "local", KeyUse.NONE, "local", ("en",), options=_NO_OPTIONS),
+    ProviderEntry(Stage.TTS, "mock", KeyUse.NONE, "", options=_MOCK_TTS, bounds=_MOCK_BOUNDS),
     ProviderEntry(Stage.TTS, "cartesia", KeyUse.REQUIRED, "cartesia", key_env_hint="CARTESIA_API_KEY",
                   options=_CARTESIA, bounds=_CARTESIA_BOUNDS),
     ProviderEntry(Stage.TTS, "elevenlabs", KeyUse.REQUIRED, "elevenlabs", key_env_hint="ELEVENLABS_API_KEY",
@@ -187,6 +198,8 @@ class LlmChoice:
             what = f"local ({LOCAL_LLM_LABEL})"
         elif self.provider == "scripted":
             what = f"scripted ({SCRIPTED_LLM_LABEL})"
+        elif self.provider == "mock":
+            what = "mock (a fixed reply at fixed latencies)"
         else:
             where = f" at {self.base_url}" if self.base_url else ""
             what = f"{self.provider} ({self.model}{where})"

@@ -62,8 +62,9 @@ class S2sCallProviders:
         """What the start-up line, ``/agent.json`` and ``brisvox check`` say runs the agent."""
         return self.label
 
-    async def warm(self) -> None:
-        log.info("call providers warm")  # nothing to load: each call connects its own session
+    async def warm(self, prefix: object = None) -> None:
+        """Nothing to load (each call connects its own session; ``prefix``, a cascaded LLM's, does not apply)."""
+        log.info("call providers warm")
 
     def page_info(self, definition: AgentDefinition) -> dict[str, Any]:
         return {"agent": definition.name, "greeting": definition.greeting, "llm": self.label, "vad": self.vad_label,
@@ -109,7 +110,7 @@ def build_s2s_providers(definition: AgentDefinition, clock: Clock, environ: Mapp
     closers: list[Callable[[], Any]] = []
     vad, vad_label = None, "the model's"
     if definition.s2s_policy.barge_in is BargeIn.OURS:
-        vad, vad_label, pool = vad_factory()
+        vad, vad_label, pool = vad_factory(definition.vad)
         if pool is not None:
             closers.append(pool.aclose)
     label = s2s_label(definition)

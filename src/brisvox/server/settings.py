@@ -121,6 +121,24 @@ def _ed25519_key(raw: str) -> bytes:
         return telnyx_public_key(raw)
     except InvalidInput as exc:
         raise ValueError(str(exc)) from None
+def _ip_list(raw: str) -> tuple[str, ...]:
+    hosts = tuple(h.strip() for h in raw.split(",") if h.strip())
+    for host in hosts:
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            raise ValueError(f"expected IP addresses, comma-separated; {host[:40]!r} is not one") from None
+    if not hosts:
+        raise ValueError("expected at least one IP address")
+    return hosts
+
+
+def _turn_urls(raw: str) -> tuple[str, ...]:
+    urls = tuple(u.strip() for u in raw.split(",") if u.strip())
+    for url in urls:
+        if not re.fullmatch(r"turns?:[A-Za-z0-9.\-\[\]:]+(\?transport=(udp|tcp))?", url):
+            raise ValueError(f"expected turn:host:port[?transport=udp|tcp] URLs, comma-separated; not {url[:60]!r}")
+    return urls
 
 
 def _level(raw: str) -> str:
@@ -242,6 +260,12 @@ def _auth_problems(values: Mapping[str, Any]) -> list[str]:
         problems.append("BRISVOX_TWILIO_PATH must differ from BRISVOX_WS_PATH")
     if values.get("telnyx_path", "/telnyx") in (values.get("ws_path", "/ws"), values.get("twilio_path", "/twilio")):
         problems.append("BRISVOX_TELNYX_PATH must differ from BRISVOX_WS_PATH and BRISVOX_TWILIO_PATH")
+    if bool(values.get("webrtc_turn_urls")) != (values.get("webrtc_turn_secret") is not None):
+        problems.append("BRISVOX_WEBRTC_TURN_URLS and BRISVOX_WEBRTC_TURN_SECRET go together (coturn's "
+                        "use-auth-secret)")
+    if values.get("webrtc_path", "/whip") in (values.get("ws_path", "/ws"), values.get("twilio_path", "/twilio"),
+                                              values.get("telnyx_path", "/telnyx")):
+        problems.append("BRISVOX_WEBRTC_PATH must differ from the other call paths")
     if mode is AuthMode.BEARER and key is not None:
         problems.append("BRISVOX_AUTH_SECRET is set but BRISVOX_AUTH is bearer: set BRISVOX_AUTH=signed to use it")
     return problems
@@ -286,6 +310,9 @@ VARIABLES: tuple[Variable, ...] = (
              "this node's id in the call registry (default: the host name)"),
     Variable("BRISVOX_GLOBAL_MAX_CALLS", "global_max_calls", None, _int_in(1, 10_000_000),
              "calls across every node sharing BRISVOX_REDIS_URL (needs it)"),
+    Variable("BRISVOX_VAD_BATCH", "vad_batch", True, _switch,
+             "on: Silero scores the windows of every call together, one model run per round "
+             "(off: one inference job per call and frame)"),
     # who may call (brisvox.server.auth; docs/OPERATIONS.md "Security")
     Variable("BRISVOX_AUTH", "auth", AuthMode.NONE, _auth_mode,
              "who may call: none (loopback only, unless --insecure), bearer (static tokens) or signed (call tokens)"),
@@ -316,6 +343,17 @@ VARIABLES: tuple[Variable, ...] = (
              "the public URL of the Telnyx TeXML voice webhook (its path is served)"),
     Variable("BRISVOX_TELNYX_PUBLIC_KEY", "telnyx_public_key", None, _ed25519_key,
              "the Telnyx account's Ed25519 public key (base64): turns on the webhook signature check"),
+    # browsers over WebRTC (brisvox.server.webrtc_endpoint; docs/WEBRTC.md)
+    Variable("BRISVOX_WEBRTC", "webrtc", True, _switch,
+             "on: browsers call over WebRTC (WHIP) at BRISVOX_WEBRTC_PATH (needs the webrtc extra; without it, a warning)"),
+    Variable("BRISVOX_WEBRTC_PATH", "webrtc_path", "/whip", _path, "path of the WHIP signaling endpoint"),
+    Variable("BRISVOX_WEBRTC_HOSTS", "webrtc_hosts", None, _ip_list,
+             "the addresses offered to browsers as ICE host candidates, comma-separated (default: BRISVOX_HOST, "
+             "or 127.0.0.1 when it is a wildcard); no other address is ever offered"),
+    Variable("BRISVOX_WEBRTC_TURN_URLS", "webrtc_turn_urls", (), _turn_urls,
+             "coturn URLs given to browsers with short-lived credentials, comma-separated"),
+    Variable("BRISVOX_WEBRTC_TURN_SECRET", "webrtc_turn_secret", None, Secret,
+             "coturn's static-auth-secret (use-auth-secret): signs the browsers' TURN credentials", secret=True),
     Variable("BRISVOX_ALLOWED_ORIGINS", "allowed_origins", frozenset(), _allowed_origins,
              "web origins whose pages may start calls, comma-separated, or '*' (default: the server's own)"),
     # --- limits at the edge and per call (docs/OPERATIONS.md "Limits") ---
@@ -359,6 +397,7 @@ class Settings:
     redis_url: Secret | None = None
     node_id: str | None = None
     global_max_calls: int | None = None
+    vad_batch: bool = True  # brisvox.inference.vad_batch
     # who may call (brisvox.server.auth)
     auth: AuthMode = AuthMode.NONE
     auth_tokens: tuple[Secret, ...] = ()
@@ -378,6 +417,12 @@ class Settings:
     twilio_webhook_url: str | None = None
     telnyx_webhook_url: str | None = None
     telnyx_public_key: bytes | None = None
+    # browsers over WebRTC
+    webrtc: bool = True
+    webrtc_path: str = "/whip"
+    webrtc_hosts: tuple[str, ...] | None = None  # None: the listener's address (127.0.0.1 for a wildcard)
+    webrtc_turn_urls: tuple[str, ...] = ()
+    webrtc_turn_secret: Secret | None = None
     # limits (see VARIABLES)
     handshake_timeout: float = 5.0
     max_unstarted: int = 128

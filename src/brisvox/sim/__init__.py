@@ -1,6 +1,8 @@
 """brisvox.sim: mock providers with latency profiles and fault injection, and caller scenarios.
 
-Only tests, benchmarks and simulations import this package; nothing in the product does.
+Tests, benchmarks and simulations import this package; in the product only
+:mod:`brisvox.server.mock_providers` does (``provider = "mock"`` in an agent file, for
+capacity tests).
 """
 
 from brisvox.sim.latency import CLOUD, INSTANT, LOCAL, SLOW, LatencyProfile

@@ -126,6 +126,7 @@ class ScriptedLlm(LlmProvider):
         *,
         latency: LatencyProfile = INSTANT,
         name: str = "scripted-llm",
+        record: bool = True,
     ) -> None:
         self._clock = clock
         self._next: Callable[[LlmRequest], Script | None]
@@ -136,6 +137,7 @@ class ScriptedLlm(LlmProvider):
             self._next = lambda _request: queue.pop(0) if queue else None
         self._delays = latency.delays()
         self._name = name
+        self._record = record  # False in a server: a request kept per turn would grow without bound
         self.requests: list[LlmRequest] = []
         self.closed_streams = 0
         self.warm_calls = 0
@@ -151,7 +153,8 @@ class ScriptedLlm(LlmProvider):
         return GeneratorLlmStream(self._name, self._respond(request))
 
     async def _respond(self, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
-        self.requests.append(request)
+        if self._record:
+            self.requests.append(request)
         script = self._next(request)
         try:
             if script is None:

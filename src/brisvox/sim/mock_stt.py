@@ -12,6 +12,9 @@ a streaming provider's is.
   there are none, as real providers do).  With ``endpointing`` set the mock also ends
   utterances itself: ``endpointing`` seconds of audio after an utterance's end it sends a
   ``speech_final`` final.
+* A fixed transcript: with ``text`` set every ``finalize()`` answers, after
+  ``final_latency``, with that text whatever the audio held (no interims): the mock of
+  ``provider = "mock"`` in an agent file, for capacity tests with a real VAD.
 * Faults: ``fail_connect`` makes ``connect`` raise; ``disconnect_after`` (seconds of audio)
   ends the session with a fatal ``closed`` error, as a dropped socket does.
 """
@@ -46,6 +49,7 @@ class MockSttConfig:
     latency: LatencyProfile = INSTANT  # its connect delay applies
     disconnect_after: float | None = None
     fail_connect: ProviderErrorKind | None = None
+    text: str | None = None  # every finalize answers with this text (see the module docs)
 
     def __post_init__(self) -> None:
         if self.interim_interval <= 0:
@@ -57,10 +61,12 @@ class MockSttConfig:
 class MockStt(SttProvider):
     """The provider: opens :class:`MockSttSession` objects and remembers them for assertions."""
 
-    def __init__(self, clock: Clock, config: MockSttConfig = MockSttConfig(), *, name: str = "mock-stt") -> None:
+    def __init__(self, clock: Clock, config: MockSttConfig = MockSttConfig(), *, name: str = "mock-stt",
+                 record: bool = True) -> None:
         self._clock = clock
         self.config = config
         self._name = name
+        self._record = record  # False in a server: a session kept per call would grow without bound
         self.sessions: list[MockSttSession] = []
         self.warm_calls = 0
         self._utterances = list(config.utterances)  # shared with every session: hear() adds to it
@@ -90,7 +96,8 @@ class MockStt(SttProvider):
         if self.config.fail_connect is not None:
             raise ProviderError(self._name, self.config.fail_connect, "scripted connect failure")
         session = MockSttSession(self._clock, self.config, config, self._name, self._utterances)
-        self.sessions.append(session)
+        if self._record:
+            self.sessions.append(session)
         return session
 
 
@@ -137,6 +144,10 @@ class MockSttSession(SessionBase[SttEvent]):
                         return
                 else:
                     await self._clock.sleep(self._script.final_latency)
+                    if self._script.text is not None:
+                        await self._emit(Transcript(text=self._script.text, is_final=True, from_finalize=True,
+                                                    start=0.0, end=self.audio_seconds, confidence=1.0))
+                        continue
                     await self._final(from_finalize=True)
                     self._maybe_advance()
         except ChannelClosed:

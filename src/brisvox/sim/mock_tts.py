@@ -16,6 +16,7 @@ context (``texts``) and the contexts it was told to cancel, for assertions.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -70,10 +71,12 @@ class MockTtsConfig:
 
 
 class MockTts(TtsProvider):
-    def __init__(self, clock: Clock, config: MockTtsConfig = MockTtsConfig(), *, name: str = "mock-tts") -> None:
+    def __init__(self, clock: Clock, config: MockTtsConfig = MockTtsConfig(), *, name: str = "mock-tts",
+                 record: bool = True) -> None:
         self._clock = clock
         self.config = config
         self._name = name
+        self._record = record  # False in a server: a session kept per call would grow without bound
         self.sessions: list[MockTtsSession] = []
         self.warm_calls = 0
 
@@ -90,7 +93,8 @@ class MockTts(TtsProvider):
         if self.config.fail_connect is not None:
             raise ProviderError(self._name, self.config.fail_connect, "scripted connect failure")
         session = MockTtsSession(self._clock, self.config, config, self._name, delays)
-        self.sessions.append(session)
+        if self._record:
+            self.sessions.append(session)
         return session
 
 
@@ -179,9 +183,27 @@ class MockTtsSession(TtsSessionBase):
         return True
 
     def _tone(self, start: int, n: int) -> bytes:
-        t = (start + np.arange(n)) / self._rate
-        wave = self._script.level * np.sin(2 * math.pi * self._script.tone_hz * t)
-        return (wave * 32767.0).astype("<i2").tobytes()
+        script = self._script
+        second = _tone_second(self._rate, script.tone_hz, script.level)
+        if second is None:  # a tone whose period does not divide one second: computed per chunk
+            t = (start + np.arange(n)) / self._rate
+            wave = script.level * np.sin(2 * math.pi * script.tone_hz * t)
+            return (wave * 32767.0).astype("<i2").tobytes()
+        at = 2 * (start % self._rate)
+        out = second[at : at + 2 * n]
+        while len(out) < 2 * n:  # the chunk wraps past the end of the second
+            out += second[: 2 * n - len(out)]
+        return out
+
+
+@functools.lru_cache(maxsize=8)
+def _tone_second(rate: int, hz: float, level: float) -> bytes | None:
+    """One second of the tone as PCM16 bytes, when whole cycles fill it (then it repeats
+    exactly): slicing it costs no synthesis per chunk, as a server with many calls needs."""
+    if not float(hz).is_integer():
+        return None
+    t = np.arange(rate) / rate
+    return (level * np.sin(2 * math.pi * hz * t) * 32767.0).astype("<i2").tobytes()
 
 
 def _word_timings(text: str, offset: float, duration: float) -> tuple[WordTiming, ...]:

@@ -7,6 +7,7 @@ import pytest
 from brisvox.agent.tools.filler import (
     DEFAULT_FILLER_DELAY,
     DEFAULT_FILLER_TEXT,
+    DEFAULT_MODEL_FILLER_DELAY,
     FillerConfig,
     FillerPhrase,
     FillerPlan,
@@ -113,3 +114,16 @@ def test_config_phrases_are_what_the_policy_says_in_turn_and_name_their_clips_on
 def test_config_refuses_a_blank_phrase_naming_its_position() -> None:
     with pytest.raises(ConfigError, match="phrase 1"):
         FillerConfig(phrases=("One.", "  "))
+
+
+def test_a_slow_model_round_fills_after_model_delay_unless_the_fillers_are_off_or_it_is_none() -> None:
+    assert FillerPolicy.from_config(FillerConfig()).model_delay == DEFAULT_MODEL_FILLER_DELAY
+    assert FillerPolicy.from_config(FillerConfig(model_delay=0.5, delay=None, per_tool=True)).model_delay == 0.5
+    assert FillerPolicy.from_config(FillerConfig(model_delay=None)).model_delay is None
+    assert FillerPolicy.from_config(FillerConfig.OFF).model_delay is None
+    assert FillerPolicy.from_config(FillerConfig(model_delay=3.0)).clone().model_delay == 3.0
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ConfigError, match="model_delay"):
+            FillerConfig(model_delay=bad)
+        with pytest.raises(ConfigError, match="model_delay"):
+            FillerPolicy(model_delay=bad)

@@ -8,7 +8,7 @@ from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.local.whisper import WhisperConfig, WhisperStt, WhisperSttSession
+from brisvox.providers.local.whisper import MAX_PROMPT_CHARS, WhisperConfig, WhisperStt, WhisperSttSession
 from brisvox.providers.stt import SttConfig, SttEvent, Transcript
 from brisvox.sim.accuracy import word_accuracy
 from tests.providers.local._speech import espeak_pcm16
@@ -85,3 +85,34 @@ async def test_a_missing_model_is_a_model_error_that_names_the_fetch_command() -
     finally:
         await stt.aclose()
     assert info.value.kind is ProviderErrorKind.MODEL and "brisvox models fetch" in str(info.value)
+
+
+def test_a_prompt_must_say_something_and_fit_whispers_prompt_window() -> None:
+    assert WhisperConfig(prompt="A table for two.").prompt == "A table for two."
+    for bad in ("", "x" * (MAX_PROMPT_CHARS + 1)):
+        with pytest.raises(ConfigError, match="prompt"):
+            WhisperConfig(prompt=bad)
+
+
+async def test_the_prompt_reaches_whisper_as_the_text_before_each_segment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import faster_whisper
+
+    seen: list[object] = []
+
+    class Recording:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def transcribe(self, audio: object, **kwargs: object) -> tuple[list[object], object]:
+            seen.append(kwargs.get("initial_prompt"))
+            return [], None
+
+    monkeypatch.setattr(faster_whisper, "WhisperModel", Recording)
+    config = _model_or_skip()
+    for prompt in ("Lokanta Deniz. A table for two.", None):
+        stt = WhisperStt(WhisperConfig(model_dir=config.resolve_dir(), prompt=prompt))
+        try:
+            await stt.warm()
+        finally:
+            await stt.aclose()
+    assert seen == ["Lokanta Deniz. A table for two.", None]

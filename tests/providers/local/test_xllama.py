@@ -12,13 +12,14 @@ import pytest
 from brisvox.agent import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
 from brisvox.inference import model_path
 from brisvox.inference.models import QWEN_CODER_0_5B
-from brisvox.providers.errors import ProviderErrorKind
+from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
     FinishReason,
     LlmError,
     LlmEvent,
     LlmRequest,
+    PrefixWarm,
     TextDelta,
     ToolCallDelta,
     ToolChoice,
@@ -203,6 +204,41 @@ async def test_a_request_beyond_the_queue_is_refused_at_once_with_kind_busy() ->
     assert len(backend.bodies) == 2
 
 
+async def test_warming_the_prefix_evaluates_the_requests_prompt_with_its_tools_and_generates_one_token() -> None:
+    backend = FakeBackend(["Hi"])
+    llm = _llm(backend)
+    request = _ask("Hello.", tools=(WEATHER,))
+    try:
+        await llm.warm_prefix(request)
+        await _events(llm, _ask("Weather in Oslo?", tools=(WEATHER,)))
+    finally:
+        await llm.aclose()
+    warmed, turn = backend.bodies
+    assert warmed["max_tokens"] == 1 and warmed["cache_prompt"] and "grammar" not in warmed
+    # The turn begins with the very system message the warm-up evaluated (its tools' section included).
+    assert warmed["messages"][0] == turn["messages"][0] and "get_weather" in warmed["messages"][0]["content"]
+    assert isinstance(llm, PrefixWarm)
+
+
+async def test_a_prefix_the_busy_model_cannot_take_is_refused_with_kind_busy() -> None:
+    gate = threading.Event()
+    backend = FakeBackend(["Hi"], gate=gate)
+    llm = _llm(backend, queue=1)
+    try:
+        running = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        assert await asyncio.to_thread(backend.started.wait, 10)
+        waiting = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        with pytest.raises(ProviderError) as refused:
+            await llm.warm_prefix(_ask())
+        gate.set()
+        await running, await waiting
+    finally:
+        await llm.aclose()
+    assert refused.value.kind is ProviderErrorKind.BUSY
+
+
 async def test_closing_the_stream_stops_the_generation_at_the_next_token() -> None:
     backend = FakeBackend(["word "] * 20, pace=0.02)
     llm = _llm(backend)
@@ -237,6 +273,7 @@ async def test_the_local_llm_answers_in_text_and_a_forced_tool_call_is_valid_jso
     llm = _model_or_skip()
     try:
         system = SystemMessage(text="You are a helpful assistant. Answer in one short sentence.")
+        await llm.warm_prefix(LlmRequest(messages=(system, UserMessage(text="Hi."))))  # kept in the slot
         text_events = await _events(llm, LlmRequest(messages=(system, UserMessage(text="Say hello.")), max_tokens=8, temperature=0.0))
         forced = LlmRequest(
             messages=(system, UserMessage(text="What is the weather in Paris?")),
@@ -252,6 +289,7 @@ async def test_the_local_llm_answers_in_text_and_a_forced_tool_call_is_valid_jso
     assert "".join(e.text for e in text_events if isinstance(e, TextDelta)).strip()
     done = text_events[-1]
     assert isinstance(done, Done) and done.usage is not None and done.usage.output_tokens > 0
+    assert (done.usage.cached_input_tokens or 0) > 10  # the warmed system prompt came from the cache
     deltas = [e for e in call_events if isinstance(e, ToolCallDelta)]
     assert {d.name for d in deltas if d.name} == {"get_weather"} and {d.index for d in deltas} == {0}
     args = json.loads("".join(d.arguments_fragment for d in deltas))

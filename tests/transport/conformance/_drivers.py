@@ -472,3 +472,8 @@ DRIVERS: dict[str, Callable[[], Driver]] = {
     "telnyx": TelnyxDriver,
     "rtvi": RtviDriver,
 }
+
+# The WebRTC driver imports Caller from this module, so it joins last.
+from tests.transport.conformance._webrtc import WebRtcDriver  # noqa: E402
+
+DRIVERS["webrtc"] = WebRtcDriver

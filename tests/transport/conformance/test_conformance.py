@@ -13,6 +13,7 @@ import contextlib
 import struct
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -42,11 +43,52 @@ from tests.transport.conformance._drivers import DRIVERS, Caller, Driver
 TAGS = sorted({struct.unpack("<h", ulaw_decode(bytes([code])))[0] for code in range(0x10, 0x70)})
 FRAME = 0.02
 
-pytestmark = pytest.mark.parametrize("name", sorted(DRIVERS))
+pytestmark = pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=getattr(DRIVERS[name], "marks", ())) for name in sorted(DRIVERS)])
 
 
-def tagged(rate: int, tag: int) -> bytes:
-    return struct.pack("<h", tag) * (rate // 50)
+def lossy(driver: Driver) -> bool:
+    """A lossy codec (WebRTC's Opus) changes sample values: frames are recognized by their tone."""
+    return bool(getattr(driver, "lossy", False))
+
+
+def tagged(rate: int, tag: int, lossy: bool = False) -> bytes:
+    """20 ms of ``tag``: every sample equal to it, or (lossy) a tone of its own frequency (a
+    multiple of 50 Hz: whole cycles in every 20 ms window, so each window's spectrum peaks on it)."""
+    if not lossy:
+        return struct.pack("<h", tag) * (rate // 50)
+    t = np.arange(rate // 50) / rate
+    return (np.sin(2 * np.pi * _tone(tag) * t) * 8000).astype("<i2").tobytes()
+
+
+def _tone(tag: int) -> int:
+    return 300 + 50 * (TAGS.index(tag) % 100)
+
+
+def heard_tags(pcm: bytes, rate: int, lossy: bool) -> list[int]:
+    """The run of tags in ``pcm``; lossy: each 20 ms window's tone, silent windows and one-window
+    runs (a window across two tones) left out."""
+    if not lossy:
+        return tags_of(pcm)
+    by_tone = {_tone(tag): tag for tag in TAGS}
+    windows = np.frombuffer(pcm[:len(pcm) - len(pcm) % (rate // 25)], dtype="<i2").reshape(-1, rate // 50)
+    runs: list[list[int]] = []
+    for window in windows:
+        if np.abs(window).max() < 1000:
+            continue
+        peak = int(np.argmax(np.abs(np.fft.rfft(window.astype(np.float64))))) * 50
+        tag = by_tone.get(peak)
+        if tag is None:
+            continue
+        if runs and runs[-1][0] == tag:
+            runs[-1][1] += 1
+        else:
+            runs.append([tag, 1])
+    out: list[int] = []
+    for tag, count in runs:
+        if count > 1 and (not out or out[-1] != tag):
+            out.append(tag)
+    return out
 
 
 def tags_of(pcm: bytes) -> list[int]:
@@ -58,8 +100,9 @@ def tags_of(pcm: bytes) -> list[int]:
     return out
 
 
-def bot(rate: int, tag: int, *, epoch: int = 0, utterance: int = 0) -> SendAudio:
-    return SendAudio(OutputAudioFrame(epoch=epoch, pcm=tagged(rate, tag), sample_rate=rate, utterance=utterance))
+def bot(rate: int, tag: int, *, epoch: int = 0, utterance: int = 0, lossy: bool = False) -> SendAudio:
+    return SendAudio(OutputAudioFrame(epoch=epoch, pcm=tagged(rate, tag, lossy), sample_rate=rate,
+                                      utterance=utterance))
 
 
 async def collect(clock: SimClock, session: TransportSession, done: Callable[[list[TransportEvent]], bool],
@@ -82,33 +125,46 @@ async def started(clock: SimClock, session: TransportSession) -> None:
 
 async def test_caller_audio_arrives_in_order(name: str) -> None:
     clock, driver = SimClock(), DRIVERS[name]()
+    lossy_ = lossy(driver)
+    per_tag = 3 if lossy_ else 1  # a lossy wire smears a tone over the window after it
     async with driver.open(clock) as (caller, session):
         await started(clock, session)
         sent = TAGS[:12]
         for tag in sent:
-            await caller.send_audio(tagged(driver.rate, tag))
-            await clock.sleep(FRAME)
-        events = await collect(clock, session, lambda got: sum(isinstance(e, CallerAudio) for e in got) >= len(sent))
+            for _ in range(per_tag):
+                await caller.send_audio(tagged(driver.rate, tag, lossy_))
+                await clock.sleep(FRAME)
+        if lossy_:  # the wire carries silence around the speech: collect all of it
+            events = await collect(clock, session, lambda got: False, within=1.0)
+        else:
+            events = await collect(clock, session,
+                                   lambda got: sum(isinstance(e, CallerAudio) for e in got) >= len(sent))
         pcm = b"".join(e.frame.pcm for e in events if isinstance(e, CallerAudio))
-        assert tags_of(pcm) == sent
-        assert len(pcm) == len(sent) * driver.rate // 50 * 2
+        assert heard_tags(pcm, driver.rate, lossy_) == sent
+        if not lossy_:
+            assert len(pcm) == len(sent) * driver.rate // 50 * 2
 
 
 async def test_bot_audio_is_paced_in_real_time_and_heard_in_order(name: str) -> None:
     clock, driver = SimClock(), DRIVERS[name]()
+    lossy_ = lossy(driver)
+    per_tag = 3 if lossy_ else 1
     async with driver.open(clock) as (caller, session):
         await started(clock, session)
-        sent = [TAGS[i % len(TAGS)] for i in range(50)]  # 1 s
+        sent = [TAGS[(i // per_tag) % len(TAGS)] for i in range(50)]  # 1 s
         t0 = clock.now()
         for tag in sent:
-            await session.send(bot(driver.out_rate, tag))
+            await session.send(bot(driver.out_rate, tag, lossy=lossy_))
         await clock.sleep(1.5)
         pcm = caller.heard_pcm()
-        assert len(pcm) == 50 * driver.out_rate // 50 * 2
-        assert tags_of(pcm) == [t for i, t in enumerate(sent) if i == 0 or sent[i - 1] != t]
+        if lossy_:  # frames cut elsewhere than the engine's, a codec's look-ahead, a jitter buffer
+            assert abs(len(pcm) - 50 * driver.out_rate // 50 * 2) <= 3 * driver.out_rate // 50 * 2
+        else:
+            assert len(pcm) == 50 * driver.out_rate // 50 * 2
+        assert heard_tags(pcm, driver.out_rate, lossy_) == [t for i, t in enumerate(sent) if i == 0 or sent[i - 1] != t]
         first, last = caller.heard[0][0], caller.heard[-1][0]
-        assert last - first >= 0.95, "the wire never sees faster than real-time audio"
-        assert first - t0 < 0.1
+        assert last - first >= 0.9, "the wire never sees faster than real-time audio"
+        assert first - t0 < (0.25 if lossy_ else 0.1)
 
 
 async def test_a_clear_cuts_the_bot_audio_within_one_frame_time(name: str) -> None:
@@ -116,14 +172,18 @@ async def test_a_clear_cuts_the_bot_audio_within_one_frame_time(name: str) -> No
     async with driver.open(clock) as (caller, session):
         await started(clock, session)
         for i in range(100):
-            await session.send(bot(driver.out_rate, TAGS[i % len(TAGS)]))
+            await session.send(bot(driver.out_rate, TAGS[i % len(TAGS)], lossy=lossy(driver)))
         await clock.sleep(0.3)
         cleared_at = clock.now()
         await session.send(Clear(1))
         await clock.sleep(0.5)
-        assert caller.clears, "the client was told to clear"
-        assert caller.clears[0] - cleared_at <= FRAME
-        assert not [at for at, _ in caller.heard if at > caller.clears[0]], "no old audio after the clear"
+        if getattr(driver, "clear_messages", True):
+            assert caller.clears, "the client was told to clear"
+            assert caller.clears[0] - cleared_at <= FRAME
+            assert not [at for at, _ in caller.heard if at > caller.clears[0]], "no old audio after the clear"
+        else:  # no message: the server drops what it holds; what is on the wire and in the jitter buffer plays
+            assert caller.heard, "the audio before the clear was heard"
+            assert not [at for at, _ in caller.heard if at > cleared_at + 0.2], "no old audio after the clear"
         assert len(caller.heard_pcm()) < 30 * driver.out_rate // 50 * 2
 
 
@@ -151,6 +211,8 @@ async def test_every_mark_ends_exactly_once_as_played_or_cleared(name: str) -> N
 
 async def test_dtmf_arrives_in_order(name: str) -> None:
     clock, driver = SimClock(), DRIVERS[name]()
+    if not getattr(driver, "dtmf", True):
+        pytest.skip(f"{name}: the client has no DTMF")
     async with driver.open(clock) as (caller, session):
         await started(clock, session)
         for digit in "1#5*":
@@ -188,6 +250,8 @@ async def test_an_engine_stop_hangs_up_the_client_and_leaves_no_task(name: str) 
 
 def test_fuzzed_inbound_messages_never_crash_the_adapter(name: str) -> None:
     driver_type = DRIVERS[name]
+    if not getattr(driver_type, "fuzzed", True):
+        pytest.skip(f"{name}: its inbound wire is not fuzzed here (see the driver's docs)")
     strategy = driver_type().fuzz_frames()
 
     @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

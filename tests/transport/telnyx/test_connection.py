@@ -272,6 +272,15 @@ async def test_a_tail_under_20ms_is_carried_padded_before_a_mark_and_dropped_by_
         assert [m["event"] for m in s.sent()] == ["clear"]  # the carried 100 was dropped; 100 new is carried
 
 
+async def test_a_carried_tail_goes_out_in_front_of_the_next_audio_in_20ms_pieces() -> None:
+    async with stream(sim.connected(), sim.start()) as s:
+        for _ in range(3):  # 30 ms each: 160 out + 80 carried, then 160 + 160, then 160 + 80 carried
+            s.link.out.try_send(_bot((_frame_pcm(2000) * 2)[: 240 * 2]))
+        await s.settle(0.05)
+        assert [len(b64decode(m["media"]["payload"])) for m in s.sent()] == [160, 160, 160, 160]
+        assert not s.task.done()
+
+
 async def test_telnyx_error_frames_are_faults_that_do_not_end_the_call() -> None:
     errors = [sim.error(100003, 3 + i) for i in range(40)]
     async with stream(sim.connected(), sim.start(), *errors) as s:

@@ -10,6 +10,9 @@ start of the tool round and calls :meth:`FillerPolicy.choose` when it passes.
   switch.  :meth:`FillerPolicy.per_tool` uses each tool's ``filler_after`` as its delay.
   A round with several calls fills after the smallest delay of its calls (ties: the
   first call).
+* **Slow model rounds.** A model request whose first token has not come ``model_delay``
+  seconds after it was sent gets a filler too (the generic phrases; :meth:`FillerPolicy.choose`
+  with ``tool=""``), so a slow local model is not heard as a dead line; ``None``: never.
 * **Phrases.** A generic list and per-tool lists rotate round-robin (no randomness, so
   simulations stay deterministic); only a filler actually chosen advances a rotation.
   A copy made with :meth:`FillerPolicy.clone` (or any ``with_*``) starts its own
@@ -35,6 +38,7 @@ from brisvox.core.errors import ConfigError
 __all__ = [
     "DEFAULT_FILLER_DELAY",
     "DEFAULT_FILLER_TEXT",
+    "DEFAULT_MODEL_FILLER_DELAY",
     "FillerChoice",
     "FillerClips",
     "FillerConfig",
@@ -47,6 +51,7 @@ __all__ = [
 
 DEFAULT_FILLER_DELAY = 1.2
 DEFAULT_FILLER_TEXT = "One moment, please."
+DEFAULT_MODEL_FILLER_DELAY = 2.0  # longer than a cloud model's usual first token: only a slow round fills
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +102,9 @@ def filler_clip_key(index: int) -> str:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FillerConfig:
     """The filler configuration: on/off; either one fixed delay or each tool's own delay;
-    ``phrases``, spoken in turn, one per slow tool round; ``prerender``: the phrases are
-    rendered once as clips (keys :func:`filler_clip_key`) and played as such."""
+    ``model_delay``: seconds a model request may go without its first token before a filler
+    (None: never); ``phrases``, spoken in turn, one per slow round; ``prerender``: the phrases
+    are rendered once as clips (keys :func:`filler_clip_key`) and played as such."""
 
     DEFAULT: ClassVar[FillerConfig]
     PER_TOOL: ClassVar[FillerConfig]
@@ -109,6 +115,7 @@ class FillerConfig:
     per_tool: bool = False
     phrases: tuple[str, ...] = (DEFAULT_FILLER_TEXT,)
     prerender: bool = False
+    model_delay: float | None = DEFAULT_MODEL_FILLER_DELAY
 
     def clip_texts(self) -> dict[str, str]:
         """The clips to render (key to phrase): none unless the fillers are on and prerendered."""
@@ -126,6 +133,8 @@ class FillerConfig:
             raise ConfigError("filler: a fixed delay is needed unless per_tool is set")
         if self.delay is not None and (not math.isfinite(self.delay) or self.delay < 0):
             raise ConfigError(f"filler: delay must be a non-negative number of seconds, got {self.delay!r}")
+        if self.model_delay is not None and (not math.isfinite(self.model_delay) or self.model_delay < 0):
+            raise ConfigError(f"filler: model_delay must be a non-negative number of seconds, got {self.model_delay!r}")
 
 
 FillerConfig.DEFAULT = FillerConfig()
@@ -148,7 +157,7 @@ class _Rotation:
 class FillerPolicy:
     """Decides when (``plan``) and what (``choose``) a tool round's filler is."""
 
-    __slots__ = ("_clips", "_delay", "_enabled", "_per_tool", "_phrases", "_rotation", "_tool_phrases")
+    __slots__ = ("_clips", "_delay", "_enabled", "_model_delay", "_per_tool", "_phrases", "_rotation", "_tool_phrases")
 
     def __init__(
         self,
@@ -159,10 +168,13 @@ class FillerPolicy:
         phrases: Sequence[FillerPhrase] = (FillerPhrase(DEFAULT_FILLER_TEXT),),
         tool_phrases: Mapping[str, Sequence[FillerPhrase]] | None = None,
         clips: FillerClips | None = None,
+        model_delay: float | None = DEFAULT_MODEL_FILLER_DELAY,
     ) -> None:
-        if not math.isfinite(delay) or delay < 0:
-            raise ConfigError(f"filler delay must be a non-negative number of seconds, got {delay!r}")
+        for what, value in (("delay", delay), ("model_delay", 0.0 if model_delay is None else model_delay)):
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"filler {what} must be a non-negative number of seconds, got {value!r}")
         self._delay = delay
+        self._model_delay = model_delay
         self._per_tool = per_tool
         self._enabled = enabled
         self._phrases = tuple(phrases)
@@ -187,9 +199,9 @@ class FillerPolicy:
         phrases = tuple(FillerPhrase(text, clip=filler_clip_key(i) if config.prerender else None)
                         for i, text in enumerate(config.phrases))
         if config.per_tool:
-            return cls(per_tool=True, enabled=config.enabled, phrases=phrases)
+            return cls(per_tool=True, enabled=config.enabled, phrases=phrases, model_delay=config.model_delay)
         assert config.delay is not None
-        return cls(config.delay, enabled=config.enabled, phrases=phrases)
+        return cls(config.delay, enabled=config.enabled, phrases=phrases, model_delay=config.model_delay)
 
     def _copy(self, **changes: object) -> FillerPolicy:
         fields: dict[str, object] = {
@@ -199,6 +211,7 @@ class FillerPolicy:
             "phrases": self._phrases,
             "tool_phrases": self._tool_phrases,
             "clips": self._clips,
+            "model_delay": self._model_delay,
         }
         fields.update(changes)
         return FillerPolicy(**fields)  # type: ignore[arg-type]
@@ -235,6 +248,11 @@ class FillerPolicy:
         """The fixed delay, or ``None`` for a per-tool policy."""
         return None if self._per_tool else self._delay
 
+    @property
+    def model_delay(self) -> float | None:
+        """Seconds a model request may wait for its first token before a filler; None: never."""
+        return self._model_delay if self._enabled and self._phrases else None
+
     def delay_for(self, spec: ToolSpec) -> float | None:
         """Seconds after the round's start before this tool's filler; ``None``: never."""
         if not self._enabled or spec.filler_after is None:
@@ -253,7 +271,8 @@ class FillerPolicy:
         return best
 
     def choose(self, tool: str) -> FillerChoice | None:
-        """The phrase to speak now for ``tool``'s round; advances that list's rotation."""
+        """The phrase to speak now for ``tool``'s round (``""``: a slow model round, the generic
+        phrases); advances that list's rotation."""
         if not self._enabled:
             return None
         own = self._tool_phrases.get(tool)

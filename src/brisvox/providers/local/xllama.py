@@ -14,7 +14,10 @@ next token.
 
 Prefix cache: the system prompt and the tools' description (:func:`tools_prompt`, the same
 bytes every turn) open every request, and llama.cpp's slot keeps what it evaluated, so a
-turn pays only for the messages added since the last one.
+turn pays only for the messages added since the last one.  :meth:`XLlamaLlm.warm_prefix`
+evaluates that prefix once at server start (``brisvox serve`` passes the agent's prompt,
+the date line and its tools), so the first turn of a call does not pay for it either:
+every call of the agent begins with the same bytes, and the one slot keeps them.
 
 Tool calls: the output is constrained by :func:`tool_grammar` (text, or one call of an
 offered tool whose arguments satisfy its schema), and :class:`ReplyParser` turns a call
@@ -204,6 +207,30 @@ class XLlamaLlm(LlmProvider):
     async def warm(self) -> None:
         """Load the model (about 1 s); the first turn evaluates the system prompt, later turns reuse it."""
         await self._loaded()
+
+    async def warm_prefix(self, request: LlmRequest) -> None:
+        """Evaluate ``request``'s prompt (one token generated) so the slot keeps it; logs what it cost."""
+        backend = await self._loaded()
+        body = self._body(request, _offered(request))
+        body.pop("grammar", None)  # the tools' section is in the prompt; one token needs no grammar
+        body["max_tokens"] = 1
+        timings: dict[str, Any] = {}
+
+        def on_chunk(chunk: dict[str, Any]) -> bool:  # on the model's thread
+            found = chunk.get("timings")
+            if isinstance(found, dict):
+                timings.update(found)
+            return False
+
+        try:
+            await self._pool.run(backend.complete, body, on_chunk)
+        except PoolFull:
+            raise ProviderError(self.name, ProviderErrorKind.BUSY, "the local model is busy; prefix not warmed") from None
+        except InferenceError as exc:
+            cause = exc.__cause__ or exc
+            raise ProviderError(self.name, ProviderErrorKind.MODEL, f"warming the prefix failed: {cause}") from exc
+        log.info("%s: prompt prefix of %s tokens evaluated in %.0f ms (kept for every call's first turn)",
+                 self.name, timings.get("prompt_n", "?"), float(timings.get("prompt_ms", 0.0)))
 
     def stream(self, request: LlmRequest) -> GeneratorLlmStream:
         return GeneratorLlmStream(self.name, self._respond(request))

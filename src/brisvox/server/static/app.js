@@ -1,4 +1,5 @@
-// The brisvox demo page: one call over the generic WebSocket protocol (docs/WEBSOCKET_PROTOCOL.md).
+// The brisvox demo page: one call over WebRTC (WHIP at /whip, docs/WEBRTC.md), or over the generic
+// WebSocket protocol (docs/WEBSOCKET_PROTOCOL.md) when WebRTC is unavailable or ?transport=ws.
 "use strict";
 const RATE = 16000;
 const LEAD = 0.06; // seconds of playout lead that absorb network jitter
@@ -6,6 +7,9 @@ const params = new URLSearchParams(location.search);
 const raw = params.get("raw") === "1"; // no echo cancellation, noise suppression or gain control
 // A token for a server that requires one: in the fragment (#token=...), which the browser never sends.
 const token = new URLSearchParams(location.hash.slice(1)).get("token");
+const WHIP = "/whip";
+const CONNECT_WAIT_MS = 10000; // a WebRTC call not connected by then falls back to the WebSocket
+let pc = null, whipLocation = null, via = null; // via: "WebRTC" or "WebSocket" while a call is up
 const $ = (id) => document.getElementById(id);
 const logEl = $("log");
 let ws = null, ctx = null, stream = null, node = null;
@@ -19,7 +23,7 @@ fetch("/agent.json", token ? { headers: { Authorization: `Bearer ${token}` } } :
   $("agent").textContent = `LLM: ${a.llm} · VAD: ${a.vad} · STT: ${a.stt} · TTS: ${a.tts}`;
 }).catch(() => { $("agent").textContent = "agent info unavailable"; });
 
-$("talk").addEventListener("click", () => (ws ? hangUp() : call()));
+$("talk").addEventListener("click", () => (ws || pc ? hangUp() : call()));
 
 function status(text) { $("status").textContent = text; }
 function scroll() { window.scrollTo(0, document.body.scrollHeight); }
@@ -31,6 +35,8 @@ function add(cls, text) {
   scroll();
   return el;
 }
+
+function authHeaders() { return token ? { Authorization: `Bearer ${token}` } : {}; }
 
 async function call() {
   $("talk").disabled = true;
@@ -46,6 +52,94 @@ async function call() {
     $("talk").disabled = false;
     return;
   }
+  if (params.get("transport") !== "ws" && window.RTCPeerConnection) {
+    const why = await webrtcCall();
+    if (why === null) return;
+    add("note", `WebRTC unavailable (${why}): calling over the WebSocket`);
+  }
+  wsCall();
+}
+
+// WebRTC: the microphone as an Opus track, the bot's audio on an <audio> element (the browser's
+// jitter buffer and echo cancellation), the engine's events on a data channel.  null: the call is up.
+async function webrtcCall() {
+  status("connecting over WebRTC…");
+  try {
+    let iceServers = [];
+    const ice = await fetch(`${WHIP}/ice`, { headers: authHeaders() });
+    if (ice.status === 404) return "the server has no WebRTC endpoint";
+    if (ice.ok) iceServers = (await ice.json()).iceServers;
+    pc = new RTCPeerConnection({ iceServers });
+    pc.addTrack(stream.getAudioTracks()[0], stream);
+    const events = pc.createDataChannel("events");
+    events.onmessage = (m) => onMessage(JSON.parse(m.data));
+    pc.ontrack = (ev) => {
+      const el = $("remote") || document.body.appendChild(Object.assign(document.createElement("audio"), { id: "remote", autoplay: true }));
+      el.srcObject = new MediaStream([ev.track]);
+    };
+    meterFrom(stream);
+    const up = new Promise((resolve) => {
+      pc.onconnectionstatechange = () => {
+        const state = pc ? pc.connectionState : "closed";
+        if (state === "connected") resolve(true);
+        if (state === "failed" || state === "closed") resolve(false);
+        if (via === "WebRTC" && (state === "failed" || state === "closed" || state === "disconnected")) {
+          status(`call ended (${state})`);
+          teardown();
+        }
+      };
+      setTimeout(() => resolve(false), CONNECT_WAIT_MS);
+    });
+    await pc.setLocalDescription(await pc.createOffer());
+    await new Promise((done) => {
+      if (pc.iceGatheringState === "complete") return done();
+      pc.onicegatheringstatechange = () => { if (pc.iceGatheringState === "complete") done(); };
+      setTimeout(done, 2000); // enough candidates by then; the answer does not wait for the rest
+    });
+    const res = await fetch(WHIP, { method: "POST", headers: { "Content-Type": "application/sdp", ...authHeaders() },
+                                    body: pc.localDescription.sdp });
+    if (res.status !== 201) { closePeer(); return `the offer got ${res.status}: ${(await res.text()).trim()}`; }
+    whipLocation = res.headers.get("Location");
+    await pc.setRemoteDescription({ type: "answer", sdp: await res.text() });
+    if (!(await up)) { hangUpPeer(); return "not connected within 10 s (UDP blocked? see docs/WEBRTC.md)"; }
+  } catch (err) {
+    closePeer();
+    return String(err);
+  }
+  via = "WebRTC";
+  onMessage({ type: "started", call_id: whipLocation.split("/").pop().slice(0, 8) });
+  return null;
+}
+
+function meterFrom(micStream) {
+  const analyser = ctx.createAnalyser();
+  analyser.fftSize = 512;
+  ctx.createMediaStreamSource(micStream).connect(analyser);
+  const buf = new Float32Array(analyser.fftSize);
+  const tick = () => {
+    if (!pc) return;
+    analyser.getFloatTimeDomainData(buf);
+    let peak = 0;
+    for (const v of buf) peak = Math.max(peak, Math.abs(v));
+    $("meter").firstElementChild.style.width = `${Math.min(100, peak * 150)}%`;
+    requestAnimationFrame(tick);
+  };
+  tick();
+}
+
+function hangUpPeer() {
+  if (whipLocation) fetch(whipLocation, { method: "DELETE", headers: authHeaders() }).catch(() => {});
+  whipLocation = null;
+  closePeer();
+}
+
+function closePeer() {
+  if (pc) pc.close();
+  pc = null;
+}
+
+function wsCall() {
+  via = "WebSocket";
   const source = ctx.createMediaStreamSource(stream);
   node = new AudioWorkletNode(ctx, "brisvox-capture");
   source.connect(node);
@@ -66,6 +160,7 @@ async function call() {
 }
 
 function hangUp() {
+  if (pc) { hangUpPeer(); status("call ended"); teardown(); return; }
   if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "stop" }));
   else teardown();
 }
@@ -75,7 +170,8 @@ function teardown() {
   clearPlayout();
   if (stream) stream.getTracks().forEach((t) => t.stop());
   if (ctx) ctx.close();
-  ws = ctx = stream = node = null;
+  closePeer();
+  ws = ctx = stream = node = via = null;
   $("talk").textContent = "Talk";
   $("talk").classList.remove("live");
   $("talk").disabled = false;
@@ -110,7 +206,7 @@ function onMessage(msg) {
   switch (msg.type) {
     case "started":
       started = true;
-      status(`in call ${msg.call_id}: speak now`);
+      status(`in call over ${via} ${msg.call_id}: speak now`);
       $("talk").textContent = "Hang up";
       $("talk").classList.add("live");
       $("talk").disabled = false;
@@ -233,6 +329,8 @@ function onEvent(ev) {
       b.el.appendChild(span);
       break;
     }
+    case "filler":
+      break; // its words come as bot_text like any reply
     case "engine_failure":
       add("note", ev.fatal ? `the call failed (${ev.stage}) and ends` : `a turn failed (${ev.stage}); the bot said its fallback line`);
       break;

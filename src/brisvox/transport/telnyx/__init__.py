@@ -13,7 +13,6 @@ from brisvox.transport.telnyx.protocol import (
     AUTH_HEADER,
     Codec,
     OutboundEncoder,
-    TelnyxProtocolError,
     parse_message,
 )
 from brisvox.transport.telnyx.reorder import DtmfOrder, Reorder
@@ -27,7 +26,6 @@ __all__ = [
     "OutboundEncoder",
     "Reorder",
     "TelnyxConfig",
-    "TelnyxProtocolError",
     "TelnyxStats",
     "parse_message",
     "run_call",

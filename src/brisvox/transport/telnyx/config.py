@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
@@ -90,12 +90,14 @@ class TelnyxStats:
     clears: int = 0
     faults: int = 0
     write_timeouts: int = 0
-    idle_timeouts: int = 0
+    idle_timeouts: int = 0  # nothing from the carrier for ping_timeout
+    duration_limits: int = 0
     output_rate_mismatches: int = 0
     audio_dropped: int = 0  # media messages over the caller-audio rate limit (transport.telephony.rate)
     audio_floods: int = 0
     max_echo_latency: float = 0.0
     max_unplayed: float = 0.0
+    closes: dict[int, int] = field(default_factory=dict)  # close code -> how many goodbyes sent with it
 
 
 class CallRegistry:

@@ -16,9 +16,19 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from brisvox.core.errors import BrisvoxError
 from brisvox.core.secret import Secret
-from brisvox.transport.telephony import b64encode, lenient_int
+from brisvox.transport.telephony.wire import (
+    CarrierProtocolError,
+    FaultKind,
+    b64encode,
+    dtmf_digit,
+    field_object,
+    field_text,
+    lenient_int,
+    load_event,
+    media_fields,
+    unknown_event,
+)
 
 __all__ = [
     "AUTH_HEADER",
@@ -34,14 +44,12 @@ __all__ = [
     "StreamStart",
     "TelnyxError",
     "TelnyxMessage",
-    "TelnyxProtocolError",
     "parse_message",
 ]
 
 AUTH_HEADER = "x-telnyx-streaming-auth-token"
 MEDIA_RATE = 8000
 _MAX_ID = 256
-_DTMF_DIGITS = frozenset("0123456789*#ABCDabcd")
 
 
 class Codec(enum.Enum):
@@ -52,35 +60,6 @@ class Codec(enum.Enum):
     def silence(self) -> int:
         """The byte of digital silence in this law."""
         return 0xFF if self is Codec.PCMU else 0xD5
-
-
-class FaultKind(enum.Enum):
-    INVALID_JSON = "invalid_json"
-    INVALID_MESSAGE = "invalid_message"
-    UNKNOWN_EVENT = "unknown_event"
-    UNSUPPORTED_FORMAT = "unsupported_format"
-    INVALID_MEDIA = "invalid_media"
-    BINARY_FRAME = "binary_frame"
-    UNEXPECTED = "unexpected_message"
-    TOO_BIG = "message_too_big"
-    TOO_MANY_FAULTS = "too_many_faults"
-    OUTPUT_RATE_MISMATCH = "output_rate_mismatch"
-    IDLE_TIMEOUT = "idle_timeout"
-    MAX_DURATION = "max_duration"
-    OVERLOADED = "overloaded"
-    AUDIO_FLOOD = "audio_flood"
-    TELNYX_ERROR = "telnyx_error"
-    CHUNK_RESYNC = "chunk_resync"
-
-
-class TelnyxProtocolError(BrisvoxError):
-    """A frame that is not a valid Telnyx streaming message; ``kind`` says which rule it broke."""
-
-    def __init__(self, kind: FaultKind, message: str, call_control_id: str | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.call_control_id = call_control_id  # a refused start's call (so the adapter can hang it up)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,81 +115,49 @@ class TelnyxError:
 TelnyxMessage = Connected | StreamStart | InboundMedia | InboundMark | InboundDtmf | InboundStop | TelnyxError
 
 
-def _bad(message: str) -> TelnyxProtocolError:
-    return TelnyxProtocolError(FaultKind.INVALID_MESSAGE, message)
-
-
-def _object(parent: Mapping[str, object], key: str, event: str) -> Mapping[str, object]:
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        raise _bad(f"a {event!r} message needs an object {key!r}")
-    return value
-
-
-def _text(parent: Mapping[str, object], key: str, event: str, limit: int = _MAX_ID) -> str:
-    value = parent.get(key)
-    if not isinstance(value, str) or not value or len(value) > limit:
-        raise _bad(f"a {event!r} message needs a string {key!r} of 1 to {limit} characters")
-    return value
-
-
 def _short(value: object, limit: int = 200) -> str:
     return value[:limit] if isinstance(value, str) else ""
 
 
 def parse_message(text: str) -> TelnyxMessage:
     """One Telnyx text frame as a typed message (see the module docs)."""
-    try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError):
-        raise TelnyxProtocolError(FaultKind.INVALID_JSON, "a text frame is not valid JSON") from None
-    if not isinstance(raw, dict):
-        raise _bad("a message must be a JSON object")
-    event = raw.get("event")
+    raw, event = load_event(text)
     if event == "media":
-        media = _object(raw, "media", "media")
-        payload = media.get("payload")
-        if not isinstance(payload, str):
-            raise TelnyxProtocolError(FaultKind.INVALID_MEDIA, "a 'media' message needs a string 'payload'")
-        track = media.get("track", "inbound")
-        return InboundMedia(payload, lenient_int(media.get("chunk")), track if isinstance(track, str) else "inbound")
+        media, payload, track = media_fields(raw)
+        return InboundMedia(payload, lenient_int(media.get("chunk")), track)
     if event == "mark":
-        return InboundMark(_text(_object(raw, "mark", "mark"), "name", "mark"))
+        return InboundMark(field_text(field_object(raw, "mark", "mark"), "name", "mark", _MAX_ID))
     if event == "dtmf":
-        digit = _object(raw, "dtmf", "dtmf").get("digit")
-        if not isinstance(digit, str) or len(digit) != 1 or digit not in _DTMF_DIGITS:
-            raise _bad(f"a 'dtmf' message needs one digit of {''.join(sorted(_DTMF_DIGITS))}")
-        return InboundDtmf(digit.upper(), lenient_int(raw.get("sequence_number")))
+        return InboundDtmf(dtmf_digit(raw), lenient_int(raw.get("sequence_number")))
     if event == "stop":
         return InboundStop()
     if event == "connected":
         token = raw.get(AUTH_HEADER)
         return Connected(Secret(token) if isinstance(token, str) and token else None)
     if event == "error":
-        payload = raw.get("payload")
-        body: Mapping[str, object] = payload if isinstance(payload, dict) else {}
+        error = raw.get("payload")
+        body: Mapping[str, object] = error if isinstance(error, dict) else {}
         return TelnyxError(lenient_int(body.get("code")), _short(body.get("title")), _short(body.get("detail")))
     if event == "start":
         return _parse_start(raw)
-    shown = repr(event)[:40] if isinstance(event, str) else type(event).__name__
-    raise TelnyxProtocolError(FaultKind.UNKNOWN_EVENT, f"unknown event {shown}")
+    raise unknown_event(event)
 
 
 def _parse_start(raw: Mapping[str, object]) -> StreamStart:
-    start = _object(raw, "start", "start")
-    fmt = _object(start, "media_format", "start")
+    start = field_object(raw, "start", "start")
+    fmt = field_object(start, "media_format", "start")
     encoding, rate, channels = fmt.get("encoding"), lenient_int(fmt.get("sample_rate")), lenient_int(fmt.get("channels"))
     codec = next((c for c in Codec if c.value == encoding), None)
     if codec is None or rate != MEDIA_RATE or channels not in (1, None):
-        raise TelnyxProtocolError(
+        raise CarrierProtocolError(
             FaultKind.UNSUPPORTED_FORMAT,
             f"media_format must be PCMU or PCMA at {MEDIA_RATE} Hz mono (got {str(encoding)[:40]!r} at "
             f"{str(fmt.get('sample_rate'))[:12]}, channels {str(fmt.get('channels'))[:8]}); set "
             "stream_bidirectional_codec to PCMU or PCMA", _short(start.get("call_control_id"), _MAX_ID) or None)
     holder = {"stream_id": raw.get("stream_id", start.get("stream_id"))}
     return StreamStart(
-        stream_id=_text(holder, "stream_id", "start"),
-        call_control_id=_text(start, "call_control_id", "start"),
+        stream_id=field_text(holder, "stream_id", "start", _MAX_ID),
+        call_control_id=field_text(start, "call_control_id", "start", _MAX_ID),
         call_session_id=_short(start.get("call_session_id"), _MAX_ID),
         codec=codec,
         from_number=_short(start.get("from"), 64),

@@ -9,7 +9,6 @@ from brisvox.transport.twilio.config import TwilioConfig, TwilioStats
 from brisvox.transport.twilio.connection import run_call
 from brisvox.transport.twilio.protocol import (
     OutboundEncoder,
-    TwilioProtocolError,
     parse_message,
     signature,
     signature_valid,
@@ -18,7 +17,6 @@ from brisvox.transport.twilio.protocol import (
 __all__ = [
     "OutboundEncoder",
     "TwilioConfig",
-    "TwilioProtocolError",
     "TwilioStats",
     "parse_message",
     "run_call",

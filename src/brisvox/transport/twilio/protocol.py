@@ -7,7 +7,7 @@ strings (read with :func:`~brisvox.transport.telephony.lenient_int`).  The serve
 error or stop message: the only goodbye is the close frame).
 
 :func:`parse_message` turns one text frame into a typed message or raises
-:class:`TwilioProtocolError` naming what was wrong; :class:`OutboundEncoder` builds the
+:class:`~brisvox.transport.telephony.CarrierProtocolError` naming what was wrong; :class:`OutboundEncoder` builds the
 server's messages for one stream (the ``media`` prefix with the escaped ``streamSid`` is
 built once, so a media message is one base64 call and one string join);
 :func:`signature` / :func:`signature_valid` are Twilio's ``X-Twilio-Signature``
@@ -17,15 +17,24 @@ built once, so a media message is one base64 call and one string join);
 from __future__ import annotations
 
 import base64
-import enum
 import hashlib
 import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from brisvox.core.errors import BrisvoxError
-from brisvox.transport.telephony import b64encode, lenient_int
+from brisvox.transport.telephony.wire import (
+    CarrierProtocolError,
+    FaultKind,
+    b64encode,
+    dtmf_digit,
+    field_object,
+    field_text,
+    lenient_int,
+    load_event,
+    media_fields,
+    unknown_event,
+)
 
 __all__ = [
     "MEDIA_ENCODING",
@@ -39,7 +48,6 @@ __all__ = [
     "OutboundEncoder",
     "StreamStart",
     "TwilioMessage",
-    "TwilioProtocolError",
     "parse_message",
     "signature",
     "signature_valid",
@@ -50,33 +58,6 @@ MEDIA_RATE = 8000
 _MAX_ID = 128  # streamSid, callSid, accountSid: 34 characters in practice
 _MAX_PARAMS = 64
 _MAX_PARAM_CHARS = 1024
-_DTMF_DIGITS = frozenset("0123456789*#ABCDabcd")
-
-
-class FaultKind(enum.Enum):
-    INVALID_JSON = "invalid_json"
-    INVALID_MESSAGE = "invalid_message"
-    UNKNOWN_EVENT = "unknown_event"
-    UNSUPPORTED_FORMAT = "unsupported_format"
-    INVALID_MEDIA = "invalid_media"
-    BINARY_FRAME = "binary_frame"
-    UNEXPECTED = "unexpected_message"
-    TOO_BIG = "message_too_big"
-    TOO_MANY_FAULTS = "too_many_faults"
-    OUTPUT_RATE_MISMATCH = "output_rate_mismatch"
-    IDLE_TIMEOUT = "idle_timeout"
-    MAX_DURATION = "max_duration"
-    OVERLOADED = "overloaded"
-    AUDIO_FLOOD = "audio_flood"
-
-
-class TwilioProtocolError(BrisvoxError):
-    """A frame that is not a valid Media Streams message; ``kind`` says which rule it broke."""
-
-    def __init__(self, kind: FaultKind, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,48 +107,20 @@ class InboundStop:
 TwilioMessage = Connected | StreamStart | InboundMedia | InboundMark | InboundDtmf | InboundStop
 
 
-def _bad(message: str) -> TwilioProtocolError:
-    return TwilioProtocolError(FaultKind.INVALID_MESSAGE, message)
-
-
-def _object(parent: Mapping[str, object], key: str, event: str) -> Mapping[str, object]:
-    value = parent.get(key)
-    if not isinstance(value, dict):
-        raise _bad(f"a {event!r} message needs an object {key!r}")
-    return value
-
-
-def _text(parent: Mapping[str, object], key: str, event: str, limit: int = _MAX_ID) -> str:
-    value = parent.get(key)
-    if not isinstance(value, str) or not value or len(value) > limit:
-        raise _bad(f"a {event!r} message needs a string {key!r} of 1 to {limit} characters")
-    return value
+def _bad(message: str) -> CarrierProtocolError:
+    return CarrierProtocolError(FaultKind.INVALID_MESSAGE, message)
 
 
 def parse_message(text: str) -> TwilioMessage:
     """One Twilio text frame as a typed message (see the module docs)."""
-    try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError):
-        raise TwilioProtocolError(FaultKind.INVALID_JSON, "a text frame is not valid JSON") from None
-    if not isinstance(raw, dict):
-        raise _bad("a message must be a JSON object")
-    event = raw.get("event")
+    raw, event = load_event(text)
     if event == "media":
-        media = _object(raw, "media", "media")
-        payload = media.get("payload")
-        if not isinstance(payload, str):
-            raise TwilioProtocolError(FaultKind.INVALID_MEDIA, "a 'media' message needs a string 'payload'")
-        track = media.get("track", "inbound")
-        return InboundMedia(payload, lenient_int(media.get("chunk")), lenient_int(media.get("timestamp")),
-                            track if isinstance(track, str) else "inbound")
+        media, payload, track = media_fields(raw)
+        return InboundMedia(payload, lenient_int(media.get("chunk")), lenient_int(media.get("timestamp")), track)
     if event == "mark":
-        return InboundMark(_text(_object(raw, "mark", "mark"), "name", "mark", 256))
+        return InboundMark(field_text(field_object(raw, "mark", "mark"), "name", "mark", 256))
     if event == "dtmf":
-        digit = _object(raw, "dtmf", "dtmf").get("digit")
-        if not isinstance(digit, str) or len(digit) != 1 or digit not in _DTMF_DIGITS:
-            raise _bad(f"a 'dtmf' message needs one digit of {''.join(sorted(_DTMF_DIGITS))}")
-        return InboundDtmf(digit.upper())
+        return InboundDtmf(dtmf_digit(raw))
     if event == "stop":
         return InboundStop()
     if event == "connected":
@@ -175,16 +128,15 @@ def parse_message(text: str) -> TwilioMessage:
         return Connected(protocol if isinstance(protocol, str) else "")
     if event == "start":
         return _parse_start(raw)
-    shown = repr(event)[:40] if isinstance(event, str) else type(event).__name__
-    raise TwilioProtocolError(FaultKind.UNKNOWN_EVENT, f"unknown event {shown}")
+    raise unknown_event(event)
 
 
 def _parse_start(raw: Mapping[str, object]) -> StreamStart:
-    start = _object(raw, "start", "start")
-    fmt = _object(start, "mediaFormat", "start")
+    start = field_object(raw, "start", "start")
+    fmt = field_object(start, "mediaFormat", "start")
     encoding, rate, channels = fmt.get("encoding"), lenient_int(fmt.get("sampleRate")), lenient_int(fmt.get("channels"))
     if encoding != MEDIA_ENCODING or rate != MEDIA_RATE or channels not in (1, None):
-        raise TwilioProtocolError(
+        raise CarrierProtocolError(
             FaultKind.UNSUPPORTED_FORMAT,
             f"mediaFormat must be {MEDIA_ENCODING} at {MEDIA_RATE} Hz mono "
             f"(got {str(encoding)[:40]!r} at {str(fmt.get('sampleRate'))[:12]}, channels {str(fmt.get('channels'))[:8]})")
@@ -202,9 +154,9 @@ def _parse_start(raw: Mapping[str, object]) -> StreamStart:
     stream_sid = start.get("streamSid", raw.get("streamSid"))
     holder = {"streamSid": stream_sid}
     return StreamStart(
-        stream_sid=_text(holder, "streamSid", "start"),
-        call_sid=_text(start, "callSid", "start"),
-        account_sid=_text(start, "accountSid", "start") if "accountSid" in start else "",
+        stream_sid=field_text(holder, "streamSid", "start", _MAX_ID),
+        call_sid=field_text(start, "callSid", "start", _MAX_ID),
+        account_sid=field_text(start, "accountSid", "start", _MAX_ID) if "accountSid" in start else "",
         tracks=tuple(tracks_raw),
         custom_parameters=params,
     )

@@ -1,0 +1,192 @@
+"""``brisvox loadtest``: the simulated player, the wire, the arguments, and a small run on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import wave
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from brisvox.__main__ import main
+from brisvox.loadtest import LoadtestError, _Player, bot_audio, format_row, read_speech
+from brisvox.transport.rtvi.wire import encode_audio, encode_message
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_player_without_a_buffer_counts_every_late_chunk_and_a_buffer_absorbs_them() -> None:
+    bare, buffered = _Player(0.0), _Player(0.04)
+    for player in (bare, buffered):
+        player.arrived(10.0, 0.02, first=True)
+        player.arrived(10.025, 0.02, first=False)  # 5 ms after the first chunk ran out
+        player.arrived(10.04, 0.02, first=False)
+    assert bare.underrun_s == pytest.approx(0.005)
+    assert buffered.underrun_s == 0.0
+    buffered.arrived(10.2, 0.02, first=False)  # a gap longer than the buffer's lead
+    assert buffered.underrun_s == pytest.approx(10.2 - (10.04 + 0.06))
+
+
+def test_bot_audio_reads_the_pcm_and_rate_of_an_audio_frame_and_skips_messages() -> None:
+    assert bot_audio(encode_audio(b"\x01\x02" * 480, 24000)) == (b"\x01\x02" * 480, 24000)
+    assert bot_audio(encode_message({"type": "bot-ready"})) is None
+
+
+def test_bot_audio_refuses_bytes_that_are_not_a_frame_and_half_samples() -> None:
+    with pytest.raises(LoadtestError, match="not a pipecat Frame"):
+        bot_audio(b"\xff\xff\xff")
+    with pytest.raises(LoadtestError, match="half a sample"):
+        bot_audio(encode_audio(b"\x01\x02\x03", 16000))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_fuzz_any_server_bytes_give_audio_nothing_or_a_loadtest_error(data: bytes) -> None:
+    try:
+        got = bot_audio(data)
+    except LoadtestError:
+        return
+    assert got is None or (isinstance(got[0], bytes) and len(got[0]) % 2 == 0 and got[1] > 0)
+
+
+def _wav(path: Path, rate: int = 16000, channels: int = 1, frames: int = 1600) -> Path:
+    with wave.open(str(path), "wb") as w:
+        w.setframerate(rate)
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.writeframes(bytes(2 * channels * frames))
+    return path
+
+
+def test_the_speech_is_cut_into_20_ms_frames_and_a_wrong_format_is_named(tmp_path: Path) -> None:
+    frames = read_speech(_wav(tmp_path / "ok.wav", frames=1000))
+    assert [len(f) for f in frames] == [640, 640, 640, 640]  # 1000 samples: the last frame padded
+    with pytest.raises(LoadtestError, match="16 kHz mono PCM16, got 8000 Hz, 2 channel"):
+        read_speech(_wav(tmp_path / "stereo8k.wav", rate=8000, channels=2))
+    (tmp_path / "junk.wav").write_bytes(b"not a wav")
+    with pytest.raises(LoadtestError, match="not a readable WAV file"):
+        read_speech(tmp_path / "junk.wav")
+
+
+def test_bad_arguments_are_named_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["loadtest", "-n", "0"]) == 2
+    assert "--calls and --turns must be at least 1" in capsys.readouterr().err
+    assert main(["loadtest", "http://127.0.0.1:1/rtvi"]) == 2
+    assert "must start with ws:// or wss://" in capsys.readouterr().err
+    assert main(["loadtest", "--jitter-buffer-ms", "-1"]) == 2
+    assert "--jitter-buffer-ms must not be negative" in capsys.readouterr().err
+
+
+def test_a_row_shows_dashes_where_the_server_was_not_measured() -> None:
+    summary = {"n": 2, "replies": 4, "turns": 4, "ovh_p50_ms": 1.25, "ovh_p95_ms": 3.0, "underrun_turns": 0,
+               "n_errors": 0}
+    assert format_row(summary) == "| 2 | 4/4 | 1.2 / 3.0 | 0 | - | - | - | - | 0 |"
+
+
+SHORT_AGENT = """\
+[agent]
+name = "loadtest"
+prompt = "You answer the phone."
+
+[vad]
+min_silence = 0.192
+
+[turn]
+final_grace = 0.0
+
+[window]
+enabled = false
+
+[stt]
+provider = "mock"
+
+[llm]
+provider = "mock"
+options = { reply = "Sure." }
+
+[tts]
+provider = "mock"
+"""
+
+
+class _Server:
+    """``brisvox serve`` with a mock agent on a free port of 127.0.0.1."""
+
+    def __init__(self, agent: Path) -> None:
+        env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src"),
+               "BRISVOX_SMART_TURN_PATH": str(agent.parent / "no-smart-turn.onnx")}
+        env.pop("BRISVOX_AGENT_FILE", None)
+        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", "--workers", "1", str(agent)], env=env, cwd=ROOT,
+                                     text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.lines: list[str] = []
+        self.listening = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if "listening on" in line:
+                self.listening.set()
+
+    def port(self) -> int:
+        assert self.listening.wait(60), "".join(self.lines)
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", "".join(self.lines))
+        assert m is not None, "".join(self.lines)
+        return int(m.group(1))
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=40)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(5)
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+def test_loadtest_drives_two_callers_against_a_mock_agent_and_prints_their_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests._speech import espeak_wav
+
+    speech = espeak_wav("check the status of my order", tmp_path, lead=0.0, trail=0.0, speed=180)
+    wav = tmp_path / "speech.wav"
+    with wave.open(str(wav), "wb") as w:
+        w.setframerate(16000)
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.writeframes(speech.pcm)
+    agent = tmp_path / "agent.toml"
+    agent.write_text(SHORT_AGENT)
+    server = _Server(agent)
+    try:
+        port = server.port()
+        out = tmp_path / "run.json"
+        code = main(["loadtest", f"ws://127.0.0.1:{port}/rtvi", "-n", "2", "--turns", "1", "--stagger", "0.5",
+                     "--spread", "0.5", "--wav", str(wav), "--server-pid", str(server.proc.pid), "--setup-probe",
+                     "1", "--out", str(out)])
+    finally:
+        server.stop()
+    printed = capsys.readouterr().out
+    assert code == 0, printed + "".join(server.lines)
+    assert printed.splitlines()[0].startswith("| calls | replies |") and "\n| 2 | 2/2 |" in printed
+    result = json.loads(out.read_text())
+    summary = result["summary"]
+    assert summary["n_errors"] == 0 and summary["replies"] == 2
+    # each reply waited at least for the mocks (STT 150 + LLM 300 + TTS 100 ms) and the VAD's stop
+    assert all(0.55 < t["v2v"] < 3.0 and t["bot_audio_s"] > 0.2 for t in result["turns"])
+    assert summary["cpu_steady_pct"] > 0 and summary["rss_max_mb"] >= summary["rss_idle_mb"] > 10
+    assert summary["setup_cpu_ms"] is not None and summary["cpu_ms_per_call_s"] > 0
