@@ -17,7 +17,8 @@ BELOW: dict[str, set[str]] = {
     "sim": {"core", "audio", "inference", "agent", "providers"},
     "sdk": {"core", "agent"},
     "engine": {"core", "audio", "inference", "agent", "providers", "transport"},
-    "server": {"core", "audio", "inference", "agent", "providers", "transport", "engine", "sdk"},
+    "recording": {"core", "audio", "inference", "agent", "providers", "transport", "engine"},
+    "server": {"core", "audio", "inference", "agent", "providers", "transport", "engine", "sdk", "recording"},
 }
 # The one exception to "nothing imports sim": the demo server's scripted model, used when no
 # real LLM is configured (it says so on the page and in the log).

@@ -34,4 +34,4 @@ def test_the_examples_import_no_private_module() -> None:
 def test_the_testing_kit_exports_exactly_these_names() -> None:
     import brisvox.testing
 
-    assert sorted(brisvox.testing.__all__) == ["AgentTest", "Turn", "TurnExpect", "call", "virtual_time"]
+    assert sorted(brisvox.testing.__all__) == ["AgentTest", "Replay", "Turn", "TurnExpect", "call", "virtual_time"]

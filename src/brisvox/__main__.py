@@ -94,6 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
     from brisvox.loadtest import add_loadtest_parser
 
     add_loadtest_parser(sub)
+    replay_p = sub.add_parser("replay", help="re-run a recorded call on virtual time and compare its events",
+                              description="Re-run a recorded call ([record] in the agent file) against this code "
+                                          "on virtual time with the recorded providers and tools; exit 1 where the "
+                                          "turns, tool calls or what was heard differ, 2 when it cannot be read.")
+    replay_p.add_argument("recording", type=Path, help="the recording (.jsonl.gz)")
+    replay_p.add_argument("--agent", type=Path, default=None,
+                          help="agent file (default: the one the recording names)")
+    replay_p.add_argument("--silence", type=float, default=None,
+                          help="end turns after this many seconds of silence (a fixed-silence policy) in the replay")
+    replay_p.add_argument("--tolerance", type=float, default=None,
+                          help="seconds two event times may differ (default: 0.001 for a recording made on "
+                               "virtual time, 0.5 for a production call made on real time)")
     return parser
 
 
@@ -148,6 +160,12 @@ def main(argv: list[str] | None = None, *, tools: ToolSet | None = None, agent: 
         from brisvox.server.tail import run_tail
 
         return run_tail(args)
+    if args.command == "replay":
+        from brisvox.server.replay import run_replay
+        from brisvox.server.tools import ToolSet
+
+        toolset = tools if tools is not None else agent.toolset() if agent is not None else ToolSet()
+        return run_replay(args, toolset, agent)
     if args.command == "demo":
         from brisvox._demo import run_demo
 

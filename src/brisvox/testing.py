@@ -43,6 +43,13 @@ node, ``AgentTest.offered`` the tools it offers the model, ``Turn.nodes`` the no
 entered.  The test caller echoes each mark as it hears it, as a phone does once the audio
 before it played, so a node that ends the call ends it as soon as its farewell has played.
 The telephony tools have no phone line here (``end_call`` answers "no phone line").
+A recorded call (``[record]`` in the agent file, docs/OBSERVABILITY.md) is a test case::
+
+    def test_the_call_that_went_wrong() -> None:
+        Replay.from_file("tests/calls/bad-turn.jsonl.gz", agent=agent).expect_same()
+
+:class:`Replay` re-runs it on virtual time with the recorded providers and tools and holds
+the differences from the recorded events (``differences``; ``table`` shows both streams).
 
 ``Turn.expect`` asserts what happened in a turn (``tool_call``, ``no_tool_call``,
 ``said``, ``entered``, ``ui_action``), raising ``AssertionError`` with what happened
@@ -59,6 +66,7 @@ import functools
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -70,7 +78,7 @@ from brisvox.agent.tools import FillerPolicy, Tool, ToolCallContext, ToolError
 from brisvox.audio import WavAudio, read_wav
 from brisvox.audio.pcm import AUDIBLE_LEVEL, pcm16_to_array
 from brisvox.audio.resample import resample
-from brisvox.core.clock import Clock, SimClock, VirtualTimeLoop
+from brisvox.core.clock import Clock, SimClock, SystemClock, VirtualTimeLoop
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import WordTiming
 from brisvox.core.tasks import TaskScope
@@ -82,6 +90,7 @@ from brisvox.providers.llm import LlmProvider
 from brisvox.providers.stt import SttProvider
 from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsProvider
+from brisvox.recording.replay import Difference
 from brisvox.server.agent import Agent
 from brisvox.server.call import agent_flow, engine_config, flow_manager
 from brisvox.server.tools import ToolSet
@@ -91,7 +100,7 @@ from brisvox.sim.scenario import ScenarioBuilder, SpokenUtterance
 from brisvox.transport import LoopbackTransport, TransportSession
 from brisvox.transport.events import WireMark
 
-__all__ = ["AgentTest", "Turn", "TurnExpect", "call", "virtual_time"]
+__all__ = ["AgentTest", "Replay", "Turn", "TurnExpect", "call", "virtual_time"]
 
 _RATE = 16000
 _FAST_VOICE = MockTtsConfig(chars_per_second=400.0, chunk_seconds=0.04)
@@ -568,3 +577,46 @@ class AgentTest:
                 await self._scope.__aexit__(et, e, tb)
             if self._transport is not None:
                 await self._transport.__aexit__(et, e, tb)
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A recorded call replayed against the current code (see the module docs)."""
+
+    differences: tuple[Difference, ...]
+    table: str  # the recorded and the replayed events side by side
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, agent: Agent | None = None, silence: float | None = None,
+                  tolerance: float | None = None) -> Replay:
+        """Replay the recording at ``path`` on a virtual-time loop of its own (from a plain test).
+
+        ``agent``: the agent to run (default: the agent file the recording names);
+        ``silence``: a fixed-silence turn policy instead of the agent's; ``tolerance``: seconds
+        event times may differ (default: 1 ms, or 500 ms for a recording made on real time)."""
+        loop = VirtualTimeLoop(max_time=86_400.0)
+        try:
+            return loop.run_until_complete(cls.run(path, agent=agent, silence=silence, tolerance=tolerance))
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    @classmethod
+    async def run(cls, path: str | Path, *, agent: Agent | None = None, silence: float | None = None,
+                  tolerance: float | None = None) -> Replay:
+        """:meth:`from_file` on the running loop (a virtual-time one: an ``async`` test's)."""
+        from brisvox.recording import load_recording
+        from brisvox.recording.replay import judge, render
+        from brisvox.server.replay import replay_agent, replay_recording
+
+        recording = load_recording(path)
+        definition, tools = (agent.definition(), agent.toolset()) if agent is not None else replay_agent(
+            recording, None, ToolSet())
+        replayed = await replay_recording(recording, definition, tools, SystemClock(), silence=silence)
+        judgement = judge(recording, replayed, tolerance)
+        return cls(tuple(judgement.differences), render(judgement.rows))
+
+    def expect_same(self) -> None:
+        """Raise AssertionError showing both event streams when the replay differs."""
+        if self.differences:
+            raise AssertionError(f"the replay differs in {len(self.differences)} place(s):\n{self.table}")

@@ -185,6 +185,18 @@ def test_a_listener_sees_every_event_even_those_the_full_queue_drops() -> None:
     assert observer.dropped == 2
 
 
+def test_an_added_listener_sees_every_event_after_the_first_one_and_alone_without_one() -> None:
+    seen: list[str] = []
+    observer = CallObserver(listener=lambda event: seen.append(f"first {event.epoch}"))
+    observer.add_listener(lambda event: seen.append(f"added {event.epoch}"))
+    observer.emit(bot_done(4))
+    assert seen == ["first 4", "added 4"]
+    alone = CallObserver()
+    alone.add_listener(lambda event: seen.append(f"alone {event.epoch}"))
+    alone.emit(bot_done(5))
+    assert seen[-1] == "alone 5"
+
+
 def test_an_observer_needs_room_for_one_event() -> None:
     with pytest.raises(ConfigError, match="capacity"):
         CallObserver(capacity=0)

@@ -257,6 +257,19 @@ class CallObserver:
         self._listener = listener
         self.dropped = 0
 
+    def add_listener(self, listener: EventListener) -> None:
+        """One more listener (the call's recorder), after the one given at construction."""
+        current = self._listener
+        if current is None:
+            self._listener = listener
+            return
+
+        def both(event: EngineEvent) -> None:
+            current(event)
+            listener(event)
+
+        self._listener = both
+
     def emit(self, event: EngineEvent) -> None:
         """Queue ``event`` at once (never waits); the oldest event goes when full."""
         if self._closed:

@@ -48,6 +48,7 @@ __all__ = [
     "TtsSession",
     "TtsSessionBase",
     "TtsWords",
+    "even_word_timings",
 ]
 
 
@@ -233,3 +234,18 @@ class TtsSessionBase(SessionBase[TtsEvent]):
 
 def _context_of(event: TtsEvent) -> int | None:
     return event.context_id
+
+
+def even_word_timings(text: str, offset: float, duration: float) -> tuple[WordTiming, ...]:
+    """Each word's span when ``text`` takes ``duration`` seconds from ``offset`` at a constant character
+    rate (spaces included): for a voice that reports no timings of its own (a mock, a replay)."""
+    if not text:
+        return ()
+    per_char = duration / len(text)
+    words: list[WordTiming] = []
+    pos = 0
+    for word in text.split():
+        start = text.index(word, pos)
+        pos = start + len(word)
+        words.append(WordTiming(word, offset + start * per_char, offset + pos * per_char))
+    return tuple(words)

@@ -59,6 +59,7 @@ from brisvox.engine.phone import CARRIER_TIMEOUT
 from brisvox.inference.vad import VadParams
 from brisvox.providers.choice import CASCADE, ProviderChoice
 from brisvox.providers.s2s import BargeIn, S2sPolicy
+from brisvox.recording.format import RecordSettings
 from brisvox.server._section import Section, in_bounds, range_text
 from brisvox.server._toml_positions import KeyPath, Positions, end_position, excess_nesting, index_positions
 from brisvox.server.agent_flow import (
@@ -224,6 +225,13 @@ class _S2s(_Provider):
     think_budget: float | None = None  # seconds; 0: the model waits for every result
 
 
+class _Record(Section):
+    ranges = MappingProxyType({"keep": (1, 1_000_000)})
+    enabled: bool = False
+    dir: str = Field(default="recordings", min_length=1)
+    keep: int = 100
+
+
 class _File(Section):
     agent: _Agent
     turn: _Turn = _Turn()
@@ -238,6 +246,7 @@ class _File(Section):
     tts: _Provider | None = None
     s2s: _S2s | None = None
     telephony: _Telephony | None = None
+    record: _Record = _Record()
 
 
 _SECTIONS = tuple(_File.model_fields)
@@ -272,6 +281,7 @@ class AgentDefinition:
     s2s: ProviderChoice | None = None  # a speech-to-speech model in place of stt, llm and tts
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
     telephony: TelephonySettings | None = None  # [telephony]: the carriers' credentials for the telephony tools
+    record: RecordSettings | None = None  # [record] enabled: each call is written to a file (caller audio too)
 
     def provider(self, stage: Stage) -> ProviderChoice:
         return {Stage.STT: self.stt, Stage.LLM: self.llm, Stage.TTS: self.tts}[stage]
@@ -455,8 +465,16 @@ def _build(
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
-        s2s=s2s, s2s_policy=s2s_policy, vad=vad, telephony=telephony,
+        s2s=s2s, s2s_policy=s2s_policy, vad=vad, telephony=telephony, record=_record(f.record, source),
     )
+
+
+def _record(section: _Record, source: Path) -> RecordSettings | None:
+    """``[record]``: a relative ``dir`` is under the agent file's directory."""
+    if not section.enabled:
+        return None
+    where = Path(section.dir)
+    return RecordSettings(dir=where if where.is_absolute() else source.parent / where, keep=section.keep)
 
 
 _NOT_S2S = ("stt", "llm", "tts", "turn", "interruption", "speculation", "window", "flow")
@@ -471,6 +489,9 @@ def _s2s_policy(f: _File, report: _Report) -> S2sPolicy:
     if "telephony" in f.model_fields_set:  # no PhoneLine in run_s2s_call: the tools would answer "no phone line"
         report.at_key(("telephony",), "does not apply to a speech-to-speech agent ([s2s]): the telephony tools "
                                       "act in cascaded calls only; remove [telephony] or [s2s]")
+    if f.record.enabled:
+        report.at_key(("record",), "recording a speech-to-speech agent's calls is not built yet; "
+                                   "remove [record] or [s2s]")
     s = f.s2s
     assert s is not None
     budget = s.think_budget

@@ -58,7 +58,7 @@ from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy
 from brisvox.agent.ui import UiChannel
-from brisvox.core.clock import Clock, bounded, deadline
+from brisvox.core.clock import Clock, VirtualTimeLoop, bounded, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import BusyStage
 from brisvox.core.tasks import TaskScope
@@ -80,6 +80,8 @@ from brisvox.engine.runner import with_date
 from brisvox.providers.llm import LlmRequest
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.tts import TtsConfig, TtsProvider
+from brisvox.recording.tap import CallRecorder
+from brisvox.recording.tap import header as recording_header
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.app import HttpCallEndpoint
 from brisvox.server.call_providers import CallProviders
@@ -573,12 +575,20 @@ def engine_runner(
 
     async def talk(session: TransportSession, call: EngineCall, observer: CallObserver, cancel: SessionCancel,
                    scope: TaskScope) -> CallReport:
-        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
         out_rate = output_rate(session, config)
+        recorder = (_recorder(definition, session, clock, config, out_rate, providers)
+                    if definition.record is not None else None)
+        call_tools, call_providers = tools, providers.providers
+        if recorder is not None:  # off: nothing is wrapped
+            observer.add_listener(recorder.listen)
+            writing = scope.spawn(recorder.run(), name="recorder")
+            call_tools, call_providers = _recorded(tools, recorder), recorder.providers(call_providers)
+        registry = (call_tools.registry(definition.tools, definition.confirm_tools)
+                    if definition.tools or flow else None)
         # The first call at a rate renders the clips for the later ones (its fillers are text).
         rendering = clips.start(out_rate, scope) if clips is not None else None
         try:
-            return await run_call(session, config, providers.providers, clock, cancel=cancel, tools=registry,
+            return await run_call(session, config, call_providers, clock, cancel=cancel, tools=registry,
                                   filler=fillers.clone(), observer=observer,
                                   clips=clips.store(out_rate) if clips is not None else None,
                                   summarizer=providers.summarizer, flow=flow_manager(definition, flow, clock),
@@ -586,6 +596,11 @@ def engine_runner(
         finally:
             if rendering is not None:
                 rendering.cancel()  # unfinished: the next call starts it again
+            if recorder is not None:
+                recorder.finish()
+                await _written(recorder, writing, clock)
+                if metrics is not None:
+                    metrics.record_recording(failed=recorder.failures > 0, dropped=recorder.dropped)
 
     return call_runner(talk, clock, stop_timeout=config.timeouts.stop, info=providers.page_info(definition),
                        metrics=metrics, tracing=tracing, directory=directory, calls=calls)
@@ -608,6 +623,40 @@ def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ
     if settings is None:
         return PhonePlan(control, on_failure=on_failure)
     return PhonePlan(control, timeout=settings.timeout, transfer_to=settings.transfer_to, on_failure=on_failure)
+def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clock, config: EngineConfig,
+              out_rate: int, providers: CallProviders) -> CallRecorder:
+    """The call's recorder (``[record]``): its audio is what the speech-to-text hears."""
+    assert definition.record is not None
+    rates = session.info.sample_rate()
+    in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
+    virtual = isinstance(asyncio.get_running_loop(), VirtualTimeLoop)
+    source = definition.source  # absolute, so that a replay finds it from anywhere (None: a Python agent's)
+    agent_file = str(source.resolve()) if source.is_file() else None
+    head = recording_header(definition.name, agent_file, virtual=virtual, input_rate=in_rate,
+                            output_rate=out_rate, started=clock.wall().isoformat(), vad=providers.vad_label,
+                            smart_turn=providers.providers.end_of_turn is not None)
+    return CallRecorder(definition.record, session.info.call_id, clock, head)
+
+
+def _recorded(tools: ToolSet, recorder: CallRecorder) -> ToolSet:
+    """``tools`` with each function wrapped by the call's recorder."""
+    out = ToolSet()
+    for name in tools:
+        spec, tool = tools.spec(name), tools.tool(name)
+        if spec is not None and tool is not None:
+            out.add(spec, recorder.tool(name, tool))
+    return out
+
+
+async def _written(recorder: CallRecorder, writing: asyncio.Task[None], clock: Clock) -> None:
+    """The recording's last lines reach the disk (bounded: a stuck disk does not hold the call)."""
+    try:
+        await bounded(clock, _RECORDING_CLOSE, asyncio.shield(writing), "closing the recording")
+    except DeadlineExceeded:
+        log.error("recording %s: not closed within %.0f s; it may be incomplete", recorder.path, _RECORDING_CLOSE)
+
+
+_RECORDING_CLOSE = 5.0
 
 
 def _all(*listeners: ev.EventListener | None) -> ev.EventListener | None:

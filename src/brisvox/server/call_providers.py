@@ -37,6 +37,7 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import BrisvoxError, ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine import Providers
+from brisvox.engine.driver import TurnAnalyzer
 from brisvox.inference.pool import InferencePool, PoolConfig
 from brisvox.inference.vad import VadParams, VoiceActivityDetector, energy_vad, silero_vad
 from brisvox.inference.vad_batch import SileroBatcher
@@ -266,6 +267,19 @@ def extra_for(stage: Stage, provider: str) -> Iterator[None]:
                           f"(pip install 'brisvox[{extra}]'): {exc}") from None
 
 
+def end_of_turn_factory() -> tuple[TurnAnalyzer, Callable[[], Awaitable[None]]] | None:
+    """The Smart Turn analyzer and the closer of its pool, or None (logged) when the model is unavailable."""
+    try:
+        from brisvox.inference.smart_turn import EndOfTurnAnalyzer, SmartTurnModel
+
+        turn_model = SmartTurnModel.load()
+    except (BrisvoxError, ImportError, OSError) as exc:
+        log.warning("Smart Turn unavailable (%s); turns end on the silence deadline", exc)
+        return None
+    turn_pool = InferencePool(PoolConfig(name="brisvox-turn", threads=1))
+    return EndOfTurnAnalyzer(turn_model, turn_pool), turn_pool.aclose
+
+
 def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str], *,
                          vad_batch: bool = True) -> CallProviders:
     """The providers of ``definition`` (raises ConfigError for a stage this build cannot run).
@@ -287,15 +301,10 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
             closers.append(close)
     if pool is not None:
         closers.append(pool.aclose)
-    try:
-        from brisvox.inference.smart_turn import EndOfTurnAnalyzer, SmartTurnModel
-
-        turn_model = SmartTurnModel.load()
-        turn_pool = InferencePool(PoolConfig(name="brisvox-turn", threads=1))
-        end_of_turn = EndOfTurnAnalyzer(turn_model, turn_pool)
-        closers.append(turn_pool.aclose)
-    except (BrisvoxError, ImportError, OSError) as exc:
-        log.warning("Smart Turn unavailable (%s); turns end on the silence deadline", exc)
+    turn = end_of_turn_factory()
+    if turn is not None:
+        end_of_turn, close_turn = turn
+        closers.append(close_turn)
     providers = Providers(stt=stt, llm=llm, tts=tts, vad=vad, end_of_turn=end_of_turn)
     log.info("call providers: vad %s, stt %s, tts %s, llm %s", vad_label, stt.name, tts.name, label)
     summarizer = LlmSummarizer(provider=summary_llm) if summary_llm is not None else None

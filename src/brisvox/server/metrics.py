@@ -223,6 +223,12 @@ class ServerMetrics:
             self._carrier.labels(action=action)
         for busy in BusyStage:
             self._busy.labels(stage=busy.value)
+        self._recordings = Counter("brisvox_recordings", "Call recordings ([record]) closed, by outcome.",
+                                   ["outcome"], registry=r)
+        self._recording_dropped = Counter("brisvox_recording_records_dropped",
+                                          "Recording records dropped because the writer was behind.", registry=r)
+        for closed in ("written", "failed"):
+            self._recordings.labels(outcome=closed)
         for kind in ("stored", "failed"):
             self._summaries.labels(outcome=kind)
         self._directory_errors = Counter("brisvox_directory_errors", "Requests to the call registry (Redis) "
@@ -300,6 +306,11 @@ class ServerMetrics:
         self._summaries.labels(outcome="stored").inc(summaries)
         self._summaries.labels(outcome="failed").inc(failures)
         self._uncovered.inc(uncovered_requests)
+
+    def record_recording(self, *, failed: bool, dropped: int) -> None:
+        """One call's recording closed (``failed``: a write failed, it is incomplete)."""
+        self._recordings.labels(outcome="failed" if failed else "written").inc()
+        self._recording_dropped.inc(dropped)
 
     # --- export ------------------------------------------------------------------------
 

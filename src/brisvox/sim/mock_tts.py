@@ -25,7 +25,6 @@ import numpy as np
 from brisvox.core.channel import Channel
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, ConfigError
-from brisvox.core.frames import WordTiming
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import (
@@ -39,6 +38,7 @@ from brisvox.providers.tts import (
     TtsProvider,
     TtsSessionBase,
     TtsWords,
+    even_word_timings,
 )
 from brisvox.sim.latency import INSTANT, Delays, LatencyProfile
 
@@ -161,7 +161,7 @@ class MockTtsSession(TtsSessionBase):
         offset = self._offsets[ctx]
         duration = len(text) / self._script.chars_per_second
         if self._timings:
-            await self._emit(TtsWords(context_id=ctx, words=_word_timings(text, offset, duration)))
+            await self._emit(TtsWords(context_id=ctx, words=even_word_timings(text, offset, duration)))
         samples = round(duration * self._rate)
         chunk = max(1, round(self._script.chunk_seconds * self._rate))
         start_sample = round(offset * self._rate)
@@ -204,17 +204,3 @@ def _tone_second(rate: int, hz: float, level: float) -> bytes | None:
         return None
     t = np.arange(rate) / rate
     return (level * np.sin(2 * math.pi * hz * t) * 32767.0).astype("<i2").tobytes()
-
-
-def _word_timings(text: str, offset: float, duration: float) -> tuple[WordTiming, ...]:
-    """Each word's span at the text's constant character rate (spaces included)."""
-    if not text:
-        return ()
-    per_char = duration / len(text)
-    words: list[WordTiming] = []
-    pos = 0
-    for word in text.split():
-        start = text.index(word, pos)
-        pos = start + len(word)
-        words.append(WordTiming(word, offset + start * per_char, offset + pos * per_char))
-    return tuple(words)

@@ -1,0 +1,300 @@
+"""The recording format (version 1): one call in one gzip-compressed JSON-lines file.
+
+Line 1 is the header::
+
+    {"format": "brisvox-recording", "version": 1, "brisvox": "0.1.0", "agent": "demo",
+     "agent_file": "/srv/agent.toml", "clock": "real", "rates": {"input": 16000, "output": 24000},
+     "started": "2026-12-04T09:00:00+00:00", "vad": "silero", "smart_turn": true}
+
+``clock`` is ``virtual`` for a call run on virtual time (a simulation, a test: its replay
+must match to the millisecond) and ``real`` for a production call (its replay is compared
+with a tolerance); ``vad`` names the voice-activity detector it heard with and
+``smart_turn`` says whether the Smart Turn model judged its turns (the replay uses the
+same).  ``rates.input`` is the rate of the caller audio records (what the speech-to-text
+got), ``rates.output`` the rate the bot's audio was made at.
+
+Every further line is a record ``{"t": seconds since the call started, "k": kind, ...}``:
+
+* ``audio``: ``pcm``, base64 of 16-bit little-endian mono caller audio at ``rates.input``;
+* ``stt``: a transcript: ``text``, ``final``, ``speech_final``, ``from_finalize``;
+* ``llm``: one model request (``t``: when it was sent), ``events``: ``[dt, event]`` pairs,
+  ``dt`` seconds after the previous one; an event is ``{"text": ...}``, ``{"tool": {"index",
+  "id", "name", "arguments"}}`` (a fragment), ``{"done": finish_reason, "usage": [in, out]}``
+  or ``{"error": kind, "message": ...}``; ``closed: true`` when the engine closed it early;
+* ``tts``: one synthesis context (``t``: its first text): ``chars`` of text it got and
+  ``audio``: ``[dt, seconds]`` pairs, the audio it gave ``dt`` seconds after ``t``;
+* ``tool``: a tool function's return: ``name``, and ``result`` (its JSON value) or
+  ``raised`` (the exception's type name) with ``message``;
+* ``event``: an engine event (:mod:`brisvox.engine.events`): ``e`` its class name,
+  ``epoch`` and its other fields (enums as their values);
+* ``stop``: the call stopped hearing the caller (its speech-to-text closed: the caller hung
+  up, or the call ended); the replay hangs up then;
+* ``end``: the last line: ``dropped`` records the bounded writer lost (0: complete).
+
+:func:`parse_recording` is the pure loader: it checks every line and raises
+:class:`RecordingError` naming the line and the field that is wrong.  A recording whose
+``version`` is not :data:`VERSION` is refused with a message saying which versions this
+brisvox reads.  Recordings hold the caller's audio and words: see docs/OBSERVABILITY.md.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Final
+
+from brisvox.core.errors import BrisvoxError
+
+__all__ = [
+    "FORMAT",
+    "KINDS",
+    "VERSION",
+    "Header",
+    "RecordSettings",
+    "Recording",
+    "RecordingError",
+    "encode_line",
+    "event_record",
+    "parse_recording",
+]
+
+FORMAT: Final = "brisvox-recording"
+VERSION: Final = 1
+KINDS: Final = frozenset({"audio", "stt", "llm", "tts", "tool", "event", "stop", "end"})
+_CLOCKS: Final = frozenset({"virtual", "real"})
+
+
+@dataclass(frozen=True, slots=True)
+class RecordSettings:
+    """An agent's ``[record]`` (enabled): where its calls are written and how many are kept."""
+
+    dir: Path
+    keep: int
+
+
+class RecordingError(BrisvoxError):
+    """A recording that cannot be read: the message names the line and the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    version: int
+    brisvox: str
+    agent: str
+    agent_file: str | None
+    clock: str  # "virtual" or "real"
+    input_rate: int
+    output_rate: int
+    started: str
+    vad: str | None = None  # the voice-activity detector the call used ("energy", "silero")
+    smart_turn: bool = False  # the call's turns were judged by the Smart Turn model too
+
+    def line(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": self.version, "brisvox": self.brisvox, "agent": self.agent,
+                "agent_file": self.agent_file, "clock": self.clock,
+                "rates": {"input": self.input_rate, "output": self.output_rate}, "started": self.started,
+                "vad": self.vad, "smart_turn": self.smart_turn}
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """A loaded recording: its header and its records in order (each a checked dict)."""
+
+    header: Header
+    records: tuple[dict[str, Any], ...]
+    dropped: int  # records the writer lost (the recording is incomplete when > 0)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [r for r in self.records if r["k"] == kind]
+
+    @property
+    def end(self) -> float:
+        """The call's last moment (seconds since it started)."""
+        return max((r["t"] for r in self.records), default=0.0)
+
+
+def encode_line(record: Mapping[str, Any]) -> bytes:
+    return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def event_record(event: Any, t: float) -> dict[str, Any]:
+    """The ``event`` record of an engine event at ``t`` (its ``parsed`` arguments are left out:
+    ``arguments`` holds them as the model sent them)."""
+    record: dict[str, Any] = {"t": t, "k": "event", "e": type(event).__name__}
+    for f in fields(event):
+        if f.name not in ("at", "parsed"):
+            record[f.name] = _plain(getattr(event, f.name))
+    return record
+
+
+# --- the loader (pure) ----------------------------------------------------------------------
+
+
+def _need(record: Mapping[str, Any], name: str, kinds: type | tuple[type, ...], where: str) -> Any:
+    if name not in record:
+        raise RecordingError(f"{where}: missing field {name!r}")
+    value = record[name]
+    if isinstance(value, bool) and bool not in (kinds if isinstance(kinds, tuple) else (kinds,)):
+        raise RecordingError(f"{where}: field {name!r} must be {_names(kinds)}, got a boolean")
+    if not isinstance(value, kinds):
+        raise RecordingError(f"{where}: field {name!r} must be {_names(kinds)}, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise RecordingError(f"{where}: field {name!r} must be finite, got {value}")
+    return value
+
+
+def _names(kinds: type | tuple[type, ...]) -> str:
+    return " or ".join(k.__name__ for k in (kinds if isinstance(kinds, tuple) else (kinds,)))
+
+
+_NUMBER = (int, float)
+
+
+def _header(raw: Any) -> Header:
+    where = "line 1 (the header)"
+    if not isinstance(raw, dict):
+        raise RecordingError(f"{where}: expected a JSON object")
+    if raw.get("format") != FORMAT:
+        raise RecordingError(f"{where}: field 'format' must be {FORMAT!r}: this is not a brisvox recording")
+    version = _need(raw, "version", int, where)
+    if version != VERSION:
+        raise RecordingError(f"{where}: recording format version {version} is not readable by this brisvox "
+                             f"(it reads version {VERSION}); replay it with the brisvox that made it "
+                             f"({raw.get('brisvox', 'unknown')})")
+    rates = _need(raw, "rates", dict, where)
+    rate_in = _need(rates, "input", int, f"{where}, rates")
+    rate_out = _need(rates, "output", int, f"{where}, rates")
+    for name, rate in (("input", rate_in), ("output", rate_out)):
+        if not 8000 <= rate <= 48000:
+            raise RecordingError(f"{where}: rates.{name} must be from 8000 to 48000 Hz, got {rate}")
+    clock = _need(raw, "clock", str, where)
+    if clock not in _CLOCKS:
+        raise RecordingError(f"{where}: field 'clock' must be 'virtual' or 'real', got {clock!r}")
+    agent_file = raw.get("agent_file")
+    if agent_file is not None and not isinstance(agent_file, str):
+        raise RecordingError(f"{where}: field 'agent_file' must be str or null")
+    smart_turn = raw.get("smart_turn", False)
+    if not isinstance(smart_turn, bool):
+        raise RecordingError(f"{where}: field 'smart_turn' must be a boolean")
+    vad = raw.get("vad")
+    if vad is not None and not isinstance(vad, str):
+        raise RecordingError(f"{where}: field 'vad' must be str or null")
+    return Header(version=version, brisvox=_need(raw, "brisvox", str, where), agent=_need(raw, "agent", str, where),
+                  agent_file=agent_file, clock=clock, input_rate=rate_in, output_rate=rate_out,
+                  started=_need(raw, "started", str, where), vad=vad, smart_turn=smart_turn)
+
+
+def _llm_event(raw: Any, where: str) -> None:
+    if not (isinstance(raw, list) and len(raw) == 2 and isinstance(raw[1], dict)):
+        raise RecordingError(f"{where}: expected [dt, event]")
+    dt = raw[0]
+    if isinstance(dt, bool) or not isinstance(dt, _NUMBER) or not math.isfinite(dt) or dt < 0:
+        raise RecordingError(f"{where}: dt must be a number >= 0, got {dt!r}")
+    event = raw[1]
+    if "text" in event:
+        _need(event, "text", str, where)
+    elif "tool" in event:
+        tool = _need(event, "tool", dict, where)
+        _need(tool, "index", int, f"{where}, tool")
+        for name in ("id", "name", "arguments"):
+            if tool.get(name) is not None and not isinstance(tool[name], str):
+                raise RecordingError(f"{where}, tool: field {name!r} must be str or null")
+    elif "done" in event:
+        _need(event, "done", str, where)
+        usage = event.get("usage")
+        if usage is not None and not (isinstance(usage, list) and len(usage) == 2
+                                      and all(isinstance(n, int) and not isinstance(n, bool) for n in usage)):
+            raise RecordingError(f"{where}: field 'usage' must be [input_tokens, output_tokens]")
+    elif "error" in event:
+        _need(event, "error", str, where)
+        _need(event, "message", str, where)
+    else:
+        raise RecordingError(f"{where}: expected one of 'text', 'tool', 'done', 'error'")
+
+
+def _check(record: dict[str, Any], where: str) -> None:
+    t = _need(record, "t", _NUMBER, where)
+    if t < 0:
+        raise RecordingError(f"{where}: field 't' must be >= 0, got {t}")
+    kind = _need(record, "k", str, where)
+    where = f"{where} ({kind})"
+    if kind == "audio":
+        pcm = _need(record, "pcm", str, where)
+        try:
+            data = base64.b64decode(pcm, validate=True)
+        except (binascii.Error, ValueError):
+            raise RecordingError(f"{where}: field 'pcm' is not base64") from None
+        if len(data) % 2:
+            raise RecordingError(f"{where}: field 'pcm' must hold whole 16-bit samples, got {len(data)} bytes")
+    elif kind == "stt":
+        _need(record, "text", str, where)
+        for name in ("final", "speech_final", "from_finalize"):
+            _need(record, name, bool, where)
+    elif kind == "llm":
+        events = _need(record, "events", list, where)
+        for i, event in enumerate(events):
+            _llm_event(event, f"{where}, events[{i}]")
+    elif kind == "tts":
+        if _need(record, "chars", int, where) < 0:
+            raise RecordingError(f"{where}: field 'chars' must be >= 0")
+        for i, piece in enumerate(_need(record, "audio", list, where)):
+            if not (isinstance(piece, list) and len(piece) == 2 and all(
+                    isinstance(x, _NUMBER) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+                    for x in piece)):
+                raise RecordingError(f"{where}, audio[{i}]: expected [dt, seconds], numbers >= 0")
+    elif kind == "tool":
+        _need(record, "name", str, where)
+        if "raised" in record:
+            _need(record, "raised", str, where)
+            _need(record, "message", str, where)
+        elif "result" not in record:
+            raise RecordingError(f"{where}: missing field 'result' (or 'raised')")
+    elif kind == "event":
+        _need(record, "e", str, where)
+        _need(record, "epoch", int, where)
+    elif kind == "end":
+        _need(record, "dropped", int, where)
+    elif kind == "stop":
+        pass
+    else:
+        raise RecordingError(f"{where}: unknown record kind {kind!r} (known: {', '.join(sorted(KINDS))})")
+
+
+def parse_recording(lines: Iterable[str | bytes]) -> Recording:
+    """A recording from its text lines (the file decompressed); raises :class:`RecordingError`."""
+    header: Header | None = None
+    records: list[dict[str, Any]] = []
+    dropped = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RecordingError(f"line {number}: not JSON ({exc})") from None
+        if header is None:
+            if number != 1:
+                raise RecordingError("line 1 (the header): the recording starts with an empty line")
+            header = _header(raw)
+            continue
+        if not isinstance(raw, dict):
+            raise RecordingError(f"line {number}: expected a JSON object, got {type(raw).__name__}")
+        _check(raw, f"line {number}")
+        if raw["k"] == "end":
+            dropped = raw["dropped"]
+        records.append(raw)
+    if header is None:
+        raise RecordingError("line 1 (the header): the recording is empty")
+    return Recording(header, tuple(records), dropped)

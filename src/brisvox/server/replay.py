@@ -1,0 +1,204 @@
+"""``brisvox replay FILE``: a recorded call (:mod:`brisvox.recording`) run again on virtual time.
+
+:func:`replay_recording` runs the recorded call through ``run_call`` on a loopback
+transport with the agent's settings (its turn policy, or a fixed ``silence`` for a what-if),
+the recorded providers and tools (:mod:`brisvox.recording.replay`), and the same kind of
+VAD (and Smart Turn) the recorded call had.  The caller's audio records are sent at their
+recorded times, so the current VAD and turn machine decide the turns again; the caller
+hangs up when the recorded call stopped hearing (its ``stop`` record).  Window summaries
+are off in a replay (their model requests were not recorded), and the call's flow, if
+any, is not run.  It must run on a :class:`~brisvox.core.clock.VirtualTimeLoop`.
+
+:func:`run_replay` is the command: it prints the recorded events and the replay's side by
+side (``!`` marks a row that differs) and exits 0 when they match, 1 when they differ, 2
+when the recording or the agent cannot be read.  The agent is the file named in the
+recording (``--agent`` names another); its tools' specs come from the program's tools, as
+for ``serve`` (the demo agent's own for the demo agent), their results from the recording.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import dataclasses
+import logging
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from brisvox.agent.tools import FillerPolicy
+from brisvox.agent.turn import FixedSilence
+from brisvox.core.clock import Clock, SystemClock, run_virtual
+from brisvox.core.errors import ChannelClosed, ConfigError
+from brisvox.core.tasks import TaskScope
+from brisvox.engine import CallFailed, CallObserver, Providers, run_call
+from brisvox.engine import events as ev
+from brisvox.engine.config import SummaryConfig
+from brisvox.inference.vad import energy_vad
+from brisvox.recording.format import Recording, RecordingError, event_record
+from brisvox.recording.io import load_recording
+from brisvox.recording.replay import ReplayLlm, ReplayStt, ReplayTts, judge, recorded_tool, render
+from brisvox.server.agent import Agent
+from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file
+from brisvox.server.call import engine_config
+from brisvox.server.tools import ToolSet
+from brisvox.transport import LoopbackTransport, TransportSession
+
+__all__ = ["EXIT_DIFFERS", "EXIT_UNREADABLE", "replay_agent", "replay_recording", "replay_tools", "run_replay"]
+
+log = logging.getLogger(__name__)
+
+EXIT_DIFFERS = 1
+EXIT_UNREADABLE = 2
+
+
+def replay_tools(tools: ToolSet, recording: Recording) -> ToolSet:
+    """``tools`` with each function replaced by the recording's results for it, in order."""
+    results: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in recording.of("tool"):
+        results[r["name"]].append(r)
+    out = ToolSet()
+    for name in tools:
+        spec = tools.spec(name)
+        if spec is not None:
+            out.add(spec, recorded_tool(name, results[name]))
+    return out
+
+
+
+
+
+
+async def replay_recording(recording: Recording, definition: AgentDefinition, tools: ToolSet, clock: Clock, *,
+                           silence: float | None = None,
+                           vad: Callable[[int], Any] | None = None) -> list[dict[str, Any]]:
+    """Run the recorded call again (see the module docs); returns the new ``event`` records.
+
+    ``silence``: end turns after this many seconds of silence (a fixed-silence turn policy)
+    in place of the agent's own policy.  ``vad``: the detector factory (default: the energy
+    detector when the call used it, else the one ``brisvox serve`` uses).
+    """
+    config = engine_config(definition)
+    if silence is not None:
+        config = dataclasses.replace(config, turn=FixedSilence(silence=silence))
+    config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
+    closers: list[Any] = []
+    if vad is None and recording.header.vad == "energy":
+        vad = energy_vad
+    if vad is None:
+        from brisvox.server.call_providers import vad_factory
+
+        vad, _label, pool = vad_factory(definition.vad)  # the agent file's [vad], as the server runs it
+        if pool is not None:
+            closers.append(pool.aclose)
+    events: list[dict[str, Any]] = []
+    start = clock.now()
+    end_of_turn = None
+    if recording.header.smart_turn:
+        from brisvox.server.call_providers import end_of_turn_factory
+
+        turn = end_of_turn_factory()
+        if turn is None:
+            log.warning("the call used Smart Turn, which is unavailable here: its turns may end differently")
+        else:
+            end_of_turn, close_turn = turn
+            closers.append(close_turn)
+    registry_tools = replay_tools(tools, recording)
+    registry = registry_tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+    providers = Providers(stt=ReplayStt(clock, recording, start), llm=ReplayLlm(clock, recording),
+                          tts=ReplayTts(clock, recording), vad=vad, end_of_turn=end_of_turn)
+
+    def listen(event: ev.EngineEvent) -> None:
+        events.append(event_record(event, round(event.at - start, 6)))
+
+    try:
+        async with LoopbackTransport(clock) as transport, TaskScope("replay") as scope:
+            client = await transport.connect(metadata={"sample_rate": str(recording.header.input_rate)})
+            session = await TransportSession.open(clock, await transport.accept())
+            observer = CallObserver(listener=listen)
+            call = scope.spawn(run_call(session, config, providers, clock, tools=registry,
+                                        filler=FillerPolicy.from_config(config.llm.filler), observer=observer),
+                               name="replay-call")
+            scope.spawn(_drain(client), name="replay-listener")
+            await _speak(client, recording, clock, start)
+            try:
+                await call
+            except CallFailed:
+                log.info("the replayed call failed (its EngineFailure is in the events)")
+    finally:
+        for close in closers:
+            await close()
+    return events
+
+
+async def _drain(client: Any) -> None:
+    with contextlib.suppress(ChannelClosed):  # the call ended
+        while True:
+            await client.recv()
+
+
+async def _speak(client: Any, recording: Recording, clock: Clock, start: float) -> None:
+    """The caller's recorded audio at its times, then the hang-up."""
+    rate = recording.header.input_rate
+    last = 0.0
+    with contextlib.suppress(ChannelClosed):  # the call ended first
+        for r in recording.of("audio"):
+            await clock.sleep_until(start + r["t"])
+            pcm = base64.b64decode(r["pcm"])
+            await client.send_audio(pcm, rate)
+            last = r["t"] + len(pcm) / (2 * rate)
+        stops = recording.of("stop")
+        await clock.sleep_until(start + (stops[0]["t"] if stops else last))
+        await client.hangup()
+
+
+
+def replay_agent(recording: Recording, given: Path | None, tools: ToolSet,
+                 program: Agent | None = None) -> tuple[AgentDefinition, ToolSet]:
+    """The agent to replay and its tools: the file ``given``, else the one the recording names,
+    else the program's own agent (``brisvox.run(agent)``)."""
+    path = given if given is not None else recording.header.agent_file
+    if path is None and program is not None:
+        return program.definition(), program.toolset()
+    if path is None:
+        raise ConfigError("the recording names no agent file (a Python agent's call): pass --agent")
+    offered = _offered(Path(path), tools)
+    return load_agent_file(path, available_tools=offered), offered
+
+
+def _offered(path: Path, tools: ToolSet) -> ToolSet:
+    """The program's tools; the demo agent's own when it is the demo agent (``serve`` with no file)."""
+    from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
+
+    return demo_tools() if path == DEMO_AGENT_FILE and not len(tools) else tools
+
+
+def run_replay(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = None, out: TextIO | None = None) -> int:
+    """``brisvox replay`` (see the module docs); ``agent``: the program's own (``brisvox.run``);
+    prints to ``out`` (stdout)."""
+    out = out if out is not None else sys.stdout
+    try:
+        recording = load_recording(args.recording)
+        if args.silence is not None and not 0 <= args.silence <= 10:
+            raise ConfigError(f"--silence: expected seconds from 0 to 10, got {args.silence}")
+        definition, offered = replay_agent(recording, args.agent, tools, agent)
+    except AgentFileError as exc:
+        print("brisvox replay: the agent file has problems:", *map(str, exc.problems), sep="\n", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except (ConfigError, RecordingError) as exc:
+        print(f"brisvox replay: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    replayed = run_virtual(lambda: replay_recording(recording, definition, offered, SystemClock(), silence=args.silence))
+    judgement = judge(recording, replayed, args.tolerance)
+    rows, differences, tolerance = judgement.rows, judgement.differences, judgement.tolerance
+    print(render(rows), file=out)
+    if recording.dropped:
+        print(f"note: the recording lost {recording.dropped} records when it was made", file=out)
+    if differences:
+        print(f"{len(differences)} difference(s) (tolerance {tolerance * 1000:.0f} ms)", file=out)
+        return EXIT_DIFFERS
+    print(f"the replay matches ({len(rows)} events, tolerance {tolerance * 1000:.0f} ms)", file=out)
+    return 0

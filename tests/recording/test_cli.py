@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import brisvox.recording
+import brisvox.testing
+from brisvox.__main__ import main
+from brisvox.core.clock import run_virtual
+from brisvox.server.replay import EXIT_DIFFERS, EXIT_UNREADABLE
+from tests.recording._calls import lookup_tools, recorded_call, recording_agent, recordings
+
+
+def _recorded(directory: Path) -> Path:
+    run_virtual(lambda: recorded_call(recording_agent(directory), lookup_tools()))
+    [path] = recordings(directory)
+    return path
+
+
+def test_replay_prints_both_event_streams_and_exits_0_when_they_match(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _recorded(tmp_path)
+    assert main(["replay", str(path)], tools=lookup_tools()) == 0
+    out = capsys.readouterr().out
+    assert "recorded" in out and "| replay" in out and "the replay matches" in out and "tolerance 1 ms" in out
+    assert "ToolCallStarted epoch=0 name='lookup'" in out
+
+
+def test_replay_with_a_shorter_silence_exits_1_marking_the_turn_ends_that_moved(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _recorded(tmp_path)
+    assert main(["replay", str(path), "--silence", "0.3"], tools=lookup_tools()) == EXIT_DIFFERS
+    out = capsys.readouterr().out
+    assert any(line.startswith("!") and "TurnEnded" in line for line in out.splitlines())
+    assert "difference(s)" in out
+
+
+def test_replay_of_an_unreadable_recording_exits_2_saying_what_is_wrong(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "brisvox-recording", "version": 99}\n')
+    assert main(["replay", str(bad)]) == EXIT_UNREADABLE
+    assert "version 99 is not readable" in capsys.readouterr().err
+    assert main(["replay", str(tmp_path / "missing.jsonl.gz")]) == EXIT_UNREADABLE
+    assert "cannot read the recording" in capsys.readouterr().err
+
+
+def test_the_recording_package_and_the_test_kit_export_these_names() -> None:
+    assert sorted(brisvox.recording.__all__) == sorted(["VERSION", "Recording", "RecordingError", "load_recording",
+                                                        "parse_recording"])
+    assert "Replay" in brisvox.testing.__all__

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from brisvox.recording import RecordingError, parse_recording
+from brisvox.recording.format import FORMAT, VERSION
+
+HEADER = {"format": FORMAT, "version": VERSION, "brisvox": "0.1.0", "agent": "a", "agent_file": None,
+          "clock": "virtual", "rates": {"input": 16000, "output": 24000}, "started": "2026-01-01T00:00:00"}
+
+
+def lines(*records: object, header: object = HEADER) -> list[str]:
+    return [json.dumps(header), *(json.dumps(r) for r in records)]
+
+
+def test_a_valid_recording_loads_its_records_in_order() -> None:
+    rec = parse_recording(lines({"t": 0.0, "k": "audio", "pcm": "AAA="},
+                                {"t": 0.5, "k": "stt", "text": "hi", "final": True, "speech_final": False,
+                                 "from_finalize": True},
+                                {"t": 0.6, "k": "llm", "events": [[0.1, {"text": "Hi"}], [0.0, {"done": "stop",
+                                                                                              "usage": [3, 1]}]]},
+                                {"t": 0.9, "k": "end", "dropped": 2}))
+    assert [r["k"] for r in rec.records] == ["audio", "stt", "llm", "end"]
+    assert rec.dropped == 2 and rec.header.input_rate == 16000 and rec.end == 0.9
+
+
+@pytest.mark.parametrize(("record", "message"), [
+    ({"k": "audio", "pcm": "AAA="}, "line 2: missing field 't'"),
+    ({"t": 1, "k": "audio", "pcm": "A"}, "line 2 (audio): field 'pcm' is not base64"),
+    ({"t": 1, "k": "audio", "pcm": "AA=="}, "whole 16-bit samples"),
+    ({"t": 1, "k": "stt", "text": "x", "final": "yes", "speech_final": False, "from_finalize": False},
+     "line 2 (stt): field 'final' must be bool, got str"),
+    ({"t": 1, "k": "llm", "events": [[0.1, {"what": 1}]]}, "line 2 (llm), events[0]: expected one of"),
+    ({"t": 1, "k": "tts", "chars": -1, "audio": []}, "field 'chars' must be >= 0"),
+    ({"t": 1, "k": "tts", "chars": 3, "audio": [[0.1, -1]]}, "line 2 (tts), audio[0]: expected [dt, seconds]"),
+    ({"t": 1, "k": "tool", "name": "x"}, "missing field 'result'"),
+    ({"t": -1, "k": "end", "dropped": 0}, "field 't' must be >= 0"),
+    ({"t": 1, "k": "video"}, "unknown record kind 'video'"),
+    ({"t": True, "k": "end", "dropped": 0}, "field 't' must be int or float, got a boolean"),
+])
+def test_a_bad_record_is_refused_naming_its_line_and_field(record: object, message: str) -> None:
+    with pytest.raises(RecordingError, match=re.escape(message)):
+        parse_recording(lines(record))
+
+
+def test_a_recording_of_another_version_is_refused_saying_which_version_this_brisvox_reads() -> None:
+    with pytest.raises(RecordingError, match=rf"version 7 is not readable by this brisvox \(it reads version {VERSION}\)"):
+        parse_recording(lines(header={**HEADER, "version": 7}))
+
+
+def test_a_file_that_is_not_a_recording_says_so() -> None:
+    with pytest.raises(RecordingError, match="not a brisvox recording"):
+        parse_recording(['{"hello": 1}'])
+    with pytest.raises(RecordingError, match="line 2: not JSON"):
+        parse_recording([json.dumps(HEADER), "{"])
+    with pytest.raises(RecordingError, match="empty"):
+        parse_recording([])
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
+                                                                                 max_size=4), max_leaves=12)
+_records = st.fixed_dictionaries({"t": st.one_of(st.floats(), st.integers()),
+                                  "k": st.sampled_from(["audio", "stt", "llm", "tts", "tool", "event", "end", "x"])},
+                                 optional={"pcm": st.text(max_size=8), "text": _json, "final": _json,
+                                           "events": _json, "chars": _json, "audio": _json,
+                                           "name": _json, "result": _json, "raised": _json, "message": _json,
+                                           "e": _json, "epoch": _json, "dropped": _json, "speech_final": _json,
+                                           "from_finalize": _json})
+
+
+@given(st.lists(st.one_of(_records, _json), max_size=5), st.one_of(st.just(HEADER), _json))
+def test_the_loader_either_loads_or_raises_a_recording_error(records: list[object], header: object) -> None:
+    with contextlib.suppress(RecordingError):  # the one error a bad file may give
+        parse_recording(lines(*records, header=header))
+
+
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_either_load_or_raise_a_recording_error(data: bytes) -> None:
+    with contextlib.suppress(RecordingError):  # the one error a bad file may give
+        parse_recording(data.splitlines())
