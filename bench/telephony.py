@@ -1,4 +1,4 @@
-"""CPU per call-second of the Twilio transport path against the generic WebSocket path.
+"""CPU per call-second of the Twilio and Telnyx transport paths against the generic WebSocket path.
 
 50 simultaneous calls, each carrying ``--seconds`` of audio in both directions through the
 adapter's real per-connection code (``run_call``: reader, writer, monitor) over an
@@ -9,9 +9,15 @@ takes them, so the CPU is the adapter's own work):
   parsed, decoded and turned into PCM16 WireAudio; bot audio (PCM16 at 8 kHz) encoded to
   mu-law, cut into 160-byte pieces, base64, one ``media`` message each, plus the
   progress marks.
+* Telnyx: the same work as Twilio in Telnyx's shapes (snake_case, string numbers), plus the
+  reorder buffer's bookkeeping (frames arrive in order here, its fast path) and the chunk carry.
 * WebSocket pcm16 16 kHz: binary frames in, binary frames out (the generic transport's
   zero-conversion path), and WebSocket mu-law 8 kHz (the same codec work as Twilio,
   without JSON and base64).
+
+Caller audio goes through each transport's rate limit at an unreachable rate (``audio_rate``
+1e6), so the check is paid but nothing is dropped (at the real rate, audio sent faster than
+real time would be dropped and the calls end as floods).
 
 Reports the median of ``--repeat`` runs of CPU seconds per call-second (process time /
 (calls x seconds)) and the ratio to the pcm16 WebSocket path.  The transport core
@@ -37,6 +43,8 @@ from brisvox.core.frames import OutputAudioFrame
 from brisvox.transport.events import WireAudioOut, WireHangupOut
 from brisvox.transport.link import CallLink
 from brisvox.transport.telephony import b64encode
+from brisvox.transport.telnyx import CallRegistry, TelnyxConfig, TelnyxStats
+from brisvox.transport.telnyx import run_call as run_telnyx
 from brisvox.transport.twilio import TwilioConfig, TwilioStats
 from brisvox.transport.twilio import run_call as run_twilio
 from brisvox.transport.websocket import PeerClosed, ServerConfig, ServerStats
@@ -98,6 +106,19 @@ def _twilio_frames(seconds: float) -> deque[bytes | str]:
     return frames
 
 
+def _telnyx_frames(seconds: float) -> deque[bytes | str]:
+    stream = "32de0dea-53cb-4b21-89a4-9e1819c043bc"
+    start = {"event": "start", "sequence_number": "1", "stream_id": stream, "start": {
+        "call_control_id": "v3:bench", "call_session_id": "s1", "from": "+13122011111", "to": "+13122022222",
+        "media_format": {"encoding": "PCMU", "sample_rate": 8000, "channels": 1}}}
+    frames: deque[bytes | str] = deque([json.dumps({"event": "connected", "version": "1.0.0"}), json.dumps(start)])
+    payload = b64encode(bytes(range(96, 256)))
+    for i in range(int(seconds * 50)):
+        frames.append(json.dumps({"event": "media", "sequence_number": str(i + 2), "stream_id": stream, "media": {
+            "track": "inbound", "chunk": str(i + 1), "timestamp": str(i * 160), "payload": payload}}))
+    return frames
+
+
 def _ws_frames(seconds: float, encoding: str, rate: int) -> deque[bytes | str]:
     frame = bytes(range(96, 256)) if encoding == "mulaw" else b"\x10\x00" * (rate // 50)
     frames: deque[bytes | str] = deque([json.dumps({"type": "start", "sample_rate": rate, "encoding": encoding})])
@@ -107,8 +128,8 @@ def _ws_frames(seconds: float, encoding: str, rate: int) -> deque[bytes | str]:
 
 async def _call(kind: str, seconds: float) -> None:
     rate = 16000 if kind == "ws-pcm16" else 8000
-    frames = _twilio_frames(seconds) if kind == "twilio" else _ws_frames(
-        seconds, "pcm16" if kind == "ws-pcm16" else "mulaw", rate)
+    frames = (_twilio_frames(seconds) if kind == "twilio" else _telnyx_frames(seconds) if kind == "telnyx"
+              else _ws_frames(seconds, "pcm16" if kind == "ws-pcm16" else "mulaw", rate))
     peer = _Peer(frames)
     clock = SystemClock()
     # no caller-audio rate limit: the scripted caller sends all its audio at once, which the limit
@@ -124,6 +145,9 @@ async def _call(kind: str, seconds: float) -> None:
     kwargs: dict[str, Any] = {"clock": clock, "config": config, "deliver": deliver, "shutdown": asyncio.Event()}
     if kind == "twilio":
         runner, kwargs = run_twilio, {**kwargs, "twilio": TwilioConfig(), "stats": TwilioStats()}
+    elif kind == "telnyx":
+        runner, kwargs = run_telnyx, {**kwargs, "telnyx": TelnyxConfig(), "stats": TelnyxStats(),
+                                      "registry": CallRegistry()}
     else:
         runner, kwargs = run_ws, {**kwargs, "stats": ServerStats()}
     adapter = asyncio.ensure_future(runner(peer, **kwargs))
@@ -184,7 +208,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    kinds = ("ws-pcm16", "ws-mulaw", "twilio")
+    kinds = ("ws-pcm16", "ws-mulaw", "twilio", "telnyx")
     results: dict[str, list[float]] = {k: [] for k in kinds}
     for _ in range(args.repeat):
         for kind in kinds:  # interleaved, so a noisy neighbour hits every path alike

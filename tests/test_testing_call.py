@@ -196,3 +196,19 @@ async def test_the_agent_speaks_with_the_tts_given() -> None:
         await test.user_says("hi")
         took = clock.now() - started
     assert len(voice.sessions) == 1 and took > 0.5  # 28 characters at 50 a second, then the settle
+
+
+async def test_a_node_that_ends_the_call_ends_it_once_the_farewell_played(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(FLOW_AGENT + "end_call = true\n")  # the confirm node hangs up after its first response
+    agent = brisvox.Agent.from_file(path, tools=[check_availability, book_table])
+    llm = [[call("check_availability", day="friday")], "Friday is free. Goodbye!"]
+    async with AgentTest(agent, llm=llm) as test:
+        (await test.user_says("is friday free?")).expect.entered("confirm")
+        played = test.clock.now()
+        ended = test._call
+        assert ended is not None
+        while not ended.done() and test.clock.now() - played < 10.0:
+            await test.clock.sleep(0.05)
+        # The test caller echoes the farewell's mark as it hears it: no wait for the engine's echo timeout (5 s).
+        assert ended.done() and test.clock.now() - played < 1.0

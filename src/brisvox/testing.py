@@ -40,7 +40,9 @@ screen: UI actions the tools dispatch are recorded (``AgentTest.ui_actions``,
 ``Turn.ui_actions``; a callable is also handed each one); without it a dispatch fails as
 it does on a phone call.  An agent with a flow runs it: ``AgentTest.node`` is the current
 node, ``AgentTest.offered`` the tools it offers the model, ``Turn.nodes`` the nodes a turn
-entered.
+entered.  The test caller echoes each mark as it hears it, as a phone does once the audio
+before it played, so a node that ends the call ends it as soon as its farewell has played.
+The telephony tools have no phone line here (``end_call`` answers "no phone line").
 A recorded call (``[record]`` in the agent file, docs/OBSERVABILITY.md) is a test case::
 
     def test_the_call_that_went_wrong() -> None:
@@ -96,6 +98,7 @@ from brisvox.sim import MockStt, MockTts, MockTtsConfig
 from brisvox.sim.mock_llm import Call, Say, ScriptedLlm
 from brisvox.sim.scenario import ScenarioBuilder, SpokenUtterance
 from brisvox.transport import LoopbackTransport, TransportSession
+from brisvox.transport.events import WireMark
 
 __all__ = ["AgentTest", "Replay", "Turn", "TurnExpect", "call", "virtual_time"]
 
@@ -460,8 +463,10 @@ class AgentTest:
     async def _hear(self) -> None:
         with contextlib.suppress(ChannelClosed):  # the call ended: nothing more to hear
             while True:
-                await self._client.recv()
+                heard = await self._client.recv()
                 self._last_audio = self.clock.now()
+                if isinstance(heard.item, WireMark):  # as a phone does once the audio before it played
+                    await self._client.echo_mark(heard.item.id)  # (the engine's end waits for its farewell's)
 
     async def _settle(self) -> None:
         """Until the agent has been quiet for a moment (its audio played out)."""

@@ -23,12 +23,13 @@ from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, FillerClipStore, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
 from brisvox.engine.events import CallObserver
+from brisvox.engine.phone import PhonePlan
 from brisvox.inference.energy import EnergyScorer
 from brisvox.inference.vad import VadParams, VoiceActivityDetector
 from brisvox.providers.llm import LlmProvider
 from brisvox.sim import INSTANT, CallerScenario, LatencyProfile, MockStt, MockTts, MockTtsConfig
 from brisvox.transport import Heard, LoopbackTransport, TransportSession
-from brisvox.transport.events import WireAudioOut, WireClear
+from brisvox.transport.events import WireAudioOut, WireClear, WireMark
 
 RATE = 16000
 
@@ -112,8 +113,11 @@ async def simulate(
     observer: CallObserver | None = None,
     clips: FillerClipStore | None = None,
     flow: Flow | FlowManager | None = None,
+    phone: PhonePlan | None = None,
+    echo_marks: bool = True,
 ) -> SimResult:
-    """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s."""
+    """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s.
+    The caller echoes every mark when it arrives (the loopback plays audio as it comes)."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
     providers = Providers(
         stt=stt or MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
@@ -129,13 +133,16 @@ async def simulate(
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
         call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer,
-                                    clips=clips, flow=flow),
+                                    clips=clips, flow=flow, phone=phone),
                            name="call")
 
         async def listen() -> None:
             with contextlib.suppress(ChannelClosed):  # the call ended: nothing more to hear
                 while True:
-                    heard.append(await client.recv())
+                    got = await client.recv()
+                    heard.append(got)
+                    if isinstance(got.item, WireMark) and echo_marks:
+                        await client.echo_mark(got.item.id)  # as a phone does once the audio before it played
 
         listener = scope.spawn(listen(), name="listener")
         start = clock.now()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -24,6 +25,7 @@ from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, CallerScenario, MockStt, MockTts, ScenarioBuilder, ScriptedLlm
 from brisvox.sim import Say as Speak
 from brisvox.transport import LoopbackTransport
+from brisvox.transport.events import WireMark
 
 BASE = """\
 [agent]
@@ -186,7 +188,8 @@ async def test_a_served_call_runs_the_agent_files_flow() -> None:
 
     agent = parse_agent_file(BASE + FLOW.replace('strategy = "reset_with_summary"', 'strategy = "append"'),
                              available_tools={"check_availability", "book_table"})
-    scenario = ScenarioBuilder().pause(0.4).say("a table on friday").pause(6.0).build()
+    # long enough for the farewell to play and its mark to be echoed before the caller hangs up
+    scenario = ScenarioBuilder().pause(0.4).say("a table on friday").pause(8.0).build()
     script = [
         [Call(name="book_table", arguments={})],  # not offered in "collect": refused, never run
         [Call(name="check_availability", arguments={"day": "Friday"})],
@@ -223,6 +226,15 @@ async def _serve_one_call(
     async with LoopbackTransport(clock) as transport:
         client = await transport.connect(metadata={"sample_rate": "16000"})
         call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
+
+        async def echo_marks() -> None:  # as a phone does once the audio before a mark played
+            with contextlib.suppress(ChannelClosed):
+                while True:
+                    heard = await client.recv()
+                    if isinstance(heard.item, WireMark):
+                        await client.echo_mark(heard.item.id)
+
+        listener = asyncio.ensure_future(echo_marks())
         try:
             for pcm in scenario.frames(0.02):
                 await client.send_audio(pcm)
@@ -231,6 +243,9 @@ async def _serve_one_call(
         except ChannelClosed:
             await call
             return True
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
         await call
         return False
 

@@ -63,6 +63,14 @@ def test_the_cascade_sections_are_refused_beside_an_s2s_model_by_name() -> None:
     assert any(m.startswith("speculation: does not apply") for m in messages), messages
 
 
+def test_the_telephony_section_is_refused_beside_an_s2s_model() -> None:
+    with pytest.raises(AgentFileError) as bad:
+        parse_agent_file(_file() + '\n[telephony]\ntransfer_to = ["+14155550100"]\n')
+    messages = [f"{p.key}: {p.message}" for p in bad.value.problems]
+    assert messages == ["telephony: does not apply to a speech-to-speech agent ([s2s]): the telephony tools act "
+                        "in cascaded calls only; remove [telephony] or [s2s]"]
+
+
 def test_an_s2s_model_needs_its_key_variable_and_known_options() -> None:
     with pytest.raises(AgentFileError) as bad:
         parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[s2s]\nprovider = "gemini-live"\n'

@@ -70,3 +70,21 @@ def test_a_read_only_tool_in_confirm_tools_is_an_agent_file_error_at_its_positio
     ]
     ok = parse_agent_file(text.replace('["lookup"]', '["book_table"]'), source="a.toml", available_tools=toolset())
     assert ok.confirm_tools == ("book_table",)
+
+
+def test_every_set_offers_the_telephony_tools_by_name_and_its_own_tool_of_that_name_wins() -> None:
+    tools = ToolSet()
+    assert len(tools) == 0 and tools.names() == []
+    assert all(name in tools for name in ("end_call", "transfer_call", "send_dtmf"))
+    registry = tools.registry(["end_call", "send_dtmf"], confirm=["end_call"])
+    end, dtmf = registry.spec("end_call"), registry.spec("send_dtmf")
+    assert end is not None and end.is_side_effect and not end.repeatable and end.confirm
+    assert dtmf is not None and dtmf.repeatable
+
+    @tools.read_only
+    async def end_call() -> str:
+        """my own"""
+        return "mine"
+
+    spec = tools.spec("end_call")
+    assert spec is not None and spec.description == "my own"

@@ -11,7 +11,7 @@ import shutil
 import struct
 import sys
 import wave
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -19,18 +19,20 @@ from typing import Any
 import pytest
 from twilio.request_validator import RequestValidator
 from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
 from brisvox.core.clock import SystemClock
 from brisvox.core.secret import Secret
 from brisvox.server.access import AccessGuard, AccessPolicy
-from brisvox.server.auth import Authenticator, AuthMode
+from brisvox.server.auth import Authenticator, AuthMode, issue_call_token
 from brisvox.server.host import ServerParts, serve
 from brisvox.server.lifecycle import StopRequests
 from brisvox.server.settings import Settings
 from brisvox.server.twilio_endpoint import TwilioEndpoint, check_signature
+from brisvox.server.webhooks import stream_token_check
 from brisvox.transport.echo import EchoOptions
 from brisvox.transport.twilio import TwilioConfig
+from brisvox.transport.twilio.protocol import StreamStart
 from brisvox.transport.websocket import ServerConfig
 from tests.server._echo import echo_runner
 from tests.transport.conformance._drivers import start_message
@@ -40,9 +42,11 @@ PUBLIC = "wss://voice.example.com/twilio"
 
 
 @asynccontextmanager
-async def twilio_server(twilio: TwilioConfig, settings: Settings | None = None) -> AsyncIterator[tuple[int, TwilioEndpoint]]:
+async def twilio_server(twilio: TwilioConfig, settings: Settings | None = None,
+                        admit: Callable[[StreamStart], str | None] | None = None,
+                        ) -> AsyncIterator[tuple[int, TwilioEndpoint]]:
     clock = SystemClock()
-    endpoint = TwilioEndpoint(clock, ServerConfig(), twilio)
+    endpoint = TwilioEndpoint(clock, ServerConfig(), twilio, admit=admit)
     parts = ServerParts(runner=echo_runner(clock, EchoOptions(mark_every=10)), call_endpoint=endpoint, description="echo",
                         on_stop_calls=endpoint.close, call_routes=((twilio.path, endpoint),),
                         self_authenticating=frozenset({twilio.path}) if endpoint.self_authenticating else frozenset())
@@ -57,10 +61,10 @@ async def twilio_server(twilio: TwilioConfig, settings: Settings | None = None) 
         assert await asyncio.wait_for(server, 30) == 0
 
 
-async def _stream(url: str, headers: dict[str, str]) -> int | None:
+async def _stream(url: str, headers: dict[str, str], params: dict[str, str] | None = None) -> int | None:
     """Start a stream and hang up; the close code the server answered with."""
     async with connect(url, additional_headers=headers, open_timeout=5, close_timeout=2) as ws:
-        await ws.send(json.dumps(start_message("MZ1")))
+        await ws.send(json.dumps(start_message("MZ1", params)))
         await ws.send(json.dumps({"event": "stop", "streamSid": "MZ1", "stop": {}}))
         async for _ in ws:
             pass
@@ -81,6 +85,22 @@ async def test_the_signature_is_checked_on_the_upgrade_against_the_public_url() 
         good = RequestValidator(TOKEN).compute_signature(PUBLIC, {})
         assert await _stream(url, {"X-Twilio-Signature": good}) == 1000
         assert endpoint.stats.calls_started == 1
+
+
+@pytest.mark.realtime
+async def test_with_webhook_tokens_a_stream_needs_its_calls_token_in_its_parameters() -> None:
+    key = "s" * 40
+    twilio = TwilioConfig(public_url=PUBLIC, auth_token=Secret(TOKEN))
+    admit = stream_token_check(Secret(key), "demo", lambda: SystemClock().wall().timestamp())
+    good = {"X-Twilio-Signature": RequestValidator(TOKEN).compute_signature(PUBLIC, {})}
+    token = issue_call_token(key, now=SystemClock().wall().timestamp(), agent="demo", subject="CA1")
+    async with twilio_server(twilio, admit=admit) as (port, endpoint):
+        url = f"ws://127.0.0.1:{port}/twilio"
+        with pytest.raises(ConnectionClosedError) as closed:  # a replayed signature alone is not enough
+            await _stream(url, good)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        assert await _stream(url, good, {"token": token, "agent": "demo"}) == 1000
+        assert endpoint.stats.refused_start == 1 and endpoint.stats.calls_started == 1
 
 
 def test_the_signed_url_carries_the_query_string() -> None:

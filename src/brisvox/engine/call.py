@@ -44,6 +44,7 @@ from brisvox.core.frames import (
     Direction,
     DtmfFrame,
     InputAudioFrame,
+    OutputAudioFrame,
     UserTextFrame,
 )
 from brisvox.core.pipeline import Pipeline, RunningPipeline
@@ -58,6 +59,7 @@ from brisvox.engine.hooks import HookPoint, hook_stage
 from brisvox.engine.listen import ListenStage
 from brisvox.engine.memory import CallMemory
 from brisvox.engine.out import PlayoutFact, TransportOut
+from brisvox.engine.phone import MarkWaits, PhoneLine, PhonePlan, PhoneStats, end_after_echo
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
 from brisvox.engine.speak import SpeakStage
@@ -75,12 +77,14 @@ from brisvox.transport.events import (
     ContextNote,
     Dtmf,
     FailureKind,
+    MarkCleared,
+    MarkPlayed,
     PlaybackPosition,
     Stopped,
     StopReason,
     TypedText,
 )
-from brisvox.transport.session import TransportSession
+from brisvox.transport.session import CommandSender, TransportSession
 
 __all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "call_meta", "run_call"]
 
@@ -126,6 +130,7 @@ class CallReport:
     flow_refused_calls: int = 0  # calls to tools the node does not offer, answered tool_not_available
     failures: int = 0  # failures logged (with their traceback), the one that ended the call included
     failure: EngineFailure | None = None  # what ended the call, when it failed
+    phone: PhoneStats | None = None  # the telephony tools' line (run_call's ``phone``)
 
 
 class CallFailed(BrisvoxError):
@@ -199,6 +204,7 @@ async def run_call(
     summarizer: Summarizer | None = None,
     flow: Flow | FlowManager | None = None,
     ui: UiChannel | None = None,
+    phone: PhonePlan | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
@@ -213,6 +219,8 @@ async def run_call(
     it needs ``tools`` (its tools are taken from them) and turns speculation off.
     ``ui``: the caller's screen, bound by a transport that has one (:mod:`brisvox.agent.ui`):
     tools dispatch UI actions through it; without it a dispatch raises ``UiUnavailable``.
+    ``phone``: the call's carrier control, which the telephony tools act through (a
+    :class:`~brisvox.engine.phone.PhoneLine` per call; without it they answer "no phone line").
 
     Raises :class:`CallFailed` when a failure ended the call (see the module docs).
     """
@@ -231,7 +239,7 @@ async def run_call(
     fault = _Fault(events, clock, lambda: machine.epoch, asyncio.Event())
     call = _Call(session, config, providers, clock, context, timeline, events, machine, fault)
     try:
-        await call.run(cancel, tools, filler, clips, summarizer, flow_run, ui)
+        await call.run(cancel, tools, filler, clips, summarizer, flow_run, ui, phone)
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_call", exc)
     if call.runner is not None:
@@ -263,10 +271,11 @@ class _Call:
         self.out: TransportOut | None = None
         self.memory: CallMemory | None = None
         self.flow_run: FlowRun | None = None
+        self.line: PhoneLine | None = None
 
     async def run(self, cancel: asyncio.Event | None, tools: ToolRegistry | None, filler: FillerPolicy | None,
                   clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None,
-                  ui: UiChannel | None) -> None:
+                  ui: UiChannel | None, phone: PhonePlan | None) -> None:
         session, config, providers, clock = self.session, self.config, self.providers, self.clock
         rates = session.info.sample_rate()
         in_rate = rates.input if rates else config.stt.sample_rate
@@ -296,8 +305,10 @@ class _Call:
             except BaseException:
                 await stt.aclose()
                 raise
+            self.line = line = _phone_line(phone, commands, clock, out_rate)
             engine = None if tools is None else ToolEngine(tools, session.info.call_id, clock, config.tools,
-                                                           meta=call_meta(session.info, config.agent), ui=ui)
+                                                           meta=call_meta(session.info, config.agent), ui=ui,
+                                                           line=line)
             async with stt, tts, contextlib.AsyncExitStack() as stack:
                 if engine is not None:
                     await stack.enter_async_context(engine)
@@ -313,10 +324,16 @@ class _Call:
                                                   greets=config.llm.greeting is not None, events=events)
                 self.memory = memory = CallMemory(config.window, summarizer if config.summary.enabled else None,
                                                   config.summary, clock, scope)
-                end = self.fault.end  # a flow's EndCall ends the call like a failure or a hang-up
+                marks = MarkWaits()
+
+                def end_call() -> None:
+                    # A flow's EndCall and the end_call tool: once the farewell's mark echoes,
+                    # fault.end ends the call like a failure or a hang-up (one way out of the pump).
+                    scope.spawn(end_after_echo(commands, marks, clock, line, self.fault.end), name="end-call")
+
                 self.runner = runner = LlmRunner(
                     providers.llm, self.context, book, config.llm, config.timeouts, scope, timeline, engine,
-                    memory, filler, config.speculation, flow_run, end.set, events=events,
+                    memory, filler, config.speculation, flow_run, end_call, events=events, line=line,
                 )
                 self.speak = speak = SpeakStage(
                     tts,
@@ -350,7 +367,7 @@ class _Call:
                 session.route_caller_audio(_audio_into(running))
                 session.route_playout(_positions_into(out, clock, self.fault))
                 try:
-                    await _pump(session, running, cancel, self.fault)
+                    await _pump(session, running, cancel, self.fault, marks)
                     runner.hang_up()  # no side effect starts once the caller is gone
                     if self.fault.failure is None:
                         await self._stop(running)
@@ -404,12 +421,26 @@ class _Call:
             flow_refused_calls=flow_run.refused if flow_run else 0,
             failures=self.events.failures,
             failure=self.fault.failure,
+            phone=self.line.stats if self.line is not None else None,
         )
 
 
 def _ended_with_transport(exc: ProcessorFailed, session: TransportSession) -> bool:
     """A stage that found the transport gone (the caller hung up while it sent) ended with the call."""
     return isinstance(exc.cause, ChannelClosed) and session.stop_reason() is not None
+
+
+def _phone_line(phone: PhonePlan | None, commands: CommandSender, clock: Clock, out_rate: int) -> PhoneLine | None:
+    """The call's phone line; its in-band audio (DTMF) goes to the transport in the tool's turn."""
+    if phone is None:
+        return None
+
+    async def play(epoch: int, pcm: bytes) -> None:
+        commands.clear(epoch)  # opens the turn's audio when nothing of it was sent yet (a no-op otherwise)
+        await commands.audio(OutputAudioFrame(epoch=epoch, pcm=pcm, sample_rate=out_rate))
+
+    return PhoneLine(phone.control, clock, out_rate=out_rate, play=play, timeout=phone.timeout,
+                     transfer_to=phone.transfer_to, on_failure=phone.on_failure)
 
 
 def _flow_run(flow: Flow | FlowManager, clock: Clock, summarizer: Summarizer | None) -> FlowRun:
@@ -424,10 +455,11 @@ def output_rate(session: TransportSession, config: EngineConfig) -> int:
 
 
 async def _pump(session: TransportSession, running: RunningPipeline, cancel: asyncio.Event | None,
-                fault: _Fault) -> None:
+                fault: _Fault, marks: MarkWaits) -> None:
     """Transport events into the pipeline until ``fault.end`` is set: by a failure (recorded in
-    ``fault``), a flow's EndCall, the end of the pipeline or of the events (``Stopped``), or
-    ``cancel``.
+    ``fault``), the engine's own end of the call (a flow's EndCall or ``end_call``, once the
+    farewell's mark echoed: ``end_after_echo``), the end of the pipeline or of the events
+    (``Stopped``), or ``cancel``.  The echoes of the engine's marks resolve ``marks``.
 
     One concern, one task: the events are read by one task; the pipeline's end is watched
     by a callback, the failure and the EndCall set ``end`` themselves, so only ``cancel`` (an
@@ -442,7 +474,7 @@ async def _pump(session: TransportSession, running: RunningPipeline, cancel: asy
 
     running.on_end(pipeline_ended)
     async with TaskScope("pump") as scope:
-        events = scope.spawn(_pump_events(session, running), name="events")
+        events = scope.spawn(_pump_events(session, running, marks), name="events")
         events.add_done_callback(lambda _: end.set())
         if cancel is not None:
             scope.spawn(_set_after(cancel, end), name="cancel-watch")
@@ -486,7 +518,7 @@ def _positions_into(out: TransportOut, clock: Clock, fault: _Fault) -> Callable[
     return sink
 
 
-async def _pump_events(session: TransportSession, running: RunningPipeline) -> None:
+async def _pump_events(session: TransportSession, running: RunningPipeline, marks: MarkWaits) -> None:
     # Every transport event but caller audio (see _audio_into) and position reports (see
     # _positions_into).  A ChannelClosed ends the pump: the transport or the pipeline (which
     # may stop while an event is on its way in) is gone; the pipeline's own end is watched
@@ -496,6 +528,8 @@ async def _pump_events(session: TransportSession, running: RunningPipeline) -> N
             event = await session.recv()
             if isinstance(event, Dtmf):
                 await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
+            elif isinstance(event, MarkPlayed | MarkCleared):
+                marks.resolve(event)  # the engine's own marks (end_after_echo); no other mark is the engine's
             elif isinstance(event, TypedText):
                 await running.send(UserTextFrame(epoch=0, text=event.text))  # a turn of its own (the driver)
             elif isinstance(event, ContextNote):

@@ -12,7 +12,9 @@ rest, refreshed in the background when a turn's answer is done).  With a flow
 (:class:`~brisvox.engine.flowrun.FlowRun`) the node prompt is message 0, a request offers
 the node's tools, each round's calls are screened and applied through the flow, a decided
 node is entered at once (its ``Say`` lines spoken first), and a node's ``EndCall`` hangs
-up once its first response has played.
+up once its first response has played.  So does the ``end_call`` tool (through the call's
+:class:`~brisvox.engine.phone.PhoneLine`): its turn's reply is released, then ``run_call``
+waits for the mark echo; a barge-in calls it off.
 
 Every request tells the model the call's date (:func:`date_note`, from the injected clock's
 wall time) at the end of its system prompt; it is not kept in the context.
@@ -126,6 +128,7 @@ from brisvox.engine.events import (
 )
 from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.memory import CallMemory
+from brisvox.engine.phone import PhoneLine
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.speculate import HeldAnswer, SpeculativeStart, settled_copy
 from brisvox.providers.llm import (
@@ -263,6 +266,7 @@ class LlmRunner(Processor):
         flow: FlowRun | None = None,
         end_call: Callable[[], None] | None = None,
         events: CallEvents | None = None,
+        line: PhoneLine | None = None,
     ) -> None:
         self.events = events or CallEvents("")
         self._started_calls: dict[str, tuple[int, str]] = {}  # call id -> (epoch, tool), until settled
@@ -276,6 +280,7 @@ class LlmRunner(Processor):
         self.memory = memory
         self.flow = flow
         self._end_call = end_call
+        self.line = line  # the call's phone line: an end_call's request is taken here
         self._end_armed = False  # a node with an EndCall post action was entered
         self._end_after: int | None = None  # the epoch whose played-out response ends the call
         self.llm = llm
@@ -301,10 +306,15 @@ class LlmRunner(Processor):
 
     def response_played(self, epoch: int) -> None:
         """The epoch's response has played out (TransportOut, from the PlayoutBook): a node's
-        EndCall waiting for it hangs up now."""
+        EndCall waiting for it, or the ``end_call`` tool called in that turn (the phone line's
+        request), ends the call now (through ``end_call``: once the farewell's mark echoes)."""
         if self._end_armed and epoch == self._end_after:
             self._end_armed = False
             log.info("the flow's node ends the call: its response has played")
+            if self._end_call is not None:
+                self._end_call()
+        if self.line is not None and self.line.take_end(epoch):
+            log.info("end_call: the turn's reply has been released; the call ends once it has played")
             if self._end_call is not None:
                 self._end_call()
 
@@ -335,6 +345,8 @@ class LlmRunner(Processor):
         if isinstance(frame, InterruptFrame | StopFrame):
             await self._drop_speculation()
         if isinstance(frame, InterruptFrame):
+            if self.line is not None:
+                self.line.drop_end("the caller barged in")  # the end of a discarded reply never happens
             await self._join_round()
             if self.tools is not None:
                 # The caller may not have heard what they would confirm.

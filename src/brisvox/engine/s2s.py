@@ -95,6 +95,7 @@ from brisvox.engine.events import (
     UserTranscript,
 )
 from brisvox.engine.out import TransportOut
+from brisvox.engine.phone import MarkWaits
 from brisvox.engine.playout import PlayoutBook
 from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.s2s import (
@@ -218,7 +219,7 @@ async def _run(session: TransportSession, config: S2sConfig, provider: S2sProvid
             session.route_caller_audio(_audio_into(running))
             session.route_playout(_positions_into(out, clock, fault))
             try:
-                await _pump(session, running, cancel, fault)
+                await _pump(session, running, cancel, fault, MarkWaits())
                 if engine is not None:
                     engine.hang_up()  # no side effect starts once the caller is gone
             finally:

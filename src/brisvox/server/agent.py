@@ -30,6 +30,7 @@ checks that each one is set).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import re
@@ -48,6 +49,7 @@ from brisvox.providers.choice import Hibari, LocalWhisper, ProviderChoice, Scrip
 from brisvox.providers.s2s import S2sPolicy
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file, parse_agent_table
 from brisvox.server.agent_flow import FlowSettings, WindowSettings
+from brisvox.server.carriers import TelephonySettings
 from brisvox.server.tools import ToolSet
 from brisvox.tool import FunctionTool
 from brisvox.transport.rtvi.ui import UiContract
@@ -93,6 +95,7 @@ class Agent:
     s2s: ProviderChoice | None = None
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
     ui: UiContract | None = None
+    telephony: TelephonySettings | None = None
     source: Path | None = field(default=None, compare=False)
     _definition: AgentDefinition | None = field(default=None, compare=False, repr=False, init=False)
 
@@ -120,6 +123,9 @@ class Agent:
         if self.greeting is not None:
             agent["greeting"] = self.greeting
         raw: dict[str, Any] = {"agent": agent}
+        if self.telephony is not None:
+            fields = dataclasses.asdict(self.telephony)
+            raw["telephony"] = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items() if v is not None}
         source = self.source if self.source is not None else f"agent {self.name!r}"
         for stage, choice in ((Stage.STT, self.stt), (Stage.LLM, self.llm), (Stage.TTS, self.tts)):
             if not isinstance(choice, ProviderChoice) or choice.stage is not stage:
@@ -145,6 +151,7 @@ class Agent:
             tools=checked.tools, confirm_tools=checked.confirm_tools, turn=self.turn, interruption=self.interruption,
             speculation=self.speculation, filler=self.filler, stt=checked.stt, llm=checked.llm, tts=checked.tts,
             window=self.window, flow=self.flow, hooks=self.hooks, s2s=checked.s2s, s2s_policy=checked.s2s_policy,
+            telephony=checked.telephony,
         )
 
     @classmethod
@@ -161,6 +168,7 @@ class Agent:
                    confirm_tools=d.confirm_tools, stt=d.stt, llm=d.llm, tts=d.tts, turn=d.turn,
                    interruption=d.interruption, filler=d.filler, speculation=d.speculation, window=d.window,
                    flow=d.flow, hooks=tuple(hooks), s2s=d.s2s, s2s_policy=d.s2s_policy, ui=ui,
+                   telephony=d.telephony,
                    source=d.source)
 
     def toolset(self) -> ToolSet:

@@ -55,6 +55,7 @@ from brisvox.agent.turn import (
 from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
+from brisvox.engine.phone import CARRIER_TIMEOUT
 from brisvox.inference.vad import VadParams
 from brisvox.providers.choice import CASCADE, ProviderChoice
 from brisvox.providers.s2s import BargeIn, S2sPolicy
@@ -70,6 +71,7 @@ from brisvox.server.agent_flow import (
     window_settings,
 )
 from brisvox.server.agent_link import AgentLinkConfig
+from brisvox.server.carriers import TELNYX_API, TWILIO_API, TelephonySettings, check_destination
 from brisvox.server.providers import (
     DEFAULT_PROVIDERS,
     Bounds,
@@ -214,6 +216,17 @@ class _Provider(Section):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+class _Telephony(Section):
+    ranges = MappingProxyType({"timeout": (0.1, 30.0)})
+    twilio_account_sid_env: str | None = None
+    twilio_auth_token_env: str | None = None
+    telnyx_api_key_env: str | None = None
+    twilio_api_base: str = TWILIO_API
+    telnyx_api_base: str = TELNYX_API
+    timeout: float = CARRIER_TIMEOUT
+    transfer_to: list[str] = Field(default_factory=list)
+
+
 class _S2s(_Provider):
     ranges = MappingProxyType({"think_budget": (0.0, 120.0)})
     barge_in: Literal["model", "ours"] = "model"
@@ -241,6 +254,7 @@ class _File(Section):
     llm: _Provider | None = None
     tts: _Provider | None = None
     s2s: _S2s | None = None
+    telephony: _Telephony | None = None
     record: _Record = _Record()
 
 
@@ -275,6 +289,7 @@ class AgentDefinition:
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
     s2s: ProviderChoice | None = None  # a speech-to-speech model in place of stt, llm and tts
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
+    telephony: TelephonySettings | None = None  # [telephony]: the carriers' credentials for the telephony tools
     record: RecordSettings | None = None  # [record] enabled: each call is written to a file (caller audio too)
     agent_link: AgentLinkConfig | None = None  # the agent process each call links to (docs/AGENT_PROTOCOL.md)
 
@@ -447,6 +462,7 @@ def _build(
     takes_model = llm_entry is not None and (llm_entry.options is None or "model" in llm_entry.options)
     window = window_settings(f.window, takes_model, report.at_key)
     flow = flow_settings(f.flow, a.tools, report.at_key) if f.flow is not None else None
+    telephony = _telephony(f.telephony, report, environ) if f.telephony is not None else None
     vad = MappingProxyType({k: float(v) for k, v in f.vad.model_dump().items() if v is not None})
     try:
         VadParams(**vad)  # the keys together: hysteresis must stay below threshold
@@ -459,7 +475,7 @@ def _build(
         tools=tuple(a.tools), confirm_tools=tuple(a.confirm_tools), turn=turn, interruption=interruption,
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
-        s2s=s2s, s2s_policy=s2s_policy, vad=vad, record=_record(f.record, source),
+        s2s=s2s, s2s_policy=s2s_policy, vad=vad, telephony=telephony, record=_record(f.record, source),
         agent_link=None if f.agent_link is None else AgentLinkConfig(
             url=f.agent_link.url, connect_timeout=f.agent_link.connect_timeout,
             ready_timeout=f.agent_link.ready_timeout),
@@ -483,6 +499,9 @@ def _s2s_policy(f: _File, report: _Report) -> S2sPolicy:
         if name in f.model_fields_set:
             report.at_key((name,), f"does not apply to a speech-to-speech agent ([s2s]): its model hears, "
                                    f"takes turns and speaks; remove [{name}] or [s2s]")
+    if "telephony" in f.model_fields_set:  # no PhoneLine in run_s2s_call: the tools would answer "no phone line"
+        report.at_key(("telephony",), "does not apply to a speech-to-speech agent ([s2s]): the telephony tools "
+                                      "act in cascaded calls only; remove [telephony] or [s2s]")
     if f.record.enabled:
         report.at_key(("record",), "recording a speech-to-speech agent's calls is not built yet; "
                                    "remove [record] or [s2s]")
@@ -495,6 +514,32 @@ def _s2s_policy(f: _File, report: _Report) -> S2sPolicy:
 
 def _strings(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _telephony(t: _Telephony, report: _Report, environ: Mapping[str, str] | None) -> TelephonySettings:
+    """``[telephony]``: variable names (set, when ``environ`` is given), http(s) base URLs, destinations."""
+    for key in ("twilio_account_sid_env", "twilio_auth_token_env", "telnyx_api_key_env"):
+        env = getattr(t, key)
+        if env is None:
+            continue
+        if not _ENV_NAME.fullmatch(env):
+            report.at_value(("telephony", key), f"expected an environment variable name (A-Z, 0-9, _), got {env!r}")
+        elif environ is not None and not environ.get(env, ""):
+            report.at_value(("telephony", key), f"environment variable {env} is not set")
+    if (t.twilio_account_sid_env is None) != (t.twilio_auth_token_env is None):
+        report.at_key(("telephony",), "name both twilio_account_sid_env and twilio_auth_token_env, or neither")
+    for key in ("twilio_api_base", "telnyx_api_base"):
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", getattr(t, key)):
+            report.at_value(("telephony", key), "expected an http(s):// base URL")
+    for i, to in enumerate(t.transfer_to):
+        problem = check_destination(to)
+        if problem is not None:
+            report.at_value(("telephony", "transfer_to", i), problem)
+    return TelephonySettings(
+        twilio_account_sid_env=t.twilio_account_sid_env, twilio_auth_token_env=t.twilio_auth_token_env,
+        telnyx_api_key_env=t.telnyx_api_key_env, twilio_api_base=t.twilio_api_base,
+        telnyx_api_base=t.telnyx_api_base, timeout=t.timeout, transfer_to=tuple(t.transfer_to),
+    )
 
 
 def _check_tools(tools: list[str], confirm: list[str], report: _Report, available: Collection[str]) -> None:

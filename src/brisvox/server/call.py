@@ -47,7 +47,8 @@ import datetime
 import ipaddress
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -74,6 +75,7 @@ from brisvox.engine import (
 from brisvox.engine import events as ev
 from brisvox.engine.call import call_failure, output_rate
 from brisvox.engine.config import SummaryConfig
+from brisvox.engine.phone import CarrierError, PhonePlan
 from brisvox.engine.runner import with_date
 from brisvox.providers.llm import LlmRequest
 from brisvox.providers.stt import SttConfig
@@ -85,13 +87,16 @@ from brisvox.server.agent_link import AgentLink
 from brisvox.server.app import HttpCallEndpoint
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.calllog import CallLog, CallTimeline
+from brisvox.server.carriers import call_control
 from brisvox.server.directory import CallDirectory
 from brisvox.server.metrics import ServerMetrics
+from brisvox.server.phone_tools import BUILTIN_TOOLS
 from brisvox.server.session import SessionCancel, SessionSlot
 from brisvox.server.settings import Settings
 from brisvox.server.telnyx_endpoint import TelnyxEndpoint
 from brisvox.server.tools import ToolSet
 from brisvox.server.twilio_endpoint import TwilioEndpoint
+from brisvox.server.webhooks import stream_token_check
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.link import CallLink
 from brisvox.transport.session import TransportSession
@@ -241,12 +246,16 @@ async def _no_events(text: str) -> None:
     """A carrier call's event side: Twilio and Telnyx take no messages but media, mark and clear."""
 
 
-def twilio_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> TwilioEndpoint:
+def twilio_endpoint(settings: Settings, clock: Clock, config: ServerConfig, agent: str | None = None) -> TwilioEndpoint:
     """The Twilio Media Streams endpoint of ``brisvox serve``: its calls run the same engine
-    (an :class:`EngineCall` whose event side is silent)."""
+    (an :class:`EngineCall` whose event side is silent).  When the incoming-call webhook mints
+    call tokens (a webhook URL and a signing key), every stream must carry its call's token."""
     twilio = TwilioConfig(path=settings.twilio_path, public_url=settings.twilio_public_url,
                           auth_token=settings.twilio_auth_token)
-    return TwilioEndpoint(clock, config, twilio, session_item=lambda link: EngineCall(link, _no_events))
+    admit = None
+    if settings.twilio_webhook_url is not None and settings.auth_secret is not None and agent is not None:
+        admit = stream_token_check(settings.auth_secret, agent, lambda: clock.wall().timestamp())
+    return TwilioEndpoint(clock, config, twilio, session_item=lambda link: EngineCall(link, _no_events), admit=admit)
 
 
 def telnyx_endpoint(settings: Settings, clock: Clock, config: ServerConfig) -> TelnyxEndpoint:
@@ -617,7 +626,7 @@ def engine_runner(
                                   filler=fillers.clone(), observer=observer,
                                   clips=clips.store(out_rate) if clips is not None else None,
                                   summarizer=providers.summarizer, flow=flow_manager(definition, flow, clock),
-                                  ui=call.ui)
+                                  ui=call.ui, phone=phone_plan(definition, session.info.metadata, os.environ, metrics))
         finally:
             if rendering is not None:
                 rendering.cancel()  # unfinished: the next call starts it again
@@ -631,6 +640,23 @@ def engine_runner(
                        metrics=metrics, tracing=tracing, directory=directory, calls=calls)
 
 
+def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ: Mapping[str, str],
+               metrics: ServerMetrics | None) -> PhonePlan | None:
+    """The call's carrier control for the telephony tools (None: the agent lists none of them).
+    A carrier call whose named credential variable is unset gets no line (logged): its tools
+    answer the model "no phone line", and the rest of the call works."""
+    if not any(name in BUILTIN_TOOLS for name in definition.tools):
+        return None
+    settings = definition.telephony
+    try:
+        control = call_control(metadata, settings, environ)
+    except CarrierError:
+        log.exception("call %s: no phone line for the telephony tools", metadata.get("carrier_call_id", "?"))
+        return None
+    on_failure = metrics.record_carrier_failure if metrics is not None else None
+    if settings is None:
+        return PhonePlan(control, on_failure=on_failure)
+    return PhonePlan(control, timeout=settings.timeout, transfer_to=settings.transfer_to, on_failure=on_failure)
 def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clock, config: EngineConfig,
               out_rate: int, providers: CallProviders) -> CallRecorder:
     """The call's recorder (``[record]``): its audio is what the speech-to-text hears."""

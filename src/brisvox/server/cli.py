@@ -285,6 +285,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     from brisvox.server.page import page_routes
     from brisvox.server.rtvi_endpoint import RTVI_PATH, RtviEndpoint
     from brisvox.server.s2s_call import S2sCallProviders, build_s2s_providers, s2s_runner
+    from brisvox.server.webhooks import webhook_routes
 
     if node is not None:  # before any metric exists in this process
         use_multiprocess_values(node.metrics_dir)
@@ -325,7 +326,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE
     endpoint = EngineEndpoint(clock, ws_config)
-    twilio = twilio_endpoint(settings, clock, ws_config)
+    twilio = twilio_endpoint(settings, clock, ws_config, agent=definition.name)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
     rtvi = RtviEndpoint(clock, ws_config, ui=ui)
     webrtc = webrtc_endpoint(settings, clock)
@@ -346,8 +347,10 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
                                       if carrier.self_authenticating),
         query_token=frozenset({RTVI_PATH}),  # Pipecat's JS transport sends its token as ?token=
         ws_max_size=max(ws_config.max_audio_bytes, ws_config.max_control_bytes),
-        extra_routes=(*calls_routes(calls), *page_routes(providers.page_info(definition))), metrics=metrics, agent=definition.name,
-        transport_stats=endpoint.stats, directory=directory, http_call_endpoints=(webrtc,) if webrtc is not None else (),
+        extra_routes=(*webhook_routes(settings, definition.name, lambda: clock.wall().timestamp()),
+                      *calls_routes(calls), *page_routes(providers.page_info(definition))),
+        metrics=metrics, agent=definition.name, transport_stats=endpoint.stats, directory=directory,
+        http_call_endpoints=(webrtc,) if webrtc is not None else (),
     )
     if ready_line is not None:
         print(ready_line, flush=True)

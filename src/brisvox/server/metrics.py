@@ -24,6 +24,8 @@ Metric names (all prefixed ``brisvox_``):
 * ``edge_events_total{event}`` (the values of :class:`EdgeEvent`: the edge's limit outcomes)
 * ``transport_events_total{event}`` (the values of :class:`TransportEvent`: the WebSocket
   transport's refusals, limit closes, drops and faults)
+* ``carrier_failures_total{action}`` (``hang-up``, ``transfer``, ``send_dtmf``): a carrier REST
+  request of the telephony tools failed or timed out (logged with its traceback)
 * ``model_busy_total{stage}`` (the values of :class:`brisvox.core.frames.BusyStage`): a
   ``ModelBusy`` engine event; for the VAD, one per run of refused frames
 
@@ -62,14 +64,16 @@ from brisvox.transport.websocket.stats import ServerStats
 if TYPE_CHECKING:
     from brisvox.server.node import NodeTable
 
-__all__ = ["CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "EdgeEvent", "NodeMetrics",
-           "ServerMetrics", "TransportEvent", "use_multiprocess_values"]
+__all__ = ["CARRIER_ACTIONS", "CONTENT_TYPE", "LATENCY_BUCKETS", "UNKNOWN_TOOL", "AdmissionView", "EdgeEvent",
+           "NodeMetrics", "ServerMetrics", "TransportEvent", "use_multiprocess_values"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 _MAX_STAGE_NAME = 64  # stage names are the engine's own; the cap only guards a label's size
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 """Seconds; dense around the 300 ms to 1 s voice-to-voice range."""
+
+CARRIER_ACTIONS = ("hang-up", "transfer", "send_dtmf")
 
 _CALL_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 UNKNOWN_TOOL = "unknown"
@@ -216,6 +220,10 @@ class ServerMetrics:
                                    registry=r)
         self._busy = Counter("brisvox_model_busy", "Frames or turns refused by a saturated model pool, by stage.",
                              ["stage"], registry=r)
+        self._carrier = Counter("brisvox_carrier_failures", "Carrier REST requests that failed or timed out, by action.",
+                                ["action"], registry=r)
+        for action in CARRIER_ACTIONS:
+            self._carrier.labels(action=action)
         for busy in BusyStage:
             self._busy.labels(stage=busy.value)
         self._recordings = Counter("brisvox_recordings", "Call recordings ([record]) closed, by outcome.",
@@ -290,6 +298,9 @@ class ServerMetrics:
     def record_agent_link_failure(self, kind: str) -> None:
         """An agent link that could not open (``open``) or was lost (``lost``); the call went on without it."""
         self._agent_link.labels(kind=kind).inc()
+    def record_carrier_failure(self, action: str) -> None:
+        """A carrier request of the telephony tools failed (``action``: one of :data:`CARRIER_ACTIONS`)."""
+        self._carrier.labels(action=action if action in CARRIER_ACTIONS else "other").inc()
 
     def record_model_busy(self, stage: BusyStage) -> None:
         """One ``ModelBusy`` event: a turn's words or reply refused by a saturated pool, or the

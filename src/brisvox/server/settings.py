@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from brisvox.core.errors import ConfigError
+from brisvox.core.errors import ConfigError, InvalidInput
 from brisvox.core.secret import Secret
 from brisvox.server.auth import ANY, LOOPBACK_NAMES, MIN_KEY_CHARS, AuthMode, host_name, is_wildcard
 from brisvox.server.edge import EdgeConfig
 from brisvox.server.session import ShutdownPolicy
+from brisvox.transport.telephony.webhook import telnyx_public_key
 from brisvox.transport.websocket.config import ServerConfig
 
 __all__ = ["VARIABLES", "Settings", "SettingsError", "Variable"]
@@ -109,6 +110,17 @@ def _wss_url(raw: str) -> str:
     return raw
 
 
+def _https_url(raw: str) -> str:
+    if not re.fullmatch(r"https?://[A-Za-z0-9.\-]+(:[0-9]{1,5})?/[^\s#]*", raw):
+        raise ValueError("expected https://host[:port]/path, exactly as configured at the carrier")
+    return raw
+
+
+def _ed25519_key(raw: str) -> bytes:
+    try:
+        return telnyx_public_key(raw)
+    except InvalidInput as exc:
+        raise ValueError(str(exc)) from None
 def _ip_list(raw: str) -> tuple[str, ...]:
     hosts = tuple(h.strip() for h in raw.split(",") if h.strip())
     for host in hosts:
@@ -237,6 +249,13 @@ def _auth_problems(values: Mapping[str, Any]) -> list[str]:
     if values.get("twilio_auth_token") is not None and values.get("twilio_public_url") is None:
         problems.append("BRISVOX_TWILIO_AUTH_TOKEN is set but BRISVOX_TWILIO_PUBLIC_URL is not: the signature is "
                         "over the public wss:// URL Twilio connects to")
+    if values.get("twilio_webhook_url") is not None and values.get("twilio_auth_token") is None:
+        problems.append("BRISVOX_TWILIO_WEBHOOK_URL is set but BRISVOX_TWILIO_AUTH_TOKEN is not: the webhook "
+                        "answers only requests Twilio signed")
+    if values.get("telnyx_webhook_url") is not None and (values.get("telnyx_public_key") is None
+                                                          or values.get("telnyx_public_url") is None):
+        problems.append("BRISVOX_TELNYX_WEBHOOK_URL needs BRISVOX_TELNYX_PUBLIC_KEY (to verify Telnyx's "
+                        "signature) and BRISVOX_TELNYX_PUBLIC_URL (the wss:// stream URL it answers with)")
     if values.get("twilio_path") == values.get("ws_path", "/ws"):
         problems.append("BRISVOX_TWILIO_PATH must differ from BRISVOX_WS_PATH")
     if values.get("telnyx_path", "/telnyx") in (values.get("ws_path", "/ws"), values.get("twilio_path", "/twilio")):
@@ -315,6 +334,15 @@ VARIABLES: tuple[Variable, ...] = (
              "the call's stream_auth_token: turns on the x-telnyx-streaming-auth-token check", secret=True),
     Variable("BRISVOX_TELNYX_CODEC", "telnyx_codec", "PCMU", _telnyx_codec,
              "the bot's audio law, PCMU or PCMA: equal to the call's stream_bidirectional_codec"),
+    Variable("BRISVOX_TELNYX_PUBLIC_URL", "telnyx_public_url", None, _wss_url,
+             "the wss:// URL of the Telnyx stream, as the incoming-call webhook answers it"),
+    # incoming-call webhooks (brisvox.server.webhooks; docs/TELEPHONY.md)
+    Variable("BRISVOX_TWILIO_WEBHOOK_URL", "twilio_webhook_url", None, _https_url,
+             "the public URL of the Twilio voice webhook (its path is served); Twilio signs requests over it"),
+    Variable("BRISVOX_TELNYX_WEBHOOK_URL", "telnyx_webhook_url", None, _https_url,
+             "the public URL of the Telnyx TeXML voice webhook (its path is served)"),
+    Variable("BRISVOX_TELNYX_PUBLIC_KEY", "telnyx_public_key", None, _ed25519_key,
+             "the Telnyx account's Ed25519 public key (base64): turns on the webhook signature check"),
     # browsers over WebRTC (brisvox.server.webrtc_endpoint; docs/WEBRTC.md)
     Variable("BRISVOX_WEBRTC", "webrtc", True, _switch,
              "on: browsers call over WebRTC (WHIP) at BRISVOX_WEBRTC_PATH (needs the webrtc extra; without it, a warning)"),
@@ -384,6 +412,11 @@ class Settings:
     telnyx_path: str = "/telnyx"
     telnyx_auth_token: Secret | None = None
     telnyx_codec: str = "PCMU"
+    telnyx_public_url: str | None = None
+    # incoming-call webhooks
+    twilio_webhook_url: str | None = None
+    telnyx_webhook_url: str | None = None
+    telnyx_public_key: bytes | None = None
     # browsers over WebRTC
     webrtc: bool = True
     webrtc_path: str = "/whip"

@@ -21,6 +21,11 @@ same options).  :meth:`ToolSet.add` registers a spec and a raw
         ...
 
     brisvox.run_with_tools(tools)   # the brisvox command line, with these tools
+
+Every set also offers the built-in telephony tools (``end_call``, ``transfer_call``,
+``send_dtmf``: :mod:`brisvox.server.phone_tools`) by name, unless a tool of its own has the
+name; they are not in :meth:`ToolSet.names`, :meth:`ToolSet.kinds` or ``len`` (all three are
+SideEffect tools, which is what ``confirm_tools`` needs).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 from brisvox import tool
 from brisvox.agent.tools import CONFIRM_PENDING, Tool, ToolKind, ToolRegistry, ToolSpec
 from brisvox.core.errors import ConfigError
+from brisvox.server.phone_tools import BUILTIN_TOOLS
 from brisvox.tool import FunctionTool
 
 __all__ = ["ToolSet"]
@@ -75,11 +81,22 @@ class ToolSet:
         return register(fn) if fn is not None else register
 
     def spec(self, name: str) -> ToolSpec | None:
-        return self._registry.spec(name) if name != CONFIRM_PENDING else None
+        found = self._entry(name)
+        return found[0] if found is not None else None
 
     def tool(self, name: str) -> Tool | None:
-        entry = self._registry.get(name) if name != CONFIRM_PENDING else None
-        return entry.tool if entry is not None else None
+        found = self._entry(name)
+        return found[1] if found is not None else None
+
+    def _entry(self, name: str) -> tuple[ToolSpec, Tool] | None:
+        """A tool of its own by ``name``, else the built-in one."""
+        if name == CONFIRM_PENDING:
+            return None
+        entry = self._registry.get(name)
+        if entry is not None:
+            return entry.spec, entry.tool
+        builtin = BUILTIN_TOOLS.get(name)
+        return (builtin.spec, builtin) if builtin is not None else None
 
     def names(self) -> list[str]:
         """Every tool's name, in registration order."""
@@ -94,15 +111,15 @@ class ToolSet:
         confirmation gate on for those (SideEffect tools only)."""
         out = ToolRegistry()
         for name in names:
-            entry = self._registry.get(name)
-            if entry is None or name == CONFIRM_PENDING:
+            found = self._entry(name)
+            if found is None:
                 raise ConfigError(f"tool {name!r} is not registered (registered: {', '.join(self._order)})")
-            spec = entry.spec.with_confirm(True) if name in confirm else entry.spec
-            out.register(spec, entry.tool)
+            spec = found[0].with_confirm(True) if name in confirm else found[0]
+            out.register(spec, found[1])
         return out
 
     def __contains__(self, name: object) -> bool:
-        return name in self._order
+        return name in self._order or name in BUILTIN_TOOLS
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._order)

@@ -10,6 +10,11 @@ Because the signature is this route's credential, the AccessGuard lets the path 
 without an Origin or token check (``AccessPolicy.self_authenticating``), but only when
 the token is configured.
 
+With ``admit`` (``brisvox serve`` passes :func:`brisvox.server.webhooks.stream_token_check`
+when its incoming-call webhook mints call tokens), a stream's ``start`` must also carry a
+valid call token for its own ``callSid`` in its ``token`` parameter (closed 1008 otherwise),
+so a captured upgrade signature cannot be replayed for another call.
+
 An accepted stream runs :func:`brisvox.transport.twilio.run_call`; its call link is
 handed to the session manager wrapped by ``session_item`` (``brisvox serve`` wraps it in
 an :class:`~brisvox.server.call.EngineCall` whose event side is silent: Twilio takes no
@@ -31,6 +36,7 @@ from brisvox.server.ws_endpoint import LiveCalls, StarletteWsPeer
 from brisvox.transport.link import CallLink
 from brisvox.transport.telephony import UpgradeRefusal
 from brisvox.transport.twilio import TwilioConfig, TwilioStats, run_call, signature_valid
+from brisvox.transport.twilio.protocol import StreamStart
 from brisvox.transport.websocket import ServerConfig
 
 __all__ = ["SIGNATURE_HEADER", "TwilioEndpoint", "check_signature", "deny"]
@@ -61,8 +67,10 @@ class TwilioEndpoint(LiveCalls):
     closes (1001) every stream still connected."""
 
     def __init__(self, clock: Clock, config: ServerConfig, twilio: TwilioConfig,
-                 session_item: Callable[[CallLink], object] = lambda link: link) -> None:
+                 session_item: Callable[[CallLink], object] = lambda link: link,
+                 admit: Callable[[StreamStart], str | None] | None = None) -> None:
         twilio.validate()
+        self._admit = admit
         super().__init__()
         self.clock = clock
         self.config = config
@@ -93,7 +101,7 @@ class TwilioEndpoint(LiveCalls):
             return True
 
         await run_call(peer, clock=self.clock, config=self.config, twilio=self.twilio, deliver=deliver,
-                       shutdown=self._shutdown, stats=self.stats, register=self._register)
+                       shutdown=self._shutdown, stats=self.stats, register=self._register, admit=self._admit)
 
 
 async def deny(websocket: WebSocket, refusal: UpgradeRefusal) -> None:

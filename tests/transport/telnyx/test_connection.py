@@ -289,3 +289,13 @@ async def test_telnyx_error_frames_are_faults_that_do_not_end_the_call() -> None
         assert len(faults) == 40 and not any(f.fatal for f in faults)
         assert s.peer.close_code is None
     assert s.stats.telnyx_errors == 40
+
+
+async def test_caller_media_faster_than_real_time_is_dropped_in_its_place_then_ends_the_call() -> None:
+    caller = sim.Caller()
+    frames = caller.audio(b"".join(_frame_pcm(100) for _ in range(600)))  # 12 s at once
+    async with stream(sim.connected(), sim.start(), *frames) as s:
+        await s.settle()
+        assert s.stats.audio_dropped > 0 and s.stats.audio_floods >= 1
+        assert s.stats.media_lost == 0  # a dropped chunk still fills its place: no gap is waited for
+        assert s.peer.close_code == 1008

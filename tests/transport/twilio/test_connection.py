@@ -311,3 +311,23 @@ async def test_shutdown_closes_with_1001() -> None:
                                        deliver=deliver, shutdown=shutdown, stats=stats), "shutdown")
     assert peer.close_code == 1001 and links
     assert isinstance(links[0].events.try_recv(), WireStarted)
+
+
+async def test_caller_media_faster_than_real_time_is_dropped_then_ends_the_call_as_a_flood() -> None:
+    async with twilio_call() as call:
+        call.events()
+        frame = ulaw_encode(b"\x00\x04" * 160)  # 20 ms
+        for chunk in range(600):  # 12 s of audio at once: the 2 s burst passes, the rest is over the rate
+            call.peer.push(media_message(SID, frame, chunk))
+        await call.clock.sleep(0.01)
+        assert call.stats.audio_dropped > 0 and call.stats.audio_floods >= 1
+        assert call.peer.close_code == 1008
+
+
+async def test_caller_media_in_real_time_is_never_dropped() -> None:
+    async with twilio_call() as call:
+        frame = ulaw_encode(b"\x00\x04" * 160)
+        for chunk in range(200):  # 4 s, one message every 20 ms
+            call.peer.push(media_message(SID, frame, chunk))
+            await call.clock.sleep(0.02)
+        assert call.stats.media_in == 200 and call.stats.audio_dropped == 0 and call.peer.close_code is None

@@ -74,10 +74,11 @@ class ToolEngine:
 
     def __init__(
         self, registry: ToolRegistry, session: str, clock: Clock, config: ToolEngineConfig | None = None, *,
-        meta: CallMeta | None = None, ui: UiChannel | None = None,
+        meta: CallMeta | None = None, ui: UiChannel | None = None, line: object | None = None,
     ) -> None:
         """``meta``: what every tool's context says of the call (default: its session id only);
-        ``ui``: the call's screen, when its transport has one (``ToolCallContext.dispatch``)."""
+        ``ui``: the call's screen, when its transport has one (``ToolCallContext.dispatch``);
+        ``line``: the call's phone line (``ToolCallContext.line``, the telephony tools')."""
         cfg = config if config is not None else ToolEngineConfig()
         self.registry = registry
         self.session = session
@@ -85,6 +86,7 @@ class ToolEngine:
         self.config = cfg
         self.meta = meta if meta is not None else CallMeta(call_id=session)
         self.ui = ui
+        self.line = line
         self.confirmations = Confirmations(ttl=cfg.confirm_ttl)
         self._answers = Answers(session, clock)
         self._tally = Tally()
@@ -108,7 +110,7 @@ class ToolEngine:
 
     def _context(self, epoch: int, call: ToolCall, cancel: CancelToken) -> ToolCallContext:
         """The context one tool call runs with (ReadOnly and SideEffect alike)."""
-        return ToolCallContext(self.session, epoch, call, cancel, self.meta, self.ui)
+        return ToolCallContext(self.session, epoch, call, cancel, self.meta, self.ui, self.line)
 
     # -- lifecycle -----------------------------------------------------------------------------
 

@@ -88,7 +88,10 @@ class ToolCallContext:
     ``session``: the call's id (the tool engine's session); ``epoch``: the turn the call was
     made in; ``call``: the tool call (its ``id``, the model's call id); ``cancel``: set when
     the turn is interrupted; ``meta``: the call's :class:`CallMeta`; ``ui``: the call's
-    screen, when its transport has one (use :meth:`dispatch`)."""
+    screen, when its transport has one (use :meth:`dispatch`); ``line``: the call's phone
+    line (a :class:`brisvox.engine.phone.PhoneLine`, typed loosely so this layer does not
+    import the engine), which the built-in telephony tools act through; None outside a call
+    (a tool engine used alone)."""
 
     session: str
     epoch: int
@@ -96,6 +99,7 @@ class ToolCallContext:
     cancel: CancelToken
     meta: CallMeta = field(default_factory=lambda: _UNDESCRIBED)
     ui: UiChannel | None = None
+    line: object | None = None
 
     def __post_init__(self) -> None:
         if self.meta is _UNDESCRIBED:  # a context made outside a call (a test's): it describes its session

@@ -17,8 +17,12 @@ common.
   fatal fault.
 * Monitor: no pings (the carrier streams media every 20 ms, silence included): nothing from
   the carrier for ``ping_timeout`` ends the call (``idle_timeout``, 1008), and so does
-  ``max_call_duration``.  The WebSocket route's caller-audio rate limit is not applied: the
-  stream is the carrier's, authenticated, and paced by it.
+  ``max_call_duration``.
+* Caller-audio rate limit: the WebSocket route's limit (``audio_rate``, ``audio_burst``,
+  ``audio_flood``) applies to every ``media`` message through
+  :mod:`brisvox.transport.telephony.rate` (:meth:`CarrierCall.admit_audio`): audio over the
+  rate is dropped (``audio_dropped``), a flood closes the call (1008, ``audio_flood``,
+  ``audio_floods``).
 """
 
 from __future__ import annotations
@@ -35,12 +39,14 @@ from brisvox.core.errors import DeadlineExceeded
 from brisvox.core.frames import OutputAudioFrame
 from brisvox.transport.events import CallFailure, CallInfo, WireHangup, WireLead, WireMarkEcho
 from brisvox.transport.telephony.marks import MarkBook, MarkKind
+from brisvox.transport.telephony.rate import admit_audio, audio_limit
 from brisvox.transport.telephony.wire import CarrierProtocolError, FaultKind
 from brisvox.transport.websocket.config import ServerConfig
+from brisvox.transport.websocket.limits import AudioVerdict
 from brisvox.transport.websocket.loop import Ending, Kinds, LoopStats, WsCall, WsPeer, close_peer
 from brisvox.transport.websocket.protocol import CloseCode
 
-__all__ = ["CARRIER_KINDS", "CarrierCall", "CarrierConfig", "CarrierStats", "Encoder", "read_start"]
+__all__ = ["CARRIER_KINDS", "CarrierCall", "CarrierConfig", "CarrierStats", "Encoder", "read_start", "refuse"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +68,8 @@ class CarrierStats(LoopStats, Protocol):
     marks_unmatched: int
     marks_evicted: int
     clears: int
+    audio_dropped: int
+    audio_floods: int
     max_echo_latency: float
     max_unplayed: float
 
@@ -94,7 +102,7 @@ class _Refused(Exception):
 T = TypeVar("T")
 
 
-async def _refuse(peer: WsPeer, clock: Clock, config: ServerConfig, stats: CarrierStats, label: str,
+async def refuse(peer: WsPeer, clock: Clock, config: ServerConfig, stats: CarrierStats, label: str,
                  why: str) -> None:
     """Close a stream before the call is handed over (carriers take no error message)."""
     stats.refused_start += 1
@@ -123,7 +131,7 @@ async def read_start(peer: WsPeer, clock: Clock, config: ServerConfig, stats: Ca
         why = f"no start within {config.start_timeout:g} s"
     except _Refused as exc:
         why = str(exc)
-    await _refuse(peer, clock, config, stats, label, why)
+    await refuse(peer, clock, config, stats, label, why)
     return None
 
 
@@ -154,6 +162,7 @@ class CarrierCall(WsCall[CS]):
         self.sent_bytes = 0  # G.711 bytes sent = samples at 8 kHz
         self.progress_step = int(carrier.progress_interval * MEDIA_RATE)
         self.next_progress = self.progress_step
+        self.audio_limit = audio_limit(config)
 
     parse: Callable[[str], object]  # one text frame as a typed message; raises CarrierProtocolError
 
@@ -181,6 +190,17 @@ class CarrierCall(WsCall[CS]):
             await self.fault(exc.kind, exc.message)
             return
         await self.on_message(msg)
+
+    def admit_audio(self, size: int) -> bool:
+        """The caller-audio rate limit's verdict on a media message of ``size`` G.711 bytes
+        (False: drop it); a flood ends the call (1008)."""
+        verdict = admit_audio(self.audio_limit, size, self.last_seen, self.stats)
+        if verdict is AudioVerdict.FLOOD:
+            assert self.audio_limit is not None  # no limit, no flood
+            self.request_fatal(CloseCode.POLICY, FaultKind.AUDIO_FLOOD,
+                               f"caller audio keeps arriving faster than real time "
+                               f"({self.audio_limit.dropped:.1f} s dropped)")
+        return verdict is AudioVerdict.PASS
 
     def notify_fault(self, kind: enum.Enum, message: str) -> None:
         log.info("%s call %s: %s: %s", self.label, self.call_id, kind.value, message)

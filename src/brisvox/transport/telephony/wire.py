@@ -50,6 +50,7 @@ class FaultKind(enum.Enum):
     IDLE_TIMEOUT = "idle_timeout"
     MAX_DURATION = "max_duration"
     OVERLOADED = "overloaded"
+    AUDIO_FLOOD = "audio_flood"
     TELNYX_ERROR = "telnyx_error"
     CHUNK_RESYNC = "chunk_resync"
 

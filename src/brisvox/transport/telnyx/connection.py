@@ -247,6 +247,8 @@ class _TelnyxCall(CarrierCall[TelnyxStats]):
         except CarrierProtocolError as exc:
             problem = exc  # the chunk still takes its place in the order (a gap)
         self.stats.media_in += 1
+        if data is not None and not self.admit_audio(len(data)):
+            data = None  # over the rate: dropped, but it still fills its place in the order
         if msg.chunk is None:
             self._play([data])
         else:

@@ -64,6 +64,8 @@ class TwilioStats:
     idle_timeouts: int = 0  # nothing from the carrier for ping_timeout
     duration_limits: int = 0
     output_rate_mismatches: int = 0
+    audio_dropped: int = 0  # media messages over the caller-audio rate limit (transport.telephony.rate)
+    audio_floods: int = 0
     max_echo_latency: float = 0.0
     max_unplayed: float = 0.0
     closes: dict[int, int] = field(default_factory=dict)  # close code -> how many goodbyes sent with it

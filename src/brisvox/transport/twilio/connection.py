@@ -2,11 +2,12 @@
 
 :func:`run_call` reads ``connected``/``start`` within ``start_timeout``, builds the
 :class:`CallInfo` (``call_id`` = ``callSid``; metadata: the stream's custom parameters,
-then the server's keys, which win), hands the link to ``deliver`` and runs the carrier loop
+without ``token``, then the server's keys, which win; an ``admit`` hook may refuse the
+``start``, 1008), hands the link to ``deliver`` and runs the carrier loop
 (:mod:`brisvox.transport.telephony.carrier`: reader, writer, monitor) with Twilio's
 messages: ``media`` -> base64 -> mu-law -> PCM16 -> WireAudio (lost chunks counted),
-``mark`` echoes, ``dtmf``, ``stop`` -> WireHangup; out: mu-law ``media`` in
-``chunk_bytes`` pieces, ``mark``, ``clear``.  A bad frame is a fault; past ``max_faults``
+``mark`` echoes, ``dtmf``, ``stop`` -> WireHangup (``media`` under the caller-audio rate
+limit); out: mu-law ``media`` in ``chunk_bytes`` pieces, ``mark``, ``clear``.  A bad frame is a fault; past ``max_faults``
 the call is closed (1008).
 """
 
@@ -20,7 +21,7 @@ from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.transport.events import CallInfo, WireDtmf
 from brisvox.transport.link import CallEnds, CallLink
-from brisvox.transport.telephony.carrier import CarrierCall, read_start
+from brisvox.transport.telephony.carrier import CarrierCall, read_start, refuse
 from brisvox.transport.telephony.wire import CarrierProtocolError, FaultKind, decode_media
 from brisvox.transport.twilio.config import TwilioConfig, TwilioStats
 from brisvox.transport.twilio.protocol import (
@@ -51,14 +52,20 @@ async def run_call(
     shutdown: asyncio.Event,
     stats: TwilioStats,
     register: Callable[[CallEnds], Callable[[], None]] | None = None,
+    admit: Callable[[StreamStart], str | None] | None = None,
 ) -> None:
     """Serve one Twilio stream over ``peer`` until it ends (see module docs).  ``deliver``
-    returns False when the engine cannot take the call (closed with 1013)."""
+    returns False when the engine cannot take the call (closed with 1013).  ``admit`` (the
+    server's call-token check) returns why a ``start`` is refused (closed 1008, counted in
+    ``refused_start``); its ``token`` parameter never reaches the call's metadata."""
     try:
         start = await read_start(peer, clock, config, stats, "twilio", 2, _start_step, "no start after connected")
         if start is None:
             return
-        metadata = dict(start.custom_parameters)
+        if admit is not None and (why := admit(start)) is not None:
+            await refuse(peer, clock, config, stats, "twilio", why)
+            return
+        metadata = {k: v for k, v in start.custom_parameters.items() if k != "token"}
         metadata.update({
             "transport": "twilio",
             "carrier": "twilio",
@@ -127,5 +134,6 @@ class _TwilioCall(CarrierCall[TwilioStats]):
             if self.next_chunk is not None and msg.chunk > self.next_chunk:
                 self.stats.lost_chunks += msg.chunk - self.next_chunk
             self.next_chunk = msg.chunk + 1
-        self.audio_in(ulaw_decode(mulaw), MEDIA_RATE, self.last_seen)
+        if self.admit_audio(len(mulaw)):
+            self.audio_in(ulaw_decode(mulaw), MEDIA_RATE, self.last_seen)
         return None
