@@ -101,7 +101,7 @@ class Server:
                 env.pop(name, None)
         if llm == "scripted":
             env["BRISVOX_LLM_SCRIPTED"] = "1"
-        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
+        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", "--workers", "1"], env=env, cwd=ROOT, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.lines: list[str] = []
         self.warm = threading.Event()

@@ -103,7 +103,7 @@ class Server:
         env["BRISVOX_MAX_UNSTARTED"] = str(max_unstarted)
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"brisvox-load-{os.getpid()}.log"
         self.log = self.log_path.open("w")
-        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve"], env=env, cwd=ROOT, text=True,
+        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", "--workers", "1"], env=env, cwd=ROOT, text=True,
                                      stdout=subprocess.PIPE, stderr=self.log)
 
     def wait_ready(self, timeout: float = 180.0) -> str:

@@ -104,7 +104,7 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch
                              "runpy.run_module('brisvox', run_name='__main__')"]
         else:
             python += ["-m", "brisvox"]
-        cmd = [*python, "serve", str(HERE / "agent.toml")]
+        cmd = [*python, "serve", "--workers", "1", str(HERE / "agent.toml")]  # one process: its pid is the one measured
         env.update(PYTHONPATH=str(SRC), BRISVOX_PORT=str(PORT), BRISVOX_MAX_CALLS="1000", BRISVOX_LOG_LEVEL="WARNING",
                    BRISVOX_VAD_BATCH=vad_batch, BRISVOX_SMART_TURN_PATH=str(HERE / "no-smart-turn.onnx"))  # the reference runs no Smart Turn
         for name in ("BRISVOX_AGENT_FILE", "BRISVOX_AUTH", "BRISVOX_HOST"):
