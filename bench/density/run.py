@@ -17,7 +17,7 @@ overhead is under 100 ms and no turn had an underrun with a 40 ms client jitter 
 (the reference client has none: Pipecat sends its audio at twice real time, brisvox one
 20 ms frame ahead of real time, so an unbuffered client counts every late wake-up of a
 brisvox reply; both counts are in the JSON).  The table: calls per core (the largest
-passing N), overhead p50/p95 at one call, CPU and RSS per call at that N, and a call's
+passing N; ">=" when no larger N was measured), overhead p50/p95 at one call, CPU and RSS per call at that N, and a call's
 set-up CPU (the loadtest's probe: 4 calls opened on the idle server).
 
     python bench/density/run.py                      # the full sweep (about 25 minutes)
@@ -56,7 +56,7 @@ PIPECAT_REQUIREMENTS = ("pipecat-ai==1.14.0", "websockets", "fastapi<1,>=0.115.6
 JITTER_BUFFER_MS = 40.0
 OVERHEAD_LIMIT_MS = 100.0
 PORT = 8790
-FULL = {"pipecat": "1:12,2:9,4:6,5:6,6:6,7:6,8:6,10:3", "brisvox": "1:12,10:6,20:6,30:6,40:6,50:6,60:6,80:3,100:3"}
+FULL = {"pipecat": "1:12,2:9,4:6,6:6,8:6,10:6,12:6,14:6,16:3,20:3,24:3", "brisvox": "1:12,10:6,20:6,30:6,40:6,50:6,60:6,80:3,100:3"}
 QUICK = {"pipecat": "1:3,4:2,6:2,8:2", "brisvox": "1:3,10:2,20:2,40:2,60:2"}
 
 
@@ -161,12 +161,12 @@ def table(points: Sequence[dict[str, Any]]) -> str:
         mine = sorted((p for p in points if p["framework"] == fw), key=lambda p: p["n"])
         if not mine:
             continue
-        # calls per core: the largest N that passes with every smaller N passing too
-        best = None
-        for p in mine:
-            if not passes(p):
-                break
-            best = p
+        # calls per core: the largest N that passes.  One failing smaller point (a single late
+        # wake-up on a shared machine) does not cap a framework that passes above it; a largest
+        # measured N that passes means the limit was not reached, and the table says so.
+        passing = [p for p in mine if passes(p)]
+        best = passing[-1] if passing else None
+        reached = best is not None and any(p["n"] > best["n"] for p in mine)
         one = next((p for p in mine if p["n"] == 1), None)
         setups = sorted(p["setup_cpu_ms"] for p in mine if p.get("setup_cpu_ms") is not None)
         setup = setups[len(setups) // 2] if setups else None
@@ -175,11 +175,14 @@ def table(points: Sequence[dict[str, Any]]) -> str:
             cpu = best["cpu_ms_per_call_s"] / 10 if best.get("cpu_ms_per_call_s") is not None else None
             rss = (best["rss_max_mb"] - best["rss_idle_mb"]) / best["n"]
         calls = best["n"] if best is not None else 0
-        per[fw] = {"calls": calls}
-        rows.append(f"| {fw} | {calls} | {_fmt(one and one['ovh_p50_ms'])} / {_fmt(one and one['ovh_p95_ms'])} | "
+        per[fw] = {"calls": calls, "reached": reached}
+        shown = f"{calls}" if reached else f">= {calls} (limit not reached)"
+        rows.append(f"| {fw} | {shown} | {_fmt(one and one['ovh_p50_ms'])} / {_fmt(one and one['ovh_p95_ms'])} | "
                     f"{_fmt(cpu)} % | {_fmt(rss, 2)} | {_fmt(setup)} |")
     if per.get("pipecat", {}).get("calls") and "brisvox" in per:
-        rows.append(f"\nbrisvox / Pipecat calls per core: {per['brisvox']['calls'] / per['pipecat']['calls']:.1f}x")
+        ratio = per["brisvox"]["calls"] / per["pipecat"]["calls"]
+        bound = "" if per["pipecat"]["reached"] else " at most (Pipecat's limit was not reached)"
+        rows.append(f"\nbrisvox / Pipecat calls per core: {ratio:.1f}x{bound}")
     rows.append("\nEvery point (overhead = V2V - 760 ms; underruns with a 40 ms client jitter buffer / without one):\n")
     rows.append("| framework | calls | replies | overhead p50 / p95 ms | underrun turns (40 ms / none) | "
                 "CPU % of core 0 | main thread % | CPU ms per call-second | RSS idle / max MB | client lag max ms | "
