@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -95,37 +96,30 @@ def _mutate(message: p.AgentMessage | p.ServerMessage, data: st.DataObject) -> A
     return value
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_the_servers_inbound_parser_never_crashes_and_only_raises_documented_errors(data: st.DataObject) -> None:
+def _fuzz(data: st.DataObject, valid: list[Any], parse: Callable[[str | bytes], Any]) -> None:
+    """A mutated valid message, any JSON or any bytes: parsed, or refused with a documented error."""
     kind = data.draw(st.sampled_from(["mutated", "json", "bytes"]))
     if kind == "mutated":
-        frame: str | bytes = json.dumps(_mutate(data.draw(st.sampled_from(VALID)), data))
+        frame: str | bytes = json.dumps(_mutate(data.draw(st.sampled_from(valid)), data))
     elif kind == "json":
         frame = json.dumps(data.draw(_json))
     else:
         frame = data.draw(st.binary(max_size=64))
     try:
-        message = p.parse_agent_message(frame)
+        message = parse(frame)
     except p.ProtocolError as exc:
         assert exc.code in p.ErrorCode and isinstance(exc.field, str)
     else:
-        assert p.parse_agent_message(p.encode(message)) == message
+        assert parse(p.encode(message)) == message
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_servers_inbound_parser_never_crashes_and_only_raises_documented_errors(data: st.DataObject) -> None:
+    _fuzz(data, VALID, p.parse_agent_message)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_the_sdks_inbound_parser_never_crashes_and_only_raises_documented_errors(data: st.DataObject) -> None:
-    kind = data.draw(st.sampled_from(["mutated", "json", "bytes"]))
-    if kind == "mutated":
-        frame: str | bytes = json.dumps(_mutate(data.draw(st.sampled_from(SERVER_VALID)), data))
-    elif kind == "json":
-        frame = json.dumps(data.draw(_json))
-    else:
-        frame = data.draw(st.binary(max_size=64))
-    try:
-        message = p.parse_server_message(frame)
-    except p.ProtocolError as exc:
-        assert exc.code in p.ErrorCode and isinstance(exc.field, str)
-    else:
-        assert p.parse_server_message(p.encode(message)) == message
+    _fuzz(data, SERVER_VALID, p.parse_server_message)
