@@ -298,3 +298,22 @@ async def test_a_server_that_never_sends_session_start_is_given_up_on() -> None:
     with pytest.raises(DeadlineExceeded, match=r"session\.start"):
         await serve_wire(Brain(clock=clock), MemoryWire())
     assert clock.now() - started == pytest.approx(START_TIMEOUT)
+
+
+@pytest.mark.realtime
+async def test_a_model_brain_served_over_websocket_answers_a_user_turn_with_say() -> None:
+    import websockets
+
+    from brisvox.sdk import ModelBrain
+    from brisvox.sdk.testing import scripted
+
+    def factory() -> ModelBrain:
+        return ModelBrain(scripted("Nine to five."), system="You run a shop.")
+
+    async with served(factory) as (_, url), websockets.connect(url) as ws:
+        await ws.send(protocol.encode(START))
+        ready = protocol.parse_agent_message(await bounded(SystemClock(), 5.0, ws.recv(), "ready"))
+        assert isinstance(ready, protocol.Ready) and ready.tools == ()
+        await ws.send(protocol.encode(protocol.CallEvent(type="event", kind="user_turn", turn=1, text="hours?")))
+        say = protocol.parse_agent_message(await bounded(SystemClock(), 5.0, ws.recv(), "say"))
+        assert say == protocol.Say(type="say", text="Nine to five.")
