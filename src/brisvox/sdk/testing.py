@@ -24,7 +24,9 @@ the server would refuse fails the test when the driver closes.
 ``user_says`` returns when the brain has handled the turn (a model-backed brain's turn
 task has ended); every wait is bounded on the loop's clock (:data:`TURN_LIMIT`), so a brain
 that hangs fails the test naming the wait instead of hanging it.  :func:`scripted` is a
-keyless model (brisvox's scripted LLM) that records each request it is handed.
+keyless model (brisvox's scripted LLM) that records each request it is handed; give it
+to the brain, or to the driver (``model=``), which puts it in place of a vendor brain's
+model (``OpenAIBrain(model=..., api_key="unused")``: nothing reaches the vendor).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from types import TracebackType
 from typing import Any, Self
 
 from brisvox.core.clock import Clock, SystemClock, bounded
-from brisvox.providers.llm import LlmRequest
+from brisvox.core.errors import ConfigError
+from brisvox.providers.llm import LlmProvider, LlmRequest
 from brisvox.sdk import protocol as p
 from brisvox.sdk.brain import Brain, _Session
 from brisvox.sdk.loop import ModelBrain, TurnReport
@@ -115,9 +118,13 @@ class _Wire:
 class BrainDriver:
     """Plays the server's side of one call against ``brain`` (see the module docs)."""
 
-    def __init__(self, brain: Brain, *, call_id: str = "call-1", agent: str = "agent", transport: str = "rtvi",
-                 parameters: dict[str, str] | None = None, resume: bool = False) -> None:
+    def __init__(self, brain: Brain, *, model: LlmProvider | None = None, call_id: str = "call-1",
+                 agent: str = "agent", transport: str = "rtvi", parameters: dict[str, str] | None = None,
+                 resume: bool = False) -> None:
+        if model is not None and not isinstance(brain, ModelBrain):
+            raise ConfigError(f"BrainDriver: model= replaces a model-backed brain's model; {type(brain).__name__} has none")
         self.brain = brain
+        self._model = model
         self.ready: p.Ready | None = None
         self.messages: list[p.AgentMessage] = []
         self.refused: list[str] = []
@@ -167,6 +174,9 @@ class BrainDriver:
     # --- the server's side ---
 
     async def __aenter__(self) -> Self:
+        if self._model is not None and isinstance(self.brain, ModelBrain):  # keyless: the vendor's model never runs
+            await self.brain.aclose()
+            self.brain.llm = self._model
         self._task = asyncio.get_running_loop().create_task(self._session.run(), name="brain-driver-session")
         await self._push(self._start)
         await self._wait_for(lambda: any(isinstance(m, p.Ready) for m in self.messages), "the brain's ready")
