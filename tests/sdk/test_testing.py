@@ -147,3 +147,26 @@ async def test_barge_in_sends_the_turn_and_what_was_heard() -> None:
         await driver.user_says("hi")
         await driver.barge_in(heard="Hello, how can")
     assert brain.events[-3:] == [("turn_started", None), ("bot_heard", "Hello, how can"), ("call_ended", None)]
+
+
+async def test_a_frame_from_the_server_that_does_not_parse_is_logged_and_the_link_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async with BrainDriver(Desk()) as driver:
+        await driver._wire.inbound.put('{"type": "event", "kind": 3}')
+        hours = await driver.call_tool("opening_hours", {"day": "monday"})
+        assert hours.ok
+    refused = [r.getMessage() for r in caplog.records if "from the server was refused" in r.getMessage()]
+    assert len(refused) == 1 and "bad_field" in refused[0] and "kind" in refused[0]
+
+
+async def test_an_action_from_a_brain_without_a_ui_contract_fails_the_tool_saying_why() -> None:
+    class Plain(Brain):
+        @brisvox.tool.read_only
+        async def show(self) -> str:
+            """Show something."""
+            self.dispatch(OpenConfirm(nonce="n", summary="s"))
+            return "shown"
+
+    async with BrainDriver(Plain()) as driver:
+        result = await driver.call_tool("show")
+    assert not result.ok and "declares no UI contract" in result.error

@@ -230,7 +230,12 @@ class _Session:
 
     async def _read(self) -> None:
         while (frame := await self.wire.recv()) is not None:
-            message = p.parse_server_message(frame)
+            try:
+                message = p.parse_server_message(frame)
+            except p.ProtocolError as exc:  # the server's bug or a newer server: this frame only is lost
+                log.warning("brain: call %s: a frame from the server was refused: %s: %s", self._call_id(),
+                            exc.code.value, exc)
+                continue
             if isinstance(message, p.ToolCallRequest):
                 self.scope.spawn(self._answer(message), name=f"tool-{message.name}")
             elif isinstance(message, p.CallEvent):
