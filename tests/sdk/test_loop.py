@@ -317,3 +317,20 @@ async def test_a_model_brain_offers_the_call_no_remote_tools_and_closes_its_mode
     async with BrainDriver(Coach(model, clock=SystemClock())):
         pass
     assert closed == [True]
+
+
+@pytest.mark.realtime
+async def test_a_tool_that_blocks_the_loop_is_warned_about_once(caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
+    class Blocking(Coach):
+        @brisvox.tool.read_only
+        async def block(self) -> str:
+            """Block the loop (what a tool must not do)."""
+            time.sleep(0.05)
+            return "done"
+
+    async with BrainDriver(Blocking(scripted([call("block")]))) as driver:
+        await driver.user_says("go")
+    lines = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("tool Blocking.block took ")

@@ -361,7 +361,7 @@ class ModelBrain(Brain):
                               call=call, cancel=CancelToken(), ui=self._link.ui if self._link is not None else None)
         started = self.clock.now()
         try:
-            result = await tool(dict(call.arguments), ctx)
+            result = await tool.call(dict(call.arguments), ctx, timed=False)  # timed here, on the brain's clock
         except ToolError as exc:
             return error_message(call_id, ErrorKind.TOOL_FAILED, tool.name, str(exc)).content, True
         except Exception:  # the tool's bug: its traceback in the log, a failure the model can say
