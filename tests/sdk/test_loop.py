@@ -327,7 +327,7 @@ async def test_a_tool_that_blocks_the_loop_is_warned_about_once(caplog: pytest.L
         @brisvox.tool.read_only
         async def block(self) -> str:
             """Block the loop (what a tool must not do)."""
-            time.sleep(0.05)
+            time.sleep(0.05)  # noqa: ASYNC251 - blocking the loop is what this tool demonstrates
             return "done"
 
     async with BrainDriver(Blocking(scripted([call("block")]))) as driver:
