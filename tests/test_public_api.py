@@ -39,7 +39,19 @@ def test_the_testing_kit_exports_exactly_these_names() -> None:
 
 def test_the_sdk_exports_exactly_these_names() -> None:
     import brisvox.sdk
+    import brisvox.sdk.brain
+    import brisvox.sdk.loop
+    import brisvox.sdk.models
     import brisvox.sdk.protocol
+    import brisvox.sdk.testing
 
-    assert sorted(brisvox.sdk.__all__) == ["Brain", "serve"]
-    assert len(brisvox.sdk.protocol.__all__) == 21 and "parse_agent_message" in brisvox.sdk.protocol.__all__
+    assert sorted(brisvox.sdk.__all__) == ["AnthropicBrain", "Brain", "GeminiBrain", "ModelBrain", "OpenAIBrain",
+                                           "ToolChoice", "TurnReport", "needs_result_now", "serve"]
+    assert len(brisvox.sdk.protocol.__all__) == 23 and "parse_agent_message" in brisvox.sdk.protocol.__all__
+    assert {"UiCommand", "UiEvent"} <= set(brisvox.sdk.protocol.__all__)
+    assert sorted(brisvox.sdk.brain.__all__) == ["Brain", "OUTBOX", "SEND_TIMEOUT", "START_TIMEOUT", "Wire", "serve",
+                                                 "serve_wire"]
+    assert sorted(brisvox.sdk.loop.__all__) == ["FALLBACK_LINE", "MAX_TOOL_HOPS", "ModelBrain", "SPEAKING_WATCHDOG",
+                                                "TurnReport", "WATCHDOG_LINE", "needs_result_now"]
+    assert sorted(brisvox.sdk.models.__all__) == ["AnthropicBrain", "GeminiBrain", "OpenAIBrain"]
+    assert sorted(brisvox.sdk.testing.__all__) == ["BrainDriver", "TURN_LIMIT", "Turn", "call", "scripted"]

@@ -117,6 +117,11 @@ class FunctionTool:
         return FunctionTool(self.spec, self._function, self._shape, instance)
 
     async def __call__(self, arguments: dict[str, Any], ctx: ToolCallContext, /) -> Any:
+        return await self.call(arguments, ctx)
+
+    async def call(self, arguments: dict[str, Any], ctx: ToolCallContext, /, *, timed: bool = True) -> Any:
+        """Validate ``arguments`` and run the function.  ``timed=False``: the caller times it against
+        the budget itself (a brain's tool loop, on its clock), so it is not logged twice."""
         if not self.bound:
             raise ConfigError(f"tool {self.spec.name!r} is a method: give the agent instance.{self.spec.name}")
         shape = self._shape
@@ -135,7 +140,7 @@ class FunctionTool:
         started = monotonic_ns()
         result = await self._function(*args, **kwargs)
         took = (monotonic_ns() - started) / 1e9
-        if took > TOOL_BUDGET and not self._slow_logged:
+        if timed and took > TOOL_BUDGET and not self._slow_logged:
             self._slow_logged = True
             log.warning("tool %s took %.0f ms, over the %.0f ms budget; the caller waited for it",
                         self.spec.name, took * 1000, TOOL_BUDGET * 1000)

@@ -15,11 +15,12 @@ from websockets.asyncio.server import Server
 import brisvox
 from brisvox.agent.context import ToolCall
 from brisvox.agent.tools import CancelToken, ToolCallContext, ToolError, ToolKind
-from brisvox.core.clock import SystemClock
-from brisvox.core.errors import ConfigError
+from brisvox.core.clock import SystemClock, bounded
+from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
 from brisvox.sdk import Brain, protocol, serve
+from brisvox.sdk.brain import SEND_TIMEOUT, START_TIMEOUT, serve_wire
 from brisvox.server.agent_link import AgentLink, AgentLinkConfig
 
 
@@ -241,3 +242,78 @@ def test_the_engines_events_map_onto_the_protocols_event_kinds_and_the_rest_stay
         ("turn_started", 2, None, None, None), None, ("transcript", 2, "hi there", None, None),
         ("user_turn", 2, "hi there", None, None), ("bot_heard", 2, "Hel", None, None), ("bot_done", 2, None, None, None),
         ("tool_settled", 2, None, "book", "late_result"), None]
+
+
+class MemoryWire:
+    """A link whose sends can be made to hang (a peer that stopped reading)."""
+
+    def __init__(self) -> None:
+        self.inbound: asyncio.Queue[str | None] = asyncio.Queue()
+        self.sent: list[str] = []
+        self.stuck = False
+        self.aborted = False
+
+    async def send(self, frame: str) -> None:
+        if self.stuck:
+            await asyncio.Event().wait()
+        self.sent.append(frame)
+
+    async def recv(self) -> str | None:
+        return await self.inbound.get()
+
+    def abort(self) -> None:
+        self.aborted = True
+        self.inbound.put_nowait(None)
+
+
+START = protocol.SessionStart(type="session.start", v=1, call_id="c1", agent="a", transport="loopback")
+
+
+async def test_a_frame_that_does_not_go_out_within_the_send_deadline_loses_the_link(
+        caplog: pytest.LogCaptureFixture) -> None:
+    clock = SystemClock()
+    wire = MemoryWire()
+    brain = Brain(clock=clock)
+    wire.inbound.put_nowait(protocol.encode(START))
+    async with TaskScope("test") as scope:
+        session = scope.spawn(serve_wire(brain, wire), name="session")
+        while not wire.sent:
+            await clock.sleep(0.01)
+        assert protocol.parse_agent_message(wire.sent[0]).type == "ready"
+        wire.stuck = True
+        started = clock.now()
+        await brain.say_line("hello")  # queued: the writer is the one that waits
+        await bounded(clock, 30.0, asyncio.shield(session), "the session to end")
+        assert clock.now() - started == pytest.approx(SEND_TIMEOUT, abs=0.05)
+    assert wire.aborted
+    lost = [r for r in caplog.records if "the link is lost" in r.getMessage()]
+    assert len(lost) == 1 and lost[0].exc_info is not None
+    with pytest.raises(ChannelClosed):
+        await brain.say_line("again")
+
+
+async def test_a_server_that_never_sends_session_start_is_given_up_on() -> None:
+    clock = SystemClock()
+    started = clock.now()
+    with pytest.raises(DeadlineExceeded, match=r"session\.start"):
+        await serve_wire(Brain(clock=clock), MemoryWire())
+    assert clock.now() - started == pytest.approx(START_TIMEOUT)
+
+
+@pytest.mark.realtime
+async def test_a_model_brain_served_over_websocket_answers_a_user_turn_with_say() -> None:
+    import websockets
+
+    from brisvox.sdk import ModelBrain
+    from brisvox.sdk.testing import scripted
+
+    def factory() -> ModelBrain:
+        return ModelBrain(scripted("Nine to five."), system="You run a shop.")
+
+    async with served(factory) as (_, url), websockets.connect(url) as ws:
+        await ws.send(protocol.encode(START))
+        ready = protocol.parse_agent_message(await bounded(SystemClock(), 5.0, ws.recv(), "ready"))
+        assert isinstance(ready, protocol.Ready) and ready.tools == ()
+        await ws.send(protocol.encode(protocol.CallEvent(type="event", kind="user_turn", turn=1, text="hours?")))
+        say = protocol.parse_agent_message(await bounded(SystemClock(), 5.0, ws.recv(), "say"))
+        assert say == protocol.Say(type="say", text="Nine to five.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,6 +21,14 @@ VALID: list[p.AgentMessage] = [
     p.ContextUpdate(type="context.update", note="The user is a member."),
     p.ToolsSet(type="tools.set", names=("lookup",)),
     p.End(type="end", farewell="Bye."),
+    p.UiCommand(type="ui.command", command="open_confirm", payload={"nonce": "n1", "summary": "9:00"}),
+]
+SERVER_VALID: list[p.ServerMessage] = [
+    p.SessionStart(type="session.start", v=1, call_id="c", agent="a", transport="websocket"),
+    p.CallEvent(type="event", kind="user_turn", turn=3, text="hi"),
+    p.ToolCallRequest(type="tool.call", id="r1", name="x", arguments={}, idempotency_key="c/1/t1.0", timeout=5.0),
+    p.ProtocolErrorMessage(type="error", code="bad_field", field="ok"),
+    p.UiEvent(type="ui.event", event="confirm_answered", payload={"nonce": "n1", "answer": "yes"}),
 ]
 
 
@@ -29,12 +38,17 @@ def test_every_agent_message_round_trips_through_its_frame(message: p.AgentMessa
 
 
 def test_server_messages_round_trip_for_the_sdk() -> None:
-    for message in (p.SessionStart(type="session.start", v=1, call_id="c", agent="a", transport="websocket"),
-                    p.CallEvent(type="event", kind="user_turn", turn=3, text="hi"),
-                    p.ToolCallRequest(type="tool.call", id="r1", name="x", arguments={}, idempotency_key="c/1/t1.0",
-                                      timeout=5.0),
-                    p.ProtocolErrorMessage(type="error", code="bad_field", field="ok")):
+    for message in SERVER_VALID:
         assert p.parse_server_message(p.encode(message)) == message
+
+
+def test_a_ui_name_that_is_not_snake_case_is_refused_naming_the_field() -> None:
+    with pytest.raises(p.ProtocolError) as refused:
+        p.parse_agent_message('{"type": "ui.command", "command": "OpenConfirm", "payload": {}}')
+    assert (refused.value.code, refused.value.field) == (p.ErrorCode.BAD_FIELD, "command")
+    with pytest.raises(p.ProtocolError) as refused:
+        p.parse_server_message('{"type": "ui.event", "event": "", "payload": null}')
+    assert (refused.value.code, refused.value.field) == (p.ErrorCode.BAD_FIELD, "event")
 
 
 @pytest.mark.parametrize(("frame", "code", "field"), [
@@ -66,12 +80,14 @@ def test_a_bad_frame_is_refused_with_its_code_and_the_field_it_names(frame: str 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                      max_leaves=20)
-_types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "x", ""])
+_types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "ui.command",
+                          "session.start", "event", "tool.call", "error", "ui.event", "x", ""])
 _fields = st.sampled_from(["v", "id", "ok", "result", "error", "text", "interrupt", "note", "names", "farewell",
-                           "tools", "resume", "name", "parameters", "kind", "timeout"])
+                           "tools", "resume", "name", "parameters", "kind", "timeout", "command", "payload",
+                           "event", "call_id", "turn", "arguments", "idempotency_key", "code", "field"])
 
 
-def _mutate(message: p.AgentMessage, data: st.DataObject) -> Any:
+def _mutate(message: p.AgentMessage | p.ServerMessage, data: st.DataObject) -> Any:
     value: dict[str, Any] = json.loads(p.encode(message))
     for _ in range(data.draw(st.integers(0, 3))):
         value[data.draw(_fields)] = data.draw(_json)
@@ -80,19 +96,30 @@ def _mutate(message: p.AgentMessage, data: st.DataObject) -> Any:
     return value
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_the_servers_inbound_parser_never_crashes_and_only_raises_documented_errors(data: st.DataObject) -> None:
+def _fuzz(data: st.DataObject, valid: list[Any], parse: Callable[[str | bytes], Any]) -> None:
+    """A mutated valid message, any JSON or any bytes: parsed, or refused with a documented error."""
     kind = data.draw(st.sampled_from(["mutated", "json", "bytes"]))
     if kind == "mutated":
-        frame: str | bytes = json.dumps(_mutate(data.draw(st.sampled_from(VALID)), data))
+        frame: str | bytes = json.dumps(_mutate(data.draw(st.sampled_from(valid)), data))
     elif kind == "json":
         frame = json.dumps(data.draw(_json))
     else:
         frame = data.draw(st.binary(max_size=64))
     try:
-        message = p.parse_agent_message(frame)
+        message = parse(frame)
     except p.ProtocolError as exc:
         assert exc.code in p.ErrorCode and isinstance(exc.field, str)
     else:
-        assert p.parse_agent_message(p.encode(message)) == message
+        assert parse(p.encode(message)) == message
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_servers_inbound_parser_never_crashes_and_only_raises_documented_errors(data: st.DataObject) -> None:
+    _fuzz(data, VALID, p.parse_agent_message)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_the_sdks_inbound_parser_never_crashes_and_only_raises_documented_errors(data: st.DataObject) -> None:
+    _fuzz(data, SERVER_VALID, p.parse_server_message)

@@ -37,6 +37,8 @@ __all__ = [
     "ToolCallRequest",
     "ToolResult",
     "ToolsSet",
+    "UiCommand",
+    "UiEvent",
     "encode",
     "parse_agent_message",
     "parse_server_message",
@@ -47,6 +49,7 @@ MAX_MESSAGE_BYTES = 1 << 20
 """A frame over this many bytes is refused (``too_large``) before it is parsed."""
 
 _NAME = r"^[A-Za-z0-9_-]{1,64}$"
+_UI_NAME = r"^[a-z][a-z0-9_]{0,63}$"  # the name of a UI action or app event (brisvox.transport.rtvi.ui)
 
 
 class ErrorCode(enum.Enum):
@@ -133,7 +136,16 @@ class End(_Message):
     farewell: Annotated[str, Field(max_length=4096)] = ""
 
 
-AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End
+class UiCommand(_Message):
+    """A typed UI action for the caller's screen (RTVI ``ui-command``): ``command`` is the action's
+    name, ``payload`` its fields (:mod:`brisvox.transport.rtvi.ui`)."""
+
+    type: Literal["ui.command"]
+    command: Annotated[str, Field(pattern=_UI_NAME)]
+    payload: dict[str, Any]
+
+
+AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | UiCommand
 _AGENT = TypeAdapter[AgentMessage](Annotated[AgentMessage, Field(discriminator="type")])
 
 
@@ -177,7 +189,16 @@ class ProtocolErrorMessage(_Message):
     message: str = ""
 
 
-ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage
+class UiEvent(_Message):
+    """An app event from the caller's screen (RTVI ``ui-event``): ``event`` names it, ``payload`` is
+    what the screen sent (validated by the brain's :class:`~brisvox.transport.rtvi.ui.UiContract`)."""
+
+    type: Literal["ui.event"]
+    event: Annotated[str, Field(pattern=_UI_NAME)]
+    payload: Any = None
+
+
+ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage | UiEvent
 _SERVER = TypeAdapter[ServerMessage](Annotated[ServerMessage, Field(discriminator="type")])
 
 
