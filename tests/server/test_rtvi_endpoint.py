@@ -134,9 +134,12 @@ async def collect(ws: ClientConnection, until: str, seconds: float = 10.0) -> tu
 @pytest.mark.realtime
 async def test_an_rtvi_client_gets_bot_ready_with_its_id_then_the_greetings_text_and_24khz_audio() -> None:
     async with serving() as url, connect(url, compression=None) as ws:
+        with pytest.raises(TimeoutError):  # the bot waits for the client: no greeting before client-ready
+            await asyncio.wait_for(ws.recv(), 1.0)
         await ws.send(rtvi("client-ready", {"version": "2.1.0", "about": {"library": "test"}}, "ready-1"))
         messages, audio, rate = await collect(ws, "bot-stopped-speaking")
         types = [m.type for m in messages]
+        assert types[0] == "bot-ready"
         ready = messages[types.index("bot-ready")]
         assert ready.id == "ready-1" and ready.data["version"] == "2.1.0"
         texts = [m.data["text"] for m in messages if m.type == "bot-tts-text"]
@@ -183,6 +186,29 @@ async def test_send_text_is_a_typed_turn_the_bot_answers_out_loud() -> None:
         assert types.index("user-llm-text") < types.index("bot-llm-text")
         assert "".join(m.data["text"] for m in messages if m.type == "bot-llm-text").strip() == "Sure."
         assert int(np.abs(np.frombuffer(audio, "<i2")).max()) > 1000
+
+
+@pytest.mark.realtime
+async def test_send_text_without_audio_response_is_answered_in_text_only_and_the_context_keeps_all_of_it() -> None:
+    answer = "We have tables at six, seven and eight tonight, and on the terrace too."
+    llm = ScriptedLlm(SystemClock(), [[Say(answer)], [Say("Seven it is.")]])
+    async with serving(llm=llm) as url, connect(url, compression=None) as ws:
+        await ws.send(rtvi("client-ready", {"version": "2.1.0"}, "r"))
+        await collect(ws, "bot-stopped-speaking")  # the greeting
+        await ws.send(rtvi("send-text", {"content": "what tables", "options": {"audio_response": False}}, "s1"))
+        messages, audio, _ = await collect(ws, "bot-llm-stopped")
+        types = [m.type for m in messages]
+        assert "error-response" not in types and "bot-started-speaking" not in types
+        assert not [t for t in types if t.startswith("bot-tts")] and audio == b""  # never synthesized
+        assert "".join(m.data["text"] for m in messages if m.type == "bot-llm-text") == answer
+        (output,) = [m for m in messages if m.type == "bot-output"]
+        assert output.data == {"text": answer, "spoken": False, "will_be_spoken": False}
+        assert types.index("bot-llm-started") < types.index("bot-output") < types.index("bot-llm-stopped")
+        await ws.send(rtvi("send-text", {"content": "seven"}, "s2"))  # answered out loud
+        _, spoken, _ = await collect(ws, "bot-stopped-speaking")
+        assert int(np.abs(np.frombuffer(spoken, "<i2")).max()) > 1000
+    second = [(type(m).__name__, getattr(m, "text", "")) for m in llm.requests[1].messages[1:]]
+    assert second[-3:] == [("UserMessage", "what tables"), ("AssistantMessage", answer), ("UserMessage", "seven")]
 
 
 class OpenConfirm(Action):
