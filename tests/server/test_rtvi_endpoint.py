@@ -24,7 +24,7 @@ import brisvox.tool
 from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.audio import write_wav
 from brisvox.core.clock import SystemClock
-from brisvox.core.frames import TurnEndReason
+from brisvox.core.frames import ReplyMode, TurnEndReason
 from brisvox.engine import Providers
 from brisvox.engine import events as ev
 from brisvox.inference.vad import energy_vad
@@ -288,6 +288,21 @@ def test_the_engines_events_become_rtvi_messages_in_order() -> None:
                    "bot-llm-started",
                    "bot-tts-started", "bot-llm-text", "bot-tts-text", "bot-llm-text", "bot-tts-text",
                    "bot-llm-stopped", "bot-tts-stopped"]
+
+
+
+def test_a_text_only_reply_has_no_tts_messages_and_ends_with_one_bot_output_of_all_its_text() -> None:
+    r = RtviEvents()
+    text = ReplyMode.TEXT
+    got = [m for e in (
+        ev.BotText(epoch=2, at=0.6, round=0, text="Six", reply=text), ev.BotText(epoch=2, at=0.7, round=0, text=" or seven.",
+                                                                              reply=text),
+        ev.BotDone(epoch=2, at=0.8), ev.BotText(epoch=3, at=1.0, round=0, text="Ok."), ev.BotDone(epoch=3, at=1.1),
+    ) for m in r.render(e)]
+    assert [m["type"] for m in got] == ["bot-llm-started", "bot-llm-text", "bot-llm-text", "bot-output",
+                                        "bot-llm-stopped", "bot-llm-started", "bot-tts-started", "bot-llm-text",
+                                        "bot-tts-text", "bot-llm-stopped", "bot-tts-stopped"]
+    assert got[3]["data"] == {"text": "Six or seven.", "spoken": False, "will_be_spoken": False}
 
 
 JS_DIR = Path(__file__).resolve().parents[1] / "transport" / "rtvi" / "js"
