@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
 import numpy as np
 import pytest
 from pydantic import BaseModel
@@ -57,7 +58,7 @@ AGENT = ('[agent]\nname = "a"\nprompt = "p"\ngreeting = "Hello there."\n\n'
 @contextlib.asynccontextmanager
 async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm: ScriptedLlm | None = None,
                   agent: str = AGENT, tools: ToolSet | None = None, ui: UiContract | None = None,
-                  routes: tuple[BaseRoute, ...] = ()) -> AsyncIterator[str]:
+                  routes: tuple[BaseRoute, ...] = (), config: ServerConfig | None = None) -> AsyncIterator[str]:
     clock = SystemClock()
     providers = CallProviders(
         providers=Providers(stt=stt or MockStt(clock), llm=llm or ScriptedLlm(clock, [[Say("Sure.")]] * 4),
@@ -65,7 +66,8 @@ async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm
         llm_label="scripted (test)", vad_label="energy",
     )
     endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
-    rtvi = RtviEndpoint(clock, ServerConfig(), on_client_message=on_client_message, ui=ui)
+    rtvi = RtviEndpoint(clock, config or ServerConfig(), on_client_message=on_client_message, ui=ui,
+                        stats=endpoint.stats)  # as brisvox serve wires them: /metrics exports one set
     tools = tools or ToolSet()
 
     def stop_calls() -> None:
@@ -75,7 +77,7 @@ async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm
     definition = parse_agent_file(agent, available_tools=tools.names())
     parts = ServerParts(runner=engine_runner(definition, tools, clock, providers, ServerMetrics()),
                         call_endpoint=endpoint, call_routes=((RTVI_PATH, rtvi),), on_stop_calls=stop_calls,
-                        extra_routes=routes)
+                        extra_routes=routes, transport_stats=endpoint.stats)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,
@@ -151,6 +153,20 @@ async def test_an_rtvi_client_gets_bot_ready_with_its_id_then_the_greetings_text
         await ws.send(rtvi("disconnect-bot", id_="bye"))
         await asyncio.wait_for(ws.wait_closed(), 10)
         assert ws.close_code == 1000
+
+
+@pytest.mark.realtime
+async def test_a_client_that_never_says_ready_is_closed_with_a_clear_error_and_counted_in_metrics() -> None:
+    async with serving(config=ServerConfig(start_timeout=0.5)) as url:
+        async with connect(url, compression=None) as ws:
+            last = decode_frame(await asyncio.wait_for(ws.recv(), 10))
+            await asyncio.wait_for(ws.wait_closed(), 10)
+        assert isinstance(last, InboundMessage) and last.type == "error" and last.data["fatal"] is True
+        assert "client-ready" in last.data["error"] and ws.close_code == 1008
+        http = url.replace("ws://", "http://").replace(RTVI_PATH, "/metrics")
+        async with httpx.AsyncClient(timeout=10) as client:
+            metrics = (await client.get(http)).text
+        assert 'brisvox_transport_events_total{event="refused_start"} 1.0' in metrics
 
 
 @pytest.mark.realtime

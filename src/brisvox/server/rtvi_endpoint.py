@@ -40,7 +40,7 @@ from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.rtvi import RtviCall, RtviConfig, run_rtvi_call
 from brisvox.transport.rtvi import protocol as rtvi
 from brisvox.transport.rtvi.ui import CallUi, UiContract, UiEventError
-from brisvox.transport.websocket import PeerClosed, ServerConfig
+from brisvox.transport.websocket import PeerClosed, ServerConfig, ServerStats
 
 __all__ = ["RTVI_PATH", "ClientMessageHandler", "RtviEndpoint", "RtviEvents", "RtviSide"]
 
@@ -198,8 +198,9 @@ class RtviEndpoint(TransportEndpoint):
     """Runs admitted RTVI calls (see the module docs)."""
 
     def __init__(self, clock: Clock, config: ServerConfig | None = None, rtvi_config: RtviConfig | None = None,
-                 on_client_message: ClientMessageHandler | None = None, ui: UiContract | None = None) -> None:
-        super().__init__(clock, config)
+                 on_client_message: ClientMessageHandler | None = None, ui: UiContract | None = None,
+                 stats: ServerStats | None = None) -> None:
+        super().__init__(clock, config, stats)
         self.rtvi_config = rtvi_config or RtviConfig()
         self.on_client_message = on_client_message
         self.ui = ui
