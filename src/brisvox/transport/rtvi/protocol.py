@@ -34,7 +34,6 @@ __all__ = [
     "error_response",
     "message",
     "parse_request",
-    "server_message",
     "server_response",
 ]
 
@@ -206,6 +205,3 @@ def error(text: str, *, fatal: bool) -> dict[str, Any]:
 def server_response(request_id: str | None, t: str, d: Any) -> dict[str, Any]:
     return message("server-response", {"t": t, "d": d}, request_id)
 
-
-def server_message(data: Any) -> dict[str, Any]:
-    return message("server-message", data)
