@@ -307,6 +307,16 @@ def test_the_engines_events_become_rtvi_messages_in_order() -> None:
 
 
 
+def test_a_turns_latencies_become_one_metrics_message_in_seconds_with_the_unmeasured_left_out() -> None:
+    (message,) = RtviEvents().render(ev.TurnLatency(
+        epoch=1, at=2.0, speech_end_to_audio=0.8, speech_end_to_turn_end=0.3, turn_end_to_audio=0.5,
+        turn_end_to_first_token=None, turn_end_reason=TurnEndReason.SILENCE))
+    assert message["type"] == "metrics"
+    assert message["data"] == {"ttfb": [], "processing": [
+        {"processor": "voice_to_voice", "value": 0.8}, {"processor": "turn_detection", "value": 0.3},
+        {"processor": "turn_end_to_audio", "value": 0.5}]}
+
+
 def test_a_text_only_reply_has_no_tts_messages_and_ends_with_one_bot_output_of_all_its_text() -> None:
     r = RtviEvents()
     text = ReplyMode.TEXT

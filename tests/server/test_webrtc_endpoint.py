@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.realtime
 
 TOKEN = "t" * 32
 SDP = {"Content-Type": "application/sdp"}
+CRLF = "\r\n"
 
 
 
@@ -84,8 +86,23 @@ async def test_an_offer_that_never_connects_is_abandoned_without_a_session() -> 
             await browser.close()
 
 
+async def _slow_offer(base: str) -> str:
+    """POST an offer whose body never finishes arriving; the status line's code and the body's reason."""
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(f"POST /whip HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/sdp\r\n"
+                     "Content-Length: 1000\r\n\r\nv=0\r\n".encode())
+        await writer.drain()
+        answer = (await asyncio.wait_for(reader.read(4096), 10)).decode()
+    finally:
+        writer.close()
+    status = answer.split(" ", 2)[1]
+    return f"{status} {answer.split(CRLF * 2, 1)[1].split(':')[0]}"
+
+
 async def test_signaling_refusals_name_what_was_wrong() -> None:
-    async with whip_server(WhipConfig(max_body=4096, offer_burst=20)) as (base, _), \
+    async with whip_server(WhipConfig(max_body=4096, offer_burst=20, body_timeout=0.3)) as (base, _), \
             httpx.AsyncClient(timeout=10) as http:
         offer = await BrowserPeer(SystemClock()).offer()
         wrong_type = await http.post(f"{base}/whip", content=offer, headers={"Content-Type": "text/plain"})
@@ -101,9 +118,12 @@ async def test_signaling_refusals_name_what_was_wrong() -> None:
         assert "Location" in own.headers["access-control-expose-headers"]
         cross = await http.post(f"{base}/whip", content=offer, headers={**SDP, "Origin": "https://evil.example"})
         assert cross.status_code == 403
+        padded = await http.post(f"{base}/whip", content=offer, headers={**SDP, "X-Pad": "p" * 9000})
+        assert (padded.status_code, padded.text.split(":")[0]) == (431, "headers_too_large")
+        assert await _slow_offer(base) == "408 body_timeout"
         # counted by reason: the preflight's refusal (the endpoint's) and the POST's (the access checks')
         assert await refused(http, base) == {"unsupported_media_type": 1, "offer_too_large": 1, "bad_offer": 1,
-                                             "origin_not_allowed": 2}
+                                             "origin_not_allowed": 2, "headers_too_large": 1, "body_timeout": 1}
 
 
 async def test_offers_are_rate_limited_and_capped_per_address() -> None:

@@ -5,6 +5,9 @@ speaking is told, a clear cuts the estimate."""
 from __future__ import annotations
 
 import asyncio
+import logging
+
+import pytest
 
 from brisvox.core.clock import SimClock
 from brisvox.core.frames import OutputAudioFrame, ReplyMode
@@ -217,6 +220,21 @@ async def test_the_engine_gets_the_call_only_at_client_ready_and_bot_ready_is_wr
     assert isinstance(first, InboundMessage) and (first.type, first.id) == ("bot-ready", "r1")
     assert server.stats.calls_started == 1
     await end(peer, call, server.task)
+
+
+async def test_a_client_on_another_major_version_is_answered_bot_ready_and_a_warning_is_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    peer = ScriptedPeer()
+    server = Server(peer)
+    with caplog.at_level(logging.WARNING, logger="brisvox.transport.rtvi.connection"):
+        peer.incoming.put_nowait(encode_message({"type": "client-ready", "id": "old", "data": {"version": "1.4.0"}}))
+        await server.delivered.wait()
+        while "bot-ready" not in types(peer):
+            await server.clock.sleep(0.001)
+    ready = next(f for f in sent(peer) if isinstance(f, InboundMessage) and f.type == "bot-ready")
+    assert ready.id == "old" and ready.data["version"] == "2.1.0"
+    assert any("RTVI 1.4.0" in r.getMessage() and "compatibility" in r.getMessage() for r in caplog.records)
+    await end(peer, server.calls[0], server.task)
 
 
 async def test_a_client_without_the_handshake_starts_the_call_with_its_first_audio_which_reaches_the_engine() -> None:
