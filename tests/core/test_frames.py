@@ -75,3 +75,9 @@ def test_malformed_audio_raises_a_brisvox_error_that_is_still_a_value_error() ->
     with pytest.raises(InvalidAudio, match="whole samples") as caught:
         F.InputAudioFrame(epoch=0, pcm=b"\x00", sample_rate=16000)
     assert isinstance(caught.value, InvalidInput) and isinstance(caught.value, ValueError)
+
+
+def test_a_turn_asks_for_a_text_only_reply_only_when_every_part_of_it_does() -> None:
+    spoken, text = F.ReplyMode.SPOKEN, F.ReplyMode.TEXT
+    assert text.joined(text) is text
+    assert [a.joined(b) for a, b in ((text, spoken), (spoken, text), (spoken, spoken))] == [spoken] * 3

@@ -19,6 +19,7 @@ from brisvox.agent.tools import FillerPolicy, ToolCallContext, ToolRegistry, Too
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ChannelClosed
+from brisvox.core.frames import ReplyMode
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, FillerClipStore, Providers, run_call
 from brisvox.engine.driver import TurnAnalyzer
@@ -109,6 +110,7 @@ async def simulate(
     filler: FillerPolicy | None = None,
     dtmf: tuple[tuple[float, str], ...] = (),
     notes: tuple[tuple[float, str], ...] = (),
+    typed: tuple[tuple[float, str, ReplyMode], ...] = (),
     stt: MockStt | None = None,
     observer: CallObserver | None = None,
     clips: FillerClipStore | None = None,
@@ -148,6 +150,7 @@ async def simulate(
         start = clock.now()
         keys = sorted(dtmf)  # (seconds from the start, digit)
         facts = sorted(notes)  # (seconds from the start, a note for the context)
+        texts = sorted(typed, key=lambda t: t[0])  # (seconds from the start, a typed message, its reply)
         try:
             for i, pcm in enumerate(scenario.frames(0.02)):
                 await clock.sleep_until(start + i * 0.02)
@@ -155,6 +158,9 @@ async def simulate(
                     await client.send_dtmf(keys.pop(0)[1])
                 while facts and facts[0][0] <= i * 0.02:
                     await client.send_note(facts.pop(0)[1])
+                while texts and texts[0][0] <= i * 0.02:
+                    _, text, reply = texts.pop(0)
+                    await client.send_text(text, reply)
                 await client.send_audio(pcm, RATE)
             await clock.sleep(linger)
             await client.hangup()

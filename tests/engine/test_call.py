@@ -12,12 +12,12 @@ from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT, DEFAULT_MODEL_FILLER
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
-from brisvox.core.frames import BusyStage
+from brisvox.core.frames import BusyStage, ReplyMode
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent as E
 from brisvox.engine import CallObserver, EngineConfig, EngineEvent, LlmConfig
 from brisvox.engine.config import DEFAULT_FALLBACK_LINE
-from brisvox.engine.events import EngineFailure, ModelBusy
+from brisvox.engine.events import BotText, EngineFailure, ModelBusy, UserTurn
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.stt import SttConfig, SttError, SttEvent, Transcript
 from brisvox.sim import MockStt, MockSttConfig, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
@@ -274,6 +274,38 @@ async def test_keys_pressed_while_the_caller_speaks_join_that_turn() -> None:
     result = await simulate(clock, scenario, llm, dtmf=((1.0, "7"),))
     user = result.report.context.messages[1]
     assert getattr(user, "text", None) == f"{dtmf_text('7')} my pin is"
+
+
+async def test_a_text_only_typed_turn_is_shown_never_synthesized_and_the_context_keeps_all_of_it() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(2.5).say("and on friday").pause(2.5).build()
+    llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Friday works.")]])
+    observer = CallObserver()
+    result = await simulate(clock, scenario, llm, observer=observer,
+                            typed=((0.5, "what tables do you have", ReplyMode.TEXT),))
+    texts = [getattr(m, "text", None) for m in result.report.context.messages[1:]]
+    assert texts == ["what tables do you have", LONG, "and on friday", "Friday works."]  # LONG whole, never cut
+    events = drain(observer)
+    turns = {e.text: e.epoch for e in events if isinstance(e, UserTurn)}
+    shown = [e for e in events if isinstance(e, BotText)]
+    assert "".join(e.text for e in shown if e.reply is ReplyMode.TEXT) == LONG
+    assert "".join(e.text for e in shown if e.reply is ReplyMode.SPOKEN) == "Friday works."
+    assert result.tts is not None
+    assert [t for s in result.tts.sessions for t in s.texts.values()] == ["Friday works."]  # only the spoken turn
+    audio = result.audio_at()
+    assert audio and {epoch for _, epoch in audio} == {turns["and on friday"]}  # none of the typed turn's
+    assert result.report.interrupts == 0
+
+
+async def test_a_text_only_message_typed_while_the_caller_speaks_joins_the_turn_and_the_answer_is_spoken() -> None:
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("my pin is", duration=1.5).pause(3.0).build()
+    llm = ScriptedLlm(clock, [[Say("Thanks.")]])
+    result = await simulate(clock, scenario, llm, typed=((1.0, "1234", ReplyMode.TEXT),))
+    assert getattr(result.report.context.messages[1], "text", None) == "1234 my pin is"
+    assert result.tts is not None
+    assert [t for s in result.tts.sessions for t in s.texts.values()] == ["Thanks."]
+    assert result.audio_at()
 
 
 async def test_the_stt_is_fed_at_its_own_rate_when_it_differs_from_the_calls() -> None:

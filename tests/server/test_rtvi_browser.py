@@ -4,9 +4,11 @@ The page (tests/transport/rtvi/js/page/app.js, bundled here with esbuild) is ser
 same server, so it is a same-origin page to the access guard.  Chromium's fake microphone
 plays a WAV of the caller (silence, "a table for four", silence); the client uses its
 WavMediaManager (the default one loads a script from the internet).  One call: the client
-gets bot-ready, the user's transcript and the bot's text as RTVI events, the bot's audio
-arrives non-silent at the player, a UI action (a tool's sheet) reaches the page, and the
-page's app event (its answer) reaches the model's context without a turn.
+gets bot-ready, the caller's words cut the (long) greeting short (a barge-in: the bot stops
+at once, the model's context keeps only the part sent before the cut), the user's transcript
+and the bot's text arrive as RTVI events, the bot's audio arrives non-silent at the player, a
+UI action (a tool's sheet) reaches the page, and the page's app event (its answer) reaches the
+model's context without a turn.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from brisvox.agent.context import SystemMessage
+from brisvox.agent.context import AssistantMessage, SystemMessage
 from brisvox.audio import read_wav, write_wav
 from brisvox.core.clock import SystemClock
 from brisvox.core.frames import WordTiming
 from brisvox.server.tools import ToolSet
-from brisvox.sim import Call, MockStt, MockSttConfig, Say, ScriptedLlm
+from brisvox.sim import Call, MockStt, MockSttConfig, MockTtsConfig, Say, ScriptedLlm
 from brisvox.sim.scenario import SpokenUtterance
 from brisvox.transport.rtvi import UiContract
 from tests.server.test_rtvi_endpoint import AGENT, ConfirmAnswered, OpenConfirm, confirm_on_screen, serving
@@ -76,6 +78,8 @@ def _microphone(tmp_path: Path, clock: SystemClock) -> tuple[Path, MockStt]:
 
 
 WORDS = "a table for four"
+GREETING = "Hello there. Thank you for calling the restaurant, we are always glad to hear from you."
+GREETING_SAMPLES = int(len(GREETING) / MockTtsConfig().chars_per_second * 24000)  # the mock TTS's speed, 24 kHz
 
 
 @pytest.mark.realtime
@@ -98,7 +102,7 @@ async def test_pipecats_client_in_chromium_hears_the_bot_sees_its_words_and_answ
                               [Say("It's on your screen.")], [Say("You are welcome.")]])
     tools = ToolSet()
     tools.include(confirm_on_screen)
-    agent = AGENT.replace('prompt = "p"', 'prompt = "p"\ntools = ["confirm_on_screen"]')
+    agent = AGENT.replace('prompt = "p"', 'prompt = "p"\ntools = ["confirm_on_screen"]').replace("Hello there.", GREETING)
     ui = UiContract(actions=(OpenConfirm,), events=(ConfirmAnswered,))
     routes = (Route("/page", page), Route("/app.js", app_js))
     async with serving(stt=stt, llm=llm, agent=agent, tools=tools, ui=ui,
@@ -117,7 +121,14 @@ async def test_pipecats_client_in_chromium_hears_the_bot_sees_its_words_and_answ
     finals = [e["data"]["text"] for e in events if e["event"] == "userTranscript" and e["data"]["final"]]
     assert "a table for four" in " ".join(finals), result
     said = "".join(e["data"]["text"] for e in events if e["event"] == "botLlmText")
-    assert "Hello there." in said and "It's on your screen." in said and "You are welcome." in said, result
+    assert GREETING in said and "It's on your screen." in said and "You are welcome." in said, result
+    # the caller's words cut the greeting: the bot stopped at once, long before its audio ran out
+    barge = next(e for e in events if e["event"] == "userStartedSpeaking")
+    stopped = next(e for e in events if e["event"] == "botStoppedSpeaking")
+    assert kinds.index("botStartedSpeaking") < kinds.index("userStartedSpeaking") < kinds.index("botStoppedSpeaking")
+    assert stopped["at"] - barge["at"] < 500 and stopped["data"]["samples"] < GREETING_SAMPLES * 0.7, (barge, stopped)
+    greeting = llm.requests[0].messages[1]
+    assert isinstance(greeting, AssistantMessage) and len(greeting.text) < len(GREETING), greeting  # the heard part
     command = next(e["data"] for e in events if e["event"] == "uiCommand")
     assert command["command"] == "open_confirm" and command["payload"]["summary"] == "four"
     assert result["bot"]["peak"] > 1000 and result["bot"]["samples"] > 24000 // 2  # the bot's voice, not silence

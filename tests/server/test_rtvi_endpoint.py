@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
 import numpy as np
 import pytest
 from pydantic import BaseModel
@@ -24,7 +25,7 @@ import brisvox.tool
 from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.audio import write_wav
 from brisvox.core.clock import SystemClock
-from brisvox.core.frames import TurnEndReason
+from brisvox.core.frames import ReplyMode, TurnEndReason
 from brisvox.engine import Providers
 from brisvox.engine import events as ev
 from brisvox.inference.vad import energy_vad
@@ -57,7 +58,7 @@ AGENT = ('[agent]\nname = "a"\nprompt = "p"\ngreeting = "Hello there."\n\n'
 @contextlib.asynccontextmanager
 async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm: ScriptedLlm | None = None,
                   agent: str = AGENT, tools: ToolSet | None = None, ui: UiContract | None = None,
-                  routes: tuple[BaseRoute, ...] = ()) -> AsyncIterator[str]:
+                  routes: tuple[BaseRoute, ...] = (), config: ServerConfig | None = None) -> AsyncIterator[str]:
     clock = SystemClock()
     providers = CallProviders(
         providers=Providers(stt=stt or MockStt(clock), llm=llm or ScriptedLlm(clock, [[Say("Sure.")]] * 4),
@@ -65,7 +66,8 @@ async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm
         llm_label="scripted (test)", vad_label="energy",
     )
     endpoint = EngineEndpoint(clock, ServerConfig(path="/ws"))
-    rtvi = RtviEndpoint(clock, ServerConfig(), on_client_message=on_client_message, ui=ui)
+    rtvi = RtviEndpoint(clock, config or ServerConfig(), on_client_message=on_client_message, ui=ui,
+                        stats=endpoint.stats)  # as brisvox serve wires them: /metrics exports one set
     tools = tools or ToolSet()
 
     def stop_calls() -> None:
@@ -75,7 +77,7 @@ async def serving(on_client_message: Any = None, stt: MockStt | None = None, llm
     definition = parse_agent_file(agent, available_tools=tools.names())
     parts = ServerParts(runner=engine_runner(definition, tools, clock, providers, ServerMetrics()),
                         call_endpoint=endpoint, call_routes=((RTVI_PATH, rtvi),), on_stop_calls=stop_calls,
-                        extra_routes=routes)
+                        extra_routes=routes, transport_stats=endpoint.stats)
     stops = StopRequests()
     ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     server = asyncio.ensure_future(serve(Settings(port=0, max_calls=2), parts, clock=clock, stops=stops,
@@ -134,9 +136,12 @@ async def collect(ws: ClientConnection, until: str, seconds: float = 10.0) -> tu
 @pytest.mark.realtime
 async def test_an_rtvi_client_gets_bot_ready_with_its_id_then_the_greetings_text_and_24khz_audio() -> None:
     async with serving() as url, connect(url, compression=None) as ws:
+        with pytest.raises(TimeoutError):  # the bot waits for the client: no greeting before client-ready
+            await asyncio.wait_for(ws.recv(), 1.0)
         await ws.send(rtvi("client-ready", {"version": "2.1.0", "about": {"library": "test"}}, "ready-1"))
         messages, audio, rate = await collect(ws, "bot-stopped-speaking")
         types = [m.type for m in messages]
+        assert types[0] == "bot-ready"
         ready = messages[types.index("bot-ready")]
         assert ready.id == "ready-1" and ready.data["version"] == "2.1.0"
         texts = [m.data["text"] for m in messages if m.type == "bot-tts-text"]
@@ -148,6 +153,20 @@ async def test_an_rtvi_client_gets_bot_ready_with_its_id_then_the_greetings_text
         await ws.send(rtvi("disconnect-bot", id_="bye"))
         await asyncio.wait_for(ws.wait_closed(), 10)
         assert ws.close_code == 1000
+
+
+@pytest.mark.realtime
+async def test_a_client_that_never_says_ready_is_closed_with_a_clear_error_and_counted_in_metrics() -> None:
+    async with serving(config=ServerConfig(start_timeout=0.5)) as url:
+        async with connect(url, compression=None) as ws:
+            last = decode_frame(await asyncio.wait_for(ws.recv(), 10))
+            await asyncio.wait_for(ws.wait_closed(), 10)
+        assert isinstance(last, InboundMessage) and last.type == "error" and last.data["fatal"] is True
+        assert "client-ready" in last.data["error"] and ws.close_code == 1008
+        http = url.replace("ws://", "http://").replace(RTVI_PATH, "/metrics")
+        async with httpx.AsyncClient(timeout=10) as client:
+            metrics = (await client.get(http)).text
+        assert 'brisvox_transport_events_total{event="refused_start"} 1.0' in metrics
 
 
 @pytest.mark.realtime
@@ -183,6 +202,29 @@ async def test_send_text_is_a_typed_turn_the_bot_answers_out_loud() -> None:
         assert types.index("user-llm-text") < types.index("bot-llm-text")
         assert "".join(m.data["text"] for m in messages if m.type == "bot-llm-text").strip() == "Sure."
         assert int(np.abs(np.frombuffer(audio, "<i2")).max()) > 1000
+
+
+@pytest.mark.realtime
+async def test_send_text_without_audio_response_is_answered_in_text_only_and_the_context_keeps_all_of_it() -> None:
+    answer = "We have tables at six, seven and eight tonight, and on the terrace too."
+    llm = ScriptedLlm(SystemClock(), [[Say(answer)], [Say("Seven it is.")]])
+    async with serving(llm=llm) as url, connect(url, compression=None) as ws:
+        await ws.send(rtvi("client-ready", {"version": "2.1.0"}, "r"))
+        await collect(ws, "bot-stopped-speaking")  # the greeting
+        await ws.send(rtvi("send-text", {"content": "what tables", "options": {"audio_response": False}}, "s1"))
+        messages, audio, _ = await collect(ws, "bot-llm-stopped")
+        types = [m.type for m in messages]
+        assert "error-response" not in types and "bot-started-speaking" not in types
+        assert not [t for t in types if t.startswith("bot-tts")] and audio == b""  # never synthesized
+        assert "".join(m.data["text"] for m in messages if m.type == "bot-llm-text") == answer
+        (output,) = [m for m in messages if m.type == "bot-output"]
+        assert output.data == {"text": answer, "spoken": False, "will_be_spoken": False}
+        assert types.index("bot-llm-started") < types.index("bot-output") < types.index("bot-llm-stopped")
+        await ws.send(rtvi("send-text", {"content": "seven"}, "s2"))  # answered out loud
+        _, spoken, _ = await collect(ws, "bot-stopped-speaking")
+        assert int(np.abs(np.frombuffer(spoken, "<i2")).max()) > 1000
+    second = [(type(m).__name__, getattr(m, "text", "")) for m in llm.requests[1].messages[1:]]
+    assert second[-3:] == [("UserMessage", "what tables"), ("AssistantMessage", answer), ("UserMessage", "seven")]
 
 
 class OpenConfirm(Action):
@@ -262,6 +304,31 @@ def test_the_engines_events_become_rtvi_messages_in_order() -> None:
                    "bot-llm-started",
                    "bot-tts-started", "bot-llm-text", "bot-tts-text", "bot-llm-text", "bot-tts-text",
                    "bot-llm-stopped", "bot-tts-stopped"]
+
+
+
+def test_a_turns_latencies_become_one_metrics_message_in_seconds_with_the_unmeasured_left_out() -> None:
+    (message,) = RtviEvents().render(ev.TurnLatency(
+        epoch=1, at=2.0, speech_end_to_audio=0.8, speech_end_to_turn_end=0.3, turn_end_to_audio=0.5,
+        turn_end_to_first_token=None, turn_end_reason=TurnEndReason.SILENCE))
+    assert message["type"] == "metrics"
+    assert message["data"] == {"ttfb": [], "processing": [
+        {"processor": "voice_to_voice", "value": 0.8}, {"processor": "turn_detection", "value": 0.3},
+        {"processor": "turn_end_to_audio", "value": 0.5}]}
+
+
+def test_a_text_only_reply_has_no_tts_messages_and_ends_with_one_bot_output_of_all_its_text() -> None:
+    r = RtviEvents()
+    text = ReplyMode.TEXT
+    got = [m for e in (
+        ev.BotText(epoch=2, at=0.6, round=0, text="Six", reply=text), ev.BotText(epoch=2, at=0.7, round=0, text=" or seven.",
+                                                                              reply=text),
+        ev.BotDone(epoch=2, at=0.8), ev.BotText(epoch=3, at=1.0, round=0, text="Ok."), ev.BotDone(epoch=3, at=1.1),
+    ) for m in r.render(e)]
+    assert [m["type"] for m in got] == ["bot-llm-started", "bot-llm-text", "bot-llm-text", "bot-output",
+                                        "bot-llm-stopped", "bot-llm-started", "bot-tts-started", "bot-llm-text",
+                                        "bot-tts-text", "bot-llm-stopped", "bot-tts-stopped"]
+    assert got[3]["data"] == {"text": "Six or seven.", "spoken": False, "will_be_spoken": False}
 
 
 JS_DIR = Path(__file__).resolve().parents[1] / "transport" / "rtvi" / "js"

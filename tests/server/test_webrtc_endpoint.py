@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -24,6 +25,7 @@ pytestmark = pytest.mark.realtime
 
 TOKEN = "t" * 32
 SDP = {"Content-Type": "application/sdp"}
+CRLF = "\r\n"
 
 
 
@@ -52,6 +54,15 @@ async def test_an_offer_gets_an_answer_and_the_call_reaches_the_engine_and_delet
             await browser.close()
 
 
+async def refused(http: httpx.AsyncClient, base: str, token: str | None = None) -> dict[str, float]:
+    """``brisvox_signaling_refused_total`` by reason, from the server's /metrics."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    text = (await http.get(f"{base}/metrics", headers=headers)).text
+    prefix = 'brisvox_signaling_refused_total{reason="'
+    return {line[len(prefix):].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line.startswith(prefix)}
+
+
 async def _until(cond: Callable[[], bool]) -> None:
     clock = SystemClock()
     while not cond():
@@ -68,14 +79,30 @@ async def test_an_offer_that_never_connects_is_abandoned_without_a_session() -> 
             assert answered.status_code == 201
             await bounded(clock, 5, _until(lambda: endpoint.pending_calls == 0), "abandon")
             assert endpoint.stats.abandoned == 1 and endpoint.stats.calls_started == 0
+            assert await refused(http, base) == {"connect_timeout": 1}
             ready = (await http.get(f"{base}/readyz")).json()
             assert ready["active"] == 0 and ready["reserved"] == 0, "the slot was given back"
         finally:
             await browser.close()
 
 
+async def _slow_offer(base: str) -> str:
+    """POST an offer whose body never finishes arriving; the status line's code and the body's reason."""
+    host, port = base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(f"POST /whip HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/sdp\r\n"
+                     "Content-Length: 1000\r\n\r\nv=0\r\n".encode())
+        await writer.drain()
+        answer = (await asyncio.wait_for(reader.read(4096), 10)).decode()
+    finally:
+        writer.close()
+    status = answer.split(" ", 2)[1]
+    return f"{status} {answer.split(CRLF * 2, 1)[1].split(':')[0]}"
+
+
 async def test_signaling_refusals_name_what_was_wrong() -> None:
-    async with whip_server(WhipConfig(max_body=4096, offer_burst=20)) as (base, _), \
+    async with whip_server(WhipConfig(max_body=4096, offer_burst=20, body_timeout=0.3)) as (base, _), \
             httpx.AsyncClient(timeout=10) as http:
         offer = await BrowserPeer(SystemClock()).offer()
         wrong_type = await http.post(f"{base}/whip", content=offer, headers={"Content-Type": "text/plain"})
@@ -91,6 +118,12 @@ async def test_signaling_refusals_name_what_was_wrong() -> None:
         assert "Location" in own.headers["access-control-expose-headers"]
         cross = await http.post(f"{base}/whip", content=offer, headers={**SDP, "Origin": "https://evil.example"})
         assert cross.status_code == 403
+        padded = await http.post(f"{base}/whip", content=offer, headers={**SDP, "X-Pad": "p" * 9000})
+        assert (padded.status_code, padded.text.split(":")[0]) == (431, "headers_too_large")
+        assert await _slow_offer(base) == "408 body_timeout"
+        # counted by reason: the preflight's refusal (the endpoint's) and the POST's (the access checks')
+        assert await refused(http, base) == {"unsupported_media_type": 1, "offer_too_large": 1, "bad_offer": 1,
+                                             "origin_not_allowed": 2, "headers_too_large": 1, "body_timeout": 1}
 
 
 async def test_offers_are_rate_limited_and_capped_per_address() -> None:
@@ -98,14 +131,15 @@ async def test_offers_are_rate_limited_and_capped_per_address() -> None:
             httpx.AsyncClient(timeout=10) as http:
         statuses = [(await http.post(f"{base}/whip", content="v=0\r\n", headers=SDP)).status_code for _ in range(3)]
         assert statuses == [400, 400, 429]
+        assert await refused(http, base) == {"bad_offer": 2, "offer_rate": 1}
     config = WhipConfig(calls_per_address=1, webrtc=WebRtcConfig(connect_timeout=3))
-    async with whip_server(config) as (base, endpoint), httpx.AsyncClient(timeout=10) as http:
+    async with whip_server(config) as (base, _), httpx.AsyncClient(timeout=10) as http:
         first, second = BrowserPeer(SystemClock()), BrowserPeer(SystemClock())
         try:
             assert (await http.post(f"{base}/whip", content=await first.offer(), headers=SDP)).status_code == 201
             capped = await http.post(f"{base}/whip", content=await second.offer(), headers=SDP)
             assert (capped.status_code, capped.text.split(":")[0]) == (429, "address_calls")
-            assert endpoint.refusals == {"address_calls": 1}
+            assert await refused(http, base) == {"address_calls": 1}
         finally:
             await first.close()
             await second.close()
@@ -120,6 +154,7 @@ async def test_bearer_auth_guards_the_offer_but_not_the_preflight() -> None:
         assert authed.status_code == 400, "past the guard: the offer itself is refused"
         preflight = await http.options(f"{base}/whip", headers={"Origin": base})
         assert preflight.status_code == 204
+        assert await refused(http, base, TOKEN) == {"missing_token": 2, "bad_offer": 1}
 
 
 async def test_turn_credentials_come_as_link_headers_and_from_the_ice_endpoint() -> None:
@@ -156,6 +191,7 @@ async def test_a_full_server_answers_503_and_counts_the_refusal() -> None:
             assert full.status_code == 503 and full.headers["retry-after"]
             metrics = (await http.get(f"{base}/metrics")).text
             assert 'brisvox_admissions_refused_total{reason="at_capacity"} 1.0' in metrics
+            assert await refused(http, base) == {"at_capacity": 1}
         finally:
             await first.close()
             await second.close()

@@ -46,6 +46,7 @@ __all__ = [
     "ModelBusyFrame",
     "OutputAudioFrame",
     "OverflowClass",
+    "ReplyMode",
     "StartFrame",
     "StopFrame",
     "SystemFrame",
@@ -224,6 +225,19 @@ class VadStoppedFrame(SystemFrame):
 # --- control frames ------------------------------------------------------------------------
 
 
+class ReplyMode(enum.Enum):
+    """How a turn's reply reaches the caller.  A turn asks for TEXT only when every part of it
+    did (an RTVI ``send-text`` with ``audio_response: false``); spoken words, keys or a typed
+    message that wants an answer out loud make it SPOKEN (:meth:`joined`)."""
+
+    SPOKEN = "spoken"  # through the TTS; the context keeps what the caller heard of it
+    TEXT = "text"  # shown, never synthesized; the context keeps all of it (it was all delivered)
+
+    def joined(self, other: ReplyMode) -> ReplyMode:
+        """The reply of a turn made of a part asking for ``self`` and one asking for ``other``."""
+        return self if self is other else ReplyMode.SPOKEN
+
+
 class TurnEndReason(enum.Enum):
     SILENCE = "silence"
     MODEL = "model"  # the end-of-turn model said complete
@@ -256,6 +270,7 @@ class UserTurnTentative(ControlFrame):
 class LlmResponseStarted(ControlFrame):
     round: int
     clip: str | None = None  # the key of a pre-rendered clip that may speak this round (a filler)
+    reply: ReplyMode = ReplyMode.SPOKEN  # TEXT: the round is shown, never synthesized (the turn's reply)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
@@ -345,9 +360,11 @@ class TranscriptFrame(DataFrame):
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class UserTextFrame(DataFrame):
-    """A message the caller typed instead of speaking."""
+    """A message the caller typed instead of speaking (from the transport, epoch 0), or a turn's
+    words (from the turn driver); ``reply``: how the answer should reach the caller."""
 
     text: str
+    reply: ReplyMode = ReplyMode.SPOKEN
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -531,7 +531,7 @@ async def _pump_events(session: TransportSession, running: RunningPipeline, mark
             elif isinstance(event, MarkPlayed | MarkCleared):
                 marks.resolve(event)  # the engine's own marks (end_after_echo); no other mark is the engine's
             elif isinstance(event, TypedText):
-                await running.send(UserTextFrame(epoch=0, text=event.text))  # a turn of its own (the driver)
+                await running.send(UserTextFrame(epoch=0, text=event.text, reply=event.reply))  # a turn (the driver)
             elif isinstance(event, ContextNote):
                 await running.send(ContextNoteFrame(epoch=0, text=event.text))  # no turn: the LLM stage keeps it
             elif isinstance(event, Stopped):

@@ -11,6 +11,9 @@ bot-audio reports and its own timer, and carries out the machine's actions:
   (``DtmfFrame``, as :func:`dtmf_text`) go to the machine as ``UserText``: a turn of their
   own that ends at once (a barge-in when the bot is answering), or, while the caller is
   speaking, part of the turn in progress;
+* the turn's ``UserTextFrame`` carries the reply its parts asked for
+  (:class:`~brisvox.core.frames.ReplyMode`): TEXT only when every part was typed asking for a
+  text-only answer; spoken words and keys ask for a spoken one;
 * a pause with words (the machine is ``USER_PAUSED`` and the turn has a final's text):
   ``UserTurnTentative`` with the words so far, once per distinct text; the runner may
   start the model speculatively on it (``EngineConfig.speculation``);
@@ -52,6 +55,7 @@ from brisvox.core.frames import (
     Frame,
     InterruptFrame,
     ModelBusyFrame,
+    ReplyMode,
     StartFrame,
     StopFrame,
     TimerFrame,
@@ -87,6 +91,30 @@ class TurnAnalyzer(Protocol):
     async def analyze(self, audio: npt.NDArray[np.int16]) -> TurnVerdict: ...
 
 
+class _Words:
+    """The pieces of a turn's text (or of typed text waiting for a turn) and the reply they ask
+    for (None: no piece yet; see :meth:`ReplyMode.joined`)."""
+
+    __slots__ = ("pieces", "reply")
+
+    def __init__(self) -> None:
+        self.pieces: list[str] = []
+        self.reply: ReplyMode | None = None
+
+    def add(self, text: str, reply: ReplyMode) -> None:
+        self.pieces.append(text)
+        self.reply = reply if self.reply is None else self.reply.joined(reply)
+
+    def take(self, other: _Words) -> None:
+        """Move ``other``'s pieces after these."""
+        for text in other.pieces:
+            self.add(text, other.reply or ReplyMode.SPOKEN)
+        other.pieces, other.reply = [], None
+
+    def text(self) -> str:
+        return " ".join(self.pieces)
+
+
 class TurnDriver(Processor):
     epoch_policy: ClassVar[EpochPolicy] = EpochPolicy.KEEP_ALL
 
@@ -115,8 +143,8 @@ class TurnDriver(Processor):
         self._scope = scope
         self._timer_token = 0
         self._timer_task: asyncio.Task[None] | None = None
-        self._turn_text: list[str] = []
-        self._typed: list[str] = []  # typed text and keys waiting for their turn's text
+        self._turn_text = _Words()
+        self._typed = _Words()  # typed text and keys waiting for their turn's text
         # The epoch of the last turn that ended before any words arrived (a fallback
         # deadline can beat a slow STT final): its late final becomes a turn of its own.
         self._ended_empty: int | None = None
@@ -134,7 +162,7 @@ class TurnDriver(Processor):
             self._ended_empty = None
             self.late_finals_answered += 1
             await self._act(self.machine.handle(T.SttFinal(at=frame.at, text=frame.text)), ctx)  # the owed stop
-            self._typed.append(frame.text.strip())
+            self._typed.add(frame.text.strip(), ReplyMode.SPOKEN)
             await self._act(self.machine.handle(T.UserText(at=frame.at, text=frame.text.strip())), ctx)
             self._transcript(frame)
             return
@@ -155,9 +183,8 @@ class TurnDriver(Processor):
         await self._act(self.machine.handle(inp), ctx)
         if isinstance(frame, TranscriptFrame):
             self._transcript(frame)
-        if self._typed:  # the caller is speaking: the text joins the turn in progress
-            self._turn_text.extend(self._typed)
-            self._typed.clear()
+        if self._typed.pieces:  # the caller is speaking: the text joins the turn in progress
+            self._turn_text.take(self._typed)
         if isinstance(inp, T.SttFinal | T.VadStop) and self.machine.state is T.TurnState.USER_PAUSED:
             await self._tentative_end(inp.at, ctx)
 
@@ -167,7 +194,7 @@ class TurnDriver(Processor):
             self._events.emit(UserTranscript(epoch=self.machine.epoch, at=frame.at, text=text, final=frame.is_final))
 
     async def _tentative_end(self, at: float, ctx: ProcessorContext) -> None:
-        text = " ".join(self._turn_text)
+        text = self._turn_text.text()
         mark = (self.machine.epoch, text)
         if text and mark != self._tentative:
             self._tentative = mark
@@ -191,7 +218,7 @@ class TurnDriver(Processor):
         if isinstance(frame, TranscriptFrame):
             if frame.is_final:
                 if frame.text.strip():
-                    self._turn_text.append(frame.text.strip())
+                    self._turn_text.add(frame.text.strip(), ReplyMode.SPOKEN)
                 return T.SttFinal(at=frame.at, text=frame.text)
             return T.SttInterim(at=frame.at, text=frame.text)
         if isinstance(frame, BotAudioStarted):
@@ -202,7 +229,7 @@ class TurnDriver(Processor):
             text = frame.text.strip() if isinstance(frame, UserTextFrame) else dtmf_text(frame.digit)
             if not text:
                 return None
-            self._typed.append(text)
+            self._typed.add(text, frame.reply if isinstance(frame, UserTextFrame) else ReplyMode.SPOKEN)
             return T.UserText(at=ctx.clock.now(), text=text)
         if isinstance(frame, TurnVerdictFrame):
             return T.Verdict(at=frame.at, analysis=frame.analysis, complete=frame.complete)
@@ -224,18 +251,17 @@ class TurnDriver(Processor):
                 await ctx.push(InterruptFrame(new_epoch=action.epoch))
             elif isinstance(action, T.StartUserTurn):
                 self._ended_empty = None
-                self._turn_text = list(self._typed)
-                self._typed.clear()
+                self._turn_text = _Words()
+                self._turn_text.take(self._typed)
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_STARTED, action.at)
                 self._turn_at = action.at
                 self._events.emit(TurnStarted(epoch=action.epoch, at=action.at, barge_in=self._barge_in))
                 self._barge_in = False
                 await ctx.push(UserTurnStarted(epoch=action.epoch, at=action.at))
             elif isinstance(action, T.EndUserTurn):
-                self._turn_text.extend(self._typed)
-                self._typed.clear()
-                text = " ".join(self._turn_text)
-                self._turn_text = []
+                self._turn_text.take(self._typed)
+                text, reply = self._turn_text.text(), self._turn_text.reply or ReplyMode.SPOKEN
+                self._turn_text = _Words()
                 self._ended_empty = None if text else action.epoch
                 now = ctx.clock.now()
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_ENDED, now)
@@ -244,7 +270,7 @@ class TurnDriver(Processor):
                     speech = None  # the stop belongs to an earlier turn (this one was typed)
                 self._events.emit(TurnEnded(epoch=action.epoch, at=now, reason=action.reason.frame_reason,
                                             speech_ended=speech))
-                await ctx.push(UserTextFrame(epoch=action.epoch, text=text))
+                await ctx.push(UserTextFrame(epoch=action.epoch, text=text, reply=reply))
                 await ctx.push(UserTurnEnded(epoch=action.epoch, at=action.at, reason=action.reason.frame_reason))
             elif isinstance(action, T.ArmTimer):
                 self._arm(action.deadline, ctx)

@@ -42,7 +42,7 @@ from typing import Any, Final, TypeAlias
 
 from brisvox.agent.tools import Outcome, ToolKind
 from brisvox.core.errors import ChannelClosed, ConfigError
-from brisvox.core.frames import BusyStage, TurnEndReason
+from brisvox.core.frames import BusyStage, ReplyMode, TurnEndReason
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 
 __all__ = [
@@ -117,10 +117,12 @@ class UserTurn(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class BotText(_Event):
-    """A piece of the reply's round ``round`` as it goes to speech."""
+    """A piece of the reply's round ``round`` as it goes to speech, or, with ``reply`` TEXT, as it
+    goes to the caller's screen only (a text-only reply: never synthesized)."""
 
     round: int
     text: str
+    reply: ReplyMode = ReplyMode.SPOKEN
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -57,6 +57,12 @@ dropped and the round asks the model afresh.  A barge-in or the end of the call 
 The run starts on a settled copy of the context (calls a barge-in left open are closed
 there), since the live context is settled only when the turn ends.
 
+Text-only replies: a turn whose ``UserTextFrame`` asks for ``ReplyMode.TEXT`` (an RTVI
+``send-text`` with ``audio_response: false``) is answered like any turn, but every round of it
+opens with ``LlmResponseStarted(reply=TEXT)``: the speak stage shows its text (``BotText``) and
+never synthesizes it, no filler is spoken for it, and its messages are not recorded in the
+PlayoutBook, so no cut ever shortens them: the context keeps the whole reply the caller got.
+
 Notes (a ``ContextNoteFrame``: an app event from the caller's screen) open no turn and are
 never spoken: each goes into the context as a system message at once, or, while a tool call
 is open, right after the round's results (so a tool round's next request reads it) or when
@@ -106,6 +112,7 @@ from brisvox.core.frames import (
     LlmResponseStarted,
     LlmTextFrame,
     ModelBusyFrame,
+    ReplyMode,
     StartFrame,
     StopFrame,
     UserTextFrame,
@@ -208,13 +215,15 @@ class _NoAnswer(BrisvoxError):
 
 
 class _Turn:
-    """One turn's round ordinals: every spoken round (model, filler, canned line) takes the next."""
+    """One turn's round ordinals: every round (model, filler, canned line) takes the next; ``reply``:
+    how every round of the turn reaches the caller."""
 
-    __slots__ = ("epoch", "next_round")
+    __slots__ = ("epoch", "next_round", "reply")
 
-    def __init__(self, epoch: int) -> None:
+    def __init__(self, epoch: int, reply: ReplyMode = ReplyMode.SPOKEN) -> None:
         self.epoch = epoch
         self.next_round = 0
+        self.reply = reply
 
     def take(self) -> int:
         n = self.next_round
@@ -291,6 +300,7 @@ class LlmRunner(Processor):
         self._scope = scope
         self._round_task: asyncio.Task[None] | None = None
         self._user_text: dict[int, list[str]] = {}
+        self._reply: dict[int, ReplyMode] = {}  # how each epoch's words ask to be answered
         self._heard = ""  # the caller's words of the turn being answered (the heard fallback restates them)
         self._words_lost = False  # the STT refused the caller's words since the last turn (see the module docs)
         self._notes: list[str] = []  # ContextNoteFrames waiting for a place in the context (see _append_notes)
@@ -325,6 +335,8 @@ class LlmRunner(Processor):
         if isinstance(frame, UserTextFrame):
             if frame.text:
                 self._user_text.setdefault(frame.epoch, []).append(frame.text)
+                asked = self._reply.get(frame.epoch)
+                self._reply[frame.epoch] = frame.reply if asked is None else asked.joined(frame.reply)
             return
         if isinstance(frame, ContextNoteFrame):  # no turn, nothing spoken: the next request reads it
             self._notes.append(frame.text)
@@ -443,8 +455,11 @@ class LlmRunner(Processor):
             self._end_after = epoch  # the node's first response (or the one after a barge-in) is this turn's
         self.stats.turns += 1
         text = " ".join(self._user_text.pop(epoch, []))
+        reply = self._reply.pop(epoch, ReplyMode.SPOKEN)
         for stale in [e for e in self._user_text if e < epoch]:
             del self._user_text[stale]
+        for stale in [e for e in self._reply if e < epoch]:
+            del self._reply[stale]
         lost, self._words_lost = self._words_lost, False
         if not text and lost:
             log.warning("turn %d: the caller's words were refused by a busy speech-to-text; speaking the fallback line",
@@ -467,7 +482,7 @@ class LlmRunner(Processor):
         self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
-        self._round_task = self._scope.spawn(self._respond(epoch, ctx, head), name=f"turn-{epoch}")
+        self._round_task = self._scope.spawn(self._respond(_Turn(epoch, reply), ctx, head), name=f"turn-{epoch}")
 
     async def _maybe_speculate(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
         if self.speculation is SpeculationMode.OFF:
@@ -583,13 +598,13 @@ class LlmRunner(Processor):
         self.book.record_round(filler.epoch, filler.round, len(self.context) - 1)
         self.stats.fillers_in_context += 1
 
-    async def _respond(self, epoch: int, ctx: ProcessorContext, head: SpeculativeStart | None = None) -> None:
+    async def _respond(self, turn: _Turn, ctx: ProcessorContext, head: SpeculativeStart | None = None) -> None:
         """The turn's round loop: stream, speak, run the calls, until an answer without calls.
 
         ``head``: a speculative run of this turn whose answer is the first round.
         """
         cancel = CancelToken()
-        turn = _Turn(epoch)
+        epoch = turn.epoch
         try:
             if self.flow is not None and self.flow.pending is not None:
                 await self._enter_node(turn, ctx)  # decided by a late result since the last turn
@@ -696,7 +711,7 @@ class LlmRunner(Processor):
         specs = [
             spec for c in calls if c.name is not None and (spec := tools.registry.spec(c.name)) is not None
         ]
-        plan = self.filler.plan(specs) if self.filler.enabled else None
+        plan = self.filler.plan(specs) if self.filler.enabled and turn.reply is ReplyMode.SPOKEN else None
         if plan is None:
             return await tools.execute(calls, turn.epoch, cancel)
         state = _FillerState()
@@ -759,10 +774,10 @@ class LlmRunner(Processor):
     async def _speak_line(self, turn: _Turn, text: str, ctx: ProcessorContext, keep: bool = True) -> None:
         """``keep`` False: spoken only (a flow's Say line), not added to the context."""
         epoch, round_ = turn.epoch, turn.take()
-        await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
+        await ctx.push(LlmResponseStarted(epoch=epoch, round=round_, reply=turn.reply))
         await ctx.push(LlmTextFrame(epoch=epoch, text=text, round=round_))
         if keep:
-            self._keep_round(epoch, round_, AssistantMessage(text=text))
+            self._keep_round(turn, round_, AssistantMessage(text=text))
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
 
     async def _commit_round(self, turn: _Turn, held: HeldAnswer, ctx: ProcessorContext) -> tuple[Assembled, ...]:
@@ -774,19 +789,22 @@ class LlmRunner(Processor):
         timed = self.timeline.llm_request(epoch, now)  # the answer is there at once
         self.timeline.llm_first_token(epoch, timed, now)
         self.timeline.llm_done(epoch, timed, now)
-        await ctx.push(LlmResponseStarted(epoch=epoch, round=round_))
+        await ctx.push(LlmResponseStarted(epoch=epoch, round=round_, reply=turn.reply))
         for chunk in held.chunks:
             await ctx.push(LlmTextFrame(epoch=epoch, text=chunk, round=round_))
-        self._keep_round(epoch, round_, held.message)
+        self._keep_round(turn, round_, held.message)
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
         return held.calls
 
-    def _keep_round(self, epoch: int, round_: int, message: AssistantMessage | None) -> None:
-        """A spoken round's message into the context, after any filler waiting for its place."""
+    def _keep_round(self, turn: _Turn, round_: int, message: AssistantMessage | None) -> None:
+        """A round's message into the context, after any filler waiting for its place.  A spoken
+        round's is recorded in the PlayoutBook (cut to what was heard at the next turn); a text
+        round was delivered whole, so nothing will cut it."""
         self._place_filler()
         if message is not None:
             self.context.push(message)
-            self.book.record_round(epoch, round_, len(self.context) - 1)
+            if turn.reply is ReplyMode.SPOKEN:
+                self.book.record_round(turn.epoch, round_, len(self.context) - 1)
 
     def _request(self, today: datetime.date, context: Context | None = None) -> LlmRequest:
         context = context if context is not None else self.context
@@ -810,7 +828,7 @@ class LlmRunner(Processor):
         first token let start is spoken whole before it (see the module docs)."""
         self.stats.rounds += 1
         opening = _Opening()
-        delay = self.filler.model_delay
+        delay = self.filler.model_delay if turn.reply is ReplyMode.SPOKEN else None  # nothing to fill in a text
         if delay is not None:
             opening.filler = self._scope.spawn(self._filler_after(delay, "", turn, opening.state, ctx),
                                                name="model-filler")
@@ -831,7 +849,7 @@ class LlmRunner(Processor):
                 task.cancel()  # the first token came before the delay: no filler
             await asyncio.wait((task,))
         opening.round = turn.take()
-        await ctx.push(LlmResponseStarted(epoch=turn.epoch, round=opening.round))
+        await ctx.push(LlmResponseStarted(epoch=turn.epoch, round=opening.round, reply=turn.reply))
         return opening.round
 
     async def _model_round(self, turn: _Turn, opening: _Opening, ctx: ProcessorContext) -> tuple[Assembled, ...]:
@@ -874,7 +892,7 @@ class LlmRunner(Processor):
         else:
             response = assembler.finish(epoch, self.context)
             message, calls = response.assistant_message(), response.calls
-        self._keep_round(epoch, round_, message)  # the filler goes after the request that answered it
+        self._keep_round(turn, round_, message)  # the filler goes after the request that answered it
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
         return calls
 

@@ -20,6 +20,10 @@ cannot go on, so it ends with an error.  A session method that raises anything b
 Events: each piece of reply text as it arrives (``BotText``) and the runner's
 ``BotResponseDone`` (``BotDone``: no more text will come for the epoch).
 
+A text-only round (``LlmResponseStarted.reply`` is ``ReplyMode.TEXT``: the caller asked for
+the answer on screen) opens no utterance: its text is emitted as ``BotText`` with that reply
+and nothing of it reaches the TTS or the PlayoutBook.
+
 Filler clips (:mod:`brisvox.engine.clips`): a round whose ``LlmResponseStarted`` names a
 clip the store holds at the call's output rate is spoken by the clip, not the provider
 (its text is recorded as sent and never reaches the provider; a clip it cannot play
@@ -54,6 +58,7 @@ from brisvox.core.frames import (
     LlmResponseStarted,
     LlmTextFrame,
     OutputAudioFrame,
+    ReplyMode,
 )
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
@@ -102,6 +107,7 @@ class SpeakStage(Processor):
         self._reader_started = False
         self._owned: list[TtsSession] = []
         self._current: int | None = None  # the open utterance
+        self._reply = ReplyMode.SPOKEN  # how the current round reaches the caller
         self._segmenter = Segmenter(segmenter)
         self._open: dict[int, int] = {}  # utterance -> epoch, until flushed or cancelled
         self._done_epochs: set[int] = set()  # BotResponseDone seen, waiting for flushes
@@ -124,7 +130,10 @@ class SpeakStage(Processor):
         if not self._reader_started:
             self._reader_started = True
             self._scope.spawn(self._read(ctx), name="tts-reader")
-        if isinstance(frame, LlmResponseStarted):
+        if isinstance(frame, LlmResponseStarted) and frame.reply is ReplyMode.TEXT:
+            self._reply, self._current = frame.reply, None  # shown, never spoken: no utterance
+        elif isinstance(frame, LlmResponseStarted):
+            self._reply = frame.reply
             await self._wait_for_clip(ctx)
             self._current = self._book.open_utterance(frame.epoch, frame.round)
             self._open[self._current] = frame.epoch
@@ -136,7 +145,8 @@ class SpeakStage(Processor):
                 else:
                     self._clip_of[self._current] = clip
         elif isinstance(frame, LlmTextFrame):
-            self._events.emit(BotText(epoch=frame.epoch, at=ctx.clock.now(), round=frame.round, text=frame.text))
+            self._events.emit(BotText(epoch=frame.epoch, at=ctx.clock.now(), round=frame.round, text=frame.text,
+                                      reply=self._reply))
             if self._current is not None:
                 for piece in self._segmenter.push(frame.text):
                     await self._send(self._current, frame.epoch, piece, ctx)

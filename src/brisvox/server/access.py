@@ -20,7 +20,8 @@ before routing, so a refused request reaches neither admission nor a route:
 A refusal is answered before the WebSocket upgrade (an HTTP denial response when the ASGI
 server supports it, as uvicorn does; otherwise a close before accept, which the server
 turns into a 403), with ``<reason>: <detail>`` as the body, counted in
-``brisvox_auth_refused_total{reason}`` and logged (never with the token) through a
+``brisvox_auth_refused_total{reason}`` (one under a ``call_paths`` prefix also through
+``signaling_refused``: ``brisvox_signaling_refused_total{reason}``) and logged (never with the token) through a
 :class:`~brisvox.core.ratelog.RateLimitedLog`: one line at most every ``LOG_INTERVAL``
 seconds with the counts since the last, so a client repeating refused requests cannot
 flood the log.  A call
@@ -149,10 +150,12 @@ def _headers(scope: Scope) -> dict[str, str]:
 class AccessGuard:
     """The ASGI middleware (see the module docs)."""
 
-    def __init__(self, app: ASGIApp, policy: AccessPolicy, metrics: RefusalCounter) -> None:
+    def __init__(self, app: ASGIApp, policy: AccessPolicy, metrics: RefusalCounter,
+                 signaling_refused: Callable[[str], None] | None = None) -> None:
         self.app = app
         self.policy = policy
         self.metrics = metrics
+        self.signaling_refused = signaling_refused  # counts refusals under call_paths (WebRTC signaling)
         self._log = RateLimitedLog(log, "access refused", policy.wall)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -200,6 +203,9 @@ class AccessGuard:
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send, refusal: AuthRefusal) -> None:
         self.metrics.record_auth_refusal(refusal.reason.value)
+        if self.signaling_refused is not None and scope["type"] == "http" and \
+                _under(_route_path(scope), self.policy.call_paths):
+            self.signaling_refused(refusal.reason.value)
         client = scope.get("client")
         path = repr(scope.get("path", ""))[:_MAX_PATH_SHOWN]
         peer = f"{client[0]}:{client[1]}" if client else "unknown"

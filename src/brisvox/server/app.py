@@ -182,7 +182,8 @@ def build_app(
         *(route for endpoint in http_call_endpoints for route in endpoint.routes(manager, metrics)),
         *extra_routes,
     ]
-    guard = [Middleware(AccessGuard, policy=access, metrics=metrics)] if access is not None else []
+    guard = [Middleware(AccessGuard, policy=access, metrics=metrics,
+                        signaling_refused=metrics.record_signaling_refusal)] if access is not None else []
     return Starlette(routes=routes, middleware=guard)
 
 

@@ -328,7 +328,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     endpoint = EngineEndpoint(clock, ws_config)
     twilio = twilio_endpoint(settings, clock, ws_config, agent=definition.name)
     telnyx = telnyx_endpoint(settings, clock, ws_config)
-    rtvi = RtviEndpoint(clock, ws_config, ui=ui)
+    rtvi = RtviEndpoint(clock, ws_config, ui=ui, stats=endpoint.stats)  # /metrics exports one set of counters
     webrtc = webrtc_endpoint(settings, clock)
 
     def stop_calls() -> None:

@@ -12,6 +12,10 @@ Metric names (all prefixed ``brisvox_``):
 * ``admissions_refused_total{reason}`` (``at_capacity``, ``shutting_down``, ``at_global_capacity``)
 * ``directory_errors_total``: requests to the call registry (Redis) that failed
 * ``auth_refused_total{reason}`` (the values of :class:`brisvox.server.auth.RefusalReason`)
+* ``signaling_refused_total{reason}``: WebRTC signaling requests refused (the WHIP routes'
+  reasons: ``offer_rate``, ``address_calls``, ``offer_too_large``, ``body_timeout``, ``bad_offer``, ...,
+  the admission's, the access checks' on the signaling path), and offers abandoned unconnected
+  (``connect_timeout``); docs/WEBRTC.md lists them
 * ``calls_ended_total{outcome}`` (``ok``, ``error``, ``crashed``, ``cancelled``, ``aborted``)
 * ``call_duration_seconds`` (histogram)
 * ``turns_total``
@@ -201,6 +205,8 @@ class ServerMetrics:
         self._refused = Counter("brisvox_admissions_refused", "Calls refused at admission.", ["reason"], registry=r)
         self._auth_refused = Counter("brisvox_auth_refused", "Requests refused by the access checks (Host, Origin, token).",
                                      ["reason"], registry=r)
+        self._signaling_refused = Counter("brisvox_signaling_refused", "WebRTC signaling requests refused and "
+                                          "offers abandoned unconnected, by reason.", ["reason"], registry=r)
         self._ended = Counter("brisvox_calls_ended", "Calls ended, by outcome.", ["outcome"], registry=r)
         self._duration = Histogram("brisvox_call_duration_seconds", "Call durations.",
                                    buckets=_CALL_BUCKETS, registry=r)
@@ -270,6 +276,10 @@ class ServerMetrics:
     def record_auth_refusal(self, reason: str) -> None:
         """A request refused by the access checks (``reason``: a RefusalReason value)."""
         self._auth_refused.labels(reason=reason).inc()
+
+    def record_signaling_refusal(self, reason: str) -> None:
+        """A WebRTC signaling request refused, or an offer abandoned (``reason``: a code constant)."""
+        self._signaling_refused.labels(reason=reason[:_MAX_STAGE_NAME]).inc()
 
     def record_call_ended(self, ended: SessionEnded) -> None:
         self._ended.labels(outcome=ended.outcome.value).inc()

@@ -30,7 +30,7 @@ from starlette.websockets import WebSocket
 
 from brisvox.core.clock import Clock
 from brisvox.core.errors import ChannelClosed
-from brisvox.core.frames import BusyStage
+from brisvox.core.frames import BusyStage, ReplyMode
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallObserver
 from brisvox.engine import events as ev
@@ -40,7 +40,7 @@ from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.rtvi import RtviCall, RtviConfig, run_rtvi_call
 from brisvox.transport.rtvi import protocol as rtvi
 from brisvox.transport.rtvi.ui import CallUi, UiContract, UiEventError
-from brisvox.transport.websocket import PeerClosed, ServerConfig
+from brisvox.transport.websocket import PeerClosed, ServerConfig, ServerStats
 
 __all__ = ["RTVI_PATH", "ClientMessageHandler", "RtviEndpoint", "RtviEvents", "RtviSide"]
 
@@ -58,10 +58,14 @@ def _cut(text: str) -> str:
 
 class RtviEvents:
     """The RTVI messages of one call's engine events (one per call: it remembers which
-    epochs' replies have started, for ``bot-llm-started``/``bot-tts-started``)."""
+    epochs' replies have started, for ``bot-llm-started``/``bot-tts-started``).  A text-only
+    reply (``BotText.reply`` TEXT) has no ``bot-tts-*`` messages: its pieces go as
+    ``bot-llm-text`` and, at its end, the whole of it as one ``bot-output`` with
+    ``will_be_spoken: false``, as Pipecat sends a reply that skips the TTS."""
 
     def __init__(self) -> None:
         self._replying: int | None = None
+        self._shown: list[str] | None = None  # the text-only reply being sent (None: a spoken one)
 
     def render(self, event: ev.EngineEvent) -> list[dict[str, Any]]:
         m = rtvi.message
@@ -75,16 +79,25 @@ class RtviEvents:
         if isinstance(event, ev.UserTurn):
             return [m("user-llm-text", {"text": _cut(event.text)})]
         if isinstance(event, ev.BotText):
+            shown = event.reply is ReplyMode.TEXT
             out: list[dict[str, Any]] = []
             if self._replying != event.epoch:
                 self._replying = event.epoch
-                out += [m("bot-llm-started"), m("bot-tts-started")]
+                self._shown = [] if shown else None
+                out += [m("bot-llm-started")] if shown else [m("bot-llm-started"), m("bot-tts-started")]
             text = {"text": _cut(event.text)}
+            if self._shown is not None:
+                self._shown.append(event.text)
+                return [*out, m("bot-llm-text", text)]
             return [*out, m("bot-llm-text", text), m("bot-tts-text", text)]
         if isinstance(event, ev.BotDone):
             if self._replying != event.epoch:
                 return []
-            self._replying = None
+            self._replying, shown_text = None, self._shown
+            self._shown = None
+            if shown_text is not None:
+                return [m("bot-output", {"text": _cut("".join(shown_text)), "spoken": False, "will_be_spoken": False}),
+                        m("bot-llm-stopped")]
             return [m("bot-llm-stopped"), m("bot-tts-stopped")]
         if isinstance(event, ev.ToolCallStarted):
             return [m("llm-function-call-started", {"function_name": event.name})]
@@ -185,8 +198,9 @@ class RtviEndpoint(TransportEndpoint):
     """Runs admitted RTVI calls (see the module docs)."""
 
     def __init__(self, clock: Clock, config: ServerConfig | None = None, rtvi_config: RtviConfig | None = None,
-                 on_client_message: ClientMessageHandler | None = None, ui: UiContract | None = None) -> None:
-        super().__init__(clock, config)
+                 on_client_message: ClientMessageHandler | None = None, ui: UiContract | None = None,
+                 stats: ServerStats | None = None) -> None:
+        super().__init__(clock, config, stats)
         self.rtvi_config = rtvi_config or RtviConfig()
         self.on_client_message = on_client_message
         self.ui = ui

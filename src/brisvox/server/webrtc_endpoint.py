@@ -15,7 +15,9 @@ Routes under ``WhipConfig.path`` (default ``/whip``):
 * ``OPTIONS`` on each: the CORS preflight (``204``) for an allowed Origin.
 
 The AccessGuard checks Host, Origin and the bearer token of every request under the path
-except ``OPTIONS`` (``AccessPolicy.call_paths``) before it gets here.
+except ``OPTIONS`` (``AccessPolicy.call_paths``) before it gets here.  Every refusal (the
+guard's on this path too) and every offer abandoned unconnected (``connect_timeout``) is
+counted in ``brisvox_signaling_refused_total{reason}`` (the reason the body names).
 
 The call runs in the POST's own request task after the response is sent (``_Answer``), as
 a WebSocket call runs in its connection's task (a response that could not be sent hangs the
@@ -49,7 +51,14 @@ from brisvox.server.call import SendText
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.session import SessionManager, SessionSlot
 from brisvox.transport.link import CallEnds, CallLink
-from brisvox.transport.webrtc import OfferRejected, WebRtcCall, WebRtcConfig, WebRtcStats, answer_offer
+from brisvox.transport.webrtc import (
+    EndReason,
+    OfferRejected,
+    WebRtcCall,
+    WebRtcConfig,
+    WebRtcStats,
+    answer_offer,
+)
 from brisvox.transport.webrtc.signaling import (
     AddressCalls,
     IceServer,
@@ -66,6 +75,8 @@ __all__ = ["TurnConfig", "WebRtcEndpoint", "WhipConfig"]
 log = logging.getLogger(__name__)
 
 RETRY_AFTER_SECONDS = 5
+CONNECT_TIMEOUT = "connect_timeout"
+"""The ``reason`` of an offer whose browser never connected (abandoned at ``connect_timeout``)."""
 _CORS_METHODS = "POST, DELETE, GET, OPTIONS"
 _CORS_HEADERS = "Authorization, Content-Type"
 
@@ -121,7 +132,7 @@ class WebRtcEndpoint:
         self.config.validate()
         self.clock = clock
         self.stats = WebRtcStats()
-        self.refusals: dict[str, int] = {}
+        self._metrics: ServerMetrics | None = None  # set by routes(): where refusals are counted
         self._item = session_item
         self._rate = OfferRate(self.config.offers_per_second, self.config.offer_burst)
         self._addresses = AddressCalls(self.config.calls_per_address)
@@ -146,6 +157,7 @@ class WebRtcEndpoint:
 
     def routes(self, manager: SessionManager[Any], metrics: ServerMetrics) -> Sequence[BaseRoute]:
         path = self.config.path
+        self._metrics = metrics
 
         async def post(request: Request) -> Response:
             if request.method == "OPTIONS":
@@ -271,7 +283,9 @@ class WebRtcEndpoint:
             return lambda: self._live.discard(ends)
 
         try:
-            await call.run(deliver, self._shutdown, register, abandon_if=lambda: manager.draining)
+            ended = await call.run(deliver, self._shutdown, register, abandon_if=lambda: manager.draining)
+            if ended is EndReason.ABANDONED and self._metrics is not None:
+                self._metrics.record_signaling_refusal(CONNECT_TIMEOUT)
         except Exception:
             log.exception("webrtc call %s failed in the transport", call.call_id)
         finally:
@@ -282,7 +296,8 @@ class WebRtcEndpoint:
     # --- responses -----------------------------------------------------------------------------
 
     def _refuse(self, request: Request, refusal: SignalingRefusal, retry_after: int | None = None) -> Response:
-        self.refusals[refusal.reason] = self.refusals.get(refusal.reason, 0) + 1
+        if self._metrics is not None:
+            self._metrics.record_signaling_refusal(refusal.reason)
         client = request.client
         self._log.note(f"{refusal.status} {refusal.reason}",
                        f"{request.method} from {client.host if client else 'unknown'}: {refusal.detail}")

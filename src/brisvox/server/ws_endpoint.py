@@ -159,11 +159,12 @@ class TransportEndpoint(LiveCalls):
     """Runs admitted WebSocket calls through the transport (see the module docs); :meth:`close` says
     goodbye (``stop{shutdown}`` and close 1001) to every call still connected."""
 
-    def __init__(self, clock: Clock, config: ServerConfig | None = None) -> None:
+    def __init__(self, clock: Clock, config: ServerConfig | None = None, stats: ServerStats | None = None) -> None:
+        """``stats``: counters shared with another WebSocket-based endpoint (``brisvox serve`` exports one set)."""
         super().__init__()
         self.clock = clock
         self.config = config or ServerConfig()
-        self.stats = ServerStats()
+        self.stats = stats if stats is not None else ServerStats()
 
     async def __call__(self, websocket: WebSocket, slot: SessionSlot[Any], /) -> None:
         await websocket.accept()

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from brisvox.core.errors import InvalidInput
-from brisvox.core.frames import InputAudioFrame, OutputAudioFrame
+from brisvox.core.frames import InputAudioFrame, OutputAudioFrame, ReplyMode
 
 __all__ = [
     "CallFailure",
@@ -140,13 +140,15 @@ class Dtmf:
 
 @dataclass(frozen=True, slots=True, repr=False)
 class TypedText:
-    """A message the caller typed instead of speaking (RTVI ``send-text``); ``at``: its arrival."""
+    """A message the caller typed instead of speaking (RTVI ``send-text``); ``at``: its arrival;
+    ``reply``: TEXT when the caller wants the answer shown, not spoken."""
 
     text: str
     at: float
+    reply: ReplyMode = ReplyMode.SPOKEN
 
     def __repr__(self) -> str:
-        return f"TypedText(<{len(self.text)} chars>, at={self.at:.3f})"
+        return f"TypedText(<{len(self.text)} chars>, at={self.at:.3f}, reply={self.reply.value})"
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -261,11 +263,14 @@ class WireDtmf:
 
 @dataclass(frozen=True, slots=True, repr=False)
 class WireText:
+    """A typed message (see :class:`TypedText`)."""
+
     text: str
     at: float
+    reply: ReplyMode = ReplyMode.SPOKEN
 
     def __repr__(self) -> str:
-        return f"WireText(<{len(self.text)} chars>, at={self.at:.3f})"
+        return f"WireText(<{len(self.text)} chars>, at={self.at:.3f}, reply={self.reply.value})"
 
 
 @dataclass(frozen=True, slots=True, repr=False)

@@ -24,6 +24,7 @@ from types import TracebackType
 from brisvox.core.channel import WAKE, Channel
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
+from brisvox.core.frames import ReplyMode
 from brisvox.core.tasks import TaskScope
 from brisvox.transport.events import (
     CallInfo,
@@ -96,9 +97,10 @@ class LoopbackClient:
     async def send_dtmf(self, digit: str) -> None:
         await self._send(WireDtmf(digit, self._clock.now()))
 
-    async def send_text(self, text: str) -> None:
-        """A message typed instead of spoken (a turn of its own; an interruption while the bot speaks)."""
-        await self._send(WireText(text, self._clock.now()))
+    async def send_text(self, text: str, reply: ReplyMode = ReplyMode.SPOKEN) -> None:
+        """A message typed instead of spoken (a turn of its own; an interruption while the bot
+        speaks); ``reply`` TEXT: the answer is shown, not spoken."""
+        await self._send(WireText(text, self._clock.now(), reply))
 
     async def send_note(self, text: str) -> None:
         """A note for the model's context that opens no turn (what an app event from a screen becomes)."""

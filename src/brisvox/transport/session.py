@@ -503,7 +503,7 @@ class TransportSession:
             elif isinstance(ev, WireDtmf):
                 await events.send(Dtmf(ev.digit, ev.at))
             elif isinstance(ev, WireText):
-                await events.send(TypedText(ev.text, ev.at))
+                await events.send(TypedText(ev.text, ev.at, ev.reply))
             elif isinstance(ev, WireNote):
                 await events.send(ContextNote(ev.text, ev.at))
             elif isinstance(ev, WireMarkEcho):

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brisvox.core.frames import ReplyMode
 from brisvox.transport.rtvi.protocol import (
     ClientMessage,
     ClientReady,
@@ -39,7 +40,7 @@ def test_the_requests_of_pipecats_client_parse() -> None:
     assert parse_request(InboundMessage("client-ready", "r", {"version": "2.1.0", "about": {}})) == ClientReady("r", "2.1.0")
     assert parse_request(InboundMessage("dtmf", None, {"button": "5"})) == DtmfKeys(None, ("5",))
     sent = parse_request(InboundMessage("send-text", "s", {"content": "hi", "options": {"audio_response": False}}))
-    assert isinstance(sent, SendText) and (sent.content, sent.audio_response) == ("hi", False)
+    assert isinstance(sent, SendText) and (sent.content, sent.reply, sent.run_immediately) == ("hi", ReplyMode.TEXT, True)
     msg = parse_request(InboundMessage("client-message", "m", {"t": "x", "d": [1]}))
     assert isinstance(msg, ClientMessage) and (msg.t, msg.d) == ("x", [1])
 

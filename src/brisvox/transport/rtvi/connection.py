@@ -4,16 +4,26 @@
 same :class:`~brisvox.transport.websocket.WsPeer`, :class:`ServerConfig` limits,
 :class:`ServerStats` and shared loop (:mod:`brisvox.transport.websocket.loop`: reader,
 writer, monitor), but Pipecat's framing: every WebSocket message is one binary
-protobuf ``Frame`` (:mod:`~brisvox.transport.rtvi.wire`), and the client never sends a
-``start``.  The call starts when the socket opens: caller audio at
+protobuf ``Frame`` (:mod:`~brisvox.transport.rtvi.wire`).  Caller audio at
 :attr:`RtviConfig.input_rate` (16 kHz), bot audio at :attr:`RtviConfig.output_rate` (24 kHz:
 the JS client plays at 24 kHz whatever the frame says), both in the call metadata.
+
+The engine gets the call (``deliver``) when the client is ready, as Pipecat's bots wait for
+it: at ``client-ready`` (after ``bot-ready`` is queued, so the greeting follows it), or at the
+first audio or text frame of a client that sends no RTVI handshake (Pipecat's Python clients
+and the density client stream audio at once; the JS client queues its microphone until it
+sent ``client-ready``).  The loop (reader, writer, monitor and their limits) runs from
+connect; a client that is not ready within ``ServerConfig.start_timeout`` (the ``/ws``
+route's deadline for its ``start``) is closed with a fatal ``error`` (``start_timeout``,
+1008) and counted in ``ServerStats.refused_start``; the engine never saw it.  A
+``disconnect-bot`` before that ends the connection (1000).
 
 What the transport answers itself: ``client-ready`` (``bot-ready`` with the request id; a
 client on another major version gets a warning in the log), ``disconnect-bot`` (the
 caller hangs up), ``dtmf`` (one WireDtmf per key), ``send-text`` and Pipecat's text frames
-(a WireText: the engine takes it as a typed turn), a malformed or unknown message
-(``error-response``).  The application's messages (``client-message``, ``ui-event``) go to :attr:`RtviCall.requests` (bounded; a full queue answers
+(a WireText: the engine takes it as a typed turn; ``audio_response: false`` asks for a
+text-only answer, ``ReplyMode.TEXT``; ``run_immediately: false`` is refused), a malformed or
+unknown message (``error-response``).  The application's messages (``client-message``, ``ui-event``) go to :attr:`RtviCall.requests` (bounded; a full queue answers
 ``error-response``).  The application sends RTVI messages with :meth:`RtviCall.send`.
 
 Browsers report no playout, so marks are acknowledged from a playout estimate on the
@@ -32,7 +42,7 @@ import itertools
 import logging
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,17 +126,25 @@ async def run_rtvi_call(
         "encoding": "pcm16",
         "peer_addr": peer.remote,
     })
-    call = _RtviCall(peer, clock, config, info, shutdown, stats, rtvi_config)
-    await call.host(deliver(RtviCall(call.link, call.requests, call.send, call.post, call.note)), register)
+    call = _RtviCall(peer, clock, config, info, shutdown, stats, rtvi_config, deliver)
+    await call.host(_hosted(), register)
+
+
+async def _hosted() -> bool:
+    """The connection is hosted at once; the engine gets the call when the client is ready."""
+    return True
 
 
 class _RtviCall(WsCall[ServerStats]):
     label = "rtvi"
 
     def __init__(self, peer: WsPeer, clock: Clock, config: ServerConfig, info: CallInfo, shutdown: asyncio.Event,
-                 stats: ServerStats, rtvi_config: RtviConfig) -> None:
+                 stats: ServerStats, rtvi_config: RtviConfig, deliver: Callable[[RtviCall], Awaitable[bool]]) -> None:
         super().__init__(peer, clock, config, info, shutdown, stats, out_rate=None)  # bot audio at any rate
         self.rcfg = rtvi_config
+        self.deliver = deliver
+        self.ready = asyncio.Event()  # the client is ready: the engine gets the call
+        self.delivered = False
         self.requests: Channel[rtvi.RtviRequest] = Channel(REQUESTS_CAPACITY, name="rtvi requests")
         self.outbox: Channel[bytes] = Channel(OUTBOX_CAPACITY, name="rtvi outbox")
         # the playout estimate: when the audio written so far will have played, and the marks behind it
@@ -136,6 +154,31 @@ class _RtviCall(WsCall[ServerStats]):
 
     def tick(self) -> float:
         return MARK_TICK
+
+    def count_started(self) -> None:
+        """Counted when the engine takes the call (:meth:`_start`), not at connect."""
+
+    def extra_tasks(self) -> dict[str, Coroutine[Any, Any, None]]:
+        return {"start": self._start()}
+
+    async def _start(self) -> None:
+        """Hand the call to the engine once the client is ready (see the module docs)."""
+        limit = self.cfg.start_timeout
+        try:
+            await bounded(self.clock, limit, self.ready.wait(), "client-ready")
+        except DeadlineExceeded:
+            self.stats.refused_start += 1
+            self.request_fatal(CloseCode.POLICY, ErrorCode.START_TIMEOUT,
+                               f"no client-ready (and no audio) within {limit:g} s")
+            return
+        if self.fatal is not None or self.ends.ended.is_set():
+            return
+        self.delivered = True
+        if not await self.deliver(RtviCall(self.link, self.requests, self.send, self.post, self.note)):
+            self.stats.refused_busy += 1
+            self.request_fatal(CloseCode.TRY_AGAIN, ErrorCode.SERVER_BUSY, "the server cannot take the call now")
+            return
+        super().count_started()
 
     def ping_bound(self) -> float:
         return MARK_TICK * 5
@@ -192,11 +235,13 @@ class _RtviCall(WsCall[ServerStats]):
             await self.fault(ErrorCode.MALFORMED_MESSAGE, exc.message)
             return
         if isinstance(frame, InboundAudio):
+            self.ready.set()  # a client without the handshake: its audio starts the call
             self.last_audio = self.last_seen
             self.audio_in(frame.pcm, frame.sample_rate, self.last_seen)
         elif isinstance(frame, InboundMessage):
             await self._request(frame)
         elif frame.text.strip():  # a TextFrame/TranscriptionFrame: what a Python Pipecat client types
+            self.ready.set()
             await self.lossless(WireText(frame.text[:4096], self.last_seen))
 
     async def _request(self, msg: InboundMessage) -> None:
@@ -211,18 +256,21 @@ class _RtviCall(WsCall[ServerStats]):
                 log.warning("rtvi call %s: the client speaks RTVI %s, this server %s; compatibility issues may occur",
                             self.call_id, req.version[:32], rtvi.PROTOCOL_VERSION)
             self._reply(rtvi.bot_ready(req.id, self.rcfg.about))
+            self.ready.set()  # bot-ready is queued first: the greeting follows it
         elif isinstance(req, rtvi.DisconnectBot):
             await self.lossless(WireHangup())
             self.hung_up()
+            if not self.delivered:  # no engine to end the call: it ends here
+                self.ends.ended.set()
+                self.ends.out.wake()
         elif isinstance(req, rtvi.DtmfKeys):
             for key in req.buttons:
                 await self.lossless(WireDtmf(key, self.last_seen))
         elif isinstance(req, rtvi.SendText):
-            if not req.audio_response:  # told, not silently ignored: the answer is still spoken
-                self._reply(rtvi.error_response(req.id, "send-text: audio_response false is not supported; "
-                                                        "the answer is spoken"))
-            if req.content.strip():
-                await self.lossless(WireText(req.content, self.last_seen))
+            if not req.run_immediately:  # refused, not taken as something else
+                self._reply(rtvi.error_response(req.id, "send-text: run_immediately false is not supported"))
+            elif req.content.strip():
+                await self.lossless(WireText(req.content, self.last_seen, req.reply))
         else:
             await self._queue_request(req)
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from brisvox.core.frames import ReplyMode
 from brisvox.transport.rtvi.wire import InboundMessage
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
     "error_response",
     "message",
     "parse_request",
-    "server_message",
     "server_response",
 ]
 
@@ -110,12 +110,16 @@ class ClientMessage:
 
 @dataclass(frozen=True, slots=True, repr=False)
 class SendText:
+    """A typed turn; ``reply`` TEXT for ``audio_response: false`` (the answer is shown, not
+    spoken); ``run_immediately`` as the client sent it (only True is supported)."""
+
     id: str | None
     content: str
-    audio_response: bool
+    reply: ReplyMode
+    run_immediately: bool = True
 
     def __repr__(self) -> str:
-        return f"SendText(id={self.id!r}, <{len(self.content)} chars>)"
+        return f"SendText(id={self.id!r}, <{len(self.content)} chars>, reply={self.reply.value})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +163,8 @@ def parse_request(msg: InboundMessage) -> RtviRequest:
         return ClientMessage(msg.id, cm.t, cm.d)
     if msg.type == "send-text":
         st = _validate(_SendTextData, msg)
-        return SendText(msg.id, st.content, st.options.audio_response)
+        return SendText(msg.id, st.content, ReplyMode.SPOKEN if st.options.audio_response else ReplyMode.TEXT,
+                        st.options.run_immediately)
     if msg.type == "dtmf":
         if isinstance(msg.data, dict) and "button" in msg.data and "buttons" not in msg.data:
             # protocol < 2.1: one {button} message per key
@@ -200,6 +205,3 @@ def error(text: str, *, fatal: bool) -> dict[str, Any]:
 def server_response(request_id: str | None, t: str, d: Any) -> dict[str, Any]:
     return message("server-response", {"t": t, "d": d}, request_id)
 
-
-def server_message(data: Any) -> dict[str, Any]:
-    return message("server-message", data)

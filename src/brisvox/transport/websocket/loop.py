@@ -221,6 +221,10 @@ class WsCall(abc.ABC, Generic[S]):
     async def begin(self) -> None:
         """Before the loop starts (the engine took the call)."""
 
+    def count_started(self) -> None:
+        """The engine took the call (an adapter that hands it over later counts it then)."""
+        self.stats.calls_started += 1
+
     def next_pending(self) -> bytes | str | None:
         """The adapter's next queued message (notices, replies), written before anything else."""
         return None
@@ -267,7 +271,7 @@ class WsCall(abc.ABC, Generic[S]):
                 await self.refuse_busy()
                 return
             unregister = register(self.ends) if register is not None else None
-            self.stats.calls_started += 1
+            self.count_started()
             try:
                 await self.begin()
                 await self.run()

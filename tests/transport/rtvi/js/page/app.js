@@ -1,7 +1,8 @@
 // A small page on Pipecat's own JavaScript client, bundled with esbuild for headless Chromium
 // (tests/server/test_rtvi_browser.py): the microphone is Chromium's fake device (a WAV file),
 // bot audio plays through the client's WavMediaManager (and is metered on its way in), and every
-// client event lands in window.__events.  A UI command (open_confirm) is answered at once with
+// client event lands in window.__events (the speaking events with the bot samples received so far,
+// to show where a barge-in cut the bot).  A UI command (open_confirm) is answered at once with
 // the app event confirm_answered, then the page types "thanks" (send-text).
 import { PipecatClient } from "@pipecat-ai/client-js";
 import { WavMediaManager, WebSocketTransport } from "@pipecat-ai/websocket-transport";
@@ -30,9 +31,9 @@ const client = new PipecatClient({
     onBotReady: (d) => log("botReady", d),
     onUserTranscript: (d) => log("userTranscript", d),
     onBotLlmText: (d) => log("botLlmText", d),
-    onBotStartedSpeaking: () => log("botStartedSpeaking"),
-    onBotStoppedSpeaking: () => log("botStoppedSpeaking"),
-    onUserStartedSpeaking: () => log("userStartedSpeaking"),
+    onBotStartedSpeaking: () => log("botStartedSpeaking", { samples: window.__bot.samples }),
+    onBotStoppedSpeaking: () => log("botStoppedSpeaking", { samples: window.__bot.samples }),
+    onUserStartedSpeaking: () => log("userStartedSpeaking", { samples: window.__bot.samples }),
     onUserStoppedSpeaking: () => log("userStoppedSpeaking"),
     onError: (m) => log("error", m && m.data),
     onDisconnected: () => log("disconnected"),
