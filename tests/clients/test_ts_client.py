@@ -1,0 +1,181 @@
+"""Acceptance of the TypeScript client: a Node agent (clients/ts/examples/shop.ts) attached to `brisvox serve`.
+
+``brisvox serve`` runs an agent file whose ``[agent_link]`` points at the Node process, with the
+mock STT and TTS and an OpenAI-compatible model served by the test on 127.0.0.1 (it calls the
+agent's tools).  A caller speaks over the WebSocket protocol (espeak-ng speech): the model reads
+the Node tool's answer, and a side effect the caller barges in on runs once and reaches the
+model once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from brisvox.audio import WavAudio
+from brisvox.inference.models import SILERO_VAD, model_path
+from brisvox.transport.websocket.client import ClientOptions, run
+from tests._speech import espeak_wav
+from tests.clients._node import built, need_client
+from tests.providers.cloud._fake_http import FakeHttpServer, RecordedRequest, Response
+from tests.providers.cloud._llm_wire import Script, T, call, render_openai
+from tests.test_loadtest import _Server
+
+pytestmark = [pytest.mark.realtime, pytest.mark.slow]
+
+AGENT = """\
+[agent]
+name = "shop"
+prompt = "You answer the phone for a shop."
+
+[vad]
+min_silence = 0.192
+
+[turn]
+policy = "fixed_silence"
+silence = 0.4
+
+[window]
+enabled = false
+
+[filler]
+enabled = false
+
+[stt]
+provider = "mock"
+options = {{ final_latency = 0.1, text = "hello" }}
+
+[llm]
+provider = "vllm"
+options = {{ base_url = "{llm}", model = "fake" }}
+
+[tts]
+provider = "mock"
+options = {{ chars_per_second = 15 }}
+
+[agent_link]
+url = "{agent}"
+connect_timeout = 2
+"""
+
+LONG_LINE = "Booking that for you now, this will take a little while to say out loud."
+
+
+class FakeModel:
+    """The model: asks for the opening hours, reads them back, then books while it speaks a long line."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.bodies: list[dict[str, Any]] = []
+
+    async def handle(self, request: RecordedRequest, response: Response) -> None:
+        if request.path.endswith("/models"):  # the server warms its LLM with a listing
+            await response.json_error(200, {"object": "list", "data": []})
+            return
+        body = request.json()
+        self.bodies.append(body)
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            script = Script([T("Monday, nine to five." if "nine to five" in last["content"] else "Okay.")])
+        else:
+            self.asked += 1
+            if self.asked == 1:
+                script = Script(call(0, "call_1", "opening_hours", {"day": "monday"}), tool_use=True)
+            elif self.asked == 2:
+                script = Script([T(LONG_LINE), *call(0, "call_2", "book", {"day": "monday"})], tool_use=True)
+            else:
+                script = Script([T("Okay.")])
+        await response.start(200)
+        for event, data in render_openai(script):
+            await response.sse(data, event)
+
+
+class NodeAgent:
+    """``node examples/shop.js`` on a free port; its JSON lines (port, bookings, events) collected."""
+
+    def __init__(self, node: str, build: Path) -> None:
+        self.proc = subprocess.Popen([node, str(build / "examples" / "shop.js"), "0"], text=True,
+                                     env={**os.environ, "BOOK_SECONDS": "2.5"}, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+        self.lines: list[dict[str, Any]] = []
+        self.text: list[str] = []
+        self.listening = threading.Event()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.text.append(line)
+            if line.startswith("{"):
+                self.lines.append(json.loads(line))
+                if "listening" in self.lines[-1]:
+                    self.listening.set()
+
+    def url(self) -> str:
+        assert self.listening.wait(30), "".join(self.text)
+        return f"ws://127.0.0.1:{self.lines[0]['listening']}"
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(5)
+
+
+def caller_speech(directory: Path) -> WavAudio:
+    """A question, then a booking, cut into while the bot answers it, then a last question."""
+    parts = [espeak_wav("when do you open on monday", directory, lead=0.5, trail=3.5),
+             espeak_wav("book me for monday", directory, lead=0.0, trail=1.5),
+             espeak_wav("wait a second", directory, lead=0.0, trail=4.0),
+             espeak_wav("are you still there", directory, lead=0.0, trail=3.0)]
+    return WavAudio(b"".join(part.pcm for part in parts), parts[0].sample_rate)
+
+
+async def test_a_node_agents_tool_answers_the_model_and_its_barged_in_side_effect_runs_once(tmp_path: Path) -> None:
+    node = need_client()
+    build = built()
+    if not model_path(SILERO_VAD).exists():
+        pytest.skip("models not fetched (brisvox models fetch)")
+    speech = caller_speech(tmp_path)
+    model = FakeModel()
+    agent = NodeAgent(node, build)
+    try:
+        async with FakeHttpServer(model.handle) as llm:
+            path = tmp_path / "agent.toml"
+            path.write_text(AGENT.format(llm=llm.base_url + "/v1", agent=agent.url()))
+            server = _Server(path)
+            try:
+                port = await asyncio.to_thread(server.port)  # the loop serves the model meanwhile (warm-up)
+                result = await run(ClientOptions(url=f"ws://127.0.0.1:{port}/ws", audio=speech, linger=2.0,
+                                                 max_duration=60.0))
+            finally:
+                server.stop()
+    finally:
+        agent.stop()
+    log = "".join(server.lines) + "".join(agent.text)
+    assert result.failure is None, log
+    # The model read the Node tool's answer (a tool message of the next request).
+    tool_messages = [m["content"] for body in model.bodies for m in body["messages"] if m["role"] == "tool"]
+    assert any("monday: nine to five" in content for content in tool_messages), (model.bodies, log)
+    # The side effect ran once, and its result reached the model once.
+    assert [line["booked"] for line in agent.lines if "booked" in line] == ["monday"], log
+    assert json.dumps(model.bodies[-1]["messages"]).count("booked") == 1, model.bodies[-1]
+    book = [e["outcome"] for e in result.events if e["kind"] == "tool_result" and e["name"] == "book"]
+    assert book == ["interrupted", "late_result"], (result.events, log)
+    # The agent followed the call: the tools' outcomes, then the call's end.
+    settled = [(line["tool"], line["outcome"]) for line in agent.lines if line.get("event") == "tool_settled"]
+    assert settled == [("opening_hours", "ok"), ("book", "interrupted"), ("book", "late_result")], log
+    assert [line.get("event") for line in agent.lines][-1] == "call_ended"
