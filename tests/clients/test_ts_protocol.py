@@ -147,10 +147,20 @@ def _wire(side: str, frame: str | bytes) -> dict[str, str]:
     return {"side": side, "text": frame}
 
 
+# Frames the Python parser reads in pydantic's lax mode (a number from a string) and the client refuses
+# as the strict mode does: a server never sends them (it encodes from its models).
+COERCED = {'{"type":"event","kind":"user_turn","turn":"3"}',
+           '{"type":"tool.call","id":"r","name":"n","arguments":{},"idempotency_key":"k","timeout":"1"}'}
+
+
 def test_a_bad_frame_is_refused_by_the_client_with_the_pythons_code_and_field() -> None:
     got = parse_in_node([_wire(side, frame) for side, frame in BAD_FRAMES])
     for (side, frame), result in zip(BAD_FRAMES, got, strict=True):
         parse = p.parse_agent_message if side == "agent" else p.parse_server_message
+        if frame in COERCED:
+            parse(frame)  # accepted by the lax parser, refused by the strict one below
+            assert result == _strict(side, frame) == {"code": "bad_field", "field": frame.split('"')[-4]}
+            continue
         with pytest.raises(p.ProtocolError) as refused:
             parse(frame)
         assert result == {"code": refused.value.code.value, "field": refused.value.field}, frame[:100]
@@ -184,7 +194,8 @@ def _strict(side: str, frame: str) -> dict[str, Any]:
 
 
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-_float = st.floats(allow_nan=False, allow_infinity=False).filter(lambda x: x != int(x))
+# Never integral: JSON.parse cannot tell 3.0 from 3, and an integer field refuses 3.0 in Python.
+_float = st.builds(lambda whole, part: whole + part / 1000, st.integers(-10**6, 10**6), st.integers(1, 999))
 _int = st.integers(-(2**53), 2**53)
 _json = st.recursive(st.none() | st.booleans() | _int | _float | _text,
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
@@ -212,7 +223,7 @@ def _frames(draw: st.DrawFn) -> tuple[str, str]:
             if isinstance(value.get(key), list) and value[key]:
                 item = value[key][0]
                 if isinstance(item, dict):
-                    item[draw(st.sampled_from(sorted(SPEC) + ["kind", "timeout", "repeatable", "x"]))] = draw(_json)
+                    item[draw(st.sampled_from([*sorted(SPEC), "kind", "timeout", "repeatable", "x"]))] = draw(_json)
                 else:
                     value[key][0] = draw(_json)
             elif isinstance(value.get(key), dict):
@@ -224,8 +235,8 @@ def _frames(draw: st.DrawFn) -> tuple[str, str]:
     return side, json.dumps(value)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.lists(_frames(), min_size=60, max_size=80))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_frames(), min_size=25, max_size=40))
 def test_fuzz_the_clients_parsers_answer_any_frame_as_pythons_strict_parser_does(frames: list[tuple[str, str]]) -> None:
     got = parse_in_node([_wire(side, frame) for side, frame in frames])
     for (side, frame), result in zip(frames, got, strict=True):
