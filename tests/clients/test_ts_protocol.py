@@ -91,6 +91,27 @@ def test_every_python_message_parses_in_the_client_to_the_same_message() -> None
     assert [_comparable(g.get("message", g)) for g in got] == expected
 
 
+def test_what_the_client_sends_for_each_command_the_python_parser_reads_as_the_same_message() -> None:
+    examples = [*VALID_AGENT, *MORE_AGENT]
+    got = parse_in_node([{"side": "encode", "message": json.loads(p.encode(m))} for m in examples])
+    assert [p.parse_agent_message(g["frame"]) for g in got] == examples
+    transfer = parse_in_node([{"side": "encode", "message": {"type": "transfer", "to": "+15551234567"}}])[0]
+    assert json.loads(transfer["frame"]) == {"type": "transfer", "to": "+15551234567"}
+    if "transfer" in PYTHON_AGENT_TYPES:  # the server side defines it: the shapes must agree
+        assert p.parse_agent_message(transfer["frame"]).model_dump() == {"type": "transfer", "to": "+15551234567"}
+
+
+def test_the_client_refuses_to_send_what_the_python_parser_refuses_naming_the_same_field() -> None:
+    bad = [{"type": "say", "text": ""}, {"type": "tools.set", "names": ["ok", "not ok"]},
+           {"type": "tool.result", "id": "r1", "ok": True, "error": "e" * 4097},
+           {"type": "ready", "v": 1, "tools": [{**SPEC, "timeout": 500}]}, {"type": "end", "farewell": 3}]
+    got = parse_in_node([{"side": "encode", "message": m} for m in bad])
+    for message, result in zip(bad, got, strict=True):
+        with pytest.raises(p.ProtocolError) as refused:
+            p.parse_agent_message(json.dumps(message))
+        assert result == {"code": refused.value.code.value, "field": refused.value.field}
+
+
 def test_the_client_knows_every_python_message_type_and_only_the_pending_ones_more() -> None:
     known = ["ready", "tool.result", "say", "context.update", "tools.set", "end", "transfer", "session.start",
              "event", "tool.call", "error", "nope"]
