@@ -12,9 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ import pytest
 from brisvox.audio import WavAudio
 from brisvox.inference.models import SILERO_VAD, model_path
 from brisvox.transport.websocket.client import ClientOptions, run
+from tests._process import Watched
 from tests._speech import espeak_wav
 from tests.clients._node import built, need_client
 from tests.providers.cloud._fake_http import FakeHttpServer, RecordedRequest, Response
@@ -98,41 +96,19 @@ class FakeModel:
             await response.sse(data, event)
 
 
-class NodeAgent:
-    """``node examples/shop.js`` on a free port; its JSON lines (port, bookings, events) collected."""
+class NodeAgent(Watched):
+    """``node examples/shop.js`` on a free port; it prints JSON lines (its port, bookings, events)."""
 
     def __init__(self, node: str, build: Path) -> None:
-        self.proc = subprocess.Popen([node, str(build / "examples" / "shop.js"), "0"], text=True,
-                                     env={**os.environ, "BOOK_SECONDS": "2.5"}, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT)
-        self.lines: list[dict[str, Any]] = []
-        self.text: list[str] = []
-        self.listening = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        super().__init__([node, str(build / "examples" / "shop.js"), "0"], env={**os.environ, "BOOK_SECONDS": "2.5"},
+                         marker='{"listening":')
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.text.append(line)
-            if line.startswith("{"):
-                self.lines.append(json.loads(line))
-                if "listening" in self.lines[-1]:
-                    self.listening.set()
+    def facts(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.lines if line.startswith('{"')]
 
     def url(self) -> str:
-        assert self.listening.wait(30), "".join(self.text)
-        return f"ws://127.0.0.1:{self.lines[0]['listening']}"
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._reader.join(5)
+        self.output_once_ready(30)
+        return f"ws://127.0.0.1:{self.facts()[0]['listening']}"
 
 
 def caller_speech(directory: Path) -> WavAudio:
@@ -164,18 +140,19 @@ async def test_a_node_agents_tool_answers_the_model_and_its_barged_in_side_effec
             finally:
                 server.stop()
     finally:
-        agent.stop()
-    log = "".join(server.lines) + "".join(agent.text)
+        agent.stop(10)
+    log = "".join(server.lines) + "".join(agent.lines)
+    facts = agent.facts()
     assert result.failure is None, log
     # The model read the Node tool's answer (a tool message of the next request).
     tool_messages = [m["content"] for body in model.bodies for m in body["messages"] if m["role"] == "tool"]
     assert any("monday: nine to five" in content for content in tool_messages), (model.bodies, log)
     # The side effect ran once, and its result reached the model once.
-    assert [line["booked"] for line in agent.lines if "booked" in line] == ["monday"], log
+    assert [line["booked"] for line in facts if "booked" in line] == ["monday"], log
     assert json.dumps(model.bodies[-1]["messages"]).count("booked") == 1, model.bodies[-1]
     book = [e["outcome"] for e in result.events if e["kind"] == "tool_result" and e["name"] == "book"]
     assert book == ["interrupted", "late_result"], (result.events, log)
     # The agent followed the call: the tools' outcomes, then the call's end.
-    settled = [(line["tool"], line["outcome"]) for line in agent.lines if line.get("event") == "tool_settled"]
+    settled = [(line["tool"], line["outcome"]) for line in facts if line.get("event") == "tool_settled"]
     assert settled == [("opening_hours", "ok"), ("book", "interrupted"), ("book", "late_result")], log
-    assert [line.get("event") for line in agent.lines][-1] == "call_ended"
+    assert [line.get("event") for line in facts][-1] == "call_ended"
