@@ -17,8 +17,13 @@ from typing import Any
 
 import pytest
 
+from brisvox.agent.context import ToolCall
+from brisvox.agent.tools import CancelToken, ToolCallContext, ToolError
 from brisvox.audio import WavAudio
+from brisvox.core.clock import SystemClock
+from brisvox.core.tasks import TaskScope
 from brisvox.inference.models import SILERO_VAD, model_path
+from brisvox.server.agent_link import AgentLink, AgentLinkConfig
 from brisvox.transport.websocket.client import ClientOptions, run
 from tests._process import Watched
 from tests._speech import espeak_wav
@@ -99,9 +104,9 @@ class FakeModel:
 class NodeAgent(Watched):
     """``node examples/shop.js`` on a free port; it prints JSON lines (its port, bookings, events)."""
 
-    def __init__(self, node: str, build: Path) -> None:
-        super().__init__([node, str(build / "examples" / "shop.js"), "0"], env={**os.environ, "BOOK_SECONDS": "2.5"},
-                         marker='{"listening":')
+    def __init__(self, node: str, build: Path, port: int = 0) -> None:
+        super().__init__([node, str(build / "examples" / "shop.js"), str(port)],
+                         env={**os.environ, "BOOK_SECONDS": "2.5"}, marker='{"listening":')
 
     def facts(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.lines if line.startswith('{"')]
@@ -156,3 +161,41 @@ async def test_a_node_agents_tool_answers_the_model_and_its_barged_in_side_effec
     settled = [(line["tool"], line["outcome"]) for line in facts if line.get("event") == "tool_settled"]
     assert settled == [("opening_hours", "ok"), ("book", "interrupted"), ("book", "late_result")], log
     assert [line.get("event") for line in facts][-1] == "call_ended"
+
+
+def _ctx(call_id: str) -> ToolCallContext:
+    return ToolCallContext(session="c1", epoch=1, call=ToolCall(id=call_id, name="opening_hours", arguments={}),
+                           cancel=CancelToken())
+
+
+async def test_a_restarted_node_agent_gets_its_link_reopened_by_the_servers_side_and_answers_again() -> None:
+    node = need_client()
+    build = built()
+    clock = SystemClock()
+    agent = NodeAgent(node, build)
+    restarted: NodeAgent | None = None
+    try:
+        url = agent.url()
+        async with TaskScope("test") as scope:
+            link = await AgentLink.open(AgentLinkConfig(url=url, connect_timeout=2.0, reopen_backoff=0.2), clock,
+                                        call_id="c1", agent="shop", transport="loopback", parameters={}, scope=scope)
+            assert link is not None and link.ready.resume  # the example's brain declares resume
+            hours = link.tools_into(None).get("opening_hours")
+            assert hours is not None
+            assert await hours.tool({"day": "monday"}, _ctx("t1.0")) == "monday: nine to five"
+            agent.stop(10)  # the agent process goes away mid-call ...
+            restarted = NodeAgent(node, build, int(url.rsplit(":", 1)[1]))  # ... and comes back on its port
+            for _ in range(300):
+                if link.reopened and not link.lost:
+                    break
+                await clock.sleep(0.02)
+            assert (link.reopened, link.lost) == (1, False), "".join(agent.lines + restarted.lines)
+            assert await hours.tool({"day": "friday"}, _ctx("t2.0")) == "friday: nine to five"
+            with pytest.raises(ToolError, match="closed on sundays"):
+                await hours.tool({"day": "sunday"}, _ctx("t2.1"))
+            await link.close()
+    finally:
+        agent.stop(10)
+        if restarted is not None:
+            restarted.stop(10)
+    assert [f["event"] for f in restarted.facts() if "event" in f] == ["call_ended"]
