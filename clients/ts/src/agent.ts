@@ -198,6 +198,7 @@ class Session {
   private readonly sender: BoundedSender;
   private events: Promise<void> = Promise.resolve();
   private call: CallState | null = null;
+  private tools = new Map<string, Tool>(); // read once, when the link opens (what ready declared)
 
   constructor(private readonly agent: Agent, private readonly ws: WebSocket) {
     this.sender = new BoundedSender(
@@ -258,6 +259,7 @@ class Session {
     try {
       const tools = this.agent.toolsOf(brain);
       frame = { type: "ready", v: 1, tools: tools.map((t) => t.spec), resume: brain.resume };
+      this.tools = new Map(tools.map((t) => [t.spec.name, t]));
       encode(frame); // a bad declaration is named here, before anything is sent
     } catch (exc) {
       this.agent.log.error(`call ${start.call_id}: the brain's tools cannot be declared; the link is closed`, exc);
@@ -272,7 +274,7 @@ class Session {
     const call = this.call as CallState;
     switch (message.type) {
       case "tool.call":
-        void this.answer(call, message);
+        this.answer(call, message).catch((exc) => this.agent.log.error(`call ${call.callId}: a tool call failed`, exc));
         return;
       case "event":
         if (message.kind === "call_ended") call.ended = true;
@@ -295,7 +297,7 @@ class Session {
   private async answer(call: CallState, request: ToolCallRequest): Promise<void> {
     let answer = call.answers.get(request.idempotency_key);
     if (answer === undefined) {
-      answer = this.agent.run(call, request);
+      answer = this.agent.run(call, this.tools.get(request.name), request);
       call.answers.set(request.idempotency_key, answer);
       while (call.answers.size > this.agent.options.rememberedKeys) {
         const oldest = call.answers.keys().next().value as string;
@@ -398,8 +400,7 @@ class Agent {
     return tools;
   }
 
-  async run(call: CallState, request: ToolCallRequest): Promise<Answer> {
-    const tool = this.toolsOf(call.brain).find((t) => t.spec.name === request.name);
+  async run(call: CallState, tool: Tool | undefined, request: ToolCallRequest): Promise<Answer> {
     if (tool === undefined) return { ok: false, error: "unknown_tool" };
     const [, epoch, modelCallId] = request.idempotency_key.split("/");
     const signals = [call.controller.signal];

@@ -287,6 +287,22 @@ test("a reopened link of a resumable call is served by the same brain, and a sid
   assert.equal(Desk.made[0]?.session?.resume, true);
 });
 
+test("a brain whose tools cannot be declared closes its link, logged naming the tool", async () => {
+  const log = new Log();
+  class Twice extends Desk {
+    override tools(): Tool[] {
+      return [...super.tools(), ...super.tools()];
+    }
+  }
+  const fake = await link(await served(() => new Twice(), log));
+  const closed = new Promise((resolve) => fake.ws.once("close", (code) => resolve(code)));
+  fake.start();
+  assert.equal(await closed, 1011);
+  assert.deepEqual(log.lines, [
+    "error call c1: the brain's tools cannot be declared; the link is closed tool opening_hours is declared twice"]);
+  assert.deepEqual(fake.frames, []);
+});
+
 test("a link that sends no session.start is closed after the start timeout and logged", async () => {
   const log = new Log();
   const fake = await link(await served(() => new Desk(), log));
