@@ -24,6 +24,7 @@ import {
   type ServerMessage,
   type SessionStart,
   type ToolCallRequest,
+  type UiEvent,
 } from "./protocol.js";
 import { type Tool, ToolError } from "./tools.js";
 
@@ -67,8 +68,11 @@ export class Brain {
   /** One fact of the call (user turns, transcripts, what was heard, tool outcomes, call end), in order. */
   onEvent(_event: CallEvent): void | Promise<void> {}
 
-  /** The server refused a frame of ours (a command this server does not apply is `not_supported`). */
+  /** The server refused a frame of ours, or the call could not carry out a command (`error.command`). */
   onError(_error: ProtocolErrorMessage): void | Promise<void> {}
+
+  /** An app event from the caller's screen (RTVI `ui-event`). */
+  onUiEvent(_event: UiEvent): void | Promise<void> {}
 
   /** Speak `text` as a bot line; with `interrupt`, cutting what the bot says now. */
   sayLine(text: string, options: { interrupt?: boolean } = {}): Promise<void> {
@@ -88,6 +92,11 @@ export class Brain {
   /** End the call once the bot is silent (after `farewell`, when given). */
   end(options: { farewell?: string } = {}): Promise<void> {
     return this.command(options.farewell ? { type: "end", farewell: options.farewell } : { type: "end" });
+  }
+
+  /** Send a typed UI action to the caller's screen (RTVI `ui-command`). */
+  sendUiCommand(command: string, payload: JsonObject = {}): Promise<void> {
+    return this.command({ type: "ui.command", command, payload });
   }
 
   /** Transfer the call through its carrier (`to`: an E.164 number or a sip: URI). */
@@ -281,8 +290,12 @@ class Session {
         this.events = this.events.then(() => this.deliver(call, message));
         return;
       case "error":
-        this.agent.log.warn(`call ${call.callId}: the server refused a frame: ${message.code} (${message.field})`);
+        this.agent.log.warn(`call ${call.callId}: the server refused ${message.command ?? "a frame"}: ${message.code}` +
+          (message.field ? ` (${message.field})` : ""));
         this.events = this.events.then(() => guarded(this.agent.log, "onError", () => call.brain.onError(message)));
+        return;
+      case "ui.event":
+        this.events = this.events.then(() => guarded(this.agent.log, "onUiEvent", () => call.brain.onUiEvent(message)));
         return;
       case "session.start":
         this.agent.log.warn(`call ${call.callId}: a second session.start on one link is ignored`);

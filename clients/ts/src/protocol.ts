@@ -23,8 +23,21 @@ export enum ErrorCode {
   Version = "version",
   /** A valid message at a moment it has no meaning (a result for no call). */
   Unexpected = "unexpected",
-  /** A valid v1 command the server does not apply (yet). */
+  /** A valid v1 command this server does not apply (a server before the commands were applied). */
   NotSupported = "not_supported",
+  // A valid command the call could not carry out (the error's `command` names it):
+  /** Too many commands (or bot lines) waiting. */
+  Busy = "busy",
+  /** The call ended first. */
+  CallEnded = "call_ended",
+  /** The caller spoke over the farewell: the call goes on. */
+  CalledOff = "called_off",
+  /** tools.set named a tool the call does not have. */
+  UnknownTool = "unknown_tool",
+  /** transfer (or end with a farewell) on a call without a phone carrier. */
+  NoCarrier = "no_carrier",
+  /** The carrier refused or did not answer the transfer. */
+  CarrierFailed = "carrier_failed",
 }
 
 /** A frame that is not a valid message: `code` says why, `field` names the bad field ("" for the whole frame). */
@@ -114,7 +127,15 @@ export interface Transfer {
   to: string;
 }
 
-export type AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer;
+/** A typed UI action for the caller's screen (RTVI `ui-command`): `command` names it, `payload` its fields. */
+export interface UiCommand {
+  type: "ui.command";
+  /** `[a-z][a-z0-9_]{0,63}` */
+  command: string;
+  payload: JsonObject;
+}
+
+export type AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand;
 
 // --- server -> agent ----------------------------------------------------------------------------
 
@@ -160,15 +181,24 @@ export interface ToolCallRequest {
   timeout: number;
 }
 
-/** A frame of the agent's was refused. */
+/** A frame of the agent's was refused (`field` names what), or a command the call could not carry out (`command`). */
 export interface ProtocolErrorMessage {
   type: "error";
-  code: string;
+  code: ErrorCode | (string & {});
   field: string;
   message: string;
+  /** The `type` of the command the call could not carry out. */
+  command?: string;
 }
 
-export type ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage;
+/** An app event from the caller's screen (RTVI `ui-event`): `event` names it, `payload` is what the screen sent. */
+export interface UiEvent {
+  type: "ui.event";
+  event: string;
+  payload?: JsonValue;
+}
+
+export type ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage | UiEvent;
 
 // --- the validators -----------------------------------------------------------------------------
 
@@ -299,6 +329,7 @@ const withDefault = (check: Check, value: () => unknown): Field => ({ check, def
 const optional = (check: Check): Field => ({ check, default: () => undefined, nullable: true });
 
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
+const UI_NAME = /^[a-z][a-z0-9_]{0,63}$/;
 
 const TOOL_SPEC = model({
   name: required(str({ pattern: NAME })),
@@ -344,6 +375,11 @@ const AGENT_MESSAGES: Record<AgentMessage["type"], Check> = {
     type: required(literal("transfer")),
     to: required(str({ min: 1, max: 256 })),
   }),
+  "ui.command": model({
+    type: required(literal("ui.command")),
+    command: required(str({ pattern: UI_NAME })),
+    payload: required(object()),
+  }),
 };
 
 const SERVER_MESSAGES: Record<ServerMessage["type"], Check> = {
@@ -377,6 +413,12 @@ const SERVER_MESSAGES: Record<ServerMessage["type"], Check> = {
     code: required(str()),
     field: withDefault(str(), () => ""),
     message: withDefault(str(), () => ""),
+    command: optional(str()),
+  }),
+  "ui.event": model({
+    type: required(literal("ui.event")),
+    event: required(str({ pattern: UI_NAME })),
+    payload: optional(anyJson()),
   }),
 };
 

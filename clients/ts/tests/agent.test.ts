@@ -16,6 +16,7 @@ import {
   sideEffect,
   type Tool,
   ToolError,
+  type UiEvent,
 } from "../src/index.js";
 
 /** Records what the client logs (a test asserts what reached the operator). */
@@ -93,6 +94,7 @@ class Desk extends Brain {
   booked: string[] = [];
   events: CallEvent[] = [];
   errors: ProtocolErrorMessage[] = [];
+  uiEvents: UiEvent[] = [];
   release: Promise<void> = Promise.resolve();
 
   constructor() {
@@ -131,6 +133,10 @@ class Desk extends Brain {
 
   override onError(error: ProtocolErrorMessage): void {
     this.errors.push(error);
+  }
+
+  override onUiEvent(event: UiEvent): void {
+    this.uiEvents.push(event);
   }
 }
 
@@ -229,7 +235,7 @@ test("events reach onEvent in order and call_ended forgets the call", async () =
   assert.equal(Desk.made.length, 2);
 });
 
-test("the commands go out as their v1 frames and a refusal reaches onError", async () => {
+test("the commands go out as their v1 frames, and refusals and screen events reach the brain", async () => {
   const fake = await link(await served());
   fake.start();
   await fake.next((f) => f.type === "ready");
@@ -238,6 +244,7 @@ test("the commands go out as their v1 frames and a refusal reaches onError", asy
   await desk.updateContext("The caller is a member.");
   await desk.setTools(["book"]);
   await desk.transfer("+15551234567");
+  await desk.sendUiCommand("show_map", { center: [1.5, 2] });
   await desk.end({ farewell: "Goodbye." });
   await desk.end();
   await fake.next((f) => f.type === "end" && f.farewell === undefined);
@@ -246,13 +253,21 @@ test("the commands go out as their v1 frames and a refusal reaches onError", asy
     { type: "context.update", note: "The caller is a member." },
     { type: "tools.set", names: ["book"] },
     { type: "transfer", to: "+15551234567" },
+    { type: "ui.command", command: "show_map", payload: { center: [1.5, 2] } },
     { type: "end", farewell: "Goodbye." },
     { type: "end" },
   ]);
   await assert.rejects(desk.sayLine(""), /text: expected at least 1 character/);
+  await assert.rejects(desk.sendUiCommand("Show Map"), /command: expected a string matching/);
   fake.send({ type: "error", code: "not_supported", field: "type", message: "say is not applied" });
+  fake.send({ type: "error", code: "no_carrier", message: "no phone line", command: "transfer" });
+  fake.send({ type: "ui.event", event: "confirm_answered", payload: { answer: "yes" } });
   await new Promise((resolve) => setTimeout(resolve, 50));
-  assert.deepEqual(desk.errors, [{ type: "error", code: "not_supported", field: "type", message: "say is not applied" }]);
+  assert.deepEqual(desk.errors, [
+    { type: "error", code: "not_supported", field: "type", message: "say is not applied" },
+    { type: "error", code: "no_carrier", field: "", message: "no phone line", command: "transfer" },
+  ]);
+  assert.deepEqual(desk.uiEvents, [{ type: "ui.event", event: "confirm_answered", payload: { answer: "yes" } }]);
 });
 
 test("a brain that serves no call refuses a command, naming it", async () => {
