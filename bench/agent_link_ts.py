@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from brisvox.server.agent_link import AgentLink, AgentLinkConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _procutil import read_port, write_port
+from agent_link import _percentiles
 
 CLIENT = Path(__file__).resolve().parents[1] / "clients" / "ts"
 
@@ -56,11 +56,6 @@ async def _serve_child(port_file: str) -> None:
     server = await serve(Shop, "127.0.0.1", 0)
     write_port(port_file, server.sockets[0].getsockname()[1])
     await server.serve_forever()
-
-
-def _percentiles(samples: list[int]) -> tuple[float, float]:
-    q = statistics.quantiles(samples, n=100)
-    return statistics.median(samples) / 1000.0, q[94] / 1000.0
 
 
 async def _time(registry: ToolRegistry, repeats: int) -> tuple[float, float]:
