@@ -19,6 +19,7 @@ apt:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing) >/dev/null; fi
 
 RTVI_JS := tests/transport/rtvi/js
+CLIENT_TS := clients/ts
 
 deps-test: venv apt
 	$(PIP) install -q -e '.[test,local]'
@@ -27,6 +28,10 @@ deps-test: venv apt
 	@if command -v npm >/dev/null 2>&1; then (cd $(RTVI_JS) && npm ci --no-audit --no-fund --silent) \
 	  || echo "npm ci failed: the RTVI JavaScript client tests will skip, saying why"; \
 	  else echo "node/npm not found: the RTVI JavaScript client tests will skip"; fi
+	@# The TypeScript agent client (pinned by its package-lock.json; npm ci compiles it); without node its tests skip
+	@if command -v npm >/dev/null 2>&1; then (cd $(CLIENT_TS) && npm ci --no-audit --no-fund --silent) \
+	  || echo "npm ci failed: the TypeScript client tests will skip, saying why"; \
+	  else echo "node/npm not found: the TypeScript client tests will skip"; fi
 
 test: deps-test check
 

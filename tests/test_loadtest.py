@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 import wave
 from pathlib import Path
 
@@ -19,6 +16,7 @@ from hypothesis import strategies as st
 from brisvox.__main__ import main
 from brisvox.loadtest import LoadtestError, _Player, bot_audio, format_row, read_speech
 from brisvox.transport.rtvi.wire import encode_audio, encode_message
+from tests._process import Watched
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -117,42 +115,23 @@ provider = "mock"
 """
 
 
-class _Server:
+class _Server(Watched):
     """``brisvox serve`` with a mock agent on a free port of 127.0.0.1."""
 
     def __init__(self, agent: Path) -> None:
         env = {**os.environ, "BRISVOX_PORT": "0", "BRISVOX_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT / "src"),
                "BRISVOX_SMART_TURN_PATH": str(agent.parent / "no-smart-turn.onnx")}
         env.pop("BRISVOX_AGENT_FILE", None)
-        self.proc = subprocess.Popen([sys.executable, "-m", "brisvox", "serve", "--workers", "1", str(agent)], env=env, cwd=ROOT,
-                                     text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        self.lines: list[str] = []
-        self.listening = threading.Event()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            if "listening on" in line:
-                self.listening.set()
+        super().__init__([sys.executable, "-m", "brisvox", "serve", "--workers", "1", str(agent)], env=env, cwd=ROOT,
+                         marker="listening on")
 
     def port(self) -> int:
-        assert self.listening.wait(60), "".join(self.lines)
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", "".join(self.lines))
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.output_once_ready(60))
         assert m is not None, "".join(self.lines)
         return int(m.group(1))
 
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=40)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-            self._reader.join(5)
+    def stop(self, timeout: float = 40) -> None:
+        super().stop(timeout)
 
 
 @pytest.mark.realtime
