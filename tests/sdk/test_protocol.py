@@ -20,6 +20,7 @@ VALID: list[p.AgentMessage] = [
     p.ContextUpdate(type="context.update", note="The user is a member."),
     p.ToolsSet(type="tools.set", names=("lookup",)),
     p.End(type="end", farewell="Bye."),
+    p.Transfer(type="transfer", to="+14155550100"),
 ]
 
 
@@ -33,7 +34,8 @@ def test_server_messages_round_trip_for_the_sdk() -> None:
                     p.CallEvent(type="event", kind="user_turn", turn=3, text="hi"),
                     p.ToolCallRequest(type="tool.call", id="r1", name="x", arguments={}, idempotency_key="c/1/t1.0",
                                       timeout=5.0),
-                    p.ProtocolErrorMessage(type="error", code="bad_field", field="ok")):
+                    p.ProtocolErrorMessage(type="error", code="bad_field", field="ok"),
+                    p.ProtocolErrorMessage(type="error", code="no_carrier", message="no carrier", command="transfer")):
         assert p.parse_server_message(p.encode(message)) == message
 
 
@@ -45,6 +47,7 @@ def test_server_messages_round_trip_for_the_sdk() -> None:
      p.ErrorCode.BAD_FIELD, "tools.0.timeout"),
     ('{"type":"say","text":"hi","loud":true}', p.ErrorCode.BAD_FIELD, "loud"),
     ('{"type":"say"}', p.ErrorCode.BAD_FIELD, "text"),
+    ('{"type":"transfer","to":""}', p.ErrorCode.BAD_FIELD, "to"),
     ('{"type":"nope"}', p.ErrorCode.BAD_FIELD, "type"),
     ('{"text":"hi"}', p.ErrorCode.BAD_FIELD, "type"),
     ('{"type":"ready","v":2}', p.ErrorCode.VERSION, "v"),
@@ -54,7 +57,7 @@ def test_server_messages_round_trip_for_the_sdk() -> None:
     ("[" * 100_000, p.ErrorCode.NOT_JSON, ""),
     ('{"type":"tool.result","id":"a","ok":true,"result":NaN}', p.ErrorCode.NOT_JSON, ""),
     (" " * (p.MAX_MESSAGE_BYTES + 1), p.ErrorCode.TOO_LARGE, ""),
-], ids=["bool", "tool name", "timeout", "unknown key", "missing", "unknown type", "no type", "version",
+], ids=["bool", "tool name", "timeout", "unknown key", "missing", "empty destination", "unknown type", "no type", "version",
         "array", "broken", "not utf-8", "deep", "nan", "large"])
 def test_a_bad_frame_is_refused_with_its_code_and_the_field_it_names(frame: str | bytes, code: p.ErrorCode,
                                                                      field: str) -> None:
@@ -66,9 +69,9 @@ def test_a_bad_frame_is_refused_with_its_code_and_the_field_it_names(frame: str 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                      max_leaves=20)
-_types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "x", ""])
+_types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "transfer", "x", ""])
 _fields = st.sampled_from(["v", "id", "ok", "result", "error", "text", "interrupt", "note", "names", "farewell",
-                           "tools", "resume", "name", "parameters", "kind", "timeout"])
+                           "tools", "resume", "name", "parameters", "kind", "timeout", "to"])
 
 
 def _mutate(message: p.AgentMessage, data: st.DataObject) -> Any:
