@@ -69,14 +69,19 @@ class Brain:
         """One fact of the call (user turns, transcripts, what was heard, tool outcomes, call end)."""
 
     async def say_line(self, text: str, *, interrupt: bool = False) -> None:
-        """Ask the call to speak ``text`` (see docs/AGENT_PROTOCOL.md for what the server applies)."""
+        """Have the call say ``text`` as a bot turn of its own (not a model request): when the caller
+        and the bot are silent, or, with ``interrupt``, cutting the reply playing now.  The caller
+        can barge in on it; the context keeps what they heard.  A line the call cannot say comes
+        back as an ``error`` (``busy``, ``call_ended``); docs/AGENT_PROTOCOL.md, "Commands"."""
         if self._send is None:
             raise BrisvoxError("say_line: the brain is not serving a call")
         await self._send(p.encode(p.Say(type="say", text=text, interrupt=interrupt)))
 
 
     async def end(self) -> None:
-        """End the call once the bot is silent (the call's own goodbye, if any, is the agent file's)."""
+        """End the call once the bot is silent (after the reply playing now).  The protocol's ``end``
+        may also carry a ``farewell``: the server says it, then ends the call once it has played,
+        and a caller who speaks over it calls the end off (``error{called_off}``)."""
         if self._send is None:
             raise BrisvoxError("end: the brain is not serving a call")
         await self._send(p.encode(p.End(type="end")))
