@@ -186,3 +186,16 @@ async def test_the_agents_end_stops_the_call_once_its_answer_has_played() -> Non
     assert took < scenario.duration - 2.0  # ended by the agent, not by the caller's hang-up
     kinds = [e.kind for e in brains[0].events]
     assert kinds.index("bot_done") < kinds.index("call_ended")
+
+
+def test_the_agent_file_sets_the_links_reopen_attempts_within_their_range() -> None:
+    from brisvox.server.agent_file import AgentFileError
+
+    base = '[agent]\nname = "shop"\nprompt = "p"\n\n[agent_link]\nurl = "ws://127.0.0.1:9"\n'
+    link = parse_agent_file(base + "reopen_attempts = 12\n").agent_link
+    assert link is not None and link.reopen_attempts == 12
+    default = parse_agent_file(base).agent_link
+    assert default is not None and default.reopen_attempts == 5
+    with pytest.raises(AgentFileError) as bad:
+        parse_agent_file(base + "reopen_attempts = 101\n")
+    assert any("reopen_attempts" in p.key for p in bad.value.problems)
