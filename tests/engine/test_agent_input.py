@@ -203,3 +203,14 @@ def test_a_full_command_queue_refuses_busy() -> None:
     for n in range(3):
         agent.put(Note(str(n)))
     assert refused == [Refusal.BUSY]
+
+
+async def test_lines_held_while_the_caller_speaks_past_eight_are_refused_busy_and_the_rest_call_ended() -> None:
+    clock = SimClock()
+    agent = Agent()
+    words = " ".join(["and then I said something more about my order"] * 4)
+    scenario = ScenarioBuilder().pause(0.2).say(words, duration=6.0).build()
+    result = await simulate(clock, scenario, ScriptedLlm(clock, []), agent=agent.input, linger=0.1,
+                            commands=tuple((1.0 + n * 0.1, BotLine(f"Line {n}.")) for n in range(9)))
+    assert agent.refused == [("say", Refusal.BUSY)] + [("say", Refusal.CALL_ENDED)] * 8
+    assert said(result) == []  # never over the caller

@@ -347,9 +347,10 @@ class _Call:
                 marks = MarkWaits()
 
                 def end_call() -> None:
-                    # A flow's EndCall and the end_call tool: once the farewell's mark echoes,
-                    # fault.end ends the call like a failure or a hang-up (one way out of the pump).
-                    scope.spawn(end_after_echo(commands, marks, clock, line, self.fault.end), name="end-call")
+                    # A flow's EndCall, the end_call tool, an agent's farewell: once the farewell's mark
+                    # echoes, fault.end ends the call like a failure or a hang-up (one way out of the pump).
+                    farewell = self.runner is not None and self.runner.ending_farewell
+                    scope.spawn(self._end(commands, marks, line, agent if farewell else None), name="end-call")
 
                 self.runner = runner = LlmRunner(
                     providers.llm, self.context, book, config.llm, config.timeouts, scope, timeline, engine,
@@ -399,8 +400,15 @@ class _Call:
                     # Helpers first: a reader still pushing into a closed inbox would fail the call.
                     scope.cancel()
                     await running.aclose()
+                    driver.refuse_lines()  # lines still held: the call ended without saying them
                     await speak.aclose()
                     await runner.finish(clock)  # before the engine closes: running side effects get their time
+
+    async def _end(self, commands: CommandSender, marks: MarkWaits, line: PhoneLine | None,
+                   agent: AgentInput | None) -> None:
+        """``end_after_echo``; ``agent``: the end is its farewell, told when the caller called it off."""
+        if not await end_after_echo(commands, marks, self.clock, line, self.fault.end) and agent is not None:
+            agent.refuse("end", Refusal.CALLED_OFF, "the caller spoke over the farewell; the call goes on")
 
     async def _stop(self, running: RunningPipeline) -> None:
         """The graceful stop: every stage drains what it holds (the runner settles the context)."""

@@ -151,10 +151,14 @@ class TurnDriver(Processor):
         else:
             await self._handle(frame, direction, ctx)
         if isinstance(frame, StopFrame):
-            while self._lines:
-                self._refuse(self._lines.popleft(), Refusal.CALL_ENDED, "the call ended before the line was said")
+            self.refuse_lines()
         while self._lines and self.machine.bot_turn_possible(self._lines[0].interrupt):
             await self._say(self._lines.popleft(), ctx)
+
+    def refuse_lines(self) -> None:
+        """The call ends: every line still held is refused ``call_ended``."""
+        while self._lines:
+            self._refuse(self._lines.popleft(), Refusal.CALL_ENDED, "the call ended before the line was said")
 
     def _refuse(self, line: BotLineFrame, why: Refusal, message: str) -> None:
         if self._agent is not None:

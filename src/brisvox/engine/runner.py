@@ -284,6 +284,7 @@ class LlmRunner(Processor):
         self.events = events or CallEvents("")
         self.agent = agent  # told when the caller called an agent's farewell off
         self._farewell = False  # the phone line's pending end is an agent's farewell
+        self.ending_farewell = False  # the end being carried out (end_call) is an agent's farewell
         self._started_calls: dict[str, tuple[int, str]] = {}  # call id -> (epoch, tool), until settled
         self._turn_epoch = 0  # the epoch of the last turn answered
         self.speculation = speculation
@@ -329,7 +330,7 @@ class LlmRunner(Processor):
             if self._end_call is not None:
                 self._end_call()
         if self.line is not None and self.line.take_end(epoch):
-            self._farewell = False
+            self.ending_farewell, self._farewell = self._farewell, False
             log.info("end_call: the turn's reply has been released; the call ends once it has played")
             if self._end_call is not None:
                 self._end_call()
