@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
@@ -200,16 +200,21 @@ async def test_a_lost_link_of_a_brain_that_declared_resume_is_reopened_and_serve
     assert [s.resume for s in starts] == [True]  # the second session said it resumes
 
 
-@pytest.mark.realtime
-async def test_the_agents_end_waits_for_the_bot_to_be_silent_and_its_commands_go_to_the_call() -> None:
-    brains: list[Desk] = []
+def kept_in(brains: list[Desk]) -> Callable[[], Desk]:
+    """A brain factory that keeps each brain it makes in ``brains``."""
 
     def factory() -> Desk:
         brains.append(Desk())
         return brains[-1]
 
+    return factory
+
+
+@pytest.mark.realtime
+async def test_the_agents_end_waits_for_the_bot_to_be_silent_and_its_commands_go_to_the_call() -> None:
+    brains: list[Desk] = []
     clock = SystemClock()
-    async with served(factory) as (_, url), TaskScope("test") as scope:
+    async with served(kept_in(brains)) as (_, url), TaskScope("test") as scope:
         link = await open_link(url, scope)
         assert link is not None
         link.listen(ev.BotText(epoch=1, at=0.0, round=0, text="Monday, nine to five."))
@@ -230,13 +235,8 @@ async def test_the_agents_end_waits_for_the_bot_to_be_silent_and_its_commands_go
 async def test_a_command_the_call_cannot_carry_out_is_answered_with_an_error_naming_it_and_logged_once(
         caplog: pytest.LogCaptureFixture) -> None:
     brains: list[Desk] = []
-
-    def factory() -> Desk:
-        brains.append(Desk())
-        return brains[-1]
-
     clock = SystemClock()
-    async with served(factory) as (_, url), TaskScope("test") as scope:
+    async with served(kept_in(brains)) as (_, url), TaskScope("test") as scope:
         link = await open_link(url, scope)
         assert link is not None
         link.input.close()  # the call has ended
