@@ -42,4 +42,4 @@ def test_the_sdk_exports_exactly_these_names() -> None:
     import brisvox.sdk.protocol
 
     assert sorted(brisvox.sdk.__all__) == ["Brain", "serve"]
-    assert len(brisvox.sdk.protocol.__all__) == 21 and "parse_agent_message" in brisvox.sdk.protocol.__all__
+    assert len(brisvox.sdk.protocol.__all__) == 22 and {"parse_agent_message", "Transfer"} <= set(brisvox.sdk.protocol.__all__)
