@@ -199,3 +199,37 @@ def test_the_agent_file_sets_the_links_reopen_attempts_within_their_range() -> N
     with pytest.raises(AgentFileError) as bad:
         parse_agent_file(base + "reopen_attempts = 101\n")
     assert any("reopen_attempts" in p.key for p in bad.value.problems)
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+async def test_a_brains_say_line_is_spoken_in_the_call_and_the_model_reads_it_as_the_bots_words() -> None:
+    from brisvox.agent.context import AssistantMessage
+
+    clock = SystemClock()
+
+    class Teller(Shop):
+        async def on_event(self, event: protocol.CallEvent) -> None:
+            await super().on_event(event)
+            if event.kind == "bot_done" and event.turn == 0:
+                await self.say_line("Also, we are closed on public holidays.")
+
+    brains: list[Teller] = []
+
+    def factory() -> Teller:
+        brains.append(Teller())
+        return brains[-1]
+
+    scenario = (ScenarioBuilder().pause(0.3).say("when do you open on monday").pause(4.0)
+                .say("thanks a lot").pause(2.0).build())
+    llm = ScriptedLlm(clock, [[Say("Nine to five.")], [Say("You are welcome.")]])
+    server = await serve(factory, "127.0.0.1", 0)
+    try:
+        await run_call(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}", scenario, llm, clock)
+    finally:
+        server.close()
+        await server.wait_closed()
+    said = [m.text for m in llm.requests[-1].messages if isinstance(m, AssistantMessage)]
+    assert said == ["Nine to five.", "Also, we are closed on public holidays."]
+    done = [e.turn for e in brains[0].events if e.kind == "bot_done"]
+    assert done[:2] == [0, 1]  # the line was a turn of its own, played out before the caller's next
