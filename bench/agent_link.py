@@ -1,12 +1,22 @@
-"""Added latency of a remote tool call over the agent link, against the same tool in process.
+"""Added latency of the agent link: a remote tool call and a ``say``, each against the same in process.
 
-One ReadOnly tool (returns at once) runs through the tool engine two ways in the same run:
-in process (a ``brisvox.tool`` method of a Brain), and remote (the same Brain served by
+Tools: one ReadOnly tool (returns at once) runs through the tool engine two ways in the same
+run: in process (a ``brisvox.tool`` method of a Brain), and remote (the same Brain served by
 ``brisvox.sdk.serve`` in a child process on 127.0.0.1, called over an ``AgentLink``).
-Reported: p50 and p95 of one ``execute`` in microseconds, and the added latency (remote
-minus in process).
+Reported: p50 and p95 of one ``execute`` in microseconds.
 
-    python bench/agent_link.py [--repeats 2000]
+Bot lines: a call (``run_call`` over the loopback transport, mock STT and TTS, real time) is
+told to ``say`` a line (interrupting) every 0.2 s, two ways: over the link (the brain in the
+child process sends ``say`` frames; the clock starts when the link's reader hands the command
+to the call) and in process (the bench puts the same command into the call's ``AgentInput``).
+Reported: p50 and p95 in milliseconds from the command to the first audio frame of its turn
+the caller receives (the transport releases frames on its 20 ms tick, so this includes up to
+one tick).  Each table ends with the latency the link adds (remote minus in process); the lines
+table also gives the link's own share (the agent stamps each line with its sending moment on
+CLOCK_MONOTONIC, the same clock in both processes: agent send -> command into the call), since
+the transport's 20 ms tick blurs the difference of two end-to-end medians.
+
+    python bench/agent_link.py [--repeats 2000] [--lines 100]
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -25,11 +36,19 @@ from pydantic import BaseModel
 
 import brisvox
 from brisvox.agent.context import ToolCall
-from brisvox.agent.tools import CancelToken, ToolEngine, ToolRegistry
+from brisvox.agent.tools import CancelToken, ToolCallContext, ToolEngine, ToolRegistry
+from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SystemClock, monotonic_ns
+from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
+from brisvox.engine import EngineConfig, Providers, run_call
+from brisvox.engine.agent_input import AgentCommand, AgentInput, BotLine
+from brisvox.inference.vad import energy_vad
 from brisvox.sdk import Brain, serve
 from brisvox.server.agent_link import AgentLink, AgentLinkConfig
+from brisvox.sim import MockStt, MockTts, ScriptedLlm
+from brisvox.transport import LoopbackConfig, LoopbackTransport, TransportSession
+from brisvox.transport.events import WireAudioOut
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _procutil import read_port, write_port
@@ -39,11 +58,32 @@ class Query(BaseModel):
     q: str
 
 
+class Lines(BaseModel):
+    count: int
+
+
+LINE_GAP = 0.2  # seconds between two lines: the last one's first audio is out long before
+
+
 class Lookup(Brain):
     @brisvox.tool.read_only
     async def look(self, args: Query) -> dict[str, str]:
         """Look something up."""
         return {"found": args.q}
+
+    @brisvox.tool.read_only
+    async def speak(self, args: Lines) -> str:
+        """Start saying ``count`` lines, one every LINE_GAP seconds (the bench's say loop)."""
+        task = asyncio.get_running_loop().create_task(self._say(args.count))
+        self._saying = task  # owned by the session's brain until the call ends
+        return "started"
+
+    async def _say(self, count: int) -> None:
+        for n in range(count):
+            await asyncio.sleep(LINE_GAP)  # the agent process's own pacing (not brisvox logic)
+            # Stamped with the sending moment (CLOCK_MONOTONIC is one clock for every process on
+            # the machine): the bench reads the link's own share of the latency from it.
+            await self.say_line(f"Line {n} sent at {monotonic_ns()}.", interrupt=True)
 
 
 async def _serve_child(port_file: str) -> None:
@@ -71,7 +111,80 @@ async def _time(registry: ToolRegistry, repeats: int) -> tuple[float, float]:
     return _percentiles(samples)
 
 
-async def _measure(repeats: int, port: int) -> None:
+async def _line_latency(lines: int, port: int | None) -> tuple[tuple[float, float], tuple[float, float] | None]:
+    """p50/p95 (ms) from a say command reaching the call to its first audio frame at the caller, and
+    (over the link) from the agent's send to the command reaching the call."""
+    clock = SystemClock()
+    put_at: list[int] = []
+    transit: list[int] = []
+    first_audio: dict[int, int] = {}
+    llm = ScriptedLlm(clock, [])
+    providers = Providers(stt=MockStt(clock), llm=llm, tts=MockTts(clock), vad=energy_vad)
+    # No simulated network (the loopback's default 30 ms): the number is the server's own.
+    async with TaskScope("bench-lines") as scope, LoopbackTransport(clock, LoopbackConfig(latency=0.0)) as transport:
+        link: AgentLink | None = None
+        if port is not None:
+            link = await AgentLink.open(AgentLinkConfig(url=f"ws://127.0.0.1:{port}"), clock, call_id="lines",
+                                        agent="bench", transport="loopback", parameters={}, scope=scope)
+            assert link is not None, "the agent did not answer"
+            agent = link.input
+        else:
+            agent = AgentInput(lambda command, why, _: print(f"refused {command}: {why.value}"))
+        put = agent.put
+
+        def stamped(command: AgentCommand) -> None:
+            now = monotonic_ns()
+            put_at.append(now)
+            if isinstance(command, BotLine) and (sent := re.search(r"sent at (\d+)", command.text)):
+                transit.append(now - int(sent.group(1)))
+            put(command)
+
+        agent.put = stamped  # type: ignore[method-assign]  # the clock starts where the command enters the call
+        client = await transport.connect(metadata={"sample_rate": "16000"})
+        session = await TransportSession.open(clock, await transport.accept())
+        cancel = asyncio.Event()
+        call = scope.spawn(run_call(session, EngineConfig(turn=FixedSilence(silence=0.5)), providers, clock,
+                                    cancel=cancel, agent=agent), name="call")
+
+        async def hear() -> None:
+            try:
+                while len(first_audio) < lines:
+                    got = await client.recv()
+                    if isinstance(got.item, WireAudioOut):
+                        first_audio.setdefault(got.item.frame.epoch, monotonic_ns())
+            except ChannelClosed:
+                return
+
+        hearing = scope.spawn(hear(), name="hear")
+        if link is not None:
+            speak = link.tools_into(None).get("speak")
+            assert speak is not None
+            await speak.tool({"count": lines}, _ctx("speak", {"count": lines}))
+        else:
+            for n in range(lines):
+                await clock.sleep(LINE_GAP)
+                agent.put(BotLine(f"Line {n}.", interrupt=True))
+        await asyncio.wait((hearing,), timeout=lines * LINE_GAP + 10.0)
+        cancel.set()
+        await call
+        if link is not None:
+            await link.close()
+    # Each line is a bot turn of its own: line n (0-based) is epoch n + 1.
+    samples = [first_audio[n + 1] - put_at[n] for n in range(min(len(put_at), lines)) if n + 1 in first_audio]
+    assert len(samples) >= lines * 0.9, f"only {len(samples)} of {lines} lines were heard"
+    p50, p95 = _percentiles(samples)
+    link_share = None
+    if transit:
+        t50, t95 = _percentiles(transit)
+        link_share = (t50 / 1000.0, t95 / 1000.0)
+    return (p50 / 1000.0, p95 / 1000.0), link_share
+
+
+def _ctx(name: str, arguments: dict[str, object]) -> ToolCallContext:
+    return ToolCallContext("bench", 1, ToolCall(id="t1.0", name=name, arguments=dict(arguments)), CancelToken())
+
+
+async def _measure(repeats: int, port: int, lines: int) -> None:
     local = ToolRegistry()
     tool = Lookup().look
     local.register(tool.spec, tool)
@@ -86,11 +199,23 @@ async def _measure(repeats: int, port: int) -> None:
     print(f"{'in process':24}{in_process[0]:10.1f}{in_process[1]:10.1f}")
     print(f"{'remote (agent link)':24}{remote[0]:10.1f}{remote[1]:10.1f}")
     print(f"{'added by the link':24}{remote[0] - in_process[0]:10.1f}{remote[1] - in_process[1]:10.1f}")
+    if lines <= 0:
+        return
+    local_line, _ = await _line_latency(lines, None)
+    remote_line, link_share = await _line_latency(lines, port)
+    print()
+    print(f"{'say -> first audio':24}{'p50 ms':>10}{'p95 ms':>10}")
+    print(f"{'in process':24}{local_line[0]:10.2f}{local_line[1]:10.2f}")
+    print(f"{'over the agent link':24}{remote_line[0]:10.2f}{remote_line[1]:10.2f}")
+    print(f"{'added by the link':24}{remote_line[0] - local_line[0]:10.2f}{remote_line[1] - local_line[1]:10.2f}")
+    if link_share is not None:  # the difference above is within the transport's 20 ms tick
+        print(f"{'  agent send -> call':24}{link_share[0]:10.2f}{link_share[1]:10.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=2000)
+    parser.add_argument("--lines", type=int, default=100, help="say commands per way (0: tools only)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # the child: serve the brain, write the port here
     args = parser.parse_args()
     if args.serve:
@@ -104,7 +229,7 @@ def main() -> None:
                 if read_port(port_file) or child.poll() is not None:
                     break
                 time.sleep(0.01)
-            asyncio.run(_measure(args.repeats, read_port(port_file)))
+            asyncio.run(_measure(args.repeats, read_port(port_file), args.lines))
         finally:
             child.terminate()
             child.wait(timeout=5)

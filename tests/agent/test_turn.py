@@ -16,6 +16,7 @@ from brisvox.agent.turn import (
     BotAudioEnded,
     BotAudioStarted,
     BotOpens,
+    BotTurn,
     CancelTimer,
     EndReason,
     EndUserTurn,
@@ -24,6 +25,7 @@ from brisvox.agent.turn import (
     InputKind,
     Interrupt,
     RequestAnalysis,
+    StartBotTurn,
     StartUserTurn,
     SttFinal,
     SttInterim,
@@ -95,6 +97,7 @@ def inputs_at(t: float, epoch: int) -> dict[InputKind, TurnInput]:
         InputKind.USER_TEXT: UserText(t, "hi"),
         InputKind.HANGUP: Hangup(t),
         InputKind.BOT_OPENS: BotOpens(t),
+        InputKind.BOT_TURN: BotTurn(t, interrupt=True),
     }
 
 
@@ -112,6 +115,7 @@ def expected(policy: str, state: TurnState, kind: InputKind, t: float) -> Row:
             K.VAD_START: ([StartUserTurn(1, t)], S.USER_SPEAKING, 0),
             K.USER_TEXT: ([StartUserTurn(1, t), EndUserTurn(1, EndReason.TEXT, t)], S.AWAITING_RESPONSE, 0),
             K.HANGUP: ([], S.CLOSED, 0),
+            K.BOT_TURN: ([StartBotTurn(1)], S.AWAITING_RESPONSE, 0),
         }.get(kind, IGNORED(S.IDLE))
     if state is S.USER_SPEAKING:
         stop: Row = (
@@ -148,6 +152,7 @@ def expected(policy: str, state: TurnState, kind: InputKind, t: float) -> Row:
             0,
         ),
         K.HANGUP: ([], S.CLOSED, 0),
+        K.BOT_TURN: ([Interrupt(2), StartBotTurn(2)], S.AWAITING_RESPONSE, 0),
     }.get(kind, IGNORED(state))
 
 
@@ -169,9 +174,21 @@ def test_every_state_and_input_pair_has_the_specified_transition(
     assert m.stats.total_ignored - total_before == want_ignored
 
 
-def test_the_transition_table_covers_six_states_and_eleven_inputs() -> None:
+def test_the_transition_table_covers_six_states_and_twelve_inputs() -> None:
     assert len(TurnState) == 6
-    assert len(InputKind) == 11
+    assert len(InputKind) == 12
+
+
+def test_a_bot_line_that_does_not_interrupt_waits_for_the_bot_to_be_silent_and_never_takes_a_candidate() -> None:
+    m = TurnMachine(FIXED)
+    run(m, BotOpens(0.0), BotAudioStarted(0.3, 0))
+    assert not m.bot_turn_possible(interrupt=False) and run(m, BotTurn(1.0)) == []
+    assert m.stats.ignored(K.BOT_TURN) == 1
+    run(m, BotAudioEnded(2.0, 0))
+    assert run(m, BotTurn(2.5)) == [StartBotTurn(1)] and m.state is S.AWAITING_RESPONSE
+    judged = TurnMachine(FIXED, InterruptionPolicy.recommended())
+    run(judged, BotOpens(0.0), BotAudioStarted(0.3, 0), VadStart(1.0))  # a barge-in candidate, being judged
+    assert judged.barge_in_candidate is not None and run(judged, BotTurn(1.1, interrupt=True)) == []
 
 
 def test_a_bot_that_opens_the_call_owns_epoch_zero_and_the_callers_first_turn_is_epoch_one() -> None:

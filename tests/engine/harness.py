@@ -22,6 +22,7 @@ from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import ReplyMode
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.engine import CallReport, EngineConfig, FillerClipStore, Providers, run_call
+from brisvox.engine.agent_input import AgentCommand, AgentInput
 from brisvox.engine.driver import TurnAnalyzer
 from brisvox.engine.events import CallObserver
 from brisvox.engine.phone import PhonePlan
@@ -117,9 +118,12 @@ async def simulate(
     flow: Flow | FlowManager | None = None,
     phone: PhonePlan | None = None,
     echo_marks: bool = True,
+    agent: AgentInput | None = None,
+    commands: tuple[tuple[float, AgentCommand], ...] = (),
 ) -> SimResult:
     """Play ``scenario`` as the caller in real (virtual) time, then hang up after ``linger`` s.
-    The caller echoes every mark when it arrives (the loopback plays audio as it comes)."""
+    The caller echoes every mark when it arrives (the loopback plays audio as it comes).
+    ``commands``: (seconds from the start, command) put into ``agent`` as an agent's link would."""
     config = config or EngineConfig(turn=FixedSilence(silence=0.5))
     providers = Providers(
         stt=stt or MockStt.for_scenario(clock, scenario, interim_interval=interim_interval),
@@ -135,7 +139,7 @@ async def simulate(
         link = await transport.accept()
         session = await TransportSession.open(clock, link)
         call = scope.spawn(run_call(session, config, providers, clock, tools=tools, filler=filler, observer=observer,
-                                    clips=clips, flow=flow, phone=phone),
+                                    clips=clips, flow=flow, phone=phone, agent=agent),
                            name="call")
 
         async def listen() -> None:
@@ -151,6 +155,7 @@ async def simulate(
         keys = sorted(dtmf)  # (seconds from the start, digit)
         facts = sorted(notes)  # (seconds from the start, a note for the context)
         texts = sorted(typed, key=lambda t: t[0])  # (seconds from the start, a typed message, its reply)
+        orders = sorted(commands, key=lambda c: c[0])
         try:
             for i, pcm in enumerate(scenario.frames(0.02)):
                 await clock.sleep_until(start + i * 0.02)
@@ -161,6 +166,8 @@ async def simulate(
                 while texts and texts[0][0] <= i * 0.02:
                     _, text, reply = texts.pop(0)
                     await client.send_text(text, reply)
+                while orders and orders[0][0] <= i * 0.02 and agent is not None:
+                    agent.put(orders.pop(0)[1])
                 await client.send_audio(pcm, RATE)
             await clock.sleep(linger)
             await client.hangup()

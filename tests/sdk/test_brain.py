@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
@@ -19,6 +19,7 @@ from brisvox.core.clock import SystemClock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
+from brisvox.engine.agent_input import BotLine, Refusal
 from brisvox.sdk import Brain, protocol, serve
 from brisvox.sdk.brain import SEND_TIMEOUT, START_TIMEOUT, serve_wire
 from brisvox.server.agent_link import AgentLink, AgentLinkConfig
@@ -200,31 +201,60 @@ async def test_a_lost_link_of_a_brain_that_declared_resume_is_reopened_and_serve
     assert [s.resume for s in starts] == [True]  # the second session said it resumes
 
 
-@pytest.mark.realtime
-async def test_the_agents_end_waits_for_the_bot_to_be_silent_and_an_unapplied_command_is_refused() -> None:
-    brains: list[Desk] = []
+def kept_in(brains: list[Desk]) -> Callable[[], Desk]:
+    """A brain factory that keeps each brain it makes in ``brains``."""
 
     def factory() -> Desk:
         brains.append(Desk())
         return brains[-1]
 
+    return factory
+
+
+@pytest.mark.realtime
+async def test_the_agents_end_waits_for_the_bot_to_be_silent_and_its_commands_go_to_the_call() -> None:
+    brains: list[Desk] = []
     clock = SystemClock()
-    async with served(factory) as (_, url), TaskScope("test") as scope:
+    async with served(kept_in(brains)) as (_, url), TaskScope("test") as scope:
         link = await open_link(url, scope)
         assert link is not None
         link.listen(ev.BotText(epoch=1, at=0.0, round=0, text="Monday, nine to five."))
         await brains[0].end()
-        # Not applied by this server version: answered not_supported (read after the end: one socket, in order).
-        await brains[0].say_line("Hello.")
+        await brains[0].say_line("Hello.", interrupt=True)  # read after the end: one socket, in order
         for _ in range(100):
-            if link.protocol_errors:
+            if len(link.input.commands):
                 break
             await clock.sleep(0.01)
-        assert link.protocol_errors == 1
+        assert link.input.commands.try_recv() == BotLine("Hello.", interrupt=True)  # for run_call(agent=)
         assert not link.ended.is_set()  # the bot is still speaking
         link.listen(ev.BotDone(epoch=1, at=0.5))
         assert link.ended.is_set()
         await link.close()
+
+
+@pytest.mark.realtime
+async def test_a_command_the_call_cannot_carry_out_is_answered_with_an_error_naming_it_and_logged_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    brains: list[Desk] = []
+    clock = SystemClock()
+    async with served(kept_in(brains)) as (_, url), TaskScope("test") as scope:
+        link = await open_link(url, scope)
+        assert link is not None
+        link.input.close()  # the call has ended
+        await brains[0].say_line("Hello.")
+        for _ in range(100):
+            if any("refused a message" in r.getMessage() for r in caplog.records):
+                break
+            await clock.sleep(0.01)
+        await link.close()
+    told = [r.getMessage() for r in caplog.records if "refused a message" in r.getMessage()]
+    assert told == ["brain: the server refused a message: call_ended ()"]
+    assert link.commands_refused == 1
+    assert len([r for r in caplog.records if "was not carried out" in r.getMessage()]) == 1
+
+
+def test_every_refusal_of_the_engine_is_an_error_code_of_the_protocol() -> None:
+    assert {r.value for r in Refusal} <= {c.value for c in protocol.ErrorCode}
 
 
 def test_the_engines_events_map_onto_the_protocols_event_kinds_and_the_rest_stay_on_the_server() -> None:

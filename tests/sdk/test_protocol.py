@@ -22,12 +22,14 @@ VALID: list[p.AgentMessage] = [
     p.ToolsSet(type="tools.set", names=("lookup",)),
     p.End(type="end", farewell="Bye."),
     p.UiCommand(type="ui.command", command="open_confirm", payload={"nonce": "n1", "summary": "9:00"}),
+    p.Transfer(type="transfer", to="+14155550100"),
 ]
 SERVER_VALID: list[p.ServerMessage] = [
     p.SessionStart(type="session.start", v=1, call_id="c", agent="a", transport="websocket"),
     p.CallEvent(type="event", kind="user_turn", turn=3, text="hi"),
     p.ToolCallRequest(type="tool.call", id="r1", name="x", arguments={}, idempotency_key="c/1/t1.0", timeout=5.0),
     p.ProtocolErrorMessage(type="error", code="bad_field", field="ok"),
+    p.ProtocolErrorMessage(type="error", code="no_carrier", message="no carrier", command="transfer"),
     p.UiEvent(type="ui.event", event="confirm_answered", payload={"nonce": "n1", "answer": "yes"}),
 ]
 
@@ -59,6 +61,7 @@ def test_a_ui_name_that_is_not_snake_case_is_refused_naming_the_field() -> None:
      p.ErrorCode.BAD_FIELD, "tools.0.timeout"),
     ('{"type":"say","text":"hi","loud":true}', p.ErrorCode.BAD_FIELD, "loud"),
     ('{"type":"say"}', p.ErrorCode.BAD_FIELD, "text"),
+    ('{"type":"transfer","to":""}', p.ErrorCode.BAD_FIELD, "to"),
     ('{"type":"nope"}', p.ErrorCode.BAD_FIELD, "type"),
     ('{"text":"hi"}', p.ErrorCode.BAD_FIELD, "type"),
     ('{"type":"ready","v":2}', p.ErrorCode.VERSION, "v"),
@@ -68,7 +71,7 @@ def test_a_ui_name_that_is_not_snake_case_is_refused_naming_the_field() -> None:
     ("[" * 100_000, p.ErrorCode.NOT_JSON, ""),
     ('{"type":"tool.result","id":"a","ok":true,"result":NaN}', p.ErrorCode.NOT_JSON, ""),
     (" " * (p.MAX_MESSAGE_BYTES + 1), p.ErrorCode.TOO_LARGE, ""),
-], ids=["bool", "tool name", "timeout", "unknown key", "missing", "unknown type", "no type", "version",
+], ids=["bool", "tool name", "timeout", "unknown key", "missing", "empty destination", "unknown type", "no type", "version",
         "array", "broken", "not utf-8", "deep", "nan", "large"])
 def test_a_bad_frame_is_refused_with_its_code_and_the_field_it_names(frame: str | bytes, code: p.ErrorCode,
                                                                      field: str) -> None:
@@ -80,10 +83,10 @@ def test_a_bad_frame_is_refused_with_its_code_and_the_field_it_names(frame: str 
 _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                      max_leaves=20)
-_types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "ui.command",
+_types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "transfer", "ui.command",
                           "session.start", "event", "tool.call", "error", "ui.event", "x", ""])
 _fields = st.sampled_from(["v", "id", "ok", "result", "error", "text", "interrupt", "note", "names", "farewell",
-                           "tools", "resume", "name", "parameters", "kind", "timeout", "command", "payload",
+                           "tools", "resume", "name", "parameters", "kind", "timeout", "command", "payload", "to",
                            "event", "call_id", "turn", "arguments", "idempotency_key", "code", "field"])
 
 

@@ -7,6 +7,8 @@ tools are registered next to the agent file's, so the tool engine's rules apply 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -49,6 +51,9 @@ class Shop(Brain):
         self.events.append(event)
 
 
+BrainT = TypeVar("BrainT", bound=Brain)
+
+
 async def no_text(_: str) -> None:
     return None
 
@@ -74,6 +79,27 @@ async def run_call(url: str, scenario: CallerScenario, llm: ScriptedLlm, clock: 
         await call
 
 
+def kept_in(brains: list[BrainT], make: Callable[[], BrainT]) -> Callable[[], BrainT]:
+    """A brain factory that keeps each brain it makes in ``brains``."""
+
+    def factory() -> BrainT:
+        brains.append(make())
+        return brains[-1]
+
+    return factory
+
+
+async def call_brains(brain: Callable[[], Brain], scenario: CallerScenario, llm: ScriptedLlm,
+                      clock: SystemClock) -> None:
+    """One call of ``scenario`` with ``brain`` served on 127.0.0.1 for its link."""
+    server = await serve(brain, "127.0.0.1", 0)
+    try:
+        await run_call(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}", scenario, llm, clock)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 def tool_results(llm: ScriptedLlm) -> list[str]:
     return [m.content for r in llm.requests for m in r.messages if isinstance(m, ToolMessage)]
 
@@ -84,10 +110,6 @@ async def test_the_answer_comes_from_the_brains_tool_and_a_barged_in_side_effect
     clock = SystemClock()
     brains: list[Shop] = []
 
-    def factory() -> Shop:
-        brains.append(Shop())
-        return brains[-1]
-
     scenario = (ScenarioBuilder().pause(0.3).say("when do you open on monday").pause(2.0)
                 .say("book me for monday").pause(0.9).say("wait a second").pause(1.5)
                 .say("are you still there").pause(1.5).build())
@@ -96,12 +118,7 @@ async def test_the_answer_comes_from_the_brains_tool_and_a_barged_in_side_effect
         [Say("Booking that for you now, this will take a little while to say out loud."),
          Call(name="book", arguments={"day": "monday"})],
     ] + [[Say("Okay.")]] * 6)
-    server = await serve(factory, "127.0.0.1", 0)
-    try:
-        await run_call(f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}", scenario, llm, clock)
-    finally:
-        server.close()
-        await server.wait_closed()
+    await call_brains(kept_in(brains, Shop), scenario, llm, clock)
     brain = brains[0]
     assert brain.session is not None and brain.session.agent == "shop"
     assert any("monday: nine to five" in content for content in tool_results(llm))  # the model read the brain's answer
@@ -186,3 +203,41 @@ async def test_the_agents_end_stops_the_call_once_its_answer_has_played() -> Non
     assert took < scenario.duration - 2.0  # ended by the agent, not by the caller's hang-up
     kinds = [e.kind for e in brains[0].events]
     assert kinds.index("bot_done") < kinds.index("call_ended")
+
+
+def test_the_agent_file_sets_the_links_reopen_attempts_within_their_range() -> None:
+    from brisvox.server.agent_file import AgentFileError
+
+    base = '[agent]\nname = "shop"\nprompt = "p"\n\n[agent_link]\nurl = "ws://127.0.0.1:9"\n'
+    link = parse_agent_file(base + "reopen_attempts = 12\n").agent_link
+    assert link is not None and link.reopen_attempts == 12
+    default = parse_agent_file(base).agent_link
+    assert default is not None and default.reopen_attempts == 5
+    with pytest.raises(AgentFileError) as bad:
+        parse_agent_file(base + "reopen_attempts = 101\n")
+    assert any("reopen_attempts" in p.key for p in bad.value.problems)
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+async def test_a_brains_say_line_is_spoken_in_the_call_and_the_model_reads_it_as_the_bots_words() -> None:
+    from brisvox.agent.context import AssistantMessage
+
+    clock = SystemClock()
+
+    class Teller(Shop):
+        async def on_event(self, event: protocol.CallEvent) -> None:
+            await super().on_event(event)
+            if event.kind == "bot_done" and event.turn == 0:
+                await self.say_line("Also, we are closed on public holidays.")
+
+    brains: list[Teller] = []
+
+    scenario = (ScenarioBuilder().pause(0.3).say("when do you open on monday").pause(4.0)
+                .say("thanks a lot").pause(2.0).build())
+    llm = ScriptedLlm(clock, [[Say("Nine to five.")], [Say("You are welcome.")]])
+    await call_brains(kept_in(brains, Teller), scenario, llm, clock)
+    said = [m.text for m in llm.requests[-1].messages if isinstance(m, AssistantMessage)]
+    assert said == ["Nine to five.", "Also, we are closed on public holidays."]
+    done = [e.turn for e in brains[0].events if e.kind == "bot_done"]
+    assert done[:2] == [0, 1]  # the line was a turn of its own, played out before the caller's next

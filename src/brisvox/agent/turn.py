@@ -44,6 +44,7 @@ __all__ = [
     "BotAudioEnded",
     "BotAudioStarted",
     "BotOpens",
+    "BotTurn",
     "CancelTimer",
     "EndReason",
     "EndUserTurn",
@@ -53,6 +54,7 @@ __all__ = [
     "Interrupt",
     "Pause",
     "RequestAnalysis",
+    "StartBotTurn",
     "StartUserTurn",
     "SttFinal",
     "SttInterim",
@@ -97,6 +99,7 @@ class InputKind(enum.Enum):
     USER_TEXT = "user_text"
     HANGUP = "hangup"
     BOT_OPENS = "bot_opens"
+    BOT_TURN = "bot_turn"
 
 
 class EndReason(enum.Enum):
@@ -269,9 +272,20 @@ class BotOpens:
     kind: ClassVar[InputKind] = InputKind.BOT_OPENS
 
 
+@dataclass(frozen=True, slots=True)
+class BotTurn:
+    """The bot speaks a line of its own (an agent's ``say``) in a new epoch: from ``IDLE``, or,
+    with ``interrupt``, cutting the response (``AWAITING_RESPONSE``/``BOT_SPEAKING``); never
+    over a barge-in candidate.  Ignored otherwise (the caller holds it and offers it again)."""
+
+    at: float
+    interrupt: bool = False
+    kind: ClassVar[InputKind] = InputKind.BOT_TURN
+
+
 TurnInput = (
     VadStart | VadStop | SttInterim | SttFinal | Verdict | Tick | BotAudioStarted | BotAudioEnded | UserText | Hangup
-    | BotOpens
+    | BotOpens | BotTurn
 )
 
 
@@ -289,6 +303,13 @@ class EndUserTurn:
     epoch: int
     reason: EndReason
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StartBotTurn:
+    """The bot's line takes ``epoch`` (the machine then awaits its audio, as after a turn)."""
+
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,7 +339,7 @@ class CancelTimer:
     pass
 
 
-TurnAction = StartUserTurn | EndUserTurn | Interrupt | RequestAnalysis | ArmTimer | CancelTimer
+TurnAction = StartUserTurn | EndUserTurn | StartBotTurn | Interrupt | RequestAnalysis | ArmTimer | CancelTimer
 
 _CANCEL = CancelTimer()
 _INF = math.inf
@@ -766,6 +787,25 @@ class TurnMachine:
         self._state = TurnState.AWAITING_RESPONSE
         return True
 
+    def bot_turn_possible(self, interrupt: bool) -> bool:
+        """Whether a :class:`BotTurn` with ``interrupt`` would start a bot turn now."""
+        state = self._state
+        return self._candidate is None and (
+            state is TurnState.IDLE or (interrupt and (state is _AWAITING or state is _BOT_SPEAKING)))
+
+    def _on_bot_turn(self, inp: BotTurn, out: list[TurnAction]) -> bool:
+        state = self._state
+        if not self.bot_turn_possible(inp.interrupt):
+            return False
+        self._epoch += 1
+        self._started_once = True
+        self._bot_audio_since = self._bot_audio_last = None
+        if state is not TurnState.IDLE:
+            out.append(Interrupt(self._epoch))
+        out.append(StartBotTurn(self._epoch))
+        self._state = _AWAITING
+        return True
+
     def _on_hangup(self, inp: Hangup, out: list[TurnAction]) -> bool:
         state = self._state
         if state is TurnState.CLOSED:
@@ -793,4 +833,5 @@ _DISPATCH: dict[type, _Handler] = {
     UserText: TurnMachine._on_user_text,
     Hangup: TurnMachine._on_hangup,
     BotOpens: TurnMachine._on_bot_opens,
+    BotTurn: TurnMachine._on_bot_turn,
 }

@@ -28,6 +28,7 @@ from brisvox.core.errors import InvalidAudio
 __all__ = [
     "BotAudioEnded",
     "BotAudioStarted",
+    "BotLineFrame",
     "BotResponseDone",
     "BusyStage",
     "CancelFrame",
@@ -374,6 +375,17 @@ class ContextNoteFrame(DataFrame):
 
     survives_interrupt: ClassVar[bool] = True
     text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class BotLineFrame(DataFrame):
+    """A line the bot says of its own accord (an agent's ``say``).  Put into the turn driver's
+    inbox with any epoch; the driver sends it on in the epoch of the bot turn it starts, and the
+    LLM runner speaks it.  ``farewell``: the call ends once it has played."""
+
+    text: str
+    interrupt: bool = False
+    farewell: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -2,6 +2,11 @@
 
     pump → listen → turn driver → LLM runner → speak → transport out
 
+An agent process's commands (``run_call(agent=)``, :mod:`brisvox.engine.agent_input`) are
+applied by a task of their own: bot lines into the turn driver's inbox, notes into the head
+(as the caller screen's notes), a narrowing of the tools to the tool engine, a transfer
+through the phone line; what cannot be carried out is refused to the agent.
+
 The pump (this module) turns transport events into frames: caller audio into the head
 of the pipeline (in the session's input task), keys and typed text too.  Position reports
 skip the pipeline: the session hands them to TransportOut in its output task, which keeps
@@ -40,6 +45,7 @@ from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
 from brisvox.core.frames import (
     BotAudioEnded,
+    BotLineFrame,
     ContextNoteFrame,
     Direction,
     DtmfFrame,
@@ -50,6 +56,7 @@ from brisvox.core.frames import (
 from brisvox.core.pipeline import Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnRecord
+from brisvox.engine.agent_input import AgentInput, BotLine, Note, OfferTools, Refusal, Transfer
 from brisvox.engine.clips import FillerClipStore
 from brisvox.engine.config import EngineConfig, SpeculationMode
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
@@ -59,7 +66,15 @@ from brisvox.engine.hooks import HookPoint, hook_stage
 from brisvox.engine.listen import ListenStage
 from brisvox.engine.memory import CallMemory
 from brisvox.engine.out import PlayoutFact, TransportOut
-from brisvox.engine.phone import MarkWaits, PhoneLine, PhonePlan, PhoneStats, end_after_echo
+from brisvox.engine.phone import (
+    Carrier,
+    CarrierError,
+    MarkWaits,
+    PhoneLine,
+    PhonePlan,
+    PhoneStats,
+    end_after_echo,
+)
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
 from brisvox.engine.speak import SpeakStage
@@ -205,6 +220,7 @@ async def run_call(
     flow: Flow | FlowManager | None = None,
     ui: UiChannel | None = None,
     phone: PhonePlan | None = None,
+    agent: AgentInput | None = None,
 ) -> CallReport:
     """Run one call until the caller hangs up, the transport ends or ``cancel`` is set.
 
@@ -221,6 +237,7 @@ async def run_call(
     tools dispatch UI actions through it; without it a dispatch raises ``UiUnavailable``.
     ``phone``: the call's carrier control, which the telephony tools act through (a
     :class:`~brisvox.engine.phone.PhoneLine` per call; without it they answer "no phone line").
+    ``agent``: an agent process's commands into the call (see the module docs); closed when the call ends.
 
     Raises :class:`CallFailed` when a failure ended the call (see the module docs).
     """
@@ -239,9 +256,12 @@ async def run_call(
     fault = _Fault(events, clock, lambda: machine.epoch, asyncio.Event())
     call = _Call(session, config, providers, clock, context, timeline, events, machine, fault)
     try:
-        await call.run(cancel, tools, filler, clips, summarizer, flow_run, ui, phone)
+        await call.run(cancel, tools, filler, clips, summarizer, flow_run, ui, phone, agent)
     except Exception as exc:  # a connect that failed, a helper failure the call's scope re-raises
         fault.record("run_call", exc)
+    finally:
+        if agent is not None:
+            agent.close()  # what the call did not carry out is refused call_ended
     if call.runner is not None:
         try:
             call.runner.settle_all(clock.now())  # no stage runs any more: the record ends with what was heard
@@ -275,7 +295,7 @@ class _Call:
 
     async def run(self, cancel: asyncio.Event | None, tools: ToolRegistry | None, filler: FillerPolicy | None,
                   clips: FillerClipStore | None, summarizer: Summarizer | None, flow_run: FlowRun | None,
-                  ui: UiChannel | None, phone: PhonePlan | None) -> None:
+                  ui: UiChannel | None, phone: PhonePlan | None, agent: AgentInput | None) -> None:
         session, config, providers, clock = self.session, self.config, self.providers, self.clock
         rates = session.info.sample_rate()
         in_rate = rates.input if rates else config.stt.sample_rate
@@ -321,19 +341,20 @@ class _Call:
                 resample = ResampleStream(listen_rate, stt_rate) if stt_rate != listen_rate else None
                 listen = ListenStage(providers.vad(listen_rate), stt, scope, turn_audio, resample, convert)
                 self.driver = driver = TurnDriver(self.machine, clear, scope, analyzer, turn_audio, timeline,
-                                                  greets=config.llm.greeting is not None, events=events)
+                                                  greets=config.llm.greeting is not None, events=events, agent=agent)
                 self.memory = memory = CallMemory(config.window, summarizer if config.summary.enabled else None,
                                                   config.summary, clock, scope)
                 marks = MarkWaits()
 
                 def end_call() -> None:
-                    # A flow's EndCall and the end_call tool: once the farewell's mark echoes,
-                    # fault.end ends the call like a failure or a hang-up (one way out of the pump).
-                    scope.spawn(end_after_echo(commands, marks, clock, line, self.fault.end), name="end-call")
+                    # A flow's EndCall, the end_call tool, an agent's farewell: once the farewell's mark
+                    # echoes, fault.end ends the call like a failure or a hang-up (one way out of the pump).
+                    farewell = self.runner is not None and self.runner.ending_farewell
+                    scope.spawn(self._end(commands, marks, line, agent if farewell else None), name="end-call")
 
                 self.runner = runner = LlmRunner(
                     providers.llm, self.context, book, config.llm, config.timeouts, scope, timeline, engine,
-                    memory, filler, config.speculation, flow_run, end_call, events=events, line=line,
+                    memory, filler, config.speculation, flow_run, end_call, events=events, line=line, agent=agent,
                 )
                 self.speak = speak = SpeakStage(
                     tts,
@@ -364,6 +385,8 @@ class _Call:
                     await running.send_to(driver, fact, Direction.UPSTREAM)
 
                 out.report_to(tell)
+                if agent is not None:
+                    scope.spawn(_agent_commands(agent, running, driver, engine, line, scope), name="agent-input")
                 session.route_caller_audio(_audio_into(running))
                 session.route_playout(_positions_into(out, clock, self.fault))
                 try:
@@ -377,8 +400,15 @@ class _Call:
                     # Helpers first: a reader still pushing into a closed inbox would fail the call.
                     scope.cancel()
                     await running.aclose()
+                    driver.refuse_lines()  # lines still held: the call ended without saying them
                     await speak.aclose()
                     await runner.finish(clock)  # before the engine closes: running side effects get their time
+
+    async def _end(self, commands: CommandSender, marks: MarkWaits, line: PhoneLine | None,
+                   agent: AgentInput | None) -> None:
+        """``end_after_echo``; ``agent``: the end is its farewell, told when the caller called it off."""
+        if not await end_after_echo(commands, marks, self.clock, line, self.fault.end) and agent is not None:
+            agent.refuse("end", Refusal.CALLED_OFF, "the caller spoke over the farewell; the call goes on")
 
     async def _stop(self, running: RunningPipeline) -> None:
         """The graceful stop: every stage drains what it holds (the runner settles the context)."""
@@ -423,6 +453,41 @@ class _Call:
             failure=self.fault.failure,
             phone=self.line.stats if self.line is not None else None,
         )
+
+
+async def _agent_commands(agent: AgentInput, running: RunningPipeline, driver: TurnDriver,
+                          engine: ToolEngine | None, line: PhoneLine | None, scope: TaskScope) -> None:
+    """Carry out the agent's commands, in order, until the call ends (see the module docs)."""
+    async for command in agent.commands:
+        try:
+            match command:
+                case BotLine(text=text, interrupt=interrupt, farewell=farewell):
+                    if farewell and line is None:
+                        agent.refuse(command, Refusal.NO_CARRIER, "this call has no phone line to end it through")
+                        continue
+                    line_frame = BotLineFrame(epoch=0, text=text, interrupt=interrupt, farewell=farewell)
+                    await running.send_to(driver, line_frame, Direction.DOWNSTREAM)
+                case Note(text=text):
+                    await running.send(ContextNoteFrame(epoch=0, text=text))  # as the caller screen's notes
+                case OfferTools(names=names):
+                    unknown = engine.offer(names) if engine is not None else list(names)
+                    if unknown:
+                        agent.refuse(command, Refusal.UNKNOWN_TOOL, f"this call has no tool named {', '.join(unknown)}")
+                case Transfer():
+                    if line is None or line.carrier is Carrier.NONE:
+                        agent.refuse(command, Refusal.NO_CARRIER, "this call has no phone carrier to transfer it")
+                    else:
+                        scope.spawn(_transfer(agent, line, command), name="agent-transfer")
+        except ChannelClosed:  # the pipeline has ended: the call is ending
+            agent.refuse(command, Refusal.CALL_ENDED, "the call ended before the command was carried out")
+            return
+
+
+async def _transfer(agent: AgentInput, line: PhoneLine, command: Transfer) -> None:
+    try:
+        await line.transfer(command.to)
+    except CarrierError as exc:  # a carrier failure is logged by the line with its traceback
+        agent.refuse(command, Refusal.CARRIER_FAILED, str(exc))
 
 
 def _ended_with_transport(exc: ProcessorFailed, session: TransportSession) -> bool:

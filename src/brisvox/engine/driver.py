@@ -21,6 +21,13 @@ bot-audio reports and its own timer, and carries out the machine's actions:
   ``StartFrame`` tells the machine the bot opens the call (:class:`~brisvox.agent.turn.BotOpens`):
   epoch 0 is the greeting's, the caller's first turn is epoch 1, and a caller who talks
   over the greeting barges in like on any reply;
+* a bot line (``BotLineFrame``, an agent's ``say``, put into this stage's inbox by
+  ``run_call``) goes to the machine as ``BotTurn``: when it starts a bot turn
+  (``StartBotTurn``, after an ``Interrupt`` that clears the transport when the line
+  interrupts) the line goes on downstream in the new epoch, for the runner to speak; until
+  then it is held (at most :data:`~brisvox.engine.agent_input.HELD_LINES`, in order) and
+  offered again after every frame; a line past that, or held when the call ends, is
+  refused to the agent;
 * ``ArmTimer`` / ``CancelTimer``: one timer task, which wakes the driver by putting a
   ``TimerFrame`` into the driver's own inbox, so the machine is only ever touched from
   the driver's task;
@@ -39,7 +46,9 @@ turn it went to (the machine's epoch once the transcript was handled), and a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import ClassVar, Protocol
 
@@ -50,6 +59,7 @@ from brisvox.agent import turn as T
 from brisvox.core.frames import (
     BotAudioEnded,
     BotAudioStarted,
+    BotLineFrame,
     Direction,
     DtmfFrame,
     Frame,
@@ -71,6 +81,7 @@ from brisvox.core.frames import (
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
+from brisvox.engine.agent_input import HELD_LINES, AgentInput, Refusal
 from brisvox.engine.events import CallEvents, ModelBusy, TurnEnded, TurnStarted, UserTranscript
 from brisvox.inference.errors import InferenceError
 from brisvox.inference.smart_turn import TurnAudio, TurnVerdict
@@ -128,8 +139,11 @@ class TurnDriver(Processor):
         timeline: TimelineRecorder | None = None,
         greets: bool = False,
         events: CallEvents | None = None,
+        agent: AgentInput | None = None,
     ) -> None:
         self.machine = machine
+        self._agent = agent  # where a bot line that cannot be said is refused
+        self._lines: deque[BotLineFrame] = deque()  # bot lines waiting for the machine
         self._events = events or CallEvents("")
         self._barge_in = False  # an Interrupt came before the StartUserTurn being carried out
         self._turn_at: float | None = None  # when the turn in progress started
@@ -157,6 +171,41 @@ class TurnDriver(Processor):
         return "turn-driver"
 
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
+        if isinstance(frame, BotLineFrame):
+            if len(self._lines) >= HELD_LINES:
+                self._refuse(frame, Refusal.BUSY, f"{HELD_LINES} lines are already waiting to be said")
+                return
+            self._lines.append(frame)
+        else:
+            await self._handle(frame, direction, ctx)
+        if isinstance(frame, StopFrame):
+            self.refuse_lines()
+        while self._lines and self.machine.bot_turn_possible(self._lines[0].interrupt):
+            await self._say(self._lines.popleft(), ctx)
+
+    def refuse_lines(self) -> None:
+        """The call ends: every line still held is refused ``call_ended``."""
+        while self._lines:
+            self._refuse(self._lines.popleft(), Refusal.CALL_ENDED, "the call ended before the line was said")
+
+    def _refuse(self, line: BotLineFrame, why: Refusal, message: str) -> None:
+        if self._agent is not None:
+            self._agent.refuse("end" if line.farewell else "say", why, message)
+
+    async def _say(self, line: BotLineFrame, ctx: ProcessorContext) -> None:
+        """A bot turn for ``line`` (the machine said it can start one): the reply playing now is
+        cut first when the line interrupts it; the line goes on in the new epoch."""
+        for action in self.machine.handle(T.BotTurn(at=ctx.clock.now(), interrupt=line.interrupt)):
+            if isinstance(action, T.Interrupt):
+                self._clear(action.epoch)  # fast path, as at a barge-in
+                await ctx.push(InterruptFrame(new_epoch=action.epoch))
+            elif isinstance(action, T.StartBotTurn):
+                self._barge_in = False
+                await ctx.push(dataclasses.replace(line, epoch=action.epoch))
+            else:
+                await self._act([action], ctx)
+
+    async def _handle(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
         if self._is_late_final(frame):
             assert isinstance(frame, TranscriptFrame)
             self._ended_empty = None

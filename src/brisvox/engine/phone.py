@@ -244,18 +244,18 @@ class MarkWaits:
 
 
 async def end_after_echo(commands: CommandSender, marks: MarkWaits, clock: Clock, line: PhoneLine | None,
-                         ended: asyncio.Event, timeout: float = END_ECHO_TIMEOUT) -> None:
-    """The one way the engine ends a call itself (``end_call``, a flow's ``EndCall``): a mark
-    behind the audio released so far, its echo (the farewell played; ``timeout`` for a client
-    that echoes none), the carrier's hang-up, then ``ended`` (the call's end Event, the one
-    its pump waits on).  A clear that cuts the mark (the caller spoke over the farewell)
-    calls the end off."""
+                         ended: asyncio.Event, timeout: float = END_ECHO_TIMEOUT) -> bool:
+    """The one way the engine ends a call itself (``end_call``, a flow's ``EndCall``, an agent's
+    farewell): a mark behind the audio released so far, its echo (the farewell played;
+    ``timeout`` for a client that echoes none), the carrier's hang-up, then ``ended`` (the
+    call's end Event, the one its pump waits on).  A clear that cuts the mark (the caller
+    spoke over the farewell) calls the end off: False (True: the call was ended)."""
     mark, fate = marks.new()
     try:
         await commands.send(Mark(mark))
     except ChannelClosed:
         ended.set()  # the transport is gone already: nothing is left to play
-        return
+        return True
     try:
         played = await bounded(clock, timeout, fate, "the farewell's mark echo")
     except DeadlineExceeded:
@@ -266,7 +266,8 @@ async def end_after_echo(commands: CommandSender, marks: MarkWaits, clock: Clock
         if line is not None:
             line.stats.ends_dropped += 1
         log.info("the end of the call was called off: a clear cut the farewell before it played")
-        return
+        return False
     if line is not None:
         await line.hang_up()
     ended.set()
+    return True

@@ -43,6 +43,14 @@ speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is 
 context as the assistant's first message and in the PlayoutBook like any reply, so a
 caller who cuts it short leaves only the part they heard.
 
+Bot lines (a ``BotLineFrame``: an agent's ``say``, in the epoch of the bot turn the turn
+driver started for it): the runner settles the context as at a turn's end and speaks the
+line as a round task through the canned-line path of the greeting: in the context as said,
+in the PlayoutBook, cut to what was heard on a barge-in.  A ``farewell`` line requests the
+end of the call through the phone line (the ``end_call`` rule: the call ends once it has
+played; a barge-in calls the end off, and the agent is told ``called_off``).  The tools an
+agent narrowed with ``tools.set`` (``ToolEngine.offer``) are the only ones each request lists.
+
 Lost words: when the speech-to-text refused to transcribe because its model's pool is
 full (a ``ModelBusyFrame`` from the listen stage), the next turn that ends with no words
 is answered with the fallback line instead of silence.  Busy frames stop here (the turn
@@ -102,6 +110,7 @@ from brisvox.agent.tools import (
 from brisvox.core.clock import Clock, deadline
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
+    BotLineFrame,
     BotResponseDone,
     BusyStage,
     ContextNoteFrame,
@@ -122,6 +131,7 @@ from brisvox.core.frames import (
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
+from brisvox.engine.agent_input import AgentInput, Refusal
 from brisvox.engine.config import LlmConfig, SpeculationMode, Timeouts
 from brisvox.engine.events import (
     BotHeard,
@@ -165,6 +175,7 @@ class RunnerStats:
         "greetings",
         "interrupted_tool_calls",
         "late_notes",
+        "lines",
         "notes",
         "rounds",
         "speculations",
@@ -180,6 +191,7 @@ class RunnerStats:
         self.confirmations_cleared = 0
         self.interrupted_tool_calls = 0
         self.late_notes = 0
+        self.lines = 0  # bot lines an agent asked for (``say``), started
         self.notes = 0  # notes that opened no turn (app events from the caller's screen) put in the context
         self.turns = 0
         self.rounds = 0
@@ -276,8 +288,12 @@ class LlmRunner(Processor):
         end_call: Callable[[], None] | None = None,
         events: CallEvents | None = None,
         line: PhoneLine | None = None,
+        agent: AgentInput | None = None,
     ) -> None:
         self.events = events or CallEvents("")
+        self.agent = agent  # told when the caller called an agent's farewell off
+        self._farewell = False  # the phone line's pending end is an agent's farewell
+        self.ending_farewell = False  # the end being carried out (end_call) is an agent's farewell
         self._started_calls: dict[str, tuple[int, str]] = {}  # call id -> (epoch, tool), until settled
         self._turn_epoch = 0  # the epoch of the last turn answered
         self.speculation = speculation
@@ -324,6 +340,7 @@ class LlmRunner(Processor):
             if self._end_call is not None:
                 self._end_call()
         if self.line is not None and self.line.take_end(epoch):
+            self.ending_farewell, self._farewell = self._farewell, False
             log.info("end_call: the turn's reply has been released; the call ends once it has played")
             if self._end_call is not None:
                 self._end_call()
@@ -346,6 +363,9 @@ class LlmRunner(Processor):
             await ctx.push(frame, direction)
             await self._start_turn(frame.epoch, ctx)
             return
+        if isinstance(frame, BotLineFrame):
+            await self._start_line(frame, ctx)
+            return
         if isinstance(frame, UserTurnTentative):
             await self._maybe_speculate(frame, ctx)
             await ctx.push(frame, direction)
@@ -357,8 +377,10 @@ class LlmRunner(Processor):
         if isinstance(frame, InterruptFrame | StopFrame):
             await self._drop_speculation()
         if isinstance(frame, InterruptFrame):
-            if self.line is not None:
-                self.line.drop_end("the caller barged in")  # the end of a discarded reply never happens
+            if self.line is not None and self.line.drop_end("the caller barged in") and self._farewell:
+                self._farewell = False  # the end of a discarded reply never happens
+                if self.agent is not None:
+                    self.agent.refuse("end", Refusal.CALLED_OFF, "the caller spoke over the farewell; the call goes on")
             await self._join_round()
             if self.tools is not None:
                 # The caller may not have heard what they would confirm.
@@ -483,6 +505,18 @@ class LlmRunner(Processor):
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
         self._round_task = self._scope.spawn(self._respond(_Turn(epoch, reply), ctx, head), name=f"turn-{epoch}")
+
+    async def _start_line(self, frame: BotLineFrame, ctx: ProcessorContext) -> None:
+        """An agent's bot line in its own epoch (see the module docs)."""
+        await self._join_round()  # a round still running belongs to an older epoch
+        now = ctx.clock.now()
+        self._settle(before_epoch=frame.epoch, at=now)
+        self._append_late_notes(now)
+        self.stats.lines += 1
+        if frame.farewell and self.line is not None:
+            self.line.request_end(frame.epoch)
+            self._farewell = True
+        self._round_task = self._scope.spawn(self._bot_line(frame.epoch, frame.text, ctx), name=f"line-{frame.epoch}")
 
     async def _maybe_speculate(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
         if self.speculation is SpeculationMode.OFF:
@@ -758,9 +792,13 @@ class LlmRunner(Processor):
 
     async def _greet(self, text: str, ctx: ProcessorContext) -> None:
         """The call's first words, epoch 0 (see the module docs)."""
-        await self._speak_line(_Turn(0), text, ctx)
-        await ctx.push(BotResponseDone(epoch=0))  # not reached when a barge-in cancels it
-        self.stats.greetings += 1
+        await self._bot_line(0, text, ctx)
+        self.stats.greetings += 1  # not reached when a barge-in cancels it
+
+    async def _bot_line(self, epoch: int, text: str, ctx: ProcessorContext) -> None:
+        """A line the bot says of its own accord (the greeting, an agent's ``say``) as ``epoch``'s response."""
+        await self._speak_line(_Turn(epoch), text, ctx)
+        await ctx.push(BotResponseDone(epoch=epoch))  # not reached when a barge-in cancels it
 
     async def _answer_lost(self, epoch: int, ctx: ProcessorContext) -> None:
         await self._say(_Turn(epoch), self.config.fallback_line, ctx)
@@ -810,10 +848,12 @@ class LlmRunner(Processor):
         context = context if context is not None else self.context
         messages = self.memory.request_messages(context) if self.memory is not None else context.messages
         messages = with_date(messages, today)
+        tools = self.tools
         if self.flow is not None:
-            specs = self.flow.tool_specs()
+            offered = tools.offered if tools is not None else None
+            specs = tuple(s for s in self.flow.tool_specs() if offered is None or s.name in offered)
         else:
-            specs = tuple(self.tools.registry.specs()) if self.tools is not None else ()
+            specs = tuple(tools.offered_specs()) if tools is not None else ()
         return LlmRequest(
             messages=messages,
             tools=specs,

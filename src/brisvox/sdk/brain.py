@@ -122,12 +122,17 @@ class Brain:
             await self.append_note(answer.note)
 
     async def say_line(self, text: str, *, interrupt: bool = False) -> None:
-        """Ask the call to speak ``text`` (see docs/AGENT_PROTOCOL.md for what the server applies)."""
+        """Have the call say ``text`` as a bot turn of its own (not a model request): when the caller
+        and the bot are silent, or, with ``interrupt``, cutting the reply playing now.  The caller
+        can barge in on it; the context keeps what they heard.  A line the call cannot say comes
+        back as an ``error`` (``busy``, ``call_ended``); docs/AGENT_PROTOCOL.md, "Commands"."""
         await self._send("say_line", p.Say(type="say", text=text, interrupt=interrupt))
 
-    async def end(self) -> None:
-        """End the call once the bot is silent (the call's own goodbye, if any, is the agent file's)."""
-        await self._send("end", p.End(type="end"))
+    async def end(self, farewell: str = "") -> None:
+        """End the call once the bot is silent (after the reply playing now).  With ``farewell`` the
+        server says it, then ends the call once it has played; a caller who speaks over it calls
+        the end off (``error{called_off}``)."""
+        await self._send("end", p.End(type="end", farewell=farewell))
 
     async def append_note(self, text: str) -> None:
         """Add ``text`` to the model's context without opening a turn (``context.update``)."""

@@ -37,6 +37,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolResult",
     "ToolsSet",
+    "Transfer",
     "UiCommand",
     "UiEvent",
     "encode",
@@ -61,7 +62,13 @@ class ErrorCode(enum.Enum):
     BAD_FIELD = "bad_field"
     VERSION = "version"
     UNEXPECTED = "unexpected"  # a valid message at a moment it has no meaning (a result for no call)
-    NOT_SUPPORTED = "not_supported"  # a valid v1 command this server does not apply yet
+    # A valid command the call could not carry out (``command`` names it; the engine's Refusal):
+    BUSY = "busy"  # too many commands (or bot lines) waiting
+    CALL_ENDED = "call_ended"  # the call ended first
+    CALLED_OFF = "called_off"  # the caller spoke over the farewell: the call goes on
+    UNKNOWN_TOOL = "unknown_tool"  # tools.set named a tool the call does not have
+    NO_CARRIER = "no_carrier"  # transfer (or end with a farewell) on a call without a phone carrier / line
+    CARRIER_FAILED = "carrier_failed"  # the carrier refused or did not answer the transfer
 
 
 class ProtocolError(BrisvoxError):
@@ -145,7 +152,14 @@ class UiCommand(_Message):
     payload: dict[str, Any]
 
 
-AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | UiCommand
+class Transfer(_Message):
+    """Transfer the call (through its carrier) to ``to``: a phone number or SIP URI the carrier takes."""
+
+    type: Literal["transfer"]
+    to: Annotated[str, Field(min_length=1, max_length=256)]
+
+
+AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand
 _AGENT = TypeAdapter[AgentMessage](Annotated[AgentMessage, Field(discriminator="type")])
 
 
@@ -183,10 +197,14 @@ class ToolCallRequest(_Message):
 
 
 class ProtocolErrorMessage(_Message):
+    """A frame of the agent's refused (``field`` names what was wrong), or a command the call could
+    not carry out (``command`` is its ``type``)."""
+
     type: Literal["error"]
     code: str
     field: str = ""
     message: str = ""
+    command: str | None = None
 
 
 class UiEvent(_Message):

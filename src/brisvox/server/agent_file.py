@@ -204,10 +204,12 @@ class _Filler(Section):
 
 
 class _AgentLink(Section):
-    ranges = MappingProxyType({"connect_timeout": (0.1, 30.0), "ready_timeout": (0.1, 30.0)})
+    ranges = MappingProxyType({"connect_timeout": (0.1, 30.0), "ready_timeout": (0.1, 30.0),
+                               "reopen_attempts": (0, 100)})
     url: str = Field(pattern=r"^wss?://[^\s/]+(/\S*)?$", max_length=2048)
     connect_timeout: float = 5.0
     ready_timeout: float = 5.0
+    reopen_attempts: int = 5
 
 
 class _Provider(Section):
@@ -478,7 +480,7 @@ def _build(
         s2s=s2s, s2s_policy=s2s_policy, vad=vad, telephony=telephony, record=_record(f.record, source),
         agent_link=None if f.agent_link is None else AgentLinkConfig(
             url=f.agent_link.url, connect_timeout=f.agent_link.connect_timeout,
-            ready_timeout=f.agent_link.ready_timeout),
+            ready_timeout=f.agent_link.ready_timeout, reopen_attempts=f.agent_link.reopen_attempts),
     )
 
 

@@ -6,6 +6,10 @@
 tools, so the tool engine's ReadOnly/SideEffect rules, timeouts and idempotency apply to
 them unchanged.  The engine's events go out through a bounded queue (events drop-oldest,
 tool calls back-pressure); the reader resolves ``tool.result`` s and never waits on the call.
+The agent's commands (``say``, ``context.update``, ``tools.set``, ``end`` with a farewell,
+``transfer``) go to the call's :class:`~brisvox.engine.agent_input.AgentInput` (``input``,
+handed to ``run_call``) without waiting; a command the call cannot carry out comes back as
+an ``error`` naming it (``command``), logged once.
 
 Failure never fails the call: an agent that cannot be reached, or a link lost mid-call,
 is logged once with its traceback and counted (``on_failure``: the server's metrics); the call goes on
@@ -31,6 +35,7 @@ from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
+from brisvox.engine.agent_input import AgentCommand, AgentInput, BotLine, Note, OfferTools, Refusal, Transfer
 from brisvox.sdk import protocol as p
 
 __all__ = ["AgentLink", "AgentLinkConfig", "RemoteTool", "event_message"]
@@ -128,6 +133,8 @@ class AgentLink:
         self._end_asked = False
         self._bot_busy = False
         self._start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent="", transport="")
+        self.input = AgentInput(self._refused)  # the agent's commands, for run_call(agent=)
+        self.commands_refused = 0
 
     @classmethod
     async def open(cls, config: AgentLinkConfig, clock: Clock, *, call_id: str, agent: str, transport: str,
@@ -281,13 +288,27 @@ class AgentLink:
                 self._end_asked = True
                 if not self._bot_busy:
                     self.ended.set()
+            elif isinstance(message, p.Ready):
+                self._refuse(p.ErrorCode.UNEXPECTED, "type", "ready was already received")
+            elif isinstance(message, p.UiCommand):
+                self._refuse(p.ErrorCode.UNEXPECTED, "type", "ui.command is not carried to the screen by this server")
             else:
-                self._refuse(p.ErrorCode.NOT_SUPPORTED, "type", f"{message.type} is not applied by this server")
+                self.input.put(_command(message))
 
     def _refuse(self, code: p.ErrorCode, field: str, message: str) -> None:
         self.protocol_errors += 1
         log.info("call %s: agent message refused: %s", self.call_id, code.value)
         error = p.ProtocolErrorMessage(type="error", code=code.value, field=field, message=message)
+        self._out.try_send((p.encode(error), True))
+
+    def _refused(self, command: str, why: Refusal, message: str) -> None:
+        """A command the call could not carry out: the agent is told, the operator reads one line."""
+        self.commands_refused += 1
+        log.warning("call %s: the agent's %s was not carried out: %s", self.call_id, command, why.value)
+        if self.lost or self._closing:
+            return
+        error = p.ProtocolErrorMessage(type="error", code=p.ErrorCode(why.value).value, message=message,
+                                       command=command)
         self._out.try_send((p.encode(error), True))
 
     async def close(self) -> None:
@@ -305,6 +326,21 @@ class AgentLink:
             await bounded(self.clock, self.config.write_timeout, self._ws.close(), "agent link close")
         except DeadlineExceeded:
             self._ws.transport.abort()  # the agent did not answer the close: drop the socket
+
+
+def _command(message: p.Say | p.ContextUpdate | p.ToolsSet | p.End | p.Transfer) -> AgentCommand:
+    """The engine's command for a command message of the agent's."""
+    match message:
+        case p.Say(text=text, interrupt=interrupt):
+            return BotLine(text, interrupt=interrupt)
+        case p.End(farewell=farewell):
+            return BotLine(farewell, farewell=True)
+        case p.ContextUpdate(note=note):
+            return Note(note)
+        case p.ToolsSet(names=names):
+            return OfferTools(names)
+        case p.Transfer(to=to):
+            return Transfer(to)
 
 
 class RemoteTool:

@@ -626,7 +626,9 @@ def engine_runner(
                                   filler=fillers.clone(), observer=observer,
                                   clips=clips.store(out_rate) if clips is not None else None,
                                   summarizer=providers.summarizer, flow=flow_manager(definition, flow, clock),
-                                  ui=call.ui, phone=phone_plan(definition, session.info.metadata, os.environ, metrics))
+                                  ui=call.ui, phone=phone_plan(definition, session.info.metadata, os.environ, metrics,
+                                                               linked=link is not None),
+                                  agent=link.input if link is not None else None)
         finally:
             if rendering is not None:
                 rendering.cancel()  # unfinished: the next call starts it again
@@ -641,11 +643,12 @@ def engine_runner(
 
 
 def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ: Mapping[str, str],
-               metrics: ServerMetrics | None) -> PhonePlan | None:
-    """The call's carrier control for the telephony tools (None: the agent lists none of them).
+               metrics: ServerMetrics | None, linked: bool = False) -> PhonePlan | None:
+    """The call's carrier control for the telephony tools and an agent link's ``end`` and
+    ``transfer`` (None: the agent lists none of those tools and has no link).
     A carrier call whose named credential variable is unset gets no line (logged): its tools
     answer the model "no phone line", and the rest of the call works."""
-    if not any(name in BUILTIN_TOOLS for name in definition.tools):
+    if not linked and not any(name in BUILTIN_TOOLS for name in definition.tools):
         return None
     settings = definition.telephony
     try:

@@ -45,8 +45,12 @@ def plan_calls(
     *,
     max_argument_bytes: int,
     speculative: bool,
+    offered: frozenset[str] | None = None,
 ) -> list[Slot]:
-    """One slot per call, in issue order; malformed calls answered, speculative SideEffects held."""
+    """One slot per call, in issue order; malformed calls answered, speculative SideEffects held.
+
+    ``offered``: the tools the model may call now (None: every registered one); a call to any
+    other is answered ``unknown_tool`` like a call to a tool that does not exist."""
     slots = []
     for index, call in enumerate(calls):
         slot = Slot(index=index, call_id=call.id, tool=call.name or UNKNOWN_TOOL_NAME)
@@ -65,7 +69,7 @@ def plan_calls(
             slot.malformed = True
             continue
         slot.call = call
-        registered = registry.get(call.name)
+        registered = registry.get(call.name) if offered is None or call.name in offered else None
         if registered is None:
             malformed(slot, ErrorKind.UNKNOWN_TOOL, Outcome.UNKNOWN_TOOL, f"there is no tool named {call.name!r}")
             continue

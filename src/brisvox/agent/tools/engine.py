@@ -42,6 +42,7 @@ from brisvox.agent.tools.confirm import DEFAULT_CONFIRM_TTL, Confirmations
 from brisvox.agent.tools.execution import Execution, Receipt, Speculation
 from brisvox.agent.tools.registry import CallMeta, RegisteredTool, ToolCallContext, ToolRegistry
 from brisvox.agent.tools.results import ErrorKind, Outcome
+from brisvox.agent.tools.spec import ToolSpec
 from brisvox.agent.tools.stats import ToolStatsSnapshot
 from brisvox.agent.tools.store import IdempotencyStore, IdempotencyUsage
 from brisvox.core.clock import Clock
@@ -107,6 +108,20 @@ class ToolEngine:
         self._newest: int | None = None
         self._invalid = 0
         self._runs = 0
+        self.offered: frozenset[str] | None = None  # None: every registered tool (see offer)
+
+    def offer(self, names: Sequence[str]) -> list[str]:
+        """Offer only ``names`` from now on (an agent's ``tools.set``): later requests list only
+        them and a call to any other is answered ``unknown_tool``.  Returns the names that are
+        not registered (then nothing changes)."""
+        unknown = [name for name in names if name not in self.registry]
+        if not unknown:
+            self.offered = frozenset(names)
+        return unknown
+
+    def offered_specs(self) -> list[ToolSpec]:
+        """The specs of the tools the model is offered now, in name order."""
+        return [spec for spec in self.registry.specs() if self.offered is None or spec.name in self.offered]
 
     def _context(self, epoch: int, call: ToolCall, cancel: CancelToken) -> ToolCallContext:
         """The context one tool call runs with (ReadOnly and SideEffect alike)."""
@@ -231,7 +246,8 @@ class ToolEngine:
 
     def _plan(self, calls: Sequence[ToolCall | InvalidCall], *, speculative: bool) -> list[Slot]:
         return plan_calls(
-            calls, self.registry, max_argument_bytes=self.config.max_argument_bytes, speculative=speculative
+            calls, self.registry, max_argument_bytes=self.config.max_argument_bytes, speculative=speculative,
+            offered=self.offered,
         )
 
     def _admit(self, slots: list[Slot], epoch: int) -> bool:

@@ -1,0 +1,229 @@
+"""The agent protocol across processes (slow, real time): ``brisvox serve`` and an SDK brain, each a
+subprocess on 127.0.0.1, and a caller on the server's WebSocket (espeak-ng speech).
+
+The server's agent file uses the mock speech-to-text (every turn reads "a table for two on friday
+at seven"), the scripted restaurant host as its model (it calls ``check_availability``, which only
+the brain declares) and the mock text-to-speech.  The brain answers with an alternative only it
+knows (21:15), so the bot's words show where the answer came from.  The brain process is killed
+mid-call (the call goes on under the agent file: the host says it found no table), then started again
+on the same port: the server reopens the link (the brain declared resume) and the brain answers again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from brisvox.core.clock import SystemClock, bounded
+from brisvox.core.tasks import TaskScope
+from tests._speech import espeak_wav
+
+pytestmark = [pytest.mark.realtime, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**{k: v for k, v in os.environ.items() if k != "BRISVOX_AGENT_FILE"}, "PYTHONPATH": str(ROOT / "src"),
+       "BRISVOX_HOST": "127.0.0.1", "BRISVOX_PORT": "0"}
+RATE = 16000
+FRAME = RATE // 50 * 2  # 20 ms of PCM16
+
+BRAIN = '''
+import asyncio, sys
+from typing import Any
+from pydantic import BaseModel
+import brisvox
+from brisvox.sdk import Brain, serve
+
+class Ask(BaseModel):
+    date: str
+    time: str
+    party_size: int
+
+class Host(Brain):
+    resume = True
+
+    @brisvox.tool.read_only(timeout=2.0)
+    async def check_availability(self, args: Ask) -> dict[str, Any]:
+        """Whether a table is free at a time."""
+        assert self.session is not None
+        print(f"check resume={self.session.resume}", flush=True)
+        return {"free": False, "date": args.date, "time": args.time, "alternatives": ["21:15"]}
+
+async def main() -> None:
+    server = await serve(Host, "127.0.0.1", int(sys.argv[1]))
+    print("serving", flush=True)
+    await server.serve_forever()
+
+asyncio.run(main())
+'''
+
+AGENT = '''
+[agent]
+name = "host"
+prompt = "You take table bookings."
+
+[stt]
+provider = "mock"
+options = {{ final_latency = 0.1, text = "a table for two on friday at seven" }}
+
+[llm]
+provider = "scripted"
+
+[tts]
+provider = "mock"
+options = {{ first_audio = 0.05, chars_per_second = 60 }}
+
+[turn]
+policy = "fixed_silence"
+silence = 0.4
+
+[agent_link]
+url = "ws://127.0.0.1:{port}"
+connect_timeout = 2
+reopen_attempts = 60
+'''
+
+
+class Proc:
+    """A subprocess whose output lines are collected as they come."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(args, env=ENV, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        for line in stream:
+            self.lines.append(line)
+
+    async def wait_for(self, pattern: str, clock: SystemClock, seconds: float = 60.0) -> re.Match[str]:
+        for _ in range(int(seconds / 0.05)):
+            if (m := re.search(pattern, "".join(self.lines))) is not None:
+                return m
+            if self.proc.poll() is not None:
+                break
+            await clock.sleep(0.05)
+        raise AssertionError(f"{pattern!r} not seen:\n{self.text()}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(5)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Caller:
+    """The caller: 20 ms frames in real time (silence unless speaking) and the server's events."""
+
+    def __init__(self, ws: ClientConnection, clock: SystemClock, speech: bytes) -> None:
+        self.ws, self.clock, self.speech = ws, clock, speech
+        self.events: list[dict[str, Any]] = []
+        self._pending = bytearray()
+
+    def say(self) -> int:
+        """Start saying the request; the index of the next event."""
+        self._pending += self.speech
+        return len(self.events)
+
+    async def send(self) -> None:
+        start = self.clock.now()
+        for n in range(1 << 30):
+            chunk = bytes(self._pending[:FRAME]) or bytes(FRAME)
+            del self._pending[:FRAME]
+            await self.ws.send(chunk)
+            await self.clock.sleep_until(start + (n + 1) * 0.02)
+
+    async def receive(self) -> None:
+        async for message in self.ws:
+            if isinstance(message, str) and (event := json.loads(message)).get("type") == "event":
+                self.events.append(event)
+
+    async def bot_says(self, since: int, done: Callable[[str], bool], seconds: float = 20.0) -> str:
+        """The bot's words since event ``since``, once ``done`` holds for them."""
+        for _ in range(int(seconds / 0.05)):
+            text = "".join(e.get("text", "") for e in self.events[since:] if e.get("kind") == "bot_text")
+            if done(text) and any(e.get("kind") == "bot_done" for e in self.events[since:]):
+                await self.clock.sleep(1.5)  # the reply plays out before the caller speaks again
+                return text
+            await self.clock.sleep(0.05)
+        raise AssertionError(f"the bot did not say it: {self.events[since:]}")
+
+
+async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and_resumes_with_its_restart(
+        tmp_path: Path) -> None:
+    clock = SystemClock()
+    speech = espeak_wav("a table for two on friday at seven", tmp_path, speed=200, lead=0.1, trail=0.0).pcm
+    brain_file = tmp_path / "brain.py"
+    brain_file.write_text(BRAIN)
+    port = free_port()
+    agent_file = tmp_path / "host.toml"
+    agent_file.write_text(AGENT.format(port=port))
+    brain = Proc([sys.executable, str(brain_file), str(port)])
+    server = Proc([sys.executable, "-m", "brisvox", "serve", str(agent_file), "--workers", "1"])
+    restarted: Proc | None = None
+    try:
+        await brain.wait_for("serving", clock)
+        url = (await server.wait_for(r"listening on http://(127\.0\.0\.1:\d+)", clock)).group(1)
+        await server.wait_for("call providers warm", clock)
+        async with connect(f"ws://{url}/ws", ping_interval=None) as ws, TaskScope("caller") as scope:
+            await ws.send(json.dumps({"type": "start", "encoding": "pcm16", "sample_rate": RATE, "metadata": {}}))
+            started = json.loads(await bounded(clock, 10.0, ws.recv(), "started"))
+            assert started["type"] == "started", started
+            caller = Caller(ws, clock, speech)
+            scope.spawn(caller.receive(), name="receive")
+            scope.spawn(caller.send(), name="send")
+
+            first = await caller.bot_says(caller.say(), lambda t: "21:15" in t)  # the brain's answer
+            assert "taken" in first
+            brain.stop(signal.SIGKILL)  # the agent process dies mid-call
+            fallback = await caller.bot_says(caller.say(), lambda t: "fully booked" in t)
+            assert "21:15" not in fallback  # the call went on under the agent file: the tool failed, was said
+
+            restarted = Proc([sys.executable, str(brain_file), str(port)])
+            await restarted.wait_for("serving", clock)
+            again = ""
+            for _ in range(3):  # the server retries the link every 2 s at most
+                again = await caller.bot_says(caller.say(), lambda t: "21:15" in t or "fully booked" in t)
+                if "21:15" in again:
+                    break
+            assert "21:15" in again, caller.events
+            await ws.send(json.dumps({"type": "stop"}))
+            await bounded(clock, 10.0, ws.wait_closed(), "the call's end")
+            scope.cancel()
+        assert "check resume=False" in brain.text()
+        assert "check resume=True" in restarted.text()  # the reopened link said it resumes
+    finally:
+        for proc in (brain, restarted, server):
+            if proc is not None:
+                proc.stop()
+    assert "agent link lost; reopening" in server.text()
+    assert "agent link reopened" in server.text()
