@@ -1,17 +1,37 @@
-"""A simulated call through the server's session runner with ``[record]`` on."""
+"""Simulated calls through the server's session runners with ``[record]`` on (cascaded and speech-to-speech)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from brisvox.core.clock import SystemClock
+from brisvox.core.clock import Clock, SystemClock
+from brisvox.core.tasks import TaskScope
 from brisvox.engine import Providers
 from brisvox.inference.vad import energy_vad
+from brisvox.providers.s2s import (
+    S2sAudio,
+    S2sConfig,
+    S2sEvent,
+    S2sInteractionEnded,
+    S2sInterrupted,
+    S2sReady,
+    S2sResponseDone,
+    S2sSpeechStarted,
+    S2sSpeechStopped,
+    S2sToolCall,
+    S2sToolResult,
+    S2sTranscript,
+    Speaker,
+)
+from brisvox.providers.session import SessionBase
 from brisvox.server.agent_file import AgentDefinition, load_agent_file
 from brisvox.server.call import EngineCall, engine_runner
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.metrics import ServerMetrics
+from brisvox.server.s2s_call import S2sCallProviders, s2s_runner
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.transport import LoopbackTransport
@@ -68,3 +88,143 @@ async def recorded_call(agent: AgentDefinition, tools: ToolSet, metrics: ServerM
         await client.hangup()
         await call
     return providers
+
+
+async def keyed_call(agent: AgentDefinition, tools: ToolSet) -> None:
+    """A spoken turn, then a key (DTMF 5) and a typed turn that calls the tool, then the hang-up."""
+    clock = SystemClock()
+    scenario = ScenarioBuilder().pause(0.4).say("hello there").pause(7.0).build()
+    llm = ScriptedLlm(clock, [[Say("Hello, press a key or type.")], [Say("You pressed five.")],
+                              [Call(name="lookup", arguments={"item": "blue shoes"})],
+                              [Say("The blue shoes are in stock.")]])
+    providers = CallProviders(
+        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+    runner = engine_runner(agent, tools, clock, providers)
+
+    async def no_text(_: str) -> None:
+        return None
+
+    async with LoopbackTransport(clock) as transport:
+        client = await transport.connect(metadata={"sample_rate": "16000"})
+        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
+        start = clock.now()
+        for i, pcm in enumerate(scenario.frames(0.02)):
+            t = i * 0.02
+            if abs(t - 3.0) < 0.01:
+                await client.send_dtmf("5")
+            elif abs(t - 5.0) < 0.01:
+                await client.send_text("what about the blue shoes")
+            await client.send_audio(pcm)
+            await clock.sleep_until(start + t + 0.02)
+        await client.hangup()
+        await call
+
+
+class TimedS2s:
+    """A speech-to-speech model that plays its script at fixed times after its session opens,
+    whatever it hears; ``sent`` holds what the call sent it."""
+
+    name = "timed-s2s"
+
+    def __init__(self, clock: Clock, script: list[tuple[float, S2sEvent]]) -> None:
+        self._clock, self._script = clock, script
+        self.sent: list[tuple[str, Any]] = []
+
+    async def connect(self, config: S2sConfig) -> _TimedS2sSession:
+        return _TimedS2sSession(self._clock, self._script, self.sent)
+
+
+class _TimedS2sSession(SessionBase[S2sEvent]):
+    def __init__(self, clock: Clock, script: list[tuple[float, S2sEvent]], sent: list[tuple[str, Any]]) -> None:
+        super().__init__(name="timed-s2s session")
+        self.sent = sent
+        self._scope = TaskScope("timed-s2s")
+        self._scope.spawn(self._run(clock, script, clock.now()), name="script")
+
+    async def _run(self, clock: Clock, script: list[tuple[float, S2sEvent]], start: float) -> None:
+        for at, event in script:
+            await clock.sleep_until(start + at)
+            await self._emit(event)
+
+    async def send_audio(self, pcm: bytes) -> None:
+        self._check_open()
+
+    async def send_tool_results(self, results: Sequence[S2sToolResult]) -> None:
+        self.sent.append(("results", [r.content for r in results]))
+
+    async def request_response(self) -> None:
+        self.sent.append(("request", None))
+
+    async def cancel_response(self) -> None:
+        self.sent.append(("cancel", None))
+
+    async def add_note(self, text: str) -> None:
+        self.sent.append(("note", text))
+
+    async def truncate(self, item_id: str | None, heard_ms: int) -> None:
+        self.sent.append(("truncate", (item_id, heard_ms)))
+
+    async def _shutdown(self) -> None:
+        await self._scope.aclose()
+
+
+def _speech(seconds: float, item: str, at: float, words: str) -> list[tuple[float, S2sEvent]]:
+    """The model speaking ``words`` for ``seconds`` from ``at`` (0.1 s chunks of a tone, 16 kHz)."""
+    chunk = b"\x10\x27" * 1600
+    return [(at, S2sTranscript(speaker=Speaker.MODEL, text=words, final=False, item_id=item))] + [
+        (at + i * 0.1, S2sAudio(pcm=chunk, item_id=item)) for i in range(round(seconds / 0.1))]
+
+
+def s2s_script() -> list[tuple[float, S2sEvent]]:
+    """A turn that calls the tool, the answer, then a reply the caller cuts (the model's barge-in)."""
+    return [
+        (0.3, S2sReady()),
+        (1.0, S2sSpeechStarted(item_id="u1")),
+        (2.0, S2sSpeechStopped(item_id="u1")),
+        (2.1, S2sTranscript(speaker=Speaker.CALLER, text="look up the red shoes", final=True, item_id="u1")),
+        (2.3, S2sToolCall(call_id="c1", name="lookup", arguments={"item": "red shoes"})),
+        (2.35, S2sResponseDone(response_id="r1")),
+        *_speech(2.0, "a1", 2.6, "The red shoes are in stock."),
+        (4.7, S2sResponseDone(response_id="r2")),
+        (4.75, S2sInteractionEnded()),
+        *_speech(3.0, "a2", 5.0, "Is there anything else I can help you with today?"),
+        (6.0, S2sSpeechStarted(item_id="u2")),
+        (6.0, S2sInterrupted()),
+        (6.05, S2sResponseDone(interrupted=True, response_id="r3")),
+        (7.0, S2sSpeechStopped(item_id="u2")),
+        (7.1, S2sTranscript(speaker=Speaker.CALLER, text="no thanks", final=True, item_id="u2")),
+    ]
+
+
+S2S_KEY = {"TEST_S2S_KEY": "sk-test-0123456789"}
+
+
+def s2s_agent(directory: Path, *, barge_in: str = "model") -> AgentDefinition:
+    text = ('[agent]\nname = "shop"\nprompt = "p"\ntools = ["lookup"]\n\n'
+            f'[s2s]\nprovider = "openai-realtime"\napi_key_env = "TEST_S2S_KEY"\nbarge_in = "{barge_in}"\n\n'
+            f'[record]\nenabled = true\ndir = "{directory}"\n')
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "agent.toml").write_text(text)
+    return load_agent_file(directory / "agent.toml", available_tools={"lookup"}, environ=S2S_KEY)
+
+
+async def s2s_recorded_call(agent: AgentDefinition, tools: ToolSet, model: TimedS2s, seconds: float = 8.0) -> None:
+    """The caller sends 20 ms frames of quiet for ``seconds`` at the model's rate, then hangs up."""
+    clock = SystemClock()
+    providers = S2sCallProviders(provider=model, label="timed s2s", rates=(16_000, 16_000))
+    runner = s2s_runner(agent, tools, clock, providers)
+
+    async def no_text(_: str) -> None:
+        return None
+
+    async with LoopbackTransport(clock) as transport:
+        client = await transport.connect(metadata={"sample_rate": "16000"})
+        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
+        start = clock.now()
+        for i in range(round(seconds / 0.02)):
+            await client.send_audio(b"\x01\x00" * 320)
+            await clock.sleep_until(start + (i + 1) * 0.02)
+        await client.hangup()
+        await call

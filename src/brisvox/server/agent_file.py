@@ -502,9 +502,6 @@ def _s2s_policy(f: _File, report: _Report) -> S2sPolicy:
     if "telephony" in f.model_fields_set:  # no PhoneLine in run_s2s_call: the tools would answer "no phone line"
         report.at_key(("telephony",), "does not apply to a speech-to-speech agent ([s2s]): the telephony tools "
                                       "act in cascaded calls only; remove [telephony] or [s2s]")
-    if f.record.enabled:
-        report.at_key(("record",), "recording a speech-to-speech agent's calls is not built yet; "
-                                   "remove [record] or [s2s]")
     s = f.s2s
     assert s is not None
     budget = s.think_budget
