@@ -31,7 +31,7 @@ def test_record_is_off_unless_an_agent_turns_it_on_and_a_relative_dir_is_under_t
     with pytest.raises(AgentFileError, match=r"record\.keep"):
         parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[record]\nenabled = true\nkeep = 0\n')
     s2s = parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[s2s]\nprovider = "openai-realtime"\n'
-                           '[record]\nenabled = true\n', source=tmp_path / "a.toml",
+                           'api_key_env = "OPENAI_API_KEY"\n[record]\nenabled = true\n', source=tmp_path / "a.toml",
                            environ={"OPENAI_API_KEY": "sk-test-0123456789"})
     assert s2s.record == RecordSettings(dir=tmp_path / "recordings", keep=100)
 

@@ -179,7 +179,7 @@ async def test_a_replay_against_a_changed_tool_says_which_tool_changed(tmp_path:
     changed = ToolSet()
 
     @changed.read_only
-    async def lookup(item: str, size: int) -> str:
+    async def lookup(item: str, size: int = 40) -> str:  # a new optional argument: the call still runs
         "Look an item up."
         return f"{item}: in stock"
 

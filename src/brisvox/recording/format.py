@@ -234,7 +234,7 @@ def _header(raw: Any) -> Header:
     if vad is not None and not isinstance(vad, str):
         raise RecordingError(f"{where}: field 'vad' must be str or null")
     pipeline = raw.get("pipeline", "cascade")
-    if pipeline not in PIPELINES:
+    if not isinstance(pipeline, str) or pipeline not in PIPELINES:
         raise RecordingError(f"{where}: field 'pipeline' must be 'cascade' or 's2s', got {pipeline!r}")
     summaries = raw.get("summaries", False)
     if not isinstance(summaries, bool):
