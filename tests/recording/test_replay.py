@@ -4,14 +4,19 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from brisvox.agent.context import SystemMessage
+from brisvox.agent.window import SummaryRequest
 from brisvox.core.clock import SystemClock
 from brisvox.engine import Providers
 from brisvox.inference.vad import energy_vad
 from brisvox.providers.llm import LlmRequest
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.recording import load_recording
 from brisvox.recording.format import SUMMARY
 from brisvox.recording.replay import VIRTUAL_TOLERANCE, compare, compared_events, judge
+from brisvox.server import replay as served_replay
 from brisvox.server.agent_file import AgentDefinition, load_agent_file
 from brisvox.server.call import EngineCall, engine_runner
 from brisvox.server.call_providers import CallProviders
@@ -151,7 +156,8 @@ async def _flow_call(agent: AgentDefinition, tools: ToolSet) -> ScriptedLlm:
     return llm
 
 
-async def test_a_flow_call_with_a_summary_through_the_model_replays_identically(tmp_path: Path) -> None:
+async def test_a_flow_call_with_a_summary_through_the_model_replays_identically(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "agent.toml").write_text(FLOW_AGENT.replace("{dir}", str(tmp_path)))
     tools = _booking_tools()
     agent = load_agent_file(tmp_path / "agent.toml", available_tools=set(tools))
@@ -163,7 +169,16 @@ async def test_a_flow_call_with_a_summary_through_the_model_replays_identically(
     assert uses.count(SUMMARY) == 1 and len(uses) == 5
     recorded = compared_events(list(recording.records))
     assert any(seen.line.startswith("FlowEntered") and "'confirm'" in seen.line for seen in recorded)
+    summaries: list[str] = []
+
+    class Summarizer(LlmSummarizer):  # the replay's summarizer, watched
+        async def summarize(self, request: SummaryRequest) -> str:
+            summaries.append(await super().summarize(request))
+            return summaries[-1]
+
+    monkeypatch.setattr(served_replay, "LlmSummarizer", Summarizer)
     replayed = compared_events(await replay_recording(recording, agent, tools, SystemClock()))
+    assert summaries == ["The caller wants a table on Friday."]  # the recorded summary, asked for again
     _rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
     assert differences == [], "\n".join(map(str, differences))
     assert recorded == replayed
