@@ -30,7 +30,7 @@ import dataclasses
 import logging
 import sys
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -39,7 +39,7 @@ from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import Clock, SystemClock, run_virtual
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope
-from brisvox.engine import CallFailed, CallObserver, Providers, run_call
+from brisvox.engine import CallFailed, CallObserver, CallReport, Providers, run_call
 from brisvox.engine import events as ev
 from brisvox.engine.s2s import run_s2s_call
 from brisvox.inference.vad import energy_vad
@@ -135,7 +135,7 @@ async def replay_recording(recording: Recording, definition: AgentDefinition, to
     return events
 
 
-RunOn = Callable[[TransportSession], Awaitable[Any]]
+RunOn = Callable[[TransportSession], Coroutine[Any, Any, CallReport]]
 
 
 def _cascaded_call(recording: Recording, definition: AgentDefinition, tools: ToolSet, clock: Clock, start: float,
@@ -163,7 +163,7 @@ def _cascaded_call(recording: Recording, definition: AgentDefinition, tools: Too
     providers = Providers(stt=ReplayStt(clock, recording, start), llm=ReplayLlm(clock, recording),
                           tts=ReplayTts(clock, recording), vad=vad, end_of_turn=end_of_turn)
 
-    async def run(session: TransportSession) -> Any:
+    async def run(session: TransportSession) -> CallReport:
         return await run_call(session, config, providers, clock, tools=registry,
                               filler=FillerPolicy.from_config(config.llm.filler), observer=observer,
                               summarizer=summarizer, flow=flow_manager(definition, flow, clock))
@@ -180,7 +180,7 @@ def _s2s_call(recording: Recording, definition: AgentDefinition, tools: ToolSet,
     registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
     detector = vad(recording.header.input_rate) if vad is not None and config.barge_in is BargeIn.OURS else None
 
-    async def run(session: TransportSession) -> Any:
+    async def run(session: TransportSession) -> CallReport:
         return await run_s2s_call(session, config, model, clock, tools=registry, observer=observer, vad=detector)
 
     return run
