@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from brisvox.engine import Providers
 from brisvox.inference.vad import energy_vad
 from brisvox.providers.llm import LlmRequest
 from brisvox.providers.summarizer import LlmSummarizer
-from brisvox.recording import load_recording
+from brisvox.recording import load_recording, parse_recording
 from brisvox.recording.format import SUMMARY
 from brisvox.recording.replay import VIRTUAL_TOLERANCE, compare, compared_events, judge
 from brisvox.server import replay as served_replay
@@ -206,4 +208,19 @@ async def test_a_replay_against_a_changed_tool_says_which_tool_changed(tmp_path:
     assert "arguments=['item', 'size']" in difference.replayed.line
     same = judge(recording, await replay_recording(recording, agent, tools, SystemClock()),
                  offered=offered_tools(agent, tools))
-    assert same.differences == [] and same.rows[0][0] is not None and same.rows[0][0].line.startswith("Tool")
+    assert same.differences == [] and same.rows[0][0] is not None and same.rows[0][0].line.startswith("Tool '")
+
+
+async def test_a_recording_made_before_the_header_kept_tools_and_summaries_still_replays(tmp_path: Path) -> None:
+    agent, tools = recording_agent(tmp_path), lookup_tools()
+    await recorded_call(agent, tools)
+    [path] = recordings(tmp_path)
+    lines = gzip.decompress(path.read_bytes()).splitlines()
+    head = json.loads(lines[0])
+    for later in ("pipeline", "summaries", "tools"):
+        del head[later]
+    old = parse_recording([json.dumps(head).encode(), *lines[1:]])
+    assert old.header.tools is None and old.header.pipeline == "cascade"
+    replayed = await replay_recording(old, agent, tools, SystemClock())
+    judged = judge(old, replayed, offered=offered_tools(agent, tools))
+    assert judged.differences == [] and not any(a is not None and a.line.startswith("Tool '") for a, _, _ in judged.rows)
