@@ -7,11 +7,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from brisvox.core.clock import Clock, SystemClock
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import Providers
 from brisvox.inference.vad import energy_vad
 from brisvox.providers.s2s import (
+    BargeIn,
     S2sAudio,
     S2sConfig,
     S2sEvent,
@@ -210,10 +213,15 @@ def s2s_agent(directory: Path, *, barge_in: str = "model") -> AgentDefinition:
     return load_agent_file(directory / "agent.toml", available_tools={"lookup"}, environ=S2S_KEY)
 
 
-async def s2s_recorded_call(agent: AgentDefinition, tools: ToolSet, model: TimedS2s, seconds: float = 8.0) -> None:
-    """The caller sends 20 ms frames of quiet for ``seconds`` at the model's rate, then hangs up."""
+async def s2s_recorded_call(agent: AgentDefinition, tools: ToolSet, model: TimedS2s, seconds: float = 8.0,
+                            speech: tuple[float, float] | None = None) -> None:
+    """The caller sends 20 ms frames at the model's rate for ``seconds``, quiet but for a loud
+    tone over ``speech`` (from, to), then hangs up; with ``barge_in = "ours"`` the energy VAD hears."""
     clock = SystemClock()
-    providers = S2sCallProviders(provider=model, label="timed s2s", rates=(16_000, 16_000))
+    ours = agent.s2s_policy.barge_in is BargeIn.OURS
+    providers = S2sCallProviders(provider=model, label="timed s2s", rates=(16_000, 16_000),
+                                 vad=energy_vad if ours else None, vad_label="energy" if ours else "the model's")
+    tone = (np.sin(np.arange(320) * 2 * np.pi * 440 / 16_000) * 12_000).astype("<i2").tobytes()
     runner = s2s_runner(agent, tools, clock, providers)
 
     async def no_text(_: str) -> None:
@@ -224,7 +232,8 @@ async def s2s_recorded_call(agent: AgentDefinition, tools: ToolSet, model: Timed
         call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
         start = clock.now()
         for i in range(round(seconds / 0.02)):
-            await client.send_audio(b"\x01\x00" * 320)
+            loud = speech is not None and speech[0] <= i * 0.02 < speech[1]
+            await client.send_audio(tone if loud else b"\x01\x00" * 320)
             await clock.sleep_until(start + (i + 1) * 0.02)
         await client.hangup()
         await call

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from brisvox.core.clock import SystemClock
+from brisvox.__main__ import main
+from brisvox.core.clock import SystemClock, run_virtual
 from brisvox.core.errors import ConfigError
+from brisvox.providers.s2s import S2sInterrupted
 from brisvox.recording import load_recording
 from brisvox.recording.replay import VIRTUAL_TOLERANCE, compare, compared_events, judge
 from brisvox.server.replay import offered_tools, replay_recording
@@ -77,3 +79,26 @@ async def test_an_s2s_recording_and_a_cascaded_agent_do_not_replay_together(tmp_
         await replay_recording(recording, recording_agent(tmp_path / "c"), lookup_tools(), SystemClock())
     with pytest.raises(ConfigError, match="--silence applies to a cascaded call"):
         await replay_recording(recording, s2s_agent(tmp_path / "s"), lookup_tools(), SystemClock(), silence=0.3)
+
+
+def test_brisvox_replay_replays_an_s2s_recording_without_the_models_key(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_virtual(lambda: s2s_recorded_call(s2s_agent(tmp_path), lookup_tools(), TimedS2s(SystemClock(), s2s_script())))
+    [path] = recordings(tmp_path)
+    assert main(["replay", str(path)], tools=lookup_tools()) == 0  # TEST_S2S_KEY is not set: never needed
+    out = capsys.readouterr().out
+    assert "ToModel results=[('lookup', 'red shoes: in stock', False)]" in out and "the replay matches" in out
+
+
+async def test_an_s2s_call_whose_barge_in_our_vad_decided_replays_identically(tmp_path: Path) -> None:
+    agent, tools = s2s_agent(tmp_path, barge_in="ours"), lookup_tools()
+    script = [(at, event) for at, event in s2s_script() if not isinstance(event, S2sInterrupted)]
+    await s2s_recorded_call(agent, tools, TimedS2s(SystemClock(), script), speech=(5.8, 6.6))
+    recording = load_recording(recordings(tmp_path)[0])
+    assert recording.header.vad == "energy"
+    recorded = compared_events(list(recording.records))
+    assert "ToModel cancel" in [seen.line for seen in recorded]  # our VAD cut the model
+    assert any(seen.line.startswith("BotHeard") for seen in recorded)
+    replayed = compared_events(await replay_recording(recording, agent, tools, SystemClock()))
+    _rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
+    assert differences == [], "\n".join(map(str, differences))
