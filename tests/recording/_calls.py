@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -25,19 +24,19 @@ from brisvox.providers.s2s import (
     S2sSpeechStarted,
     S2sSpeechStopped,
     S2sToolCall,
-    S2sToolResult,
     S2sTranscript,
     Speaker,
 )
-from brisvox.providers.session import SessionBase
 from brisvox.server.agent_file import AgentDefinition, load_agent_file
 from brisvox.server.call import EngineCall, engine_runner
 from brisvox.server.call_providers import CallProviders
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.s2s_call import S2sCallProviders, s2s_runner
 from brisvox.server.tools import ToolSet
-from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim import Call, CallerScenario, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.transport import LoopbackTransport
+from brisvox.transport.loopback import LoopbackClient
+from tests.engine.s2s_harness import FakeS2s
 
 
 def recordings(directory: Path) -> list[Path]:
@@ -64,20 +63,13 @@ def recording_agent(directory: Path, *, keep: int = 10, silence: float = 0.8, re
     return load_agent_file(directory / "agent.toml", available_tools={"lookup"})
 
 
-async def recorded_call(agent: AgentDefinition, tools: ToolSet, metrics: ServerMetrics | None = None) -> CallProviders:
-    """Two turns (the first calls the tool) and a barge-in over the last reply."""
+Act = Callable[[LoopbackClient], Awaitable[None]]
+
+
+async def through(runner: Callable[[EngineCall, asyncio.Event], Awaitable[None]], play: Act) -> None:
+    """One call through a server session runner over a loopback transport at 16 kHz: ``play``
+    is the caller's side, then the caller hangs up."""
     clock = SystemClock()
-    scenario = (ScenarioBuilder().pause(0.4).say("look up the red shoes").pause(2.5).say("thanks")
-                .pause(0.9).say("wait one more thing").pause(2.0).build())
-    llm = ScriptedLlm(clock, [[Call(name="lookup", arguments={"item": "red shoes"})],
-                              [Say("The red shoes are in stock.")],
-                              [Say("You are welcome, is there anything else I can help you with today?")],
-                              [Say("Sure.")]])
-    providers = CallProviders(
-        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
-        llm_label="scripted (test)", vad_label="energy",
-    )
-    runner = engine_runner(agent, tools, clock, providers, metrics)
 
     async def no_text(_: str) -> None:
         return None
@@ -85,91 +77,82 @@ async def recorded_call(agent: AgentDefinition, tools: ToolSet, metrics: ServerM
     async with LoopbackTransport(clock) as transport:
         client = await transport.connect(metadata={"sample_rate": "16000"})
         call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
-        for pcm in scenario.frames(0.02):
-            await client.send_audio(pcm)
-            await clock.sleep(0.02)
+        await play(client)
         await client.hangup()
         await call
+
+
+async def scenario_call(agent: AgentDefinition, tools: ToolSet, scenario: CallerScenario, llm: ScriptedLlm,
+                        metrics: ServerMetrics | None = None, at: Mapping[float, Act] | None = None) -> CallProviders:
+    """The caller plays ``scenario`` (heard by the mock STT) to the cascaded runner, doing ``at[t]`` at ``t`` s."""
+    clock = SystemClock()
+    providers = CallProviders(
+        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
+        llm_label="scripted (test)", vad_label="energy",
+    )
+
+    async def play(client: LoopbackClient) -> None:
+        for i, pcm in enumerate(scenario.frames(0.02)):
+            for t, act in (at or {}).items():
+                if abs(i * 0.02 - t) < 0.01:
+                    await act(client)
+            await client.send_audio(pcm)
+            await clock.sleep(0.02)
+
+    await through(engine_runner(agent, tools, clock, providers, metrics), play)
     return providers
+
+
+async def recorded_call(agent: AgentDefinition, tools: ToolSet, metrics: ServerMetrics | None = None) -> CallProviders:
+    """Two turns (the first calls the tool) and a barge-in over the last reply."""
+    scenario = (ScenarioBuilder().pause(0.4).say("look up the red shoes").pause(2.5).say("thanks")
+                .pause(0.9).say("wait one more thing").pause(2.0).build())
+    llm = ScriptedLlm(SystemClock(), [[Call(name="lookup", arguments={"item": "red shoes"})],
+                                      [Say("The red shoes are in stock.")],
+                                      [Say("You are welcome, is there anything else I can help you with today?")],
+                                      [Say("Sure.")]])
+    return await scenario_call(agent, tools, scenario, llm, metrics)
 
 
 async def keyed_call(agent: AgentDefinition, tools: ToolSet) -> None:
     """A spoken turn, then a key (DTMF 5) and a typed turn that calls the tool, then the hang-up."""
-    clock = SystemClock()
     scenario = ScenarioBuilder().pause(0.4).say("hello there").pause(7.0).build()
-    llm = ScriptedLlm(clock, [[Say("Hello, press a key or type.")], [Say("You pressed five.")],
-                              [Call(name="lookup", arguments={"item": "blue shoes"})],
-                              [Say("The blue shoes are in stock.")]])
-    providers = CallProviders(
-        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
-        llm_label="scripted (test)", vad_label="energy",
-    )
-    runner = engine_runner(agent, tools, clock, providers)
+    llm = ScriptedLlm(SystemClock(), [[Say("Hello, press a key or type.")], [Say("You pressed five.")],
+                                      [Call(name="lookup", arguments={"item": "blue shoes"})],
+                                      [Say("The blue shoes are in stock.")]])
 
-    async def no_text(_: str) -> None:
-        return None
+    async def key(client: LoopbackClient) -> None:
+        await client.send_dtmf("5")
 
-    async with LoopbackTransport(clock) as transport:
-        client = await transport.connect(metadata={"sample_rate": "16000"})
-        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
-        start = clock.now()
-        for i, pcm in enumerate(scenario.frames(0.02)):
-            t = i * 0.02
-            if abs(t - 3.0) < 0.01:
-                await client.send_dtmf("5")
-            elif abs(t - 5.0) < 0.01:
-                await client.send_text("what about the blue shoes")
-            await client.send_audio(pcm)
-            await clock.sleep_until(start + t + 0.02)
-        await client.hangup()
-        await call
+    async def typed(client: LoopbackClient) -> None:
+        await client.send_text("what about the blue shoes")
+
+    await scenario_call(agent, tools, scenario, llm, at={3.0: key, 5.0: typed})
 
 
-class TimedS2s:
+class TimedS2s(FakeS2s):
     """A speech-to-speech model that plays its script at fixed times after its session opens,
-    whatever it hears; ``sent`` holds what the call sent it."""
+    whatever it hears (``sent``: what the call sent it, as FakeS2s keeps it)."""
 
     name = "timed-s2s"
 
     def __init__(self, clock: Clock, script: list[tuple[float, S2sEvent]]) -> None:
+        super().__init__()
         self._clock, self._script = clock, script
-        self.sent: list[tuple[str, Any]] = []
-
-    async def connect(self, config: S2sConfig) -> _TimedS2sSession:
-        return _TimedS2sSession(self._clock, self._script, self.sent)
-
-
-class _TimedS2sSession(SessionBase[S2sEvent]):
-    def __init__(self, clock: Clock, script: list[tuple[float, S2sEvent]], sent: list[tuple[str, Any]]) -> None:
-        super().__init__(name="timed-s2s session")
-        self.sent = sent
         self._scope = TaskScope("timed-s2s")
-        self._scope.spawn(self._run(clock, script, clock.now()), name="script")
 
-    async def _run(self, clock: Clock, script: list[tuple[float, S2sEvent]], start: float) -> None:
-        for at, event in script:
-            await clock.sleep_until(start + at)
-            await self._emit(event)
+    async def connect(self, config: S2sConfig) -> FakeS2s:
+        session = await super().connect(config)
+        self._scope.spawn(self._play(self._clock.now()), name="script")
+        return session
 
-    async def send_audio(self, pcm: bytes) -> None:
-        self._check_open()
+    async def _play(self, start: float) -> None:
+        for at, event in self._script:
+            await self._clock.sleep_until(start + at)
+            await self.emit(event)
 
-    async def send_tool_results(self, results: Sequence[S2sToolResult]) -> None:
-        self.sent.append(("results", [r.content for r in results]))
-
-    async def request_response(self) -> None:
-        self.sent.append(("request", None))
-
-    async def cancel_response(self) -> None:
-        self.sent.append(("cancel", None))
-
-    async def add_note(self, text: str) -> None:
-        self.sent.append(("note", text))
-
-    async def truncate(self, item_id: str | None, heard_ms: int) -> None:
-        self.sent.append(("truncate", (item_id, heard_ms)))
-
-    async def _shutdown(self) -> None:
+    async def aclose(self) -> None:
+        await super().aclose()
         await self._scope.aclose()
 
 
@@ -222,18 +205,12 @@ async def s2s_recorded_call(agent: AgentDefinition, tools: ToolSet, model: Timed
     providers = S2sCallProviders(provider=model, label="timed s2s", rates=(16_000, 16_000),
                                  vad=energy_vad if ours else None, vad_label="energy" if ours else "the model's")
     tone = (np.sin(np.arange(320) * 2 * np.pi * 440 / 16_000) * 12_000).astype("<i2").tobytes()
-    runner = s2s_runner(agent, tools, clock, providers)
 
-    async def no_text(_: str) -> None:
-        return None
-
-    async with LoopbackTransport(clock) as transport:
-        client = await transport.connect(metadata={"sample_rate": "16000"})
-        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
+    async def play(client: LoopbackClient) -> None:
         start = clock.now()
         for i in range(round(seconds / 0.02)):
             loud = speech is not None and speech[0] <= i * 0.02 < speech[1]
             await client.send_audio(tone if loud else b"\x01\x00" * 320)
             await clock.sleep_until(start + (i + 1) * 0.02)
-        await client.hangup()
-        await call
+
+    await through(s2s_runner(agent, tools, clock, providers), play)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 from pathlib import Path
@@ -11,7 +10,6 @@ import pytest
 from brisvox.agent.context import SystemMessage
 from brisvox.agent.window import SummaryRequest
 from brisvox.core.clock import SystemClock
-from brisvox.engine import Providers
 from brisvox.inference.vad import energy_vad
 from brisvox.providers.llm import LlmRequest
 from brisvox.providers.summarizer import LlmSummarizer
@@ -20,13 +18,18 @@ from brisvox.recording.format import SUMMARY
 from brisvox.recording.replay import VIRTUAL_TOLERANCE, compare, compared_events, judge
 from brisvox.server import replay as served_replay
 from brisvox.server.agent_file import AgentDefinition, load_agent_file
-from brisvox.server.call import EngineCall, engine_runner
-from brisvox.server.call_providers import CallProviders
 from brisvox.server.replay import offered_tools, replay_recording
 from brisvox.server.tools import ToolSet
-from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
-from brisvox.transport import LoopbackTransport
-from tests.recording._calls import keyed_call, lookup_tools, recorded_call, recording_agent, recordings
+from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
+from tests.recording._calls import (
+    keyed_call,
+    lookup_tools,
+    recorded_call,
+    recording_agent,
+    recordings,
+    scenario_call,
+)
+from tests.server.test_agent_flow import BASE, FLOW
 
 
 async def test_a_recorded_simulated_call_replays_with_the_same_events_at_the_same_virtual_times(
@@ -75,38 +78,8 @@ async def test_a_call_with_a_key_and_a_typed_turn_replays_them_identically(tmp_p
     assert recorded == replayed
 
 
-FLOW_AGENT = """\
-[agent]
-name = "booker"
-prompt = "You take table bookings."
-tools = ["check_availability", "book_table"]
-
-[flow]
-initial = "collect"
-summary_timeout = 3.0
-
-[[flow.nodes]]
-name = "collect"
-prompt = "Ask for the day, then check it."
-tools = ["check_availability"]
-
-[[flow.nodes.transitions]]
-tool = "check_availability"
-to = "confirm"
-result = "free"
-equals = true
-
-[[flow.nodes]]
-name = "confirm"
-prompt = "The day is free. Ask the caller to confirm, then book."
-tools = ["book_table"]
-strategy = "reset_with_summary"
-say = "Good news."
-
-[record]
-enabled = true
-dir = "{dir}"
-"""
+# The served flow of tests/server/test_agent_flow.py, recorded; no end_call: the test's caller echoes no marks.
+FLOW_AGENT = BASE + FLOW.replace("end_call = true\n", "") + '\n[record]\nenabled = true\ndir = "{dir}"\n'
 
 
 def _booking_tools() -> ToolSet:
@@ -126,7 +99,6 @@ def _booking_tools() -> ToolSet:
 
 
 async def _flow_call(agent: AgentDefinition, tools: ToolSet) -> ScriptedLlm:
-    clock = SystemClock()
     scenario = (ScenarioBuilder().pause(0.4).say("a table on friday").pause(3.0).say("yes please book it")
                 .pause(3.0).build())
     replies = [[Call(name="check_availability", arguments={"day": "Friday"})], [Say("Friday is free. Book it?")],
@@ -138,23 +110,8 @@ async def _flow_call(agent: AgentDefinition, tools: ToolSet) -> ScriptedLlm:
             return [Say("The caller wants a table on Friday.")]  # the ResetWithSummary's request
         return replies.pop(0)
 
-    llm = ScriptedLlm(clock, answer)
-    providers = CallProviders(providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm,
-                                                  tts=MockTts(clock), vad=energy_vad),
-                              llm_label="scripted (test)", vad_label="energy")
-    runner = engine_runner(agent, tools, clock, providers)
-
-    async def no_text(_: str) -> None:
-        return None
-
-    async with LoopbackTransport(clock) as transport:
-        client = await transport.connect(metadata={"sample_rate": "16000"})
-        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
-        for pcm in scenario.frames(0.02):
-            await client.send_audio(pcm)
-            await clock.sleep(0.02)
-        await client.hangup()
-        await call
+    llm = ScriptedLlm(SystemClock(), answer)
+    await scenario_call(agent, tools, scenario, llm)
     return llm
 
 

@@ -82,6 +82,7 @@ from brisvox.providers.tts import (
     even_word_timings,
 )
 from brisvox.recording.format import Recording
+from brisvox.recording.tap import s2s_results
 
 __all__ = [
     "DEFAULT_REAL_TOLERANCE",
@@ -324,8 +325,7 @@ class _ReplayS2sSession(SessionBase[S2sEvent]):
         self._check_open()
 
     async def send_tool_results(self, results: Sequence[S2sToolResult]) -> None:
-        self._sent("results", results=[{"call_id": r.call_id, "name": r.name, "content": r.content,
-                                         "is_error": r.is_error} for r in results])
+        self._sent("results", results=s2s_results(results))
 
     async def request_response(self) -> None:
         self._sent("request")

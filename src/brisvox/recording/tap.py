@@ -71,7 +71,7 @@ from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsProvider, TtsSession
 from brisvox.recording.format import SUMMARY, VERSION, Header, RecordSettings, encode_line, event_record
 
-__all__ = ["QUEUE_LINES", "WRITE_EVERY", "CallRecorder", "header", "s2s_fields"]
+__all__ = ["QUEUE_LINES", "WRITE_EVERY", "CallRecorder", "header", "s2s_fields", "s2s_results"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -483,8 +483,7 @@ class _S2sSession(_Stream):
         await self._inner.send_audio(pcm)
 
     async def send_tool_results(self, results: Sequence[S2sToolResult]) -> None:
-        self._sent("results", results=[{"call_id": r.call_id, "name": r.name, "content": r.content,
-                                         "is_error": r.is_error} for r in results])
+        self._sent("results", results=s2s_results(results))
         await self._inner.send_tool_results(results)
 
     async def request_response(self) -> None:
@@ -506,6 +505,11 @@ class _S2sSession(_Stream):
     async def aclose(self) -> None:
         self._rec.note({"t": self._rec.t(), "k": "stop"})
         await self._inner.aclose()
+
+
+def s2s_results(results: Sequence[S2sToolResult]) -> list[dict[str, Any]]:
+    """Tool results sent to a speech-to-speech model, as an ``s2s_in`` ``results`` record holds them."""
+    return [{"call_id": r.call_id, "name": r.name, "content": r.content, "is_error": r.is_error} for r in results]
 
 
 def s2s_fields(event: S2sEvent) -> dict[str, Any]:
