@@ -528,15 +528,15 @@ async def _pump_events(session: TransportSession, running: RunningPipeline, mark
     with contextlib.suppress(ChannelClosed):
         while running.running:
             event = await session.recv()
-            if isinstance(event, Dtmf | TypedText):
-                kind = CallerInputKind.KEY if isinstance(event, Dtmf) else CallerInputKind.TEXT
-                fault.events.emit(CallerInput(epoch=fault.epoch(), at=event.at, kind=kind,
-                                              text=event.digit if isinstance(event, Dtmf) else event.text))
             if isinstance(event, Dtmf):
+                fault.events.emit(CallerInput(epoch=fault.epoch(), at=event.at, kind=CallerInputKind.KEY,
+                                              text=event.digit))
                 await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
             elif isinstance(event, MarkPlayed | MarkCleared):
                 marks.resolve(event)  # the engine's own marks (end_after_echo); no other mark is the engine's
             elif isinstance(event, TypedText):
+                fault.events.emit(CallerInput(epoch=fault.epoch(), at=event.at, kind=CallerInputKind.TEXT,
+                                              text=event.text))
                 await running.send(UserTextFrame(epoch=0, text=event.text))  # a turn of its own (the driver)
             elif isinstance(event, ContextNote):
                 await running.send(ContextNoteFrame(epoch=0, text=event.text))  # no turn: the LLM stage keeps it

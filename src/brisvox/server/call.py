@@ -663,6 +663,8 @@ def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ
     if settings is None:
         return PhonePlan(control, on_failure=on_failure)
     return PhonePlan(control, timeout=settings.timeout, transfer_to=settings.transfer_to, on_failure=on_failure)
+
+
 def recording_header(definition: AgentDefinition, tools: ToolSet, clock: Clock, *, input_rate: int,
                      output_rate: int, vad: str | None, smart_turn: bool = False, pipeline: str = "cascade",
                      summaries: bool = False) -> Header:
