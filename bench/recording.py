@@ -13,24 +13,21 @@ call-second of each, their ratio and the bytes written per call-second.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root: tests.recording._calls
 
 from tests.recording._calls import lookup_tools, recorded_call, recording_agent, recordings
 
-from brisvox.core.clock import VirtualTimeLoop
+from _onoff import cpu_seconds, on_off
 
 CALL_SECONDS = 9.8
 
 
-def round_(calls: int, record: bool) -> tuple[float, float]:
+def round_(calls: int, record: bool) -> tuple[float, str]:
     with tempfile.TemporaryDirectory() as tmp:
         agent = recording_agent(Path(tmp), keep=100_000, record=record)
         tools = lookup_tools()
@@ -38,37 +35,10 @@ def round_(calls: int, record: bool) -> tuple[float, float]:
         async def main() -> None:
             await asyncio.gather(*(recorded_call(agent, tools) for _ in range(calls)))
 
-        loop = VirtualTimeLoop(max_time=86_400.0)
-        cpu = time.process_time()
-        try:
-            loop.run_until_complete(main())
-        finally:
-            loop.close()
-        cpu = time.process_time() - cpu
+        cpu, _ = cpu_seconds(main)
         written = sum(p.stat().st_size for p in recordings(Path(tmp)))
-    return cpu / (calls * CALL_SECONDS), written / (calls * CALL_SECONDS)
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    off: list[float] = []
-    on: list[float] = []
-    rate = 0.0
-    for _ in range(args.rounds):
-        off.append(round_(args.calls, False)[0])
-        cost, rate = round_(args.calls, True)
-        on.append(cost)
-    m_off, m_on = statistics.median(off), statistics.median(on)
-    print(f"{args.calls} calls x {args.rounds} rounds ({CALL_SECONDS} s each: two turns, a tool call, a barge-in)")
-    print(f"recording off: {m_off * 1000:.2f} ms CPU per call-second (median)")
-    print(f"recording on:  {m_on * 1000:.2f} ms CPU per call-second (median), {rate / 1000:.1f} kB written per "
-          "call-second")
-    print(f"on / off: {m_on / m_off:.3f}")
-    return 0
+    return cpu / (calls * CALL_SECONDS), f", {written / (calls * CALL_SECONDS) / 1000:.1f} kB written per call-second"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(on_off(__doc__ or "", "recording", f"{CALL_SECONDS} s each: two turns, a tool call, a barge-in", round_))

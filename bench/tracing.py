@@ -13,11 +13,8 @@ script prints the median CPU seconds per call-second of each and their ratio.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import statistics
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,7 +25,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from tests.engine.harness import two_turns_with_a_tool_and_a_barge_in
 
-from brisvox.core.clock import SimClock, VirtualTimeLoop
+from _onoff import cpu_seconds, on_off
+from brisvox.core.clock import SimClock
 from brisvox.engine.events import CallObserver
 from brisvox.server.tracing import Tracing
 
@@ -59,45 +57,21 @@ async def one_call(tracing: Tracing | None, n: int) -> float:
     return clock.now() - start
 
 
-def round_(calls: int, traced: bool) -> tuple[float, int]:
+def round_(calls: int, traced: bool) -> tuple[float, str]:
     exporter = EncodingExporter()
     tracing = Tracing(exporter) if traced else None
 
     async def main() -> list[float]:
         return list(await asyncio.gather(*(one_call(tracing, n) for n in range(calls))))
 
-    loop = VirtualTimeLoop(max_time=86_400.0)
-    cpu = time.process_time()
-    try:
-        seconds = loop.run_until_complete(main())
-    finally:
-        loop.close()
-    if tracing is not None:
-        tracing.flush()
-        tracing.shutdown()
-    cpu = time.process_time() - cpu
-    return cpu / sum(seconds), exporter.spans
+    def flushed() -> None:  # the batch processor's export is the tracer's cost too
+        if tracing is not None:
+            tracing.flush()
+            tracing.shutdown()
 
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--calls", type=int, default=50)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    off: list[float] = []
-    on: list[float] = []
-    spans = 0
-    for _ in range(args.rounds):
-        off.append(round_(args.calls, False)[0])
-        cost, spans = round_(args.calls, True)
-        on.append(cost)
-    m_off, m_on = statistics.median(off), statistics.median(on)
-    print(f"{args.calls} calls x {args.rounds} rounds (two turns, a tool call, a barge-in each)")
-    print(f"tracing off: {m_off * 1000:.2f} ms CPU per call-second (median)")
-    print(f"tracing on:  {m_on * 1000:.2f} ms CPU per call-second (median), {spans / args.calls:.0f} spans per call")
-    print(f"on / off: {m_on / m_off:.3f}")
-    return 0
+    cpu, seconds = cpu_seconds(main, flushed)
+    return cpu / sum(seconds), f", {exporter.spans / calls:.0f} spans per call"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(on_off(__doc__ or "", "tracing", "two turns, a tool call, a barge-in each", round_))

@@ -607,13 +607,13 @@ class Replay:
         """:meth:`from_file` on the running loop (a virtual-time one: an ``async`` test's)."""
         from brisvox.recording import load_recording
         from brisvox.recording.replay import judge, render
-        from brisvox.server.replay import replay_agent, replay_recording
+        from brisvox.server.replay import offered_tools, replay_agent, replay_recording
 
         recording = load_recording(path)
         definition, tools = (agent.definition(), agent.toolset()) if agent is not None else replay_agent(
             recording, None, ToolSet())
         replayed = await replay_recording(recording, definition, tools, SystemClock(), silence=silence)
-        judgement = judge(recording, replayed, tolerance)
+        judgement = judge(recording, replayed, tolerance, offered_tools(definition, tools))
         return cls(tuple(judgement.differences), render(judgement.rows))
 
     def expect_same(self) -> None:

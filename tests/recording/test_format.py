@@ -43,10 +43,41 @@ def test_a_valid_recording_loads_its_records_in_order() -> None:
     ({"t": -1, "k": "end", "dropped": 0}, "field 't' must be >= 0"),
     ({"t": 1, "k": "video"}, "unknown record kind 'video'"),
     ({"t": True, "k": "end", "dropped": 0}, "field 't' must be int or float, got a boolean"),
+    ({"t": 1, "k": "llm", "use": "turn", "events": []}, "field 'use' must be 'summary' when present"),
+    ({"t": 1, "k": "s2s", "ev": "smile"}, "line 2 (s2s): unknown ev 'smile' (known: audio"),
+    ({"t": 1, "k": "s2s", "ev": "audio", "samples": -3}, "field 'samples' must be >= 0"),
+    ({"t": 1, "k": "s2s", "ev": "audio", "samples": 3, "item": 4}, "field 'item' must be str or null"),
+    ({"t": 1, "k": "s2s", "ev": "transcript", "speaker": "dog", "text": "x", "final": True},
+     "field 'speaker' must be 'caller' or 'model'"),
+    ({"t": 1, "k": "s2s", "ev": "tool_call", "call_id": "c", "name": "n", "arguments": []},
+     "line 2 (s2s) tool_call: field 'arguments' must be dict, got list"),
+    ({"t": 1, "k": "s2s_in", "op": "results", "results": [{"call_id": "c", "name": "n", "content": 1}]},
+     "line 2 (s2s_in), results[0]: field 'content' must be str, got int"),
+    ({"t": 1, "k": "s2s_in", "op": "truncate", "item": None}, "line 2 (s2s_in) truncate: missing field 'ms'"),
 ])
 def test_a_bad_record_is_refused_naming_its_line_and_field(record: object, message: str) -> None:
     with pytest.raises(RecordingError, match=re.escape(message)):
         parse_recording(lines(record))
+
+
+def test_a_header_without_the_later_fields_reads_as_a_cascaded_call_without_summaries_or_stored_tools() -> None:
+    header = parse_recording(lines()).header
+    assert (header.pipeline, header.summaries, header.tools) == ("cascade", False, None)
+    full = {**HEADER, "pipeline": "s2s", "summaries": True,
+            "tools": [{"name": "x", "kind": "read_only", "description": "d", "parameters": {"type": "object"}}]}
+    header = parse_recording(lines(header=full)).header
+    assert header.pipeline == "s2s" and header.summaries and header.tools == tuple(full["tools"])
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"pipeline": "tubes"}, "field 'pipeline' must be 'cascade' or 's2s'"),
+    ({"summaries": "yes"}, "field 'summaries' must be a boolean"),
+    ({"tools": {"x": 1}}, "field 'tools' must be a list or null"),
+    ({"tools": [{"name": "x", "kind": "read_only", "description": "d"}]}, "tools[0]: missing field 'parameters'"),
+])
+def test_a_bad_header_field_is_refused_by_name(change: dict[str, object], message: str) -> None:
+    with pytest.raises(RecordingError, match=re.escape(message)):
+        parse_recording(lines(header={**HEADER, **change}))
 
 
 def test_a_recording_of_another_version_is_refused_saying_which_version_this_brisvox_reads() -> None:
@@ -67,15 +98,26 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
                                                                                  max_size=4), max_leaves=12)
 _records = st.fixed_dictionaries({"t": st.one_of(st.floats(), st.integers()),
-                                  "k": st.sampled_from(["audio", "stt", "llm", "tts", "tool", "event", "end", "x"])},
+                                  "k": st.sampled_from(["audio", "stt", "llm", "tts", "tool", "event", "s2s",
+                                                        "s2s_in", "end", "x"])},
                                  optional={"pcm": st.text(max_size=8), "text": _json, "final": _json,
+                                           "ev": st.sampled_from(["audio", "transcript", "tool_call", "error",
+                                                                  "tools_cancelled", "x"]) | _json,
+                                           "op": st.sampled_from(["results", "note", "truncate", "x"]) | _json,
+                                           "samples": _json, "speaker": _json, "item": _json, "call_id": _json,
+                                           "call_ids": _json, "arguments": _json, "results": _json, "use": _json,
+                                           "interrupted": _json, "fatal": _json, "error": _json, "ms": _json,
                                            "events": _json, "chars": _json, "audio": _json,
                                            "name": _json, "result": _json, "raised": _json, "message": _json,
                                            "e": _json, "epoch": _json, "dropped": _json, "speech_final": _json,
                                            "from_finalize": _json})
 
 
-@given(st.lists(st.one_of(_records, _json), max_size=5), st.one_of(st.just(HEADER), _json))
+_headers = st.fixed_dictionaries({}, optional={"pipeline": _json, "summaries": _json, "tools": _json}).map(
+    lambda extra: {**HEADER, **extra})
+
+
+@given(st.lists(st.one_of(_records, _json), max_size=5), st.one_of(st.just(HEADER), _headers, _json))
 def test_the_loader_either_loads_or_raises_a_recording_error(records: list[object], header: object) -> None:
     with contextlib.suppress(RecordingError):  # the one error a bad file may give
         parse_recording(lines(*records, header=header))

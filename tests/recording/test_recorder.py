@@ -30,9 +30,10 @@ def test_record_is_off_unless_an_agent_turns_it_on_and_a_relative_dir_is_under_t
     assert on.record == RecordSettings(dir=tmp_path / "calls", keep=3)
     with pytest.raises(AgentFileError, match=r"record\.keep"):
         parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[record]\nenabled = true\nkeep = 0\n')
-    with pytest.raises(AgentFileError, match=r"recording a speech-to-speech agent's calls is not built yet"):
-        parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[s2s]\nprovider = "openai-realtime"\n'
-                         '[record]\nenabled = true\n', environ={"OPENAI_API_KEY": "sk-test-0123456789"})
+    s2s = parse_agent_file('[agent]\nname = "a"\nprompt = "p"\n[s2s]\nprovider = "openai-realtime"\n'
+                           'api_key_env = "OPENAI_API_KEY"\n[record]\nenabled = true\n', source=tmp_path / "a.toml",
+                           environ={"OPENAI_API_KEY": "sk-test-0123456789"})
+    assert s2s.record == RecordSettings(dir=tmp_path / "recordings", keep=100)
 
 
 async def test_with_record_off_the_call_gets_the_servers_own_providers_and_writes_nothing(

@@ -128,7 +128,7 @@ def test_an_unknown_key_is_rejected_at_its_position_with_a_suggestion() -> None:
 def test_an_unknown_section_is_rejected_at_its_header() -> None:
     assert problems(BASE + "\n[voice]\nthreshold = 0.5\n") == [
         "agent.toml:5:2: voice: unknown key (known keys: agent, turn, interruption, vad, speculation, filler, window, "
-        "flow, agent_link, stt, llm, tts, s2s, telephony, record)"
+        "flow, agent_link, stt, llm, tts, s2s, telephony, record, tracing)"
     ]
 
 

@@ -24,7 +24,7 @@ from brisvox.providers.llm import LlmProvider, LlmRequest, LlmStream
 from brisvox.providers.resampling import ResamplingTts
 from brisvox.providers.tts import TtsConfig, TtsProvider, TtsSession
 from brisvox.server.agent_file import AgentDefinition, parse_agent_file
-from brisvox.server.call_providers import CallProviders, build_call_providers, choose_llm
+from brisvox.server.call_providers import CallProviders, build_call_providers, choose_llm, close_all
 from brisvox.sim import MockStt, MockTts
 
 BASE = """\
@@ -284,3 +284,19 @@ def test_the_local_stt_gets_the_agent_files_prompt(built: list[CallProviders]) -
 
     p = build(BASE + '\n[stt]\nprovider = "local"\n[stt.options]\nprompt = "A table for two."\n', built)
     assert isinstance(p.providers.stt, WhisperStt) and p.providers.stt.config.prompt == "A table for two."
+
+
+async def test_closing_runs_every_closer_last_first_and_logs_one_that_fails_with_its_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    closed: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("the pool would not stop")
+
+    async def first() -> None:
+        closed.append("first")
+
+    await close_all([first, broken, lambda: closed.append("last")])
+    assert closed == ["last", "first"]
+    [failure] = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "closing" in failure.getMessage() and failure.exc_info is not None

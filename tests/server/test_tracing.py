@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from brisvox.core.clock import SimClock
 from brisvox.engine.events import CallObserver
+from brisvox.server.agent_file import parse_agent_file
 from brisvox.server.settings import Settings, SettingsError
 from brisvox.server.tracing import open_tracing
 from tests.engine.harness import two_turns_with_a_tool_and_a_barge_in
@@ -151,3 +152,21 @@ def test_with_tracing_off_no_exporter_is_created(monkeypatch: pytest.MonkeyPatch
 def test_tracing_setting_names_what_it_expects() -> None:
     with pytest.raises(SettingsError, match="BRISVOX_TRACING='yes': expected on or off"):
         Settings.from_env({"BRISVOX_TRACING": "yes"})
+
+
+def test_an_agent_file_opts_its_traces_into_tool_arguments_with_the_tracing_section() -> None:
+    plain = '[agent]\nname = "a"\nprompt = "p"\n'
+    assert parse_agent_file(plain).trace_tool_arguments is False
+    assert parse_agent_file(plain + "[tracing]\ntool_arguments = true\n").trace_tool_arguments is True
+
+
+async def test_with_tool_arguments_opted_in_the_tool_span_carries_them(receiver: _Receiver) -> None:
+    tracing = open_tracing(True, capture_tool_arguments=True)
+    assert tracing is not None
+    tracer = tracing.call("call-2", SimClock())
+    await two_turns_with_a_tool_and_a_barge_in(SimClock(), CallObserver(listener=tracer))
+    tracer.close()
+    assert tracing.flush()
+    tracing.shutdown()
+    [tool] = [s for s in receiver.spans if s.name == "execute_tool check_availability"]
+    assert "friday" in _attrs(tool)["gen_ai.tool.call.arguments"].lower()

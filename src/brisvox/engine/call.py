@@ -60,7 +60,7 @@ from brisvox.engine.agent_input import AgentInput, BotLine, Note, OfferTools, Re
 from brisvox.engine.clips import FillerClipStore
 from brisvox.engine.config import EngineConfig, SpeculationMode
 from brisvox.engine.driver import TurnAnalyzer, TurnDriver
-from brisvox.engine.events import CallEvents, CallObserver, EngineFailure
+from brisvox.engine.events import CallerInput, CallerInputKind, CallEvents, CallObserver, EngineFailure
 from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.hooks import HookPoint, hook_stage
 from brisvox.engine.listen import ListenStage
@@ -190,7 +190,7 @@ class _Fault:
     Recording it sets ``end`` (the call's end: see ``_pump``)."""
 
     def __init__(self, events: CallEvents, clock: Clock, epoch: Callable[[], int], end: asyncio.Event) -> None:
-        self._events, self._clock, self._epoch = events, clock, epoch
+        self.events, self._clock, self.epoch = events, clock, epoch  # the call's events, its current epoch
         self.failure: EngineFailure | None = None
         self.cause: BaseException | None = None
         self.end = end
@@ -200,7 +200,7 @@ class _Fault:
             stage, exc = exc.stage, exc.cause
         if self.failure is not None or isinstance(exc, asyncio.CancelledError):
             return
-        self.failure = self._events.failed(stage, exc, epoch=self._epoch(), at=self._clock.now(), fatal=True)
+        self.failure = self.events.failed(stage, exc, epoch=self.epoch(), at=self._clock.now(), fatal=True)
         self.cause = exc
         self.end.set()
 
@@ -539,7 +539,7 @@ async def _pump(session: TransportSession, running: RunningPipeline, cancel: asy
 
     running.on_end(pipeline_ended)
     async with TaskScope("pump") as scope:
-        events = scope.spawn(_pump_events(session, running, marks), name="events")
+        events = scope.spawn(_pump_events(session, running, marks, fault), name="events")
         events.add_done_callback(lambda _: end.set())
         if cancel is not None:
             scope.spawn(_set_after(cancel, end), name="cancel-watch")
@@ -583,19 +583,25 @@ def _positions_into(out: TransportOut, clock: Clock, fault: _Fault) -> Callable[
     return sink
 
 
-async def _pump_events(session: TransportSession, running: RunningPipeline, marks: MarkWaits) -> None:
+async def _pump_events(session: TransportSession, running: RunningPipeline, marks: MarkWaits,
+                       fault: _Fault) -> None:
     # Every transport event but caller audio (see _audio_into) and position reports (see
     # _positions_into).  A ChannelClosed ends the pump: the transport or the pipeline (which
     # may stop while an event is on its way in) is gone; the pipeline's own end is watched
-    # by _pump, which records a failure.
+    # by _pump, which records a failure.  Keys and typed text are events here, where they
+    # enter the call (a recording replays them from these).
     with contextlib.suppress(ChannelClosed):
         while running.running:
             event = await session.recv()
             if isinstance(event, Dtmf):
+                fault.events.emit(CallerInput(epoch=fault.epoch(), at=event.at, kind=CallerInputKind.KEY,
+                                              text=event.digit))
                 await running.send(DtmfFrame(epoch=0, digit=event.digit))  # never dropped
             elif isinstance(event, MarkPlayed | MarkCleared):
                 marks.resolve(event)  # the engine's own marks (end_after_echo); no other mark is the engine's
             elif isinstance(event, TypedText):
+                fault.events.emit(CallerInput(epoch=fault.epoch(), at=event.at, kind=CallerInputKind.TEXT,
+                                              text=event.text))
                 await running.send(UserTextFrame(epoch=0, text=event.text, reply=event.reply))  # a turn (the driver)
             elif isinstance(event, ContextNote):
                 await running.send(ContextNoteFrame(epoch=0, text=event.text))  # no turn: the LLM stage keeps it

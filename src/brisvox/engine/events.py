@@ -18,7 +18,9 @@ to) and ``at`` (the engine clock's seconds).  The stages emit them as the facts 
   first synthesized audio), and :class:`ModelBusy` when the text-to-speech refused a reply;
 * TransportOut: :class:`BotAudible`, when the first audible sample of the turn's reply
   was released to the caller (leading silence does not count);
-* ``run_call``: :class:`EngineFailure` for a failure that ends the call.
+* ``run_call``: :class:`EngineFailure` for a failure that ends the call, and
+  :class:`CallerInput` for each message the caller typed and each key (DTMF) they pressed,
+  as it arrives from the transport (``at``: its arrival; ``epoch``: the turn then running).
 
 :class:`CallEvents` is what the stages hold: it hands each event to the call's
 :class:`CallObserver` (nothing when there is none) and derives :class:`TurnLatency` once a
@@ -34,6 +36,7 @@ Events carry the caller's words, the bot's words and tool arguments and results:
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -53,6 +56,8 @@ __all__ = [
     "BotText",
     "CallEvents",
     "CallObserver",
+    "CallerInput",
+    "CallerInputKind",
     "EngineEvent",
     "EngineFailure",
     "EventListener",
@@ -90,6 +95,19 @@ class TurnStarted(_Event):
     """A user turn began; ``barge_in``: it interrupted the bot (older epochs stop)."""
 
     barge_in: bool = False
+
+
+class CallerInputKind(enum.Enum):
+    TEXT = "text"  # a message typed instead of spoken
+    KEY = "key"  # a key pressed on the phone (DTMF)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class CallerInput(_Event):
+    """The caller typed ``text`` or pressed a key (``kind`` KEY: ``text`` is the key, 0-9 * # A-D)."""
+
+    kind: CallerInputKind
+    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
@@ -238,7 +256,7 @@ class ModelBusy(_Event):
 EngineEvent: TypeAlias = (
     TurnStarted | TurnEnded | UserTranscript | UserTurn | BotText | BotDone | BotHeard | ToolCallStarted
     | ToolCallSettled | BotAudible | TurnLatency | EngineFailure | ModelBusy | LlmRound | TtsFirstAudio
-    | FillerStarted | FlowEntered
+    | FillerStarted | FlowEntered | CallerInput
 )
 EventListener = Callable[[EngineEvent], None]
 

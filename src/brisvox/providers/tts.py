@@ -24,18 +24,22 @@ every context and closes the connection.
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
+from brisvox.core.channel import Channel
 from brisvox.core.errors import ChannelClosed
 from brisvox.core.frames import WordTiming
+from brisvox.core.tasks import TaskScope
 from brisvox.providers.errors import ProviderError
 from brisvox.providers.session import DEFAULT_EVENT_CAPACITY, SessionBase
 
 __all__ = [
     "FlushInput",
+    "QueuedTtsSession",
     "TextInput",
     "TtsAudio",
     "TtsCancelled",
@@ -230,6 +234,61 @@ class TtsSessionBase(SessionBase[TtsEvent]):
             event = await super().__anext__()
             if isinstance(event, TtsCancelled) or _context_of(event) not in self._cancelled:
                 return event
+
+
+class QueuedTtsSession(TtsSessionBase):
+    """A TTS session that synthesizes in one task of its own, in order (a local or simulated voice).
+
+    Text and flushes wait in a bounded queue (``capacity``; a full queue holds the sender:
+    backpressure); a cancel drops the context's queued text.  Subclasses implement
+    :meth:`_speak` and may narrow :meth:`_accept` (which text is spoken) and :meth:`_flushed`.
+    The task and the queue end with the session.
+    """
+
+    def __init__(self, *, name: str, capacity: int) -> None:
+        super().__init__(name=name)
+        self._input: Channel[TtsInput] = Channel(capacity, name=f"{name} text")
+        self._scope = TaskScope(name)
+        self._scope.spawn(self._run(), name="synthesize")  # runs once the subclass is built
+
+    def _accept(self, context_id: int, text: str) -> bool:
+        """Whether ``text`` (of a live context) is synthesized: not when it is only whitespace."""
+        return bool(text.strip())
+
+    async def send_text(self, context_id: int, text: str) -> None:
+        self._check_open()
+        if not self.is_cancelled(context_id) and self._accept(context_id, text):
+            await self._input.send(TextInput(context_id, text))
+
+    async def flush(self, context_id: int) -> None:
+        self._check_open()
+        if not self.is_cancelled(context_id):
+            await self._input.send(FlushInput(context_id))
+
+    def _on_cancel(self, context_id: int) -> None:
+        self._input.purge(lambda cmd: cmd.context_id == context_id)
+
+    async def _shutdown(self) -> None:
+        self._input.abort()
+        await self._scope.aclose()
+
+    async def _run(self) -> None:
+        with contextlib.suppress(ChannelClosed):  # the session closed
+            async for cmd in self._input:
+                if self.is_cancelled(cmd.context_id):
+                    continue
+                if isinstance(cmd, FlushInput):
+                    await self._flushed(cmd.context_id)
+                elif not await self._speak(cmd.context_id, cmd.text):
+                    return
+
+    async def _flushed(self, context_id: int) -> None:
+        """The context's text so far is all spoken."""
+        await self._emit(TtsFlushed(context_id=context_id))
+
+    async def _speak(self, context_id: int, text: str) -> bool:
+        """Synthesize ``text``; False ends the session's synthesis (a scripted disconnect)."""
+        raise NotImplementedError
 
 
 def _context_of(event: TtsEvent) -> int | None:

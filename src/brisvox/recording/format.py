@@ -4,14 +4,22 @@ Line 1 is the header::
 
     {"format": "brisvox-recording", "version": 1, "brisvox": "0.1.0", "agent": "demo",
      "agent_file": "/srv/agent.toml", "clock": "real", "rates": {"input": 16000, "output": 24000},
-     "started": "2026-12-04T09:00:00+00:00", "vad": "silero", "smart_turn": true}
+     "started": "2026-12-04T09:00:00+00:00", "vad": "silero", "smart_turn": true,
+     "pipeline": "cascade", "summaries": true,
+     "tools": [{"name": "lookup", "kind": "read_only", "description": "...", "parameters": {...}}]}
 
 ``clock`` is ``virtual`` for a call run on virtual time (a simulation, a test: its replay
 must match to the millisecond) and ``real`` for a production call (its replay is compared
 with a tolerance); ``vad`` names the voice-activity detector it heard with and
 ``smart_turn`` says whether the Smart Turn model judged its turns (the replay uses the
 same).  ``rates.input`` is the rate of the caller audio records (what the speech-to-text
-got), ``rates.output`` the rate the bot's audio was made at.
+got, or a speech-to-speech model), ``rates.output`` the rate the bot's audio was made at.
+``pipeline`` is ``cascade`` (STT, LLM, TTS) or ``s2s`` (a speech-to-speech model);
+``summaries`` says whether the call made window summaries (their model requests are
+``llm`` records with ``use: "summary"``); ``tools`` lists the tools the call offered as it
+had them (name, kind, description, the arguments' JSON Schema), so a replay against an
+agent whose tools changed says which.  The last three came later in version 1: a
+recording without them is a cascaded call without summaries whose tools were not stored.
 
 Every further line is a record ``{"t": seconds since the call started, "k": kind, ...}``:
 
@@ -21,12 +29,23 @@ Every further line is a record ``{"t": seconds since the call started, "k": kind
   ``dt`` seconds after the previous one; an event is ``{"text": ...}``, ``{"tool": {"index",
   "id", "name", "arguments"}}`` (a fragment), ``{"done": finish_reason, "usage": [in, out]}``
   or ``{"error": kind, "message": ...}``; ``closed: true`` when the engine closed it early;
+  ``use: "summary"`` for a window summary's request (a flow's ``ResetWithSummary`` too);
 * ``tts``: one synthesis context (``t``: its first text): ``chars`` of text it got and
   ``audio``: ``[dt, seconds]`` pairs, the audio it gave ``dt`` seconds after ``t``;
 * ``tool``: a tool function's return: ``name``, and ``result`` (its JSON value) or
   ``raised`` (the exception's type name) with ``message``;
 * ``event``: an engine event (:mod:`brisvox.engine.events`): ``e`` its class name,
   ``epoch`` and its other fields (enums as their values);
+* ``s2s``: an event of a speech-to-speech model, ``ev`` its kind: ``audio`` (``samples`` at
+  ``rates.output``, ``item``), ``transcript`` (``speaker``, ``text``, ``final``, ``item``),
+  ``tool_call`` (``call_id``, ``name``, ``arguments``, ``arguments_error``),
+  ``tools_cancelled`` (``call_ids``), ``speech_started`` / ``speech_stopped`` (``at_ms``,
+  ``item``), ``interrupted``, ``response_done`` (``interrupted``, ``response_id``),
+  ``interaction_ended`` (``interrupted``), ``error`` (``error``, ``message``, ``fatal``),
+  ``ready``;
+* ``s2s_in``: what the call sent a speech-to-speech model, ``op``: ``results`` (``results``:
+  ``call_id``, ``name``, ``content``, ``is_error`` each), ``request``, ``cancel``, ``note``
+  (``text``), ``truncate`` (``item``, ``ms``);
 * ``stop``: the call stopped hearing the caller (its speech-to-text closed: the caller hung
   up, or the call ended); the replay hangs up then;
 * ``end``: the last line: ``dropped`` records the bounded writer lost (0: complete).
@@ -54,6 +73,8 @@ from brisvox.core.errors import BrisvoxError
 __all__ = [
     "FORMAT",
     "KINDS",
+    "PIPELINES",
+    "SUMMARY",
     "VERSION",
     "Header",
     "RecordSettings",
@@ -62,12 +83,15 @@ __all__ = [
     "encode_line",
     "event_record",
     "parse_recording",
+    "tool_record",
 ]
 
 FORMAT: Final = "brisvox-recording"
 VERSION: Final = 1
-KINDS: Final = frozenset({"audio", "stt", "llm", "tts", "tool", "event", "stop", "end"})
+KINDS: Final = frozenset({"audio", "stt", "llm", "tts", "tool", "event", "s2s", "s2s_in", "stop", "end"})
 _CLOCKS: Final = frozenset({"virtual", "real"})
+PIPELINES: Final = frozenset({"cascade", "s2s"})
+SUMMARY: Final = "summary"  # an ``llm`` record's ``use`` for a window summary's request
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,12 +118,16 @@ class Header:
     started: str
     vad: str | None = None  # the voice-activity detector the call used ("energy", "silero")
     smart_turn: bool = False  # the call's turns were judged by the Smart Turn model too
+    pipeline: str = "cascade"  # or "s2s": a speech-to-speech model heard and spoke
+    summaries: bool = False  # the call made window summaries
+    tools: tuple[dict[str, Any], ...] | None = None  # the offered tools (tool_record); None: not stored
 
     def line(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": self.version, "brisvox": self.brisvox, "agent": self.agent,
                 "agent_file": self.agent_file, "clock": self.clock,
                 "rates": {"input": self.input_rate, "output": self.output_rate}, "started": self.started,
-                "vad": self.vad, "smart_turn": self.smart_turn}
+                "vad": self.vad, "smart_turn": self.smart_turn, "pipeline": self.pipeline,
+                "summaries": self.summaries, "tools": list(self.tools) if self.tools is not None else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +149,20 @@ class Recording:
 
 def encode_line(record: Mapping[str, Any]) -> bytes:
     return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+def tool_record(spec: Any) -> dict[str, Any]:
+    """A :class:`~brisvox.agent.tools.spec.ToolSpec` as the header keeps it."""
+    return {"name": spec.name, "kind": _plain(spec.kind), "description": spec.description,
+            "parameters": _json_copy(spec.parameters)}
+
+
+def _json_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_copy(v) for v in value]
+    return value
 
 
 def _plain(value: Any) -> Any:
@@ -191,9 +233,31 @@ def _header(raw: Any) -> Header:
     vad = raw.get("vad")
     if vad is not None and not isinstance(vad, str):
         raise RecordingError(f"{where}: field 'vad' must be str or null")
+    pipeline = raw.get("pipeline", "cascade")
+    if not isinstance(pipeline, str) or pipeline not in PIPELINES:
+        raise RecordingError(f"{where}: field 'pipeline' must be 'cascade' or 's2s', got {pipeline!r}")
+    summaries = raw.get("summaries", False)
+    if not isinstance(summaries, bool):
+        raise RecordingError(f"{where}: field 'summaries' must be a boolean")
     return Header(version=version, brisvox=_need(raw, "brisvox", str, where), agent=_need(raw, "agent", str, where),
                   agent_file=agent_file, clock=clock, input_rate=rate_in, output_rate=rate_out,
-                  started=_need(raw, "started", str, where), vad=vad, smart_turn=smart_turn)
+                  started=_need(raw, "started", str, where), vad=vad, smart_turn=smart_turn, pipeline=pipeline,
+                  summaries=summaries, tools=_tools(raw.get("tools"), where))
+
+
+def _tools(raw: Any, where: str) -> tuple[dict[str, Any], ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        raise RecordingError(f"{where}: field 'tools' must be a list or null")
+    for i, tool in enumerate(raw):
+        at = f"{where}, tools[{i}]"
+        if not isinstance(tool, dict):
+            raise RecordingError(f"{at}: expected an object")
+        for name in ("name", "kind", "description"):
+            _need(tool, name, str, at)
+        _need(tool, "parameters", dict, at)
+    return tuple(raw)
 
 
 def _llm_event(raw: Any, where: str) -> None:
@@ -243,6 +307,8 @@ def _check(record: dict[str, Any], where: str) -> None:
         for name in ("final", "speech_final", "from_finalize"):
             _need(record, name, bool, where)
     elif kind == "llm":
+        if record.get("use", SUMMARY) != SUMMARY:
+            raise RecordingError(f"{where}: field 'use' must be {SUMMARY!r} when present")
         events = _need(record, "events", list, where)
         for i, event in enumerate(events):
             _llm_event(event, f"{where}, events[{i}]")
@@ -264,12 +330,69 @@ def _check(record: dict[str, Any], where: str) -> None:
     elif kind == "event":
         _need(record, "e", str, where)
         _need(record, "epoch", int, where)
+    elif kind == "s2s":
+        _fields(record, _S2S_EVENTS, "ev", where)
+    elif kind == "s2s_in":
+        _fields(record, _S2S_INPUTS, "op", where)
+        for i, result in enumerate(record["results"] if record["op"] == "results" else ()):
+            if not isinstance(result, dict):
+                raise RecordingError(f"{where}, results[{i}]: expected an object")
+            _fields_of(result, _RESULT, f"{where}, results[{i}]")
     elif kind == "end":
         _need(record, "dropped", int, where)
     elif kind == "stop":
         pass
     else:
         raise RecordingError(f"{where}: unknown record kind {kind!r} (known: {', '.join(sorted(KINDS))})")
+
+
+_OPT_STR = (str, type(None))
+_OPT_INT = (int, type(None))
+_Fields = Mapping[str, type | tuple[type, ...]]
+_S2S_EVENTS: Final[Mapping[str, _Fields]] = {
+    "ready": {},
+    "audio": {"samples": int, "item": _OPT_STR},
+    "transcript": {"speaker": str, "text": str, "final": bool, "item": _OPT_STR},
+    "tool_call": {"call_id": str, "name": str, "arguments": dict, "arguments_error": _OPT_STR},
+    "tools_cancelled": {"call_ids": list},
+    "speech_started": {"at_ms": _OPT_INT, "item": _OPT_STR},
+    "speech_stopped": {"at_ms": _OPT_INT, "item": _OPT_STR},
+    "interrupted": {},
+    "response_done": {"interrupted": bool, "response_id": _OPT_STR},
+    "interaction_ended": {"interrupted": bool},
+    "error": {"error": str, "message": str, "fatal": bool},
+}
+_S2S_INPUTS: Final[Mapping[str, _Fields]] = {
+    "results": {"results": list}, "request": {}, "cancel": {}, "note": {"text": str},
+    "truncate": {"item": _OPT_STR, "ms": int},
+}
+_RESULT: Final[_Fields] = {"call_id": str, "name": str, "content": str, "is_error": bool}
+_SPEAKERS: Final = frozenset({"caller", "model"})
+
+
+def _fields(record: Mapping[str, Any], table: Mapping[str, _Fields], key: str, where: str) -> None:
+    """``record[key]`` names one of ``table``'s shapes, and the record has its fields."""
+    name = _need(record, key, str, where)
+    shape = table.get(name)
+    if shape is None:
+        raise RecordingError(f"{where}: unknown {key} {name!r} (known: {', '.join(sorted(table))})")
+    _fields_of(record, shape, f"{where} {name}")
+    if name == "transcript" and record["speaker"] not in _SPEAKERS:
+        raise RecordingError(f"{where}: field 'speaker' must be 'caller' or 'model'")
+    if name == "audio" and record["samples"] < 0:
+        raise RecordingError(f"{where}: field 'samples' must be >= 0")
+    if name == "tools_cancelled" and not all(isinstance(c, str) for c in record["call_ids"]):
+        raise RecordingError(f"{where}: field 'call_ids' must hold strings")
+
+
+def _fields_of(record: Mapping[str, Any], shape: _Fields, where: str) -> None:
+    for field_name, kinds in shape.items():
+        if kinds is _OPT_STR or kinds is _OPT_INT:
+            value = record.get(field_name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kinds)):
+                raise RecordingError(f"{where}: field {field_name!r} must be {_names(kinds[0])} or null")
+        else:
+            _need(record, field_name, kinds, where)
 
 
 def parse_recording(lines: Iterable[str | bytes]) -> Recording:

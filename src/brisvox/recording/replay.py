@@ -8,11 +8,20 @@ with these in place of the real providers and tools:
   after its recorded delay (a response the engine closed early hangs after its last event);
 * :class:`ReplayTts` gives each synthesis context, in order, audio of the recorded length
   on the recorded schedule (the audio spread over the text as it comes);
-* :func:`recorded_tool` returns a tool's recorded results in order (or raises the recorded error).
+* :func:`recorded_tool` returns a tool's recorded results in order (or raises the recorded error);
+* :class:`ReplayS2s` (a speech-to-speech call) gives the model's recorded events at their
+  recorded times (its audio as sound of the recorded length) and notes what the call sends
+  it (``s2s_in`` records), whatever that is: the model's side is played back, not re-asked.
+
+A window summary's requests (``use: "summary"``) are answered from their own recorded
+responses (``ReplayLlm(..., use=SUMMARY)``), apart from the turns'.
 
 :func:`judge` sets the replay's events beside the recorded ones: the turn boundaries
 (``TurnStarted``, ``TurnEnded``), what was heard (final transcripts, ``UserTurn``,
-``BotHeard``), tool calls and failures, each with its time.  They differ when the sequence
+``BotHeard``), the caller's typed text and keys (``CallerInput``), tool calls, flow
+transitions (``FlowEntered``), failures and, for a speech-to-speech call, what was sent to
+the model, each with its time; and the tools the call offered (name, kind, description and
+arguments' schema) beside the replaying agent's, when the recording stored them.  They differ when the sequence
 differs or a time differs by more than the tolerance: 1 ms for a recording made on virtual
 time; ``DEFAULT_REAL_TOLERANCE`` for a production call made on real time, whose models
 (VAD, Smart Turn) took real time that the replay does not spend, and whose client reported
@@ -21,17 +30,16 @@ its playout with its own delay (so there a ``BotHeard`` matches when one text st
 
 from __future__ import annotations
 
-import contextlib
 import difflib
+import hashlib
+import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from brisvox.agent.tools import Tool, ToolCallContext, ToolError
-from brisvox.core.channel import Channel
 from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
@@ -46,21 +54,35 @@ from brisvox.providers.llm import (
     ToolCallDelta,
     Usage,
 )
+from brisvox.providers.s2s import (
+    S2sAudio,
+    S2sConfig,
+    S2sError,
+    S2sEvent,
+    S2sInteractionEnded,
+    S2sInterrupted,
+    S2sReady,
+    S2sResponseDone,
+    S2sSpeechStarted,
+    S2sSpeechStopped,
+    S2sToolCall,
+    S2sToolCallsCancelled,
+    S2sToolResult,
+    S2sTranscript,
+    Speaker,
+)
 from brisvox.providers.session import SessionBase
 from brisvox.providers.stt import SttConfig, SttEvent, SttProvider, Transcript
 from brisvox.providers.tts import (
-    FlushInput,
-    TextInput,
+    QueuedTtsSession,
     TtsAudio,
     TtsConfig,
-    TtsFlushed,
-    TtsInput,
     TtsProvider,
-    TtsSessionBase,
     TtsWords,
     even_word_timings,
 )
 from brisvox.recording.format import Recording
+from brisvox.recording.tap import s2s_results
 
 __all__ = [
     "DEFAULT_REAL_TOLERANCE",
@@ -68,6 +90,7 @@ __all__ = [
     "Difference",
     "Judgement",
     "ReplayLlm",
+    "ReplayS2s",
     "ReplayStt",
     "ReplayTts",
     "Seen",
@@ -76,7 +99,9 @@ __all__ = [
     "judge",
     "recorded_tool",
     "render",
+    "s2s_event",
     "tolerance_for",
+    "tool_lines",
 ]
 
 log = logging.getLogger(__name__)
@@ -129,11 +154,12 @@ class _ReplaySttSession(SessionBase[SttEvent]):
 
 
 class ReplayLlm(LlmProvider):
-    """The recorded responses, in order, with their recorded delays."""
+    """The recorded responses, in order, with their recorded delays (``use``: the requests of
+    that use only, ``SUMMARY`` for a window summarizer; None: the turns')."""
 
-    def __init__(self, clock: Clock, recording: Recording) -> None:
+    def __init__(self, clock: Clock, recording: Recording, use: str | None = None) -> None:
         self._clock = clock
-        self._responses = recording.of("llm")
+        self._responses = [r for r in recording.of("llm") if r.get("use") == use]
         self.requests = 0
 
     @property
@@ -232,45 +258,21 @@ class _Voiced:
     offset: float = 0.0  # seconds of audio given so far
 
 
-class _ReplayTtsSession(TtsSessionBase):
+class _ReplayTtsSession(QueuedTtsSession):
     def __init__(self, clock: Clock, provider: ReplayTts, rate: int) -> None:
-        super().__init__(name="replay-tts session")
+        super().__init__(name="replay-tts session", capacity=_CAPACITY)
         self._clock, self._provider, self._rate = clock, provider, rate
-        self._input: Channel[TtsInput] = Channel(_CAPACITY, name="replay-tts text")
         self._contexts: dict[int, _Voiced] = {}
-        self._scope = TaskScope("replay-tts")
-        self._scope.spawn(self._run(), name="synthesize")
 
-    async def send_text(self, context_id: int, text: str) -> None:
-        self._check_open()
-        if text and not self.is_cancelled(context_id):
-            if context_id not in self._contexts:
-                self._contexts[context_id] = _Voiced(self._provider.next_context(), self._clock.now())
-            await self._input.send(TextInput(context_id, text))
+    def _accept(self, context_id: int, text: str) -> bool:
+        if not text:  # whitespace counts: the recorded length is in characters
+            return False
+        if context_id not in self._contexts:
+            self._contexts[context_id] = _Voiced(self._provider.next_context(), self._clock.now())
+        return True
 
-    async def flush(self, context_id: int) -> None:
-        self._check_open()
-        if not self.is_cancelled(context_id):
-            await self._input.send(FlushInput(context_id))
-
-    def _on_cancel(self, context_id: int) -> None:
-        self._input.purge(lambda cmd: cmd.context_id == context_id)
-
-    async def _shutdown(self) -> None:
-        self._input.abort()
-        await self._scope.aclose()
-
-    async def _run(self) -> None:
-        with contextlib.suppress(ChannelClosed):  # the session closed
-            async for cmd in self._input:
-                if self.is_cancelled(cmd.context_id):
-                    continue
-                if isinstance(cmd, FlushInput):
-                    await self._emit(TtsFlushed(context_id=cmd.context_id))
-                else:
-                    await self._speak(self._contexts[cmd.context_id], cmd.context_id, cmd.text)
-
-    async def _speak(self, voiced: _Voiced, ctx: int, text: str) -> None:
+    async def _speak(self, ctx: int, text: str) -> bool:
+        voiced = self._contexts[ctx]
         duration = len(text) * voiced.schedule.per_char
         await self._emit(TtsWords(context_id=ctx, words=even_word_timings(text, voiced.offset, duration)))
         samples = round(duration * self._rate)
@@ -280,9 +282,96 @@ class _ReplayTtsSession(TtsSessionBase):
             n = min(chunk, samples - first_sample)
             await self._clock.sleep_until(voiced.started + voiced.schedule.due(start + (first_sample + n) / self._rate))
             if self.is_cancelled(ctx):
-                return
+                return True
             await self._emit(TtsAudio(context_id=ctx, pcm=b"\x00\x01" * n, sample_rate=self._rate))
         voiced.offset = start + samples / self._rate
+        return True
+
+
+class ReplayS2s:
+    """The recorded speech-to-speech model (see the module docs); ``note`` gets each ``s2s_in``
+    record of what the call sent it, in order with the call's events."""
+
+    def __init__(self, clock: Clock, recording: Recording, start: float,
+                 note: Callable[[dict[str, Any]], None]) -> None:
+        self._clock, self._records, self._start, self._note = clock, recording.of("s2s"), start, note
+
+    @property
+    def name(self) -> str:
+        return "replay-s2s"
+
+    async def connect(self, config: S2sConfig) -> _ReplayS2sSession:
+        return _ReplayS2sSession(self._clock, self._records, self._start, self._note)
+
+
+class _ReplayS2sSession(SessionBase[S2sEvent]):
+    def __init__(self, clock: Clock, records: list[dict[str, Any]], start: float,
+                 note: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__(name="replay-s2s session")
+        self._clock, self._start, self._note = clock, start, note
+        self._scope = TaskScope("replay-s2s")
+        self._scope.spawn(self._run(records), name="model events")
+
+    async def _run(self, records: list[dict[str, Any]]) -> None:
+        for r in records:
+            await self._clock.sleep_until(self._start + r["t"])
+            await self._emit(s2s_event(r, "replay-s2s"))
+
+    def _sent(self, op: str, **fields: Any) -> None:
+        self._check_open()
+        self._note({"t": round(self._clock.now() - self._start, 6), "k": "s2s_in", "op": op, **fields})
+
+    async def send_audio(self, pcm: bytes) -> None:
+        self._check_open()
+
+    async def send_tool_results(self, results: Sequence[S2sToolResult]) -> None:
+        self._sent("results", results=s2s_results(results))
+
+    async def request_response(self) -> None:
+        self._sent("request")
+
+    async def cancel_response(self) -> None:
+        self._sent("cancel")
+
+    async def add_note(self, text: str) -> None:
+        self._sent("note", text=text)
+
+    async def truncate(self, item_id: str | None, heard_ms: int) -> None:
+        self._sent("truncate", item=item_id, ms=heard_ms)
+
+    async def _shutdown(self) -> None:
+        await self._scope.aclose()
+
+
+def s2s_event(r: dict[str, Any], provider: str) -> S2sEvent:
+    """The speech-to-speech event of an ``s2s`` record (checked by the loader)."""
+    ev = r["ev"]
+    if ev == "audio":
+        return S2sAudio(pcm=b"\x00\x01" * r["samples"], item_id=r.get("item"))
+    if ev == "transcript":
+        return S2sTranscript(speaker=Speaker(r["speaker"]), text=r["text"], final=r["final"], item_id=r.get("item"))
+    if ev == "tool_call":
+        return S2sToolCall(call_id=r["call_id"], name=r["name"], arguments=r["arguments"],
+                           arguments_error=r.get("arguments_error"))
+    if ev == "tools_cancelled":
+        return S2sToolCallsCancelled(call_ids=tuple(r["call_ids"]))
+    if ev == "speech_started":
+        return S2sSpeechStarted(at_ms=r.get("at_ms"), item_id=r.get("item"))
+    if ev == "speech_stopped":
+        return S2sSpeechStopped(at_ms=r.get("at_ms"), item_id=r.get("item"))
+    if ev == "interrupted":
+        return S2sInterrupted()
+    if ev == "response_done":
+        return S2sResponseDone(interrupted=r["interrupted"], response_id=r.get("response_id"))
+    if ev == "interaction_ended":
+        return S2sInteractionEnded(interrupted=r["interrupted"])
+    if ev == "error":
+        try:
+            kind = ProviderErrorKind(r["error"])
+        except ValueError:
+            kind = ProviderErrorKind.SERVER
+        return S2sError(error=ProviderError(provider, kind, r["message"]), fatal=r["fatal"])
+    return S2sReady()
 
 
 class ReplayedToolError(ToolError):
@@ -305,6 +394,8 @@ def recorded_tool(name: str, results: list[dict[str, Any]]) -> Tool:
 # --- the comparison -------------------------------------------------------------------------
 
 _COMPARED: Final = {
+    "CallerInput": ("kind", "text"),
+    "FlowEntered": ("node", "previous"),
     "TurnStarted": ("barge_in",),
     "TurnEnded": ("reason",),
     "UserTurn": ("text",),
@@ -334,6 +425,10 @@ class Seen:
 
 
 def _seen(record: dict[str, Any]) -> Seen | None:
+    if record["k"] == "s2s_in":
+        return _to_model(record)
+    if record["k"] != "event":
+        return None
     name, t = record["e"], float(record["t"])
     if name == "UserTranscript":
         return Seen(t, f"heard {record.get('text')!r}") if record.get("final") else None
@@ -344,9 +439,39 @@ def _seen(record: dict[str, Any]) -> Seen | None:
     return Seen(t, line, str(record.get("text")) if name == "BotHeard" else None)
 
 
+def _to_model(record: dict[str, Any]) -> Seen:
+    """What the call sent a speech-to-speech model (a truncation by its item: ``BotHeard`` has what was heard)."""
+    op, t = record["op"], float(record["t"])
+    if op == "results":
+        what = [(r["name"], r["content"], r["is_error"]) for r in record["results"]]
+        return Seen(t, f"ToModel results={what!r}")
+    if op == "note":
+        return Seen(t, f"ToModel note={record['text']!r}")
+    if op == "truncate":
+        return Seen(t, f"ToModel truncate item={record.get('item')!r}")
+    return Seen(t, f"ToModel {op}")
+
+
 def compared_events(records: list[dict[str, Any]]) -> list[Seen]:
     """The events a replay is judged by, in order."""
-    return [seen for r in records if r["k"] == "event" and (seen := _seen(r)) is not None]
+    return [seen for r in records if (seen := _seen(r)) is not None]
+
+
+def tool_lines(tools: Sequence[Mapping[str, Any]]) -> list[Seen]:
+    """The offered tools as compared lines (at 0 s): name, kind, and short digests of the
+    description and the arguments' schema (the line says which changed)."""
+    lines = []
+    for tool in sorted(tools, key=lambda t: str(t["name"])):
+        parameters = tool["parameters"]
+        declared = parameters.get("properties")
+        properties = sorted(str(name) for name in declared) if isinstance(declared, Mapping) else []
+        lines.append(Seen(0.0, f"Tool {tool['name']!r} kind={tool['kind']!r} description=#{_digest(tool.get('description'))} "
+                               f"arguments={properties} schema=#{_digest(parameters)}"))
+    return lines
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:8]
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,10 +531,14 @@ class Judgement:
     tolerance: float
 
 
-def judge(recording: Recording, replayed: list[dict[str, Any]], tolerance: float | None = None) -> Judgement:
+def judge(recording: Recording, replayed: list[dict[str, Any]], tolerance: float | None = None,
+          offered: Sequence[Mapping[str, Any]] | None = None) -> Judgement:
     """The replay's events against the recording's (default tolerance: :func:`tolerance_for`;
-    heard texts compared loosely for a recording made on real time)."""
+    heard texts compared loosely for a recording made on real time); ``offered``: the tools
+    the replay offered (``tool_record``s), set beside the recorded ones when it stored them."""
     tol = tolerance if tolerance is not None else tolerance_for(recording)
-    rows, differences = compare(compared_events(list(recording.records)), compared_events(replayed), tol,
-                                loose_heard=recording.header.clock == "real")
+    before, after = compared_events(list(recording.records)), compared_events(replayed)
+    if recording.header.tools is not None and offered is not None:
+        before, after = tool_lines(recording.header.tools) + before, tool_lines(offered) + after
+    rows, differences = compare(before, after, tol, loose_heard=recording.header.clock == "real")
     return Judgement(rows, differences, tol)

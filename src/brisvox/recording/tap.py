@@ -2,8 +2,10 @@
 
 :class:`CallRecorder` is one call's recording. ``providers`` wraps the call's STT, LLM and
 TTS providers (each wrapper passes everything through and notes what it saw, with the call
-clock's time), ``tool`` wraps one of the agent's tool functions, and ``listen`` is an event
-listener for the call's observer. Every note becomes one JSON line
+clock's time), ``summarizer`` the call's window summarizer (its requests are ``llm`` records
+with ``use: "summary"``), ``s2s`` a speech-to-speech model (the caller audio it heard, its
+events, what the call sent it), ``tool`` wraps one of the agent's tool functions, and
+``listen`` is an event listener for the call's observer. Every note becomes one JSON line
 (:mod:`brisvox.recording.format`) put on a bounded queue (``QUEUE_LINES``) without waiting:
 when the queue is full the line is dropped and counted (``dropped``, logged once per call,
 written in the ``end`` record) — the call never waits on the disk. The writer task (``run``,
@@ -24,13 +26,14 @@ import base64
 import contextlib
 import gzip
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO, Final, Self, TypeVar
 
 from brisvox.agent.tools import Tool, ToolCallContext
+from brisvox.agent.window import Summarizer
 from brisvox.core.clock import Clock, bounded, hold_time_for
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.engine import Providers
@@ -45,11 +48,30 @@ from brisvox.providers.llm import (
     TextDelta,
     ToolCallDelta,
 )
+from brisvox.providers.s2s import (
+    S2sAudio,
+    S2sConfig,
+    S2sError,
+    S2sEvent,
+    S2sInteractionEnded,
+    S2sInterrupted,
+    S2sProvider,
+    S2sReady,
+    S2sResponseDone,
+    S2sSession,
+    S2sSpeechStarted,
+    S2sSpeechStopped,
+    S2sToolCall,
+    S2sToolCallsCancelled,
+    S2sToolResult,
+    S2sTranscript,
+)
 from brisvox.providers.stt import SttConfig, SttEvent, SttProvider, SttSession, Transcript
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsProvider, TtsSession
-from brisvox.recording.format import VERSION, Header, RecordSettings, encode_line, event_record
+from brisvox.recording.format import SUMMARY, VERSION, Header, RecordSettings, encode_line, event_record
 
-__all__ = ["QUEUE_LINES", "WRITE_EVERY", "CallRecorder", "header"]
+__all__ = ["QUEUE_LINES", "WRITE_EVERY", "CallRecorder", "header", "s2s_fields", "s2s_results"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -148,6 +170,19 @@ class CallRecorder:
         return replace(providers, stt=_Stt(providers.stt, self), llm=_Llm(providers.llm, self),
                        tts=_Tts(providers.tts, self))
 
+    def summarizer(self, summarizer: Summarizer) -> Summarizer:
+        """The window summarizer, its model requests recorded apart from the turns' (``use: "summary"``)."""
+        if isinstance(summarizer, LlmSummarizer):
+            return replace(summarizer, provider=_Llm(summarizer.provider, self, SUMMARY))
+        # Only an application's own summarizer lands here (serve builds LlmSummarizers): a replay
+        # of this call has no summaries to give, which its diff shows.
+        log.warning("recording %s: the summarizer %s is not a model's; its summaries are not recorded",
+                    self.path.name, type(summarizer).__name__)
+        return summarizer
+
+    def s2s(self, provider: S2sProvider) -> S2sProvider:
+        return _S2s(provider, self)
+
     def tool(self, name: str, tool: Tool) -> Tool:
         async def recorded(arguments: dict[str, Any], ctx: ToolCallContext) -> Any:
             try:
@@ -163,12 +198,14 @@ class CallRecorder:
 
 
 def header(agent: str, agent_file: str | None, *, virtual: bool, input_rate: int, output_rate: int,
-           started: str, vad: str | None = None, smart_turn: bool = False) -> Header:
+           started: str, vad: str | None = None, smart_turn: bool = False, pipeline: str = "cascade",
+           summaries: bool = False, tools: tuple[dict[str, Any], ...] = ()) -> Header:
     from brisvox import __version__
 
     return Header(version=VERSION, brisvox=__version__, agent=agent, agent_file=agent_file,
                   clock="virtual" if virtual else "real", input_rate=input_rate, output_rate=output_rate,
-                  started=started, vad=vad, smart_turn=smart_turn)
+                  started=started, vad=vad, smart_turn=smart_turn, pipeline=pipeline, summaries=summaries,
+                  tools=tools)
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
@@ -297,13 +334,17 @@ class _SttSession(_Stream):
 class _Llm(_Provider):
     _inner: LlmProvider
 
+    def __init__(self, inner: LlmProvider, rec: CallRecorder, use: str | None = None) -> None:
+        super().__init__(inner, rec)
+        self._use = use
+
     def stream(self, request: LlmRequest) -> LlmStream:
-        return _LlmStream(self._inner.stream(request), self._rec)
+        return _LlmStream(self._inner.stream(request), self._rec, self._use)
 
 
 class _LlmStream(_Stream):
-    def __init__(self, inner: LlmStream, rec: CallRecorder) -> None:
-        self._inner, self._rec = inner, rec
+    def __init__(self, inner: LlmStream, rec: CallRecorder, use: str | None) -> None:
+        self._inner, self._rec, self._use = inner, rec, use
         self._t = rec.t()
         self._last = self._t
         self._events: list[list[Any]] = []
@@ -334,6 +375,8 @@ class _LlmStream(_Stream):
         if not self._written:
             self._written = True
             record: dict[str, Any] = {"t": self._t, "k": "llm", "events": self._events}
+            if self._use is not None:
+                record["use"] = self._use
             if closed:
                 record["closed"] = True
             self._rec.note(record)
@@ -405,3 +448,94 @@ class _TtsSession(_Stream):
                 else:
                     ctx.audio.append([dt, seconds])
         return event
+
+
+class _S2s:
+    """A speech-to-speech model's tap."""
+
+    def __init__(self, inner: S2sProvider, rec: CallRecorder) -> None:
+        self._inner, self._rec = inner, rec
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    async def connect(self, config: S2sConfig) -> S2sSession:
+        return _S2sSession(await self._inner.connect(config), self._rec)
+
+
+class _S2sSession(_Stream):
+    """Notes the caller audio the model hears, each of its events and each thing the call sends it."""
+
+    def __init__(self, inner: S2sSession, rec: CallRecorder) -> None:
+        self._inner, self._rec = inner, rec
+
+    def _sent(self, op: str, **fields: Any) -> None:
+        self._rec.note({"t": self._rec.t(), "k": "s2s_in", "op": op, **fields})
+
+    async def __anext__(self) -> S2sEvent:
+        event = await anext(self._inner)
+        self._rec.note({"t": self._rec.t(), "k": "s2s", **s2s_fields(event)})
+        return event
+
+    async def send_audio(self, pcm: bytes) -> None:
+        self._rec.audio(pcm)
+        await self._inner.send_audio(pcm)
+
+    async def send_tool_results(self, results: Sequence[S2sToolResult]) -> None:
+        self._sent("results", results=s2s_results(results))
+        await self._inner.send_tool_results(results)
+
+    async def request_response(self) -> None:
+        self._sent("request")
+        await self._inner.request_response()
+
+    async def cancel_response(self) -> None:
+        self._sent("cancel")
+        await self._inner.cancel_response()
+
+    async def add_note(self, text: str) -> None:
+        self._sent("note", text=text)
+        await self._inner.add_note(text)
+
+    async def truncate(self, item_id: str | None, heard_ms: int) -> None:
+        self._sent("truncate", item=item_id, ms=heard_ms)
+        await self._inner.truncate(item_id, heard_ms)
+
+    async def aclose(self) -> None:
+        self._rec.note({"t": self._rec.t(), "k": "stop"})
+        await self._inner.aclose()
+
+
+def s2s_results(results: Sequence[S2sToolResult]) -> list[dict[str, Any]]:
+    """Tool results sent to a speech-to-speech model, as an ``s2s_in`` ``results`` record holds them."""
+    return [{"call_id": r.call_id, "name": r.name, "content": r.content, "is_error": r.is_error} for r in results]
+
+
+def s2s_fields(event: S2sEvent) -> dict[str, Any]:
+    """A speech-to-speech event as an ``s2s`` record's fields (the model's audio by its length)."""
+    match event:
+        case S2sAudio(pcm=pcm, item_id=item):
+            return {"ev": "audio", "samples": len(pcm) // 2, "item": item}
+        case S2sTranscript(speaker=speaker, text=text, final=final, item_id=item):
+            return {"ev": "transcript", "speaker": speaker.value, "text": text, "final": final, "item": item}
+        case S2sToolCall(call_id=call_id, name=name, arguments=arguments, arguments_error=error):
+            return {"ev": "tool_call", "call_id": call_id, "name": name, "arguments": _json_value(arguments),
+                    "arguments_error": error}
+        case S2sToolCallsCancelled(call_ids=call_ids):
+            return {"ev": "tools_cancelled", "call_ids": list(call_ids)}
+        case S2sSpeechStarted(at_ms=at_ms, item_id=item):
+            return {"ev": "speech_started", "at_ms": at_ms, "item": item}
+        case S2sSpeechStopped(at_ms=at_ms, item_id=item):
+            return {"ev": "speech_stopped", "at_ms": at_ms, "item": item}
+        case S2sInterrupted():
+            return {"ev": "interrupted"}
+        case S2sResponseDone(interrupted=interrupted, response_id=response_id):
+            return {"ev": "response_done", "interrupted": interrupted, "response_id": response_id}
+        case S2sInteractionEnded(interrupted=interrupted):
+            return {"ev": "interaction_ended", "interrupted": interrupted}
+        case S2sError(error=error, fatal=fatal):
+            return {"ev": "error", "error": error.kind.value, "message": str(error), "fatal": fatal}
+        case S2sReady():
+            return {"ev": "ready"}
+    raise TypeError(f"not a speech-to-speech event: {type(event).__name__}")

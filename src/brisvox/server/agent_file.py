@@ -242,6 +242,10 @@ class _Record(Section):
     keep: int = 100
 
 
+class _Tracing(Section):
+    tool_arguments: bool = False  # the tool-call spans carry the call's arguments (they may hold caller data)
+
+
 class _File(Section):
     agent: _Agent
     turn: _Turn = _Turn()
@@ -258,6 +262,7 @@ class _File(Section):
     s2s: _S2s | None = None
     telephony: _Telephony | None = None
     record: _Record = _Record()
+    tracing: _Tracing = _Tracing()
 
 
 _SECTIONS = tuple(_File.model_fields)
@@ -293,6 +298,7 @@ class AgentDefinition:
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
     telephony: TelephonySettings | None = None  # [telephony]: the carriers' credentials for the telephony tools
     record: RecordSettings | None = None  # [record] enabled: each call is written to a file (caller audio too)
+    trace_tool_arguments: bool = False  # [tracing] tool_arguments: the traces' tool spans carry the arguments
     agent_link: AgentLinkConfig | None = None  # the agent process each call links to (docs/AGENT_PROTOCOL.md)
 
     def provider(self, stage: Stage) -> ProviderChoice:
@@ -478,6 +484,7 @@ def _build(
         speculation=f.speculation.enabled, filler=filler,
         stt=providers[Stage.STT], llm=providers[Stage.LLM], tts=providers[Stage.TTS], window=window, flow=flow,
         s2s=s2s, s2s_policy=s2s_policy, vad=vad, telephony=telephony, record=_record(f.record, source),
+        trace_tool_arguments=f.tracing.tool_arguments,
         agent_link=None if f.agent_link is None else AgentLinkConfig(
             url=f.agent_link.url, connect_timeout=f.agent_link.connect_timeout,
             ready_timeout=f.agent_link.ready_timeout, reopen_attempts=f.agent_link.reopen_attempts),
@@ -504,9 +511,6 @@ def _s2s_policy(f: _File, report: _Report) -> S2sPolicy:
     if "telephony" in f.model_fields_set:  # no PhoneLine in run_s2s_call: the tools would answer "no phone line"
         report.at_key(("telephony",), "does not apply to a speech-to-speech agent ([s2s]): the telephony tools "
                                       "act in cascaded calls only; remove [telephony] or [s2s]")
-    if f.record.enabled:
-        report.at_key(("record",), "recording a speech-to-speech agent's calls is not built yet; "
-                                   "remove [record] or [s2s]")
     s = f.s2s
     assert s is not None
     budget = s.think_budget

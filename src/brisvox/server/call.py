@@ -48,7 +48,7 @@ import ipaddress
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -79,9 +79,10 @@ from brisvox.engine.phone import CarrierError, PhonePlan
 from brisvox.engine.runner import with_date
 from brisvox.providers.llm import LlmRequest
 from brisvox.providers.stt import SttConfig
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsConfig, TtsProvider
-from brisvox.recording.tap import CallRecorder
-from brisvox.recording.tap import header as recording_header
+from brisvox.recording.format import Header, RecordSettings, tool_record
+from brisvox.recording.tap import CallRecorder, header
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.agent_link import AgentLink
 from brisvox.server.app import HttpCallEndpoint
@@ -117,11 +118,14 @@ __all__ = [
     "EventSide",
     "JsonEvents",
     "agent_flow",
+    "call_recording",
     "engine_config",
     "engine_runner",
     "event_message",
     "flow_manager",
     "metrics_listener",
+    "recorded_tools",
+    "recording_header",
     "telnyx_endpoint",
     "twilio_endpoint",
     "warm_request",
@@ -605,38 +609,40 @@ def engine_runner(
                     await link.close()
                 link_scope.cancel()
 
+    def head(session: TransportSession, out_rate: int) -> Header:
+        rates = session.info.sample_rate()
+        in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
+        return recording_header(definition, tools, clock, input_rate=in_rate, output_rate=out_rate,
+                                vad=providers.vad_label, smart_turn=providers.providers.end_of_turn is not None,
+                                summaries=config.summary.enabled)
+
     async def converse(session: TransportSession, call: EngineCall, observer: CallObserver, cancel: asyncio.Event,
                        scope: TaskScope, link: AgentLink | None) -> CallReport:
         out_rate = output_rate(session, config)
-        recorder = (_recorder(definition, session, clock, config, out_rate, providers)
-                    if definition.record is not None else None)
-        call_tools, call_providers = tools, providers.providers
-        if recorder is not None:  # off: nothing is wrapped
-            observer.add_listener(recorder.listen)
-            writing = scope.spawn(recorder.run(), name="recorder")
-            call_tools, call_providers = _recorded(tools, recorder), recorder.providers(call_providers)
-        registry = (call_tools.registry(definition.tools, definition.confirm_tools)
-                    if definition.tools or flow else None)
-        if link is not None:  # the agent's remote tools, under the tool engine's rules
-            registry = link.tools_into(registry)
-        # The first call at a rate renders the clips for the later ones (its fillers are text).
-        rendering = clips.start(out_rate, scope) if clips is not None else None
-        try:
-            return await run_call(session, config, call_providers, clock, cancel=cancel, tools=registry,
-                                  filler=fillers.clone(), observer=observer,
-                                  clips=clips.store(out_rate) if clips is not None else None,
-                                  summarizer=providers.summarizer, flow=flow_manager(definition, flow, clock),
-                                  ui=call.ui, phone=phone_plan(definition, session.info.metadata, os.environ, metrics,
-                                                               linked=link is not None),
-                                  agent=link.input if link is not None else None)
-        finally:
-            if rendering is not None:
-                rendering.cancel()  # unfinished: the next call starts it again
-            if recorder is not None:
-                recorder.finish()
-                await _written(recorder, writing, clock)
-                if metrics is not None:
-                    metrics.record_recording(failed=recorder.failures > 0, dropped=recorder.dropped)
+        async with call_recording(definition.record, lambda: head(session, out_rate), session, clock, observer,
+                                  scope, metrics) as recorder:
+            call_tools, call_providers, summarizer = tools, providers.providers, providers.summarizer
+            if recorder is not None:  # off: nothing is wrapped
+                call_tools, call_providers = recorded_tools(tools, recorder), recorder.providers(call_providers)
+                if config.summary.enabled:  # the summaries' requests, recorded apart from the turns'
+                    summarizer = recorder.summarizer(summarizer or LlmSummarizer(provider=providers.providers.llm))
+            registry = (call_tools.registry(definition.tools, definition.confirm_tools)
+                        if definition.tools or flow else None)
+            if link is not None:  # the agent's remote tools, under the tool engine's rules
+                registry = link.tools_into(registry)
+            # The first call at a rate renders the clips for the later ones (its fillers are text).
+            rendering = clips.start(out_rate, scope) if clips is not None else None
+            try:
+                return await run_call(session, config, call_providers, clock, cancel=cancel, tools=registry,
+                                      filler=fillers.clone(), observer=observer,
+                                      clips=clips.store(out_rate) if clips is not None else None,
+                                      summarizer=summarizer, flow=flow_manager(definition, flow, clock), ui=call.ui,
+                                      phone=phone_plan(definition, session.info.metadata, os.environ, metrics,
+                                                       linked=link is not None),
+                                      agent=link.input if link is not None else None)
+            finally:
+                if rendering is not None:
+                    rendering.cancel()  # unfinished: the next call starts it again
 
     return call_runner(talk, clock, stop_timeout=config.timeouts.stop, info=providers.page_info(definition),
                        metrics=metrics, tracing=tracing, directory=directory, calls=calls)
@@ -660,22 +666,44 @@ def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ
     if settings is None:
         return PhonePlan(control, on_failure=on_failure)
     return PhonePlan(control, timeout=settings.timeout, transfer_to=settings.transfer_to, on_failure=on_failure)
-def _recorder(definition: AgentDefinition, session: TransportSession, clock: Clock, config: EngineConfig,
-              out_rate: int, providers: CallProviders) -> CallRecorder:
-    """The call's recorder (``[record]``): its audio is what the speech-to-text hears."""
-    assert definition.record is not None
-    rates = session.info.sample_rate()
-    in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
-    virtual = isinstance(asyncio.get_running_loop(), VirtualTimeLoop)
-    source = definition.source  # absolute, so that a replay finds it from anywhere (None: a Python agent's)
+
+
+def recording_header(definition: AgentDefinition, tools: ToolSet, clock: Clock, *, input_rate: int,
+                     output_rate: int, vad: str | None, smart_turn: bool = False, pipeline: str = "cascade",
+                     summaries: bool = False) -> Header:
+    """A call's recording header: the agent (its file, absolute, so a replay finds it from
+    anywhere; None for a Python agent), the clock, the rates, and the tools it offers."""
+    source = definition.source
     agent_file = str(source.resolve()) if source.is_file() else None
-    head = recording_header(definition.name, agent_file, virtual=virtual, input_rate=in_rate,
-                            output_rate=out_rate, started=clock.wall().isoformat(), vad=providers.vad_label,
-                            smart_turn=providers.providers.end_of_turn is not None)
-    return CallRecorder(definition.record, session.info.call_id, clock, head)
+    offered = tools.registry(definition.tools, definition.confirm_tools).specs() if definition.tools else ()
+    virtual = isinstance(asyncio.get_running_loop(), VirtualTimeLoop)
+    return header(definition.name, agent_file, virtual=virtual, input_rate=input_rate, output_rate=output_rate,
+                  started=clock.wall().isoformat(), vad=vad, smart_turn=smart_turn, pipeline=pipeline,
+                  summaries=summaries, tools=tuple(tool_record(spec) for spec in offered))
 
 
-def _recorded(tools: ToolSet, recorder: CallRecorder) -> ToolSet:
+@contextlib.asynccontextmanager
+async def call_recording(settings: RecordSettings | None, head: Callable[[], Header], session: TransportSession,
+                         clock: Clock, observer: CallObserver, scope: TaskScope,
+                         metrics: ServerMetrics | None) -> AsyncIterator[CallRecorder | None]:
+    """The call's recorder (``[record]``; None when off: nothing is recorded): it hears the
+    call's events, writes in ``scope`` and is closed (bounded) and counted when the call ends."""
+    if settings is None:
+        yield None
+        return
+    recorder = CallRecorder(settings, session.info.call_id, clock, head())
+    observer.add_listener(recorder.listen)
+    writing = scope.spawn(recorder.run(), name="recorder")
+    try:
+        yield recorder
+    finally:
+        recorder.finish()
+        await _written(recorder, writing, clock)
+        if metrics is not None:
+            metrics.record_recording(failed=recorder.failures > 0, dropped=recorder.dropped)
+
+
+def recorded_tools(tools: ToolSet, recorder: CallRecorder) -> ToolSet:
     """``tools`` with each function wrapped by the call's recorder."""
     out = ToolSet()
     for name in tools:

@@ -56,7 +56,7 @@ from brisvox.server.providers import (
     resolve_llm,
 )
 
-__all__ = ["CallProviders", "build_call_providers", "choose_llm"]
+__all__ = ["CallProviders", "build_call_providers", "choose_llm", "close_all"]
 
 log = logging.getLogger(__name__)
 
@@ -159,17 +159,25 @@ class CallProviders:
                 "tools": list(definition.tools), "confirm_tools": list(definition.confirm_tools)}
 
     async def aclose(self) -> None:
-        for close in reversed(self.closers):
-            with contextlib.suppress(Exception):
-                result = close()
-                if hasattr(result, "__await__"):
-                    await result
+        await close_all(self.closers)
 
     async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         await self.aclose()
+
+
+async def close_all(closers: list[Callable[[], Any]]) -> None:
+    """Run each closer, the last added first (sync or async); one that fails is logged with its
+    traceback and the others still run (the process is stopping: nobody else would hear of it)."""
+    for close in reversed(closers):
+        try:
+            result = close()
+            if hasattr(result, "__await__"):
+                await result
+        except Exception:
+            log.exception("closing %s failed", getattr(close, "__qualname__", close))
 
 
 def vad_factory(

@@ -307,7 +307,7 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
             print(f"brisvox serve: BRISVOX_TRACING=on needs the otel extra (pip install 'brisvox[otel]'): {exc}",
                   file=sys.stderr)
             return EXIT_STARTUP_FAILURE
-        tracing = open_tracing(True)
+        tracing = open_tracing(True, capture_tool_arguments=definition.trace_tool_arguments)
     from brisvox.server.directory import CallDirectory, owner_id
 
     directory = CallDirectory(owner_id(settings.node_id, node.seat.index if node is not None else None),

@@ -4,10 +4,15 @@
 transport with the agent's settings (its turn policy, or a fixed ``silence`` for a what-if),
 the recorded providers and tools (:mod:`brisvox.recording.replay`), and the same kind of
 VAD (and Smart Turn) the recorded call had.  The caller's audio records are sent at their
-recorded times, so the current VAD and turn machine decide the turns again; the caller
-hangs up when the recorded call stopped hearing (its ``stop`` record).  Window summaries
-are off in a replay (their model requests were not recorded), and the call's flow, if
-any, is not run.  It must run on a :class:`~brisvox.core.clock.VirtualTimeLoop`.
+recorded times, so the current VAD and turn machine decide the turns again, and so are the
+caller's typed text and keys (``CallerInput`` events); the caller hangs up when the
+recorded call stopped hearing (its ``stop`` record).  The agent's flow runs again (its
+transitions follow the recorded tool results); window summaries are made when the call made
+them, from their recorded responses.  A speech-to-speech call (``pipeline: s2s``) runs
+``run_s2s_call`` with the recorded model (:class:`~brisvox.recording.replay.ReplayS2s`)
+against the agent's ``[s2s]`` policy: the model's events are played back, our side (turns
+from its events or our VAD, tools, guards, playout, what was sent to the model) runs again.
+It must run on a :class:`~brisvox.core.clock.VirtualTimeLoop`.
 
 :func:`run_replay` is the command: it prints the recorded events and the replay's side by
 side (``!`` marks a row that differs) and exits 0 when they match, 1 when they differ, 2
@@ -25,7 +30,7 @@ import dataclasses
 import logging
 import sys
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,20 +39,25 @@ from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import Clock, SystemClock, run_virtual
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope
-from brisvox.engine import CallFailed, CallObserver, Providers, run_call
+from brisvox.engine import CallFailed, CallObserver, CallReport, Providers, run_call
 from brisvox.engine import events as ev
-from brisvox.engine.config import SummaryConfig
+from brisvox.engine.s2s import run_s2s_call
 from brisvox.inference.vad import energy_vad
-from brisvox.recording.format import Recording, RecordingError, event_record
+from brisvox.providers.s2s import BargeIn
+from brisvox.providers.summarizer import LlmSummarizer
+from brisvox.recording.format import SUMMARY, Recording, RecordingError, event_record, tool_record
 from brisvox.recording.io import load_recording
-from brisvox.recording.replay import ReplayLlm, ReplayStt, ReplayTts, judge, recorded_tool, render
+from brisvox.recording.replay import ReplayLlm, ReplayS2s, ReplayStt, ReplayTts, judge, recorded_tool, render
 from brisvox.server.agent import Agent
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file
-from brisvox.server.call import engine_config
+from brisvox.server.call import agent_flow, engine_config, flow_manager
+from brisvox.server.call_providers import close_all
 from brisvox.server.tools import ToolSet
 from brisvox.transport import LoopbackTransport, TransportSession
+from brisvox.transport.events import WireMark
 
-__all__ = ["EXIT_DIFFERS", "EXIT_UNREADABLE", "replay_agent", "replay_recording", "replay_tools", "run_replay"]
+__all__ = ["EXIT_DIFFERS", "EXIT_UNREADABLE", "offered_tools", "replay_agent", "replay_recording", "replay_tools",
+           "run_replay"]
 
 log = logging.getLogger(__name__)
 
@@ -68,27 +78,28 @@ def replay_tools(tools: ToolSet, recording: Recording) -> ToolSet:
     return out
 
 
-
-
-
-
 async def replay_recording(recording: Recording, definition: AgentDefinition, tools: ToolSet, clock: Clock, *,
                            silence: float | None = None,
                            vad: Callable[[int], Any] | None = None) -> list[dict[str, Any]]:
-    """Run the recorded call again (see the module docs); returns the new ``event`` records.
+    """Run the recorded call again (see the module docs); returns the new ``event`` records
+    (and, for a speech-to-speech call, the ``s2s_in`` records of what was sent to the model).
 
     ``silence``: end turns after this many seconds of silence (a fixed-silence turn policy)
-    in place of the agent's own policy.  ``vad``: the detector factory (default: the energy
-    detector when the call used it, else the one ``brisvox serve`` uses).
+    in place of the agent's own policy (a cascaded call).  ``vad``: the detector factory
+    (default: the energy detector when the call used it, else the one ``brisvox serve`` uses).
     """
-    config = engine_config(definition)
-    if silence is not None:
-        config = dataclasses.replace(config, turn=FixedSilence(silence=silence))
-    config = dataclasses.replace(config, summary=SummaryConfig(enabled=False))
-    closers: list[Any] = []
-    if vad is None and recording.header.vad == "energy":
+    s2s = recording.header.pipeline == "s2s"
+    if s2s != (definition.s2s is not None):
+        raise ConfigError(f"the recording is of a {'speech-to-speech' if s2s else 'cascaded'} call and the agent "
+                          f"{definition.name!r} is {'cascaded' if s2s else 'a speech-to-speech one'}: replay it "
+                          "with the agent that made it (--agent)")
+    if s2s and silence is not None:
+        raise ConfigError("--silence applies to a cascaded call: a speech-to-speech model decided this call's turns")
+    closers: list[Callable[[], Any]] = []
+    ours = not s2s or definition.s2s_policy.barge_in is BargeIn.OURS  # else the model hears the caller's speech
+    if vad is None and ours and recording.header.vad == "energy":
         vad = energy_vad
-    if vad is None:
+    if vad is None and ours:
         from brisvox.server.call_providers import vad_factory
 
         vad, _label, pool = vad_factory(definition.vad)  # the agent file's [vad], as the server runs it
@@ -96,6 +107,47 @@ async def replay_recording(recording: Recording, definition: AgentDefinition, to
             closers.append(pool.aclose)
     events: list[dict[str, Any]] = []
     start = clock.now()
+
+    def listen(event: ev.EngineEvent) -> None:
+        events.append(event_record(event, round(event.at - start, 6)))
+
+    registry_tools = replay_tools(tools, recording)
+    observer = CallObserver(listener=listen)
+    try:
+        if s2s:
+            model = ReplayS2s(clock, recording, start, events.append)
+            call = _s2s_call(recording, definition, registry_tools, clock, model, observer, vad)
+        else:
+            assert vad is not None
+            call = _cascaded_call(recording, definition, registry_tools, clock, start, observer, silence, vad, closers)
+        async with LoopbackTransport(clock) as transport, TaskScope("replay") as scope:
+            client = await transport.connect(metadata={"sample_rate": str(recording.header.input_rate)})
+            session = await TransportSession.open(clock, await transport.accept())
+            running = scope.spawn(call(session), name="replay-call")
+            scope.spawn(_drain(client), name="replay-listener")
+            await _speak(client, recording, clock, start)
+            try:
+                await running
+            except CallFailed:
+                log.info("the replayed call failed (its EngineFailure is in the events)")
+    finally:
+        await close_all(closers)
+    return events
+
+
+RunOn = Callable[[TransportSession], Coroutine[Any, Any, CallReport]]
+
+
+def _cascaded_call(recording: Recording, definition: AgentDefinition, tools: ToolSet, clock: Clock, start: float,
+                   observer: CallObserver, silence: float | None, vad: Callable[[int], Any],
+                   closers: list[Callable[[], Any]]) -> RunOn:
+    """``run_call`` with the recorded providers, the agent's flow and the summaries the call made."""
+    config = engine_config(definition)
+    if silence is not None:
+        config = dataclasses.replace(config, turn=FixedSilence(silence=silence))
+    config = dataclasses.replace(config, summary=dataclasses.replace(config.summary, enabled=recording.header.summaries))
+    summarizer = (LlmSummarizer(provider=ReplayLlm(clock, recording, use=SUMMARY))
+                  if recording.header.summaries else None)
     end_of_turn = None
     if recording.header.smart_turn:
         from brisvox.server.call_providers import end_of_turn_factory
@@ -106,53 +158,71 @@ async def replay_recording(recording: Recording, definition: AgentDefinition, to
         else:
             end_of_turn, close_turn = turn
             closers.append(close_turn)
-    registry_tools = replay_tools(tools, recording)
-    registry = registry_tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+    flow = agent_flow(definition, tools)
+    registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
     providers = Providers(stt=ReplayStt(clock, recording, start), llm=ReplayLlm(clock, recording),
                           tts=ReplayTts(clock, recording), vad=vad, end_of_turn=end_of_turn)
 
-    def listen(event: ev.EngineEvent) -> None:
-        events.append(event_record(event, round(event.at - start, 6)))
+    async def run(session: TransportSession) -> CallReport:
+        return await run_call(session, config, providers, clock, tools=registry,
+                              filler=FillerPolicy.from_config(config.llm.filler), observer=observer,
+                              summarizer=summarizer, flow=flow_manager(definition, flow, clock))
 
-    try:
-        async with LoopbackTransport(clock) as transport, TaskScope("replay") as scope:
-            client = await transport.connect(metadata={"sample_rate": str(recording.header.input_rate)})
-            session = await TransportSession.open(clock, await transport.accept())
-            observer = CallObserver(listener=listen)
-            call = scope.spawn(run_call(session, config, providers, clock, tools=registry,
-                                        filler=FillerPolicy.from_config(config.llm.filler), observer=observer),
-                               name="replay-call")
-            scope.spawn(_drain(client), name="replay-listener")
-            await _speak(client, recording, clock, start)
-            try:
-                await call
-            except CallFailed:
-                log.info("the replayed call failed (its EngineFailure is in the events)")
-    finally:
-        for close in closers:
-            await close()
-    return events
+    return run
+
+
+def _s2s_call(recording: Recording, definition: AgentDefinition, tools: ToolSet, clock: Clock, model: ReplayS2s,
+              observer: CallObserver, vad: Callable[[int], Any] | None) -> RunOn:
+    """``run_s2s_call`` with the recorded model, at the rates the model had (no resampling)."""
+    from brisvox.server.s2s_call import s2s_config
+
+    config = s2s_config(definition, (recording.header.input_rate, recording.header.output_rate))
+    registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+    detector = vad(recording.header.input_rate) if vad is not None and config.barge_in is BargeIn.OURS else None
+
+    async def run(session: TransportSession) -> CallReport:
+        return await run_s2s_call(session, config, model, clock, tools=registry, observer=observer, vad=detector)
+
+    return run
 
 
 async def _drain(client: Any) -> None:
+    """The caller's ear: takes what the call plays and echoes each mark, as a phone does once the
+    audio before it played (a flow's EndCall ends the call on its farewell's echo)."""
     with contextlib.suppress(ChannelClosed):  # the call ended
         while True:
-            await client.recv()
+            heard = await client.recv()
+            if isinstance(heard.item, WireMark):
+                await client.echo_mark(heard.item.id)
 
 
 async def _speak(client: Any, recording: Recording, clock: Clock, start: float) -> None:
-    """The caller's recorded audio at its times, then the hang-up."""
+    """The caller's recorded audio, typed text and keys at their times, then the hang-up."""
     rate = recording.header.input_rate
     last = 0.0
     with contextlib.suppress(ChannelClosed):  # the call ended first
-        for r in recording.of("audio"):
-            await clock.sleep_until(start + r["t"])
-            pcm = base64.b64decode(r["pcm"])
-            await client.send_audio(pcm, rate)
-            last = r["t"] + len(pcm) / (2 * rate)
+        for r in recording.records:
+            if r["k"] == "audio":
+                await clock.sleep_until(start + r["t"])
+                pcm = base64.b64decode(r["pcm"])
+                await client.send_audio(pcm, rate)
+                last = r["t"] + len(pcm) / (2 * rate)
+            elif r["k"] == "event" and r["e"] == "CallerInput":
+                await clock.sleep_until(start + r["t"])
+                if r.get("kind") == ev.CallerInputKind.KEY.value:
+                    await client.send_dtmf(str(r.get("text")))
+                else:
+                    await client.send_text(str(r.get("text")))
         stops = recording.of("stop")
         await clock.sleep_until(start + (stops[0]["t"] if stops else last))
         await client.hangup()
+
+
+def offered_tools(definition: AgentDefinition, tools: ToolSet) -> list[dict[str, Any]]:
+    """The tools a replay of ``definition`` offers, as a recording's header keeps them."""
+    if not definition.tools:
+        return []
+    return [tool_record(spec) for spec in tools.registry(definition.tools, definition.confirm_tools).specs()]
 
 
 
@@ -191,8 +261,13 @@ def run_replay(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = N
     except (ConfigError, RecordingError) as exc:
         print(f"brisvox replay: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    replayed = run_virtual(lambda: replay_recording(recording, definition, offered, SystemClock(), silence=args.silence))
-    judgement = judge(recording, replayed, args.tolerance)
+    try:
+        replayed = run_virtual(lambda: replay_recording(recording, definition, offered, SystemClock(),
+                                                        silence=args.silence))
+    except ConfigError as exc:  # the recording and the agent do not go together
+        print(f"brisvox replay: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    judgement = judge(recording, replayed, args.tolerance, offered_tools(definition, offered))
     rows, differences, tolerance = judgement.rows, judgement.differences, judgement.tolerance
     print(render(rows), file=out)
     if recording.dropped:

@@ -6,7 +6,9 @@ claim guards as the cascaded engine: :func:`build_s2s_providers` builds the vend
 once (OpenAI Realtime or Gemini Live; building opens no connection, each call connects its
 own session) and :func:`s2s_runner` is the session runner, the cascaded engine's
 :func:`~brisvox.server.call.call_runner` around ``run_s2s_call``.  The VAD is built only when
-our side decides barge-ins (``barge_in = "ours"``).
+our side decides barge-ins (``barge_in = "ours"``).  With ``[record]`` the model and the tools
+are wrapped by the call's recorder (the caller audio the model heard, its events, what the
+call sent it, the tool results), as a cascaded call's providers are.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from brisvox.engine import CallObserver, CallReport
 from brisvox.engine.s2s import run_s2s_call
 from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.s2s import BargeIn, S2sConfig, S2sProvider
+from brisvox.recording.format import Header
 from brisvox.server.agent_file import AgentDefinition
-from brisvox.server.call import EngineCall, call_runner
-from brisvox.server.call_providers import extra_for, key_for, vad_factory
+from brisvox.server.call import EngineCall, call_recording, call_runner, recorded_tools, recording_header
+from brisvox.server.call_providers import close_all, extra_for, key_for, vad_factory
 from brisvox.server.calllog import CallLog
 from brisvox.server.directory import CallDirectory
 from brisvox.server.metrics import ServerMetrics
@@ -37,7 +40,7 @@ from brisvox.transport.session import TransportSession
 if TYPE_CHECKING:  # without importing OpenTelemetry
     from brisvox.server.tracing import Tracing
 
-__all__ = ["S2S_RATES", "S2sCallProviders", "build_s2s_providers", "s2s_runner"]
+__all__ = ["S2S_RATES", "S2sCallProviders", "build_s2s_providers", "s2s_config", "s2s_runner"]
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +75,7 @@ class S2sCallProviders:
                 "confirm_tools": list(definition.confirm_tools)}
 
     async def aclose(self) -> None:
-        for close in reversed(self.closers):
-            result = close()
-            if hasattr(result, "__await__"):
-                await result
+        await close_all(self.closers)
 
     async def __aenter__(self) -> Self:
         return self
@@ -88,6 +88,14 @@ def s2s_label(definition: AgentDefinition) -> str:
     assert definition.s2s is not None
     model = definition.s2s.options.get("model")
     return f"s2s {definition.s2s.provider}" + (f" ({model})" if model else "")
+
+
+def s2s_config(definition: AgentDefinition, rates: tuple[int, int]) -> S2sConfig:
+    """What each call of the agent asks its model (``rates``: the model's, in and out)."""
+    policy = definition.s2s_policy
+    return S2sConfig(instructions=definition.prompt, greeting=definition.greeting, input_rate=rates[0],
+                     output_rate=rates[1], barge_in=policy.barge_in, think_budget=policy.think_budget,
+                     filler=definition.filler)
 
 
 def build_s2s_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str]) -> S2sCallProviders:
@@ -130,20 +138,25 @@ def s2s_runner(
     calls: CallLog | None = None,
 ) -> Callable[[EngineCall, SessionCancel], Awaitable[None]]:
     """The session runner of ``brisvox serve`` for a speech-to-speech agent (see the module docs)."""
-    policy = definition.s2s_policy
-    config = S2sConfig(instructions=definition.prompt, greeting=definition.greeting, input_rate=providers.rates[0],
-                       output_rate=providers.rates[1], barge_in=policy.barge_in, think_budget=policy.think_budget,
-                       filler=definition.filler)
+    config = s2s_config(definition, providers.rates)
+
+    def head() -> Header:
+        return recording_header(definition, tools, clock, input_rate=config.input_rate, output_rate=config.output_rate,
+                                vad=providers.vad_label if providers.vad is not None else None, pipeline="s2s")
 
     async def talk(session: TransportSession, call: EngineCall, observer: CallObserver, cancel: SessionCancel,
                    scope: TaskScope) -> CallReport:
-        registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
-        rates = session.info.sample_rate()
-        vad = None
-        if providers.vad is not None:
-            vad = providers.vad(rates.input if rates is not None else config.input_rate)
-        return await run_s2s_call(session, config, providers.provider, clock, tools=registry,
-                                  observer=observer, cancel=cancel, vad=vad)
+        async with call_recording(definition.record, head, session, clock, observer, scope, metrics) as recorder:
+            call_tools, model = tools, providers.provider
+            if recorder is not None:  # off: nothing is wrapped
+                call_tools, model = recorded_tools(tools, recorder), recorder.s2s(model)
+            registry = call_tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
+            rates = session.info.sample_rate()
+            vad = None
+            if providers.vad is not None:
+                vad = providers.vad(rates.input if rates is not None else config.input_rate)
+            return await run_s2s_call(session, config, model, clock, tools=registry, observer=observer,
+                                      cancel=cancel, vad=vad)
 
     return call_runner(talk, clock, stop_timeout=_STOP_TIMEOUT, info=providers.page_info(definition),
                        metrics=metrics, tracing=tracing, directory=directory, calls=calls)

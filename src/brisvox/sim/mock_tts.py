@@ -22,21 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from brisvox.core.channel import Channel
 from brisvox.core.clock import Clock
-from brisvox.core.errors import ChannelClosed, ConfigError
-from brisvox.core.tasks import TaskScope
+from brisvox.core.errors import ConfigError
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.tts import (
-    FlushInput,
-    TextInput,
+    QueuedTtsSession,
     TtsAudio,
     TtsConfig,
     TtsError,
-    TtsFlushed,
-    TtsInput,
     TtsProvider,
-    TtsSessionBase,
     TtsWords,
     even_word_timings,
 )
@@ -98,56 +92,33 @@ class MockTts(TtsProvider):
         return session
 
 
-class MockTtsSession(TtsSessionBase):
+class MockTtsSession(QueuedTtsSession):
     def __init__(self, clock: Clock, script: MockTtsConfig, config: TtsConfig, name: str, delays: Delays) -> None:
-        super().__init__(name=f"{name} session")
+        super().__init__(name=f"{name} session", capacity=_INPUT_CAPACITY)
         self._clock = clock
         self._script = script
         self._provider = name
         self._rate = config.sample_rate
         self._timings = script.word_timings and config.word_timestamps
         self._delays = delays
-        self._input: Channel[TtsInput] = Channel(_INPUT_CAPACITY, name=f"{name} text")
         self.texts: dict[int, str] = {}
         self.cancelled: list[int] = []
         self.audio_seconds = 0.0  # produced by the session, every context
         self._offsets: dict[int, float] = {}  # seconds of audio per open context
-        self._scope = TaskScope(f"{name} session")
-        self._scope.spawn(self._run(), name="synthesize")
 
-    async def send_text(self, context_id: int, text: str) -> None:
-        self._check_open()
-        if self.is_cancelled(context_id) or not text:
-            return
+    def _accept(self, context_id: int, text: str) -> bool:
+        if not text:
+            return False
         self.texts[context_id] = self.texts.get(context_id, "") + text
-        await self._input.send(TextInput(context_id, text))
-
-    async def flush(self, context_id: int) -> None:
-        self._check_open()
-        if not self.is_cancelled(context_id):
-            await self._input.send(FlushInput(context_id))
+        return True
 
     def _on_cancel(self, context_id: int) -> None:
         self.cancelled.append(context_id)
-        self._input.purge(lambda cmd: cmd.context_id == context_id)
+        super()._on_cancel(context_id)
 
-    async def _shutdown(self) -> None:
-        self._input.abort()
-        await self._scope.aclose()
-
-    async def _run(self) -> None:
-        try:
-            async for cmd in self._input:
-                ctx = cmd.context_id
-                if self.is_cancelled(ctx):
-                    continue
-                if isinstance(cmd, FlushInput):
-                    self._offsets.pop(ctx, None)
-                    await self._emit(TtsFlushed(context_id=ctx))
-                elif not await self._speak(ctx, cmd.text):
-                    return
-        except ChannelClosed:
-            return
+    async def _flushed(self, context_id: int) -> None:
+        self._offsets.pop(context_id, None)
+        await super()._flushed(context_id)
 
     async def _speak(self, ctx: int, text: str) -> bool:
         """Synthesize one segment; False once the scripted disconnect ended the session."""

@@ -29,22 +29,10 @@ import numpy as np
 
 from brisvox.audio import float_to_pcm16
 from brisvox.audio.pcm import AUDIBLE_LEVEL
-from brisvox.core.channel import Channel
-from brisvox.core.errors import ChannelClosed, ConfigError
-from brisvox.core.tasks import TaskScope
+from brisvox.core.errors import ConfigError
 from brisvox.inference import InferenceError, InferencePool, PoolConfig, PoolFull
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.tts import (
-    FlushInput,
-    TextInput,
-    TtsAudio,
-    TtsConfig,
-    TtsError,
-    TtsFlushed,
-    TtsInput,
-    TtsProvider,
-    TtsSessionBase,
-)
+from brisvox.providers.tts import QueuedTtsSession, TtsAudio, TtsConfig, TtsError, TtsProvider
 
 __all__ = ["HIBARI_SAMPLE_RATE", "HibariConfig", "HibariTts", "HibariTtsSession"]
 
@@ -157,53 +145,21 @@ class HibariTts(TtsProvider):
             await self._pool.aclose()
 
 
-class HibariTtsSession(TtsSessionBase):
+class HibariTtsSession(QueuedTtsSession):
     def __init__(self, engine: _Engine, pool: InferencePool, config: HibariConfig, speed: float) -> None:
-        super().__init__(name="local-hibari session")
+        super().__init__(name="local-hibari session", capacity=_INPUT_CAPACITY)
         self._engine = engine
         self._pool = pool
         self._speed = speed
         self._lead_in = config.lead_in
         self._chunk = 2 * max(1, round(config.chunk_seconds * HIBARI_SAMPLE_RATE))
-        self._input: Channel[TtsInput] = Channel(_INPUT_CAPACITY, name="local-hibari text")
-        self._scope = TaskScope("local-hibari session")
-        self._scope.spawn(self._run(), name="synthesize")
 
-    async def send_text(self, context_id: int, text: str) -> None:
-        self._check_open()
-        if text.strip() and not self.is_cancelled(context_id):
-            await self._input.send(TextInput(context_id, text))
-
-    async def flush(self, context_id: int) -> None:
-        self._check_open()
-        if not self.is_cancelled(context_id):
-            await self._input.send(FlushInput(context_id))
-
-    def _on_cancel(self, context_id: int) -> None:
-        self._input.purge(lambda cmd: cmd.context_id == context_id)
-
-    async def _shutdown(self) -> None:
-        self._input.abort()
-        await self._scope.aclose()
-
-    async def _run(self) -> None:
-        try:
-            async for cmd in self._input:
-                if self.is_cancelled(cmd.context_id):
-                    continue
-                if isinstance(cmd, FlushInput):
-                    await self._emit(TtsFlushed(context_id=cmd.context_id))
-                else:
-                    await self._speak(cmd.context_id, cmd.text)
-        except ChannelClosed:
-            return
-
-    async def _speak(self, ctx: int, text: str) -> None:
+    async def _speak(self, ctx: int, text: str) -> bool:
         try:
             sentences = await self._pool.run(self._engine.sentences, text)
             for phonemes in sentences:
                 if self.is_cancelled(ctx):
-                    return
+                    return True
                 pcm = await self._pool.run(self._engine.synthesize, phonemes, self._speed, self._lead_in)
                 for i in range(0, len(pcm), self._chunk):
                     await self._emit(TtsAudio(context_id=ctx, pcm=pcm[i : i + self._chunk], sample_rate=HIBARI_SAMPLE_RATE))
@@ -213,3 +169,4 @@ class HibariTtsSession(TtsSessionBase):
         except InferenceError as exc:
             err = ProviderError("local-hibari", ProviderErrorKind.MODEL, f"synthesis failed: {type(exc.__cause__ or exc).__name__}")
             await self._emit(TtsError(error=err, context_id=ctx, fatal=False))
+        return True
