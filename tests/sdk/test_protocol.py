@@ -71,8 +71,9 @@ def test_a_ui_name_that_is_not_snake_case_is_refused_naming_the_field() -> None:
     ("[" * 100_000, p.ErrorCode.NOT_JSON, ""),
     ('{"type":"tool.result","id":"a","ok":true,"result":NaN}', p.ErrorCode.NOT_JSON, ""),
     (" " * (p.MAX_MESSAGE_BYTES + 1), p.ErrorCode.TOO_LARGE, ""),
+    ('{"type":"say","text":"' + "é" * (p.MAX_MESSAGE_BYTES // 2) + '"}', p.ErrorCode.TOO_LARGE, ""),
 ], ids=["bool", "tool name", "timeout", "unknown key", "missing", "empty destination", "unknown type", "no type", "version",
-        "array", "broken", "not utf-8", "deep", "nan", "large"])
+        "array", "broken", "not utf-8", "deep", "nan", "large", "large in bytes, not in characters"])
 def test_a_bad_frame_is_refused_with_its_code_and_the_field_it_names(frame: str | bytes, code: p.ErrorCode,
                                                                      field: str) -> None:
     with pytest.raises(p.ProtocolError) as refused:

@@ -230,7 +230,9 @@ def _no_constant(name: str) -> Any:
 
 
 def _load(frame: str | bytes) -> dict[str, Any]:
-    if len(frame) > MAX_MESSAGE_BYTES:
+    # The limit is in bytes: a text frame's characters can be up to 4 bytes each in UTF-8.
+    size = len(frame) if isinstance(frame, bytes) or len(frame) * 4 <= MAX_MESSAGE_BYTES else len(frame.encode())
+    if size > MAX_MESSAGE_BYTES:
         raise ProtocolError(ErrorCode.TOO_LARGE, "", f"message over {MAX_MESSAGE_BYTES} bytes")
     try:
         value = json.loads(frame, parse_constant=_no_constant)
