@@ -79,12 +79,11 @@ from brisvox.transport.events import (
     FailureKind,
     MarkCleared,
     MarkPlayed,
-    PlaybackPosition,
     Stopped,
     StopReason,
     TypedText,
 )
-from brisvox.transport.session import CommandSender, TransportSession
+from brisvox.transport.session import CommandSender, PlayoutReport, TransportSession
 
 __all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "call_meta", "run_call"]
 
@@ -503,11 +502,12 @@ def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
     return sink
 
 
-def _positions_into(out: TransportOut, clock: Clock, fault: _Fault) -> Callable[[PlaybackPosition], Awaitable[None]]:
-    """The session's playout sink: each position report straight to TransportOut, the owner of
-    the playout facts, in the session's output task (no events channel, no pump, no inbox)."""
+def _positions_into(out: TransportOut, clock: Clock, fault: _Fault) -> Callable[[PlayoutReport], Awaitable[None]]:
+    """The session's playout sink: each position report (and each lead a clear flushed) straight
+    to TransportOut, the owner of the playout facts, in the session's output task (no events
+    channel, no pump, no inbox)."""
 
-    async def sink(report: PlaybackPosition) -> None:
+    async def sink(report: PlayoutReport) -> None:
         try:
             await out.released(report, clock.now())
         except ChannelClosed:

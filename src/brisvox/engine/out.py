@@ -7,7 +7,9 @@ transport it cuts nothing, and the transport writes no clear to the client).
 
 It is also the one owner of the playout facts.  Position reports do not travel through
 the pipeline: the session hands each one to :meth:`TransportOut.released` in its output
-task (``TransportSession.route_playout``), which records it in the PlayoutBook at once.
+task (``TransportSession.route_playout``), which records it in the PlayoutBook at once; so
+does the lead a clear flushed on a carrier call (``PlaybackLead``: audio the carrier held and
+never played, which the book takes off what the caller heard).
 The first report of an epoch becomes ``BotAudioStarted``, and once the response is done
 and has played out, ``BotAudioEnded``: both go straight to the turn driver's inbox, the
 one stage that decides with them (``report_to``), and the played-out response to the
@@ -37,8 +39,8 @@ from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.events import BotAudible, CallEvents
 from brisvox.engine.playout import PlayoutBook
-from brisvox.transport.events import PlaybackPosition
-from brisvox.transport.session import CommandSender
+from brisvox.transport.events import PlaybackLead
+from brisvox.transport.session import CommandSender, PlayoutReport
 
 __all__ = ["PlayoutFact", "TransportOut"]
 
@@ -92,9 +94,13 @@ class TransportOut(Processor):
             return  # text, timings and turn markers end here
         await ctx.push(frame, direction)
 
-    async def released(self, report: PlaybackPosition, now: float) -> None:
+    async def released(self, report: PlayoutReport, now: float) -> None:
         """A position report from the transport (in the session's output task, not this
-        stage's): into the book at once, and what it reveals to the driver."""
+        stage's): into the book at once, and what it reveals to the driver.  A flushed lead
+        only goes into the book."""
+        if isinstance(report, PlaybackLead):
+            self._book.unplayed(report.epoch, report.lead)
+            return
         released = self._book.released(report.utterance, report.samples, report.sample_rate)
         if released.audible is not None:
             # The report comes as the frame ending at its position is released; frames go
