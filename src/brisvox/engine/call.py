@@ -37,7 +37,14 @@ from brisvox.agent.ui import UiChannel
 from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
-from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
+from brisvox.core.errors import (
+    BrisvoxError,
+    ChannelClosed,
+    ConfigError,
+    DeadlineExceeded,
+    ProcessorFailed,
+    StopTimeout,
+)
 from brisvox.core.frames import (
     BotAudioEnded,
     ContextNoteFrame,
@@ -59,7 +66,7 @@ from brisvox.engine.hooks import HookPoint, hook_stage
 from brisvox.engine.listen import ListenStage
 from brisvox.engine.memory import CallMemory
 from brisvox.engine.out import PlayoutFact, TransportOut
-from brisvox.engine.phone import MarkWaits, PhoneLine, PhonePlan, PhoneStats, end_after_echo
+from brisvox.engine.phone import MarkWaits, PhoneLine, PhonePlan, PhoneStats, end_after_echo, mark_played
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
 from brisvox.engine.speak import SpeakStage
@@ -347,6 +354,8 @@ class _Call:
                     events=events,
                 )
                 self.out = out = TransportOut(commands, book, timeline, events)
+                if line is not None:
+                    line.before_transfer = _played_before_transfer(out, commands, marks, clock)
                 pipeline = Pipeline("call")
                 hooks = {point: [hook_stage(h) for h in config.hooks if h.point is point] for point in HookPoint}
                 for stage in (listen, *hooks[HookPoint.AFTER_LISTENING], driver, *hooks[HookPoint.BEFORE_LLM],
@@ -440,6 +449,30 @@ def _phone_line(phone: PhonePlan | None, commands: CommandSender, clock: Clock, 
 
     return PhoneLine(phone.control, clock, out_rate=out_rate, play=play, timeout=phone.timeout,
                      transfer_to=phone.transfer_to, on_failure=phone.on_failure)
+
+
+SPEECH_WAIT = 60.0
+"""Seconds a transfer waits for its turn's words before it to reach the transport (the TTS
+makes them no faster than the pacer takes them) before it goes ahead, logged."""
+
+
+def _played_before_transfer(out: TransportOut, commands: CommandSender, marks: MarkWaits,
+                            clock: Clock) -> Callable[[int], Awaitable[bool]]:
+    """``PhoneLine.before_transfer``: the turn's speech so far all with the transport, then a mark
+    behind it echoed (the words before the transfer played); False once a barge-in cut them."""
+
+    async def played(epoch: int) -> bool:
+        try:
+            sent = await bounded(clock, SPEECH_WAIT, out.speech_sent(epoch), "the words before a transfer")
+        except DeadlineExceeded:
+            log.warning("the words before a transfer took over %g s to reach the transport; going ahead",
+                        SPEECH_WAIT)
+            sent = True
+        if not sent or commands.epoch > epoch:
+            return False  # a barge-in cut the words (the transport may hear of it before TransportOut)
+        return await mark_played(commands, marks, clock, "the words before a transfer") is True
+
+    return played
 
 
 def _flow_run(flow: Flow | FlowManager, clock: Clock, summarizer: Summarizer | None) -> FlowRun:

@@ -22,6 +22,7 @@ caller perceives ends there.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
@@ -33,7 +34,9 @@ from brisvox.core.frames import (
     BotResponseDone,
     Direction,
     Frame,
+    InterruptFrame,
     OutputAudioFrame,
+    UtteranceFlushed,
 )
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
@@ -63,6 +66,8 @@ class TransportOut(Processor):
         self._cleared = 0
         self.stale_audio_dropped = 0
         self.frames_sent = 0
+        self._newest = 0  # the newest epoch an interrupt opened
+        self._news = asyncio.Event()  # an utterance was flushed or an epoch cut (speech_sent waits on it)
 
     @property
     def name(self) -> str:
@@ -86,6 +91,13 @@ class TransportOut(Processor):
             self._timeline.mark(frame.epoch, TurnEvent.FIRST_AUDIO_SENT, ctx.clock.now())
             self.frames_sent += 1
             return
+        if isinstance(frame, UtteranceFlushed):
+            self._book.flushed(frame.utterance)
+            self._news.set()
+            return
+        if isinstance(frame, InterruptFrame):
+            self._newest = max(self._newest, frame.new_epoch)
+            self._news.set()
         if isinstance(frame, BotResponseDone):
             if frame.epoch >= ctx.epoch and self._book.take_ended(frame.epoch):
                 await self._report(BotAudioEnded(epoch=frame.epoch, at=ctx.clock.now()))
@@ -93,6 +105,18 @@ class TransportOut(Processor):
         if direction is Direction.DOWNSTREAM and frame.frame_class.value != "system":
             return  # text, timings and turn markers end here
         await ctx.push(frame, direction)
+
+    async def speech_sent(self, epoch: int) -> bool:
+        """Wait until every utterance of ``epoch`` opened so far has all its audio with the
+        transport (a mark sent then is behind the last of it); False once a barge-in cut the
+        epoch.  Unbounded: the caller bounds it."""
+        while True:
+            if self._newest > epoch:
+                return False
+            if self._book.all_flushed(epoch):
+                return True
+            self._news.clear()
+            await self._news.wait()
 
     async def released(self, report: PlayoutReport, now: float) -> None:
         """A position report from the transport (in the session's output task, not this

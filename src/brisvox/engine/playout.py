@@ -47,6 +47,7 @@ class _Utterance:
     sample_rate: int = 0
     msg_index: int | None = None
     audible: int | None = None  # the sample where its audible audio begins
+    flushed: bool = False  # all of its audio was handed to the transport
 
     @property
     def position(self) -> float:
@@ -154,6 +155,15 @@ class PlayoutBook:
                     u.audible = u.sent_samples + first
             u.sent_samples += sample_count(pcm)
             u.sample_rate = sample_rate
+
+    def flushed(self, utterance: int) -> None:
+        """All of the utterance's audio has been handed to the transport (``UtteranceFlushed``)."""
+        if (u := self._utterances.get(utterance)) is not None:
+            u.flushed = True
+
+    def all_flushed(self, epoch: int) -> bool:
+        """Every utterance of ``epoch`` opened so far has all its audio with the transport."""
+        return all(u.flushed for u in self._utterances.values() if u.epoch == epoch)
 
     def released(self, utterance: int, samples: int, sample_rate: int) -> Released:
         """Record a position (``samples`` of the utterance released so far, in real time)."""

@@ -8,7 +8,8 @@ carrier comes from the call's metadata and the agent's ``[telephony]`` credentia
 * ``end_call`` (SideEffect, not repeatable): asks for the end of the call once the turn's
   reply, the farewell, has played (the mark echo proves it).  It never touches the carrier
   itself; a barge-in calls the end off (docs/TELEPHONY.md, "Telephony tools").
-* ``transfer_call`` (SideEffect, not repeatable): the carrier's transfer, at once.
+* ``transfer_call`` (SideEffect, not repeatable): the carrier's transfer, once the words the
+  model said before it have played (a mark echo proves it); a barge-in calls it off.
 * ``send_dtmf`` (SideEffect, repeatable: the same key twice is a real need in a phone menu):
   the carrier's DTMF command (Telnyx) or tones in the bot's audio (Twilio, WebSocket).
 
@@ -24,7 +25,7 @@ from typing import Final
 from brisvox import tool
 from brisvox.agent.tools import ToolError
 from brisvox.core.errors import InvalidInput
-from brisvox.engine.phone import CarrierError, PhoneLine
+from brisvox.engine.phone import CarrierError, PhoneLine, TransferCalledOff
 from brisvox.server.carriers import check_destination
 from brisvox.tool import FunctionTool, ToolContext
 
@@ -55,7 +56,9 @@ async def transfer_call(to: str, ctx: ToolContext) -> str:
     if problem is not None:
         raise ToolError(f"not transferred: {problem}")
     try:
-        await _line(ctx).transfer(to)
+        await _line(ctx).transfer(to, ctx.epoch)
+    except TransferCalledOff as exc:
+        raise ToolError(f"not transferred: {exc}") from None
     except CarrierError as exc:
         raise ToolError(f"the transfer failed: {exc}; apologize and offer to help another way") from None
     return "the transfer has started"

@@ -194,6 +194,11 @@ class CommandSender:
             s._set_reason(StopReason.REQUESTED)
             s._first_done.set()
 
+    @property
+    def epoch(self) -> int:
+        """The current epoch (the newest clear's)."""
+        return self._s._ledger.epoch
+
     async def audio(self, frame: OutputAudioFrame) -> None:
         """``send(SendAudio(frame))`` without the wrapper (the engine's hot path): waits for
         room in the pacer; raises ChannelClosed once the session has ended."""
