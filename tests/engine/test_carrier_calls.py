@@ -1,7 +1,10 @@
-"""The engine over a carrier's stream (the Twilio adapter and its test double): what the caller
-heard is what the carrier played, as its mark echoes prove, not what brisvox released."""
+"""The engine over a carrier's stream (the Twilio and Telnyx adapters and their test doubles):
+what the caller heard is what the carrier played, as its mark echoes prove, not what brisvox
+released."""
 
 from __future__ import annotations
+
+import pytest
 
 from brisvox.agent.context import AssistantMessage
 from brisvox.agent.played import CUT_MARKER
@@ -12,12 +15,14 @@ from brisvox.engine import EngineConfig, Providers, run_call
 from brisvox.sim import MockStt, MockTts, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
 from tests.engine.harness import energy_vad
 from tests.engine.test_call import LONG
-from tests.transport.conformance._drivers import TwilioDriver
+from tests.transport.conformance._drivers import TelnyxDriver, TwilioDriver
+
+CARRIERS = {"twilio": TwilioDriver, "telnyx": TelnyxDriver}  # Telnyx's caller audio comes shuffled
 
 CHARS_PER_SECOND = MockTtsConfig().chars_per_second
 
 
-async def _barge_in_over_twilio(buffer: float) -> tuple[str, TwilioDriver]:
+async def _barge_in_over(carrier: str, buffer: float) -> tuple[str, TwilioDriver]:
     """A caller who asks, then talks over the long answer; the carrier plays the bot's audio
     ``buffer`` seconds after it arrives.  Returns what the context kept of the answer."""
     clock = SimClock()
@@ -27,7 +32,7 @@ async def _barge_in_over_twilio(buffer: float) -> tuple[str, TwilioDriver]:
     llm = ScriptedLlm(clock, [[Say(LONG)], [Say("Seven it is.")]])
     providers = Providers(stt=MockStt.for_scenario(clock, scenario, interim_interval=0.2), llm=llm,
                           tts=MockTts(clock, MockTtsConfig()), vad=energy_vad)
-    driver = TwilioDriver(buffer=buffer)
+    driver = CARRIERS[carrier](buffer=buffer)
     async with driver.open(clock) as (caller, session), TaskScope("carrier-call") as scope:
         call = scope.spawn(run_call(session, EngineConfig(turn=FixedSilence(silence=0.5)), providers, clock),
                            name="call")
@@ -46,9 +51,10 @@ async def _barge_in_over_twilio(buffer: float) -> tuple[str, TwilioDriver]:
     return answers[0].removesuffix(CUT_MARKER), driver
 
 
-async def test_a_barge_in_keeps_only_what_the_carrier_played_not_the_audio_it_still_held() -> None:
-    played_at_once, prompt = await _barge_in_over_twilio(buffer=0.0)
-    held, buffered = await _barge_in_over_twilio(buffer=1.0)
+@pytest.mark.parametrize("carrier", sorted(CARRIERS))
+async def test_a_barge_in_keeps_only_what_the_carrier_played_not_the_audio_it_still_held(carrier: str) -> None:
+    played_at_once, prompt = await _barge_in_over(carrier, buffer=0.0)
+    held, buffered = await _barge_in_over(carrier, buffer=1.0)
     # The carrier held a second of the answer when the caller cut in and flushed it unheard.
     flushed = buffered.flushed[0]
     assert 0.8 <= flushed <= 1.1, buffered.flushed

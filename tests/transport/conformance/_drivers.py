@@ -344,8 +344,8 @@ class TelnyxDriver(TwilioDriver):
 
     name = "telnyx"
 
-    def __init__(self, telnyx: TelnyxConfig | None = None, shuffle: bool = True) -> None:
-        super().__init__()
+    def __init__(self, telnyx: TelnyxConfig | None = None, shuffle: bool = True, *, buffer: float = 0.0) -> None:
+        super().__init__(buffer=buffer)
         self.telnyx = telnyx or TelnyxConfig()
         self.telnyx_stats = TelnyxStats()
         self.registry = CallRegistry()
