@@ -32,6 +32,9 @@ from brisvox.tool import FunctionTool, ToolContext
 __all__ = ["BUILTIN_TOOLS", "end_call", "send_dtmf", "transfer_call"]
 
 _TIMEOUT: Final = 10.0  # above the line's carrier timeout, so the line's own bound answers first
+# A transfer first waits for the words before it to play (a long sentence takes 10-20 s), then
+# the carrier: the model is not told "timed out" while the caller still hears them.
+_TRANSFER_TIMEOUT: Final = 30.0
 
 
 def _line(ctx: ToolContext) -> PhoneLine:
@@ -49,7 +52,7 @@ async def end_call(ctx: ToolContext) -> str:
     return "the call ends after your goodbye has played; say nothing more after it"
 
 
-@tool.side_effect(timeout=_TIMEOUT)  # the default filler: a slow carrier is not dead air
+@tool.side_effect(timeout=_TRANSFER_TIMEOUT)  # the default filler: a slow carrier is not dead air
 async def transfer_call(to: str, ctx: ToolContext) -> str:
     """Transfer the caller to another phone number (E.164, such as +14155550100) or SIP URI."""
     problem = check_destination(to)
