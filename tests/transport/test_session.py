@@ -669,6 +669,7 @@ async def test_a_clear_hands_the_playout_sink_what_the_client_held_unplayed_by_i
         await ends.events.send(WireLead(0.4))  # the carrier's echo: 0.4 s sent and not played
         await clock.sleep(0.05)
         assert not [e for e in drain_events(session) if isinstance(e, PlaybackLead)]  # routed: kept in the session
+        assert session.commands().unplayed() == pytest.approx(0.4, abs=0.03)
         await session.send(Clear(1))  # while it speaks: the carrier held about 0.4 s, flushed now
         await clock.sleep(0.05)
         cut = [r for r in got if isinstance(r, PlaybackLead)]

@@ -207,6 +207,14 @@ class CommandSender:
             raise ChannelClosed("the transport session has ended")
         await s._accept_audio(frame)
 
+    def unplayed(self) -> float:
+        """Seconds of released audio the client holds unplayed now, by its last lead (see the
+        module docs; 0 for a client that reports none)."""
+        s = self._s
+        if s._lag is None:
+            return 0.0
+        return max(0.0, s._playout_end + s._lag - s._clock.now())
+
     def clear(self, epoch: int) -> bool:
         """Apply Clear{epoch} synchronously; False when it is not newer than the current epoch.
 
@@ -222,11 +230,11 @@ class CommandSender:
         if not s._ledger.clear(epoch):
             return False
         purged = s._link.out.purge(_is_old_wire_item(epoch))
-        playing = s._clock.now() < s._playout_end + s._config.playout_grace
+        unplayed = self.unplayed()
+        playing = unplayed > 0 or s._clock.now() < s._playout_end + s._config.playout_grace
         if queued or playing or any(isinstance(w, WireAudioOut) for w in purged):
             s._cut_pending = True  # the output task tells the client
             if s._lag is not None and s._released_epoch is not None:
-                unplayed = max(0.0, s._playout_end + s._lag - s._clock.now())
                 s._cut_lead = PlaybackLead(unplayed, s._released_epoch)  # flushed by the WireClear
         s._sink.purge(lambda f: f.epoch < epoch)
         s._sink.wake()
