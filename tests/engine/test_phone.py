@@ -6,6 +6,8 @@ exact REST requests that the real carrier controls make of those asks.
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs
+
 import numpy as np
 
 from brisvox.agent.context import ToolMessage
@@ -14,13 +16,17 @@ from brisvox.agent.interrupt import InterruptionPolicy
 from brisvox.agent.tools import ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
+from brisvox.core.secret import Secret
 from brisvox.engine import EngineConfig
 from brisvox.engine.phone import Carrier, PhonePlan
+from brisvox.server.carriers import TwilioCalls
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, Pause, ScenarioBuilder, ScriptedLlm
 from brisvox.sim import Say as Speak
 from brisvox.transport.events import StopReason, WireAudioOut, WireMark
 from tests.engine.harness import OBJ, Counter, SimResult, simulate
+from tests.providers.cloud._fake_http import FakeHttpServer
+from tests.server.test_carriers import CALL, SID, TOKEN, ok
 
 TOOLS = ToolSet()
 
@@ -240,3 +246,20 @@ async def test_a_flows_end_call_and_the_end_call_tool_in_one_turn_hang_up_once()
     assert [what for what, _ in carrier.requests] == ["hang_up"]  # one end, not one per asker
     assert len([h for h in result.heard if isinstance(h.item, WireMark)]) == 1
     assert result.report.phone is not None and result.report.phone.hangups == 1
+
+
+async def test_over_twilios_rest_api_a_discarded_transfer_sends_nothing_and_a_committed_end_call_one_hang_up() -> None:
+    async with FakeHttpServer(ok) as api:
+        clock = SimClock()
+        words = "One moment please, I am putting you through to our sales team right now, so please hold the line."
+        llm = ScriptedLlm(clock, [[Speak(words), Call(name="transfer_call", arguments={"to": "+14155550100"})],
+                                  [Speak("Okay.")], [Speak("Thanks, goodbye!"), Call(name="end_call")], []])
+        scenario = (ScenarioBuilder().pause(0.5).say("put me through to sales").pause(2.5)
+                    .say("no wait stop that please").pause(3.0).say("that is all").pause(6.0).build())
+        result = await simulate(clock, scenario, llm, config=_barge_in_config(),
+                                tools=TOOLS.registry(["transfer_call", "end_call"]),
+                                phone=PhonePlan(TwilioCalls(api.base_url, SID, Secret(TOKEN), CALL)))
+    assert result.report.stop_reason is StopReason.REQUESTED
+    [req] = api.requests  # no transfer: only the hang-up
+    assert req.method == "POST" and req.path == f"/2010-04-01/Accounts/{SID}/Calls/{CALL}.json"
+    assert parse_qs(req.body.decode()) == {"Status": ["completed"]}
