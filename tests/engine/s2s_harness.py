@@ -21,6 +21,7 @@ from brisvox.engine.s2s import run_s2s_call
 from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.s2s import S2sConfig, S2sEvent, S2sProvider, S2sToolResult
 from brisvox.transport import Heard, LoopbackTransport, TransportSession
+from brisvox.transport.events import WireAudioOut
 
 RATE = 16000
 
@@ -108,9 +109,11 @@ async def s2s_call(
     vad: VoiceActivityDetector | None = None,
     speech: Callable[[float], bytes] | None = None,
     linger: float = 0.5,
+    lead: float = 0.0,
 ) -> S2sResult:
     """Run ``script`` (the vendor's side) while the caller sends 20 ms frames (``speech(t)``,
-    else silence) and listens; hang up ``linger`` s after the script ends."""
+    else silence) and listens; hang up ``linger`` s after the script ends.  ``lead``: the
+    caller reports holding that much audio unplayed with every frame it gets (a carrier)."""
     result_events: list[EngineEvent] = []
     heard: list[Heard] = []
     observer = CallObserver(listener=result_events.append)
@@ -125,7 +128,9 @@ async def s2s_call(
         async def listen() -> None:
             with contextlib.suppress(ChannelClosed):
                 while True:
-                    heard.append(await client.recv())
+                    heard.append(got := await client.recv())
+                    if lead and isinstance(got.item, WireAudioOut):
+                        await client.report_lead(lead)
 
         async def talk() -> None:
             start = clock.now()

@@ -6,19 +6,27 @@ exact REST requests that the real carrier controls make of those asks.
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs
+
 import numpy as np
 
 from brisvox.agent.context import ToolMessage
+from brisvox.agent.flows import EndCall, FlowBuilder, Goto, Node, ToolUse
 from brisvox.agent.interrupt import InterruptionPolicy
+from brisvox.agent.tools import ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
+from brisvox.core.secret import Secret
 from brisvox.engine import EngineConfig
 from brisvox.engine.phone import Carrier, PhonePlan
+from brisvox.server.carriers import TwilioCalls
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, Pause, ScenarioBuilder, ScriptedLlm
 from brisvox.sim import Say as Speak
 from brisvox.transport.events import StopReason, WireAudioOut, WireMark
-from tests.engine.harness import simulate
+from tests.engine.harness import OBJ, Counter, SimResult, simulate
+from tests.providers.cloud._fake_http import FakeHttpServer
+from tests.server.test_carriers import CALL, SID, TOKEN, ok
 
 TOOLS = ToolSet()
 
@@ -177,3 +185,81 @@ async def test_a_client_that_echoes_no_marks_still_ends_after_the_echo_timeout()
     assert result.report.stop_reason is StopReason.REQUESTED and [w for w, _ in carrier.requests] == ["hang_up"]
     last_audio = max(h.at for h in result.heard if isinstance(h.item, WireAudioOut))
     assert carrier.requests[0][1] >= last_audio + 4.9  # the 5 s wait for an echo that never came
+
+
+def _spoken_until(result: SimResult) -> float:
+    """When the caller received the last audio of the first thing the bot said."""
+    audio = [h for h in result.heard if isinstance(h.item, WireAudioOut)]
+    first = audio[0].item.frame.utterance  # type: ignore[union-attr]
+    return max(h.at for h in audio if h.item.frame.utterance == first)  # type: ignore[union-attr]
+
+
+async def test_a_transfer_waits_until_the_words_before_it_have_played() -> None:
+    clock = SimClock()
+    carrier = Recording(clock)
+    words = "One moment please, I am putting you through to our sales team right now."  # about 5 s of speech
+    llm = ScriptedLlm(clock, [[Speak(words), Call(name="transfer_call", arguments={"to": "+14155550100"})],
+                              [Speak("Done.")]])
+    scenario = ScenarioBuilder().pause(0.5).say("put me through to sales").pause(9.0).build()
+    result = await simulate(clock, scenario, llm, tools=TOOLS.registry(["transfer_call"]), phone=PhonePlan(carrier))
+    [(what, at)] = carrier.requests
+    assert what == "transfer +14155550100"
+    echoed = [h.at for h in result.heard if isinstance(h.item, WireMark)]
+    assert len(echoed) == 1 and at >= echoed[0] >= _spoken_until(result)  # the mark behind the words echoed first
+    assert result.report.phone is not None and result.report.phone.transfers == 1
+
+
+async def test_a_barge_in_over_the_words_before_a_transfer_calls_it_off() -> None:
+    clock = SimClock()
+    carrier = Recording(clock)
+    words = "One moment please, I am putting you through to our sales team right now, so please hold the line."
+    llm = ScriptedLlm(clock, [[Speak(words), Call(name="transfer_call", arguments={"to": "+14155550100"})],
+                              [Speak("Okay.")], [Speak("Sure.")]])
+    scenario = (ScenarioBuilder().pause(0.5).say("put me through to sales").pause(2.5)
+                .say("no wait stop that please").pause(4.0).build())
+    result = await simulate(clock, scenario, llm, config=_barge_in_config(),
+                            tools=TOOLS.registry(["transfer_call"]), phone=PhonePlan(carrier))
+    assert result.report.interrupts >= 1
+    assert carrier.requests == []
+    assert result.report.phone is not None and result.report.phone.transfers_called_off == 1
+
+
+async def test_a_flows_end_call_and_the_end_call_tool_in_one_turn_hang_up_once() -> None:
+    clock = SimClock()
+    carrier = Recording(clock)
+    check = ToolSpec(name="check_availability", description="Is a day free?", parameters=OBJ)
+    reg = TOOLS.registry(["end_call"])
+    reg.register(check, Counter(clock))
+    flow = (
+        FlowBuilder()
+        .node(Node(name="collect", task_messages=("Ask for the day.",),
+                   tools=(ToolUse(tool="check_availability", transition=Goto("farewell")),)))
+        .node(Node(name="farewell", task_messages=("Say goodbye.",), tools=(ToolUse(tool="end_call"),),
+                   post_actions=(EndCall(),)))
+        .build(reg)
+    )
+    llm = ScriptedLlm(clock, [[Call(name="check_availability", arguments={"day": "friday"})],
+                              [Speak("Friday is free. Goodbye!"), Call(name="end_call")], []])
+    scenario = ScenarioBuilder().pause(0.5).say("is friday free").pause(8.0).build()
+    result = await simulate(clock, scenario, llm, tools=reg, flow=flow, phone=PhonePlan(carrier))
+    assert result.report.stop_reason is StopReason.REQUESTED
+    assert [what for what, _ in carrier.requests] == ["hang_up"]  # one end, not one per asker
+    assert len([h for h in result.heard if isinstance(h.item, WireMark)]) == 1
+    assert result.report.phone is not None and result.report.phone.hangups == 1
+
+
+async def test_over_twilios_rest_api_a_discarded_transfer_sends_nothing_and_a_committed_end_call_one_hang_up() -> None:
+    async with FakeHttpServer(ok) as api:
+        clock = SimClock()
+        words = "One moment please, I am putting you through to our sales team right now, so please hold the line."
+        llm = ScriptedLlm(clock, [[Speak(words), Call(name="transfer_call", arguments={"to": "+14155550100"})],
+                                  [Speak("Okay.")], [Speak("Thanks, goodbye!"), Call(name="end_call")], []])
+        scenario = (ScenarioBuilder().pause(0.5).say("put me through to sales").pause(2.5)
+                    .say("no wait stop that please").pause(3.0).say("that is all").pause(6.0).build())
+        result = await simulate(clock, scenario, llm, config=_barge_in_config(),
+                                tools=TOOLS.registry(["transfer_call", "end_call"]),
+                                phone=PhonePlan(TwilioCalls(api.base_url, SID, Secret(TOKEN), CALL)))
+    assert result.report.stop_reason is StopReason.REQUESTED
+    [req] = api.requests  # no transfer: only the hang-up
+    assert req.method == "POST" and req.path == f"/2010-04-01/Accounts/{SID}/Calls/{CALL}.json"
+    assert parse_qs(req.body.decode()) == {"Status": ["completed"]}

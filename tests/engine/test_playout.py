@@ -79,6 +79,44 @@ def test_the_cuts_keep_what_was_heard_newest_message_first_and_forget_the_rounds
     assert book.cuts(before_epoch=2) == []  # settled rounds are forgotten
 
 
+def _words(book: PlayoutBook, utt: int, words: list[str]) -> None:
+    """``words`` one every 0.5 s (0.4 s each), 0.5 s of audio per word sent."""
+    book.push_sent(utt, " ".join(words))
+    book.push_words(utt, tuple(WordTiming(word=w, start=i * 0.5, end=i * 0.5 + 0.4) for i, w in enumerate(words)))
+    book.audio_sent(utt, tone(0.5 * len(words)), RATE)
+
+
+def test_audio_a_clear_flushed_unplayed_is_taken_off_the_end_of_the_epoch_newest_utterance_first() -> None:
+    book = PlayoutBook()
+    first, second = book.open_utterance(3, 0), book.open_utterance(3, 1)
+    _words(book, first, ["one", "two", "three", "four"])
+    _words(book, second, ["five", "six"])
+    book.record_round(3, 0, 2)
+    book.record_round(3, 1, 4)
+    book.response_done(3)
+    book.released(first, round(2.0 * RATE), RATE)  # released in full
+    book.released(second, round(0.4 * RATE), RATE)
+    book.unplayed(3, 0.9)  # the carrier still held 0.9 s: all 0.4 s of the second, 0.5 s of the first
+    heard_first, heard_second = book.heard(first), book.heard(second)
+    assert heard_second is not None and heard_second[0] == 0.0 and heard_second[1].text == ""
+    assert heard_first is not None and heard_first[0] == pytest.approx(1.5)
+    assert heard_first[1].text == "one two three" and not heard_first[1].fully_played
+    texts = {c.msg_index: c.truncation.text for c in book.cuts(before_epoch=4)}
+    assert texts == {2: "one two three", 4: ""}
+
+
+def test_a_flushed_lead_of_another_epoch_leaves_a_reply_heard_in_full() -> None:
+    book = PlayoutBook()
+    utt = book.open_utterance(0, 0)
+    _words(book, utt, ["one", "two"])
+    book.record_round(0, 0, 2)
+    book.response_done(0)
+    book.released(utt, round(1.0 * RATE), RATE)
+    book.unplayed(1, 0.5)  # the next reply's audio was flushed, not this one's
+    [cut] = book.cuts(before_epoch=1)
+    assert cut.truncation.fully_played and cut.truncation.text == "one two"
+
+
 def test_a_full_book_forgets_its_oldest_round_and_counts_it() -> None:
     book = PlayoutBook(max_rounds=2)
     first = book.open_utterance(0, 0)

@@ -146,6 +146,22 @@ async def test_a_model_barge_in_clears_the_transport_and_truncates_at_the_heard_
     assert [e.barge_in for e in result.events if isinstance(e, TurnStarted)] == [True]
 
 
+async def test_a_barge_in_over_a_carrier_truncates_at_what_it_played_not_what_it_still_held() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def script() -> None:
+        await fake.emit(S2sTranscript(Speaker.MODEL, "Hello there, how can I help you today?", item_id="i1"))
+        for _ in range(20):
+            await fake.emit(S2sAudio(tone(0.1), item_id="i1"))
+        await clock.sleep(0.6)
+        await fake.emit(S2sSpeechStarted(), S2sInterrupted())
+        await until(clock, lambda: bool(fake.of("truncate")))
+
+    await s2s_call(clock, fake, script, lead=0.3)  # the carrier held 0.3 s it never played
+    ((item, heard_ms),) = fake.of("truncate")
+    assert item == "i1" and 150 <= heard_ms <= 350  # released about 0.55 s, less the 0.3 s it held
+
+
 async def test_our_barge_in_cancels_the_response_and_truncates() -> None:
     clock, fake = SimClock(), FakeS2s()
     vad = energy_vad(RATE)

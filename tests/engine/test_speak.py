@@ -16,6 +16,7 @@ from brisvox.core.frames import (
     LlmResponseStarted,
     LlmTextFrame,
     OutputAudioFrame,
+    UtteranceFlushed,
 )
 from brisvox.core.pipeline import Links, Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
@@ -115,9 +116,10 @@ async def test_a_barge_in_ends_the_wait_behind_a_clip_and_drops_the_clip_unplaye
         assert w.sink.of(InterruptFrame)
 
 
-async def test_only_audio_the_response_end_and_system_frames_go_on_to_transport_out() -> None:
+async def test_only_audio_an_utterances_end_the_response_end_and_system_frames_go_on_to_transport_out() -> None:
     # The text sent and the word timings go to the book; turn and response markers end here:
-    # TransportOut acts on nothing else, and each frame pushed would wake its task.
+    # TransportOut acts on nothing else, and each frame pushed would wake its task.  An
+    # utterance's end follows its last audio (a transfer waits for it).
     clock = SimClock()
     tts, sink, book = ParallelTts(), Collect(), PlayoutBook()
     async with TaskScope("speak test") as scope:
@@ -132,4 +134,7 @@ async def test_only_audio_the_response_end_and_system_frames_go_on_to_transport_
             await clock.sleep(0.1)
         scope.cancel()
     kinds = {type(f).__name__ for f in sink.frames}
-    assert kinds == {"StartFrame", "OutputAudioFrame", "BotResponseDone", "InterruptFrame"}
+    assert kinds == {"StartFrame", "OutputAudioFrame", "UtteranceFlushed", "BotResponseDone", "InterruptFrame"}
+    for i, f in enumerate(sink.frames):
+        if isinstance(f, UtteranceFlushed):  # nothing of the utterance follows it
+            assert not [g for g in sink.frames[i:] if isinstance(g, OutputAudioFrame) and g.utterance == f.utterance]

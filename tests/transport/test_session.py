@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ChannelClosed, ConfigError
-from brisvox.core.tasks import live_tasks, wait_for_task_baseline
+from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.transport import (
     CallerAudio,
     CallFailure,
@@ -643,3 +644,60 @@ async def test_a_sink_whose_owner_ended_drops_the_report_and_the_session_plays_o
         await client.recv()
         await clock.sleep(0.2)
         assert any(isinstance(e, PlaybackPosition) for e in drain_events(session))  # back to events
+
+
+async def test_a_clear_hands_the_playout_sink_what_the_client_held_unplayed_by_its_last_lead() -> None:
+    clock = SimClock()
+    link, ends = call_pair(CallInfo(call_id="raw"))
+    session = await TransportSession.open(clock, link)
+    got: list[PlaybackPosition | PlaybackLead] = []
+
+    async def sink(report: PlaybackPosition | PlaybackLead) -> None:
+        got.append(report)
+
+    async def carrier() -> None:  # takes everything the session writes
+        with contextlib.suppress(ChannelClosed):
+            while True:
+                await ends.out.recv()
+
+    async with TaskScope("carrier") as scope:
+        scope.spawn(carrier(), name="carrier")
+        session.route_playout(sink)
+        for i in range(40):  # 0.8 s, released in real time
+            await session.send(audio(i, utterance=1))
+        await clock.sleep(0.3)
+        await ends.events.send(WireLead(0.4))  # the carrier's echo: 0.4 s sent and not played
+        await clock.sleep(0.05)
+        assert not [e for e in drain_events(session) if isinstance(e, PlaybackLead)]  # routed: kept in the session
+        assert session.commands().unplayed() == pytest.approx(0.4, abs=0.03)
+        await session.send(Clear(1))  # while it speaks: the carrier held about 0.4 s, flushed now
+        await clock.sleep(0.05)
+        cut = [r for r in got if isinstance(r, PlaybackLead)]
+        assert len(cut) == 1 and cut[0].epoch == 0 and cut[0].lead == pytest.approx(0.4, abs=0.03)
+        for i in range(10):  # 0.2 s of the next reply, then 0.1 s of silence before the next clear
+            await session.send(audio(i, epoch=1, utterance=2))
+        await clock.sleep(0.3)
+        got.clear()
+        await session.send(Clear(2))  # the lag (0.4 s less the 20 ms frame then playing) is what is left
+        await clock.sleep(0.05)
+        cut = [r for r in got if isinstance(r, PlaybackLead)]
+        assert len(cut) == 1 and cut[0].epoch == 1 and cut[0].lead == pytest.approx(0.28, abs=0.03)
+        ends.events.close()
+        await session.close()
+        scope.cancel()
+
+
+async def test_a_client_that_reports_no_lead_gets_no_flushed_lead_at_a_clear() -> None:
+    async with loopback_call() as (clock, _client, session):
+        got: list[PlaybackPosition | PlaybackLead] = []
+
+        async def sink(report: PlaybackPosition | PlaybackLead) -> None:
+            got.append(report)
+
+        session.route_playout(sink)
+        for i in range(10):
+            await session.send(audio(i, utterance=1))
+        await clock.sleep(0.1)
+        await session.send(Clear(1))
+        await clock.sleep(0.05)
+        assert got and not [r for r in got if isinstance(r, PlaybackLead)]

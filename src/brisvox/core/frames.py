@@ -59,6 +59,7 @@ __all__ = [
     "UserTurnEnded",
     "UserTurnStarted",
     "UserTurnTentative",
+    "UtteranceFlushed",
     "VadStartedFrame",
     "VadStoppedFrame",
     "WordTiming",
@@ -289,6 +290,14 @@ class BotAudioStarted(ControlFrame):
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class BotAudioEnded(ControlFrame):
     at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
+class UtteranceFlushed(ControlFrame):
+    """All of the utterance's audio is ahead of this frame (its TTS context ended: flushed,
+    cancelled or failed)."""
+
+    utterance: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -42,7 +42,14 @@ from brisvox.agent.ui import UiChannel
 from brisvox.agent.window import Summarizer
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import Clock, bounded
-from brisvox.core.errors import BrisvoxError, ChannelClosed, ConfigError, ProcessorFailed, StopTimeout
+from brisvox.core.errors import (
+    BrisvoxError,
+    ChannelClosed,
+    ConfigError,
+    DeadlineExceeded,
+    ProcessorFailed,
+    StopTimeout,
+)
 from brisvox.core.frames import (
     BotAudioEnded,
     BotLineFrame,
@@ -74,6 +81,7 @@ from brisvox.engine.phone import (
     PhonePlan,
     PhoneStats,
     end_after_echo,
+    mark_played,
 )
 from brisvox.engine.playout import PlayoutBook
 from brisvox.engine.runner import LlmRunner
@@ -94,12 +102,11 @@ from brisvox.transport.events import (
     FailureKind,
     MarkCleared,
     MarkPlayed,
-    PlaybackPosition,
     Stopped,
     StopReason,
     TypedText,
 )
-from brisvox.transport.session import CommandSender, TransportSession
+from brisvox.transport.session import CommandSender, PlayoutReport, TransportSession
 
 __all__ = ["CallFailed", "CallReport", "Providers", "call_failure", "call_meta", "run_call"]
 
@@ -369,6 +376,8 @@ class _Call:
                     events=events,
                 )
                 self.out = out = TransportOut(commands, book, timeline, events)
+                if line is not None:
+                    line.before_transfer = _played_before_transfer(out, commands, marks, clock)
                 pipeline = Pipeline("call")
                 hooks = {point: [hook_stage(h) for h in config.hooks if h.point is point] for point in HookPoint}
                 for stage in (listen, *hooks[HookPoint.AFTER_LISTENING], driver, *hooks[HookPoint.BEFORE_LLM],
@@ -508,6 +517,30 @@ def _phone_line(phone: PhonePlan | None, commands: CommandSender, clock: Clock, 
                      transfer_to=phone.transfer_to, on_failure=phone.on_failure)
 
 
+SPEECH_WAIT = 60.0
+"""Seconds a transfer waits for its turn's words before it to reach the transport (the TTS
+makes them no faster than the pacer takes them) before it goes ahead, logged."""
+
+
+def _played_before_transfer(out: TransportOut, commands: CommandSender, marks: MarkWaits,
+                            clock: Clock) -> Callable[[int], Awaitable[bool]]:
+    """``PhoneLine.before_transfer``: the turn's speech so far all with the transport, then a mark
+    behind it echoed (the words before the transfer played); False once a barge-in cut them."""
+
+    async def played(epoch: int) -> bool:
+        try:
+            sent = await bounded(clock, SPEECH_WAIT, out.speech_sent(epoch), "the words before a transfer")
+        except DeadlineExceeded:
+            log.warning("the words before a transfer took over %g s to reach the transport; going ahead",
+                        SPEECH_WAIT)
+            sent = True
+        if not sent or commands.epoch > epoch:
+            return False  # a barge-in cut the words (the transport may hear of it before TransportOut)
+        return await mark_played(commands, marks, clock, "the words before a transfer") is True
+
+    return played
+
+
 def _flow_run(flow: Flow | FlowManager, clock: Clock, summarizer: Summarizer | None) -> FlowRun:
     manager = flow if isinstance(flow, FlowManager) else FlowManager(flow, clock)
     return FlowRun(manager, summarizer)
@@ -568,11 +601,12 @@ def _audio_into(running: RunningPipeline) -> Callable[[InputAudioFrame], None]:
     return sink
 
 
-def _positions_into(out: TransportOut, clock: Clock, fault: _Fault) -> Callable[[PlaybackPosition], Awaitable[None]]:
-    """The session's playout sink: each position report straight to TransportOut, the owner of
-    the playout facts, in the session's output task (no events channel, no pump, no inbox)."""
+def _positions_into(out: TransportOut, clock: Clock, fault: _Fault) -> Callable[[PlayoutReport], Awaitable[None]]:
+    """The session's playout sink: each position report (and each lead a clear flushed) straight
+    to TransportOut, the owner of the playout facts, in the session's output task (no events
+    channel, no pump, no inbox)."""
 
-    async def sink(report: PlaybackPosition) -> None:
+    async def sink(report: PlayoutReport) -> None:
         try:
             await out.released(report, clock.now())
         except ChannelClosed:

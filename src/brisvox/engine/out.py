@@ -7,7 +7,9 @@ transport it cuts nothing, and the transport writes no clear to the client).
 
 It is also the one owner of the playout facts.  Position reports do not travel through
 the pipeline: the session hands each one to :meth:`TransportOut.released` in its output
-task (``TransportSession.route_playout``), which records it in the PlayoutBook at once.
+task (``TransportSession.route_playout``), which records it in the PlayoutBook at once; so
+does the lead a clear flushed on a carrier call (``PlaybackLead``: audio the carrier held and
+never played, which the book takes off what the caller heard).
 The first report of an epoch becomes ``BotAudioStarted``, and once the response is done
 and has played out, ``BotAudioEnded``: both go straight to the turn driver's inbox, the
 one stage that decides with them (``report_to``), and the played-out response to the
@@ -20,6 +22,7 @@ caller perceives ends there.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import ClassVar
@@ -31,14 +34,16 @@ from brisvox.core.frames import (
     BotResponseDone,
     Direction,
     Frame,
+    InterruptFrame,
     OutputAudioFrame,
+    UtteranceFlushed,
 )
 from brisvox.core.processor import EpochPolicy, Processor, ProcessorContext
 from brisvox.core.timeline import TimelineRecorder, TurnEvent
 from brisvox.engine.events import BotAudible, CallEvents
 from brisvox.engine.playout import PlayoutBook
-from brisvox.transport.events import PlaybackPosition
-from brisvox.transport.session import CommandSender
+from brisvox.transport.events import PlaybackLead
+from brisvox.transport.session import CommandSender, PlayoutReport
 
 __all__ = ["PlayoutFact", "TransportOut"]
 
@@ -61,6 +66,8 @@ class TransportOut(Processor):
         self._cleared = 0
         self.stale_audio_dropped = 0
         self.frames_sent = 0
+        self._newest = 0  # the newest epoch an interrupt opened
+        self._news = asyncio.Event()  # an utterance was flushed or an epoch cut (speech_sent waits on it)
 
     @property
     def name(self) -> str:
@@ -84,6 +91,13 @@ class TransportOut(Processor):
             self._timeline.mark(frame.epoch, TurnEvent.FIRST_AUDIO_SENT, ctx.clock.now())
             self.frames_sent += 1
             return
+        if isinstance(frame, UtteranceFlushed):
+            self._book.flushed(frame.utterance)
+            self._news.set()
+            return
+        if isinstance(frame, InterruptFrame):
+            self._newest = max(self._newest, frame.new_epoch)
+            self._news.set()
         if isinstance(frame, BotResponseDone):
             if frame.epoch >= ctx.epoch and self._book.take_ended(frame.epoch):
                 await self._report(BotAudioEnded(epoch=frame.epoch, at=ctx.clock.now()))
@@ -92,9 +106,25 @@ class TransportOut(Processor):
             return  # text, timings and turn markers end here
         await ctx.push(frame, direction)
 
-    async def released(self, report: PlaybackPosition, now: float) -> None:
+    async def speech_sent(self, epoch: int) -> bool:
+        """Wait until every utterance of ``epoch`` opened so far has all its audio with the
+        transport (a mark sent then is behind the last of it); False once a barge-in cut the
+        epoch.  Unbounded: the caller bounds it."""
+        while True:
+            if self._newest > epoch:
+                return False
+            if self._book.all_flushed(epoch):
+                return True
+            self._news.clear()
+            await self._news.wait()
+
+    async def released(self, report: PlayoutReport, now: float) -> None:
         """A position report from the transport (in the session's output task, not this
-        stage's): into the book at once, and what it reveals to the driver."""
+        stage's): into the book at once, and what it reveals to the driver.  A flushed lead
+        only goes into the book."""
+        if isinstance(report, PlaybackLead):
+            self._book.unplayed(report.epoch, report.lead)
+            return
         released = self._book.released(report.utterance, report.samples, report.sample_rate)
         if released.audible is not None:
             # The report comes as the frame ending at its position is released; frames go

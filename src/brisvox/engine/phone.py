@@ -14,6 +14,11 @@ ends the call.  A barge-in drops a pending request (:meth:`PhoneLine.drop_end`),
 end of a discarded generation never reaches the carrier; so does a clear that cut the
 farewell's mark.
 
+``transfer_call`` waits the same way for the words before it: its turn's speech so far is
+handed to the transport, a mark goes behind it, and only its echo lets the transfer reach
+the carrier (:attr:`PhoneLine.before_transfer`, set by ``run_call``); a barge-in or a clear
+that cut the mark calls the transfer off.
+
 Every carrier request is bounded by ``timeout`` seconds on the injected clock.  A failure
 or a timeout is logged once with its traceback, counted in :class:`PhoneStats` and raised
 as :class:`CarrierError` to the tool (the model reads it and apologizes); a failed hang-up
@@ -47,7 +52,9 @@ __all__ = [
     "PhoneLine",
     "PhonePlan",
     "PhoneStats",
+    "TransferCalledOff",
     "end_after_echo",
+    "mark_played",
 ]
 
 log = logging.getLogger(__name__)
@@ -78,6 +85,10 @@ class DtmfRoute(enum.Enum):
 
 class CarrierError(BrisvoxError):
     """A carrier request failed or timed out; the message names the action and why (never a credential)."""
+
+
+class TransferCalledOff(BrisvoxError):
+    """A barge-in cut the words before a transfer: it never reached the carrier."""
 
 
 class CallControl(Protocol):
@@ -111,6 +122,7 @@ class PhoneStats:
     ends_dropped: int = 0  # a barge-in or a clear called the end off
     hangups: int = 0  # carrier hang-ups sent and answered
     transfers: int = 0
+    transfers_called_off: int = 0  # a barge-in cut the words before them
     dtmf_carrier: int = 0
     dtmf_in_band: int = 0
     carrier_failures: int = 0  # requests that failed (a timeout included)
@@ -135,6 +147,8 @@ class PhoneLine:
         self._play = play
         self._on_failure = on_failure
         self._end_epoch: int | None = None
+        # Set by run_call: waits until ``epoch``'s speech so far has played; False: a barge-in cut it.
+        self.before_transfer: Callable[[int], Awaitable[bool]] | None = None
 
     @property
     def carrier(self) -> Carrier:
@@ -179,12 +193,17 @@ class PhoneLine:
 
     # --- tools --------------------------------------------------------------------------------
 
-    async def transfer(self, to: str) -> None:
-        """Transfer the call to ``to`` (raises :class:`CarrierError`, also without a carrier)."""
+    async def transfer(self, to: str, epoch: int | None = None) -> None:
+        """Transfer the call to ``to`` (raises :class:`CarrierError`, also without a carrier),
+        once ``epoch``'s speech before it has played (:attr:`before_transfer`; raises
+        :class:`TransferCalledOff` when a barge-in cut it)."""
         if self.carrier is Carrier.NONE:
             raise CarrierError("this call has no phone carrier, so it cannot be transferred")
         if self.transfer_to and to not in self.transfer_to:
             raise CarrierError(f"{to} is not a destination this agent may transfer to")
+        if epoch is not None and self.before_transfer is not None and not await self.before_transfer(epoch):
+            self.stats.transfers_called_off += 1
+            raise TransferCalledOff("the caller spoke before the words before the transfer had played")
         await self._request("transfer", self.control.transfer(to))
         self.stats.transfers += 1
 
@@ -243,6 +262,24 @@ class MarkWaits:
             fut.set_result(isinstance(event, MarkPlayed))
 
 
+async def mark_played(commands: CommandSender, marks: MarkWaits, clock: Clock, what: str,
+                      timeout: float = END_ECHO_TIMEOUT) -> bool | None:
+    """Send a mark behind the audio handed to the transport so far and wait for its fate: True
+    once the client echoed it (``what`` has played; also after ``timeout``, logged, for a
+    client that echoes no marks), False when a clear cut it, None when the transport is gone."""
+    mark, fate = marks.new()
+    try:
+        await commands.send(Mark(mark))
+    except ChannelClosed:
+        return None
+    try:
+        return await bounded(clock, timeout, fate, f"the mark echo behind {what}")
+    except DeadlineExceeded:
+        marks.forget(mark)
+        log.warning("no echo of the mark behind %s within %g s; going ahead", what, timeout)
+        return True
+
+
 async def end_after_echo(commands: CommandSender, marks: MarkWaits, clock: Clock, line: PhoneLine | None,
                          ended: asyncio.Event, timeout: float = END_ECHO_TIMEOUT) -> bool:
     """The one way the engine ends a call itself (``end_call``, a flow's ``EndCall``, an agent's
@@ -250,18 +287,10 @@ async def end_after_echo(commands: CommandSender, marks: MarkWaits, clock: Clock
     ``timeout`` for a client that echoes none), the carrier's hang-up, then ``ended`` (the
     call's end Event, the one its pump waits on).  A clear that cuts the mark (the caller
     spoke over the farewell) calls the end off: False (True: the call was ended)."""
-    mark, fate = marks.new()
-    try:
-        await commands.send(Mark(mark))
-    except ChannelClosed:
+    played = await mark_played(commands, marks, clock, "the farewell", timeout)
+    if played is None:
         ended.set()  # the transport is gone already: nothing is left to play
         return True
-    try:
-        played = await bounded(clock, timeout, fate, "the farewell's mark echo")
-    except DeadlineExceeded:
-        marks.forget(mark)
-        log.warning("no echo of the farewell's mark within %g s; ending the call anyway", timeout)
-        played = True
     if not played:
         if line is not None:
             line.stats.ends_dropped += 1

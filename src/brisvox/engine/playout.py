@@ -11,11 +11,13 @@ Writers, each from its own stage:
   finds where each epoch's audible audio begins: a voice's leading near-silence is not
   what the caller waits for) and the positions the transport released to the caller
   (``released``, which says when an epoch's first audio, and its first audible audio,
-  went out).
+  went out), and, on a carrier call, the audio a clear flushed from the carrier unplayed
+  (``unplayed``: the lead its mark echoes proved), which the caller did not hear.
 
 At the next turn the runner asks ``cuts(before_epoch)`` for every unsettled round of
 an older epoch and applies each cut to the context, newest message first, so the context
-holds what the caller heard and only that.  All state is plain Python touched from one
+holds what the caller heard and only that: an utterance's released audio, less its share
+of the flushed lead (taken from the end of the epoch's audio, its last utterance first).  All state is plain Python touched from one
 event loop; nothing here awaits.  Bounded: settled rounds are forgotten, at most
 ``max_rounds`` unsettled rounds are kept (the oldest is dropped and counted).
 """
@@ -45,6 +47,7 @@ class _Utterance:
     sample_rate: int = 0
     msg_index: int | None = None
     audible: int | None = None  # the sample where its audible audio begins
+    flushed: bool = False  # all of its audio was handed to the transport
 
     @property
     def position(self) -> float:
@@ -94,6 +97,7 @@ class PlayoutBook:
         self._started: set[int] = set()
         self._audible: set[int] = set()  # epochs whose first audible audio was released
         self._ended: set[int] = set()
+        self._unplayed: dict[int, float] = {}  # epoch -> seconds a clear flushed unplayed
         self._next_id = 1
         self._max_rounds = max_rounds
         self.stats = PlayoutStats()
@@ -152,6 +156,15 @@ class PlayoutBook:
             u.sent_samples += sample_count(pcm)
             u.sample_rate = sample_rate
 
+    def flushed(self, utterance: int) -> None:
+        """All of the utterance's audio has been handed to the transport (``UtteranceFlushed``)."""
+        if (u := self._utterances.get(utterance)) is not None:
+            u.flushed = True
+
+    def all_flushed(self, epoch: int) -> bool:
+        """Every utterance of ``epoch`` opened so far has all its audio with the transport."""
+        return all(u.flushed for u in self._utterances.values() if u.epoch == epoch)
+
     def released(self, utterance: int, samples: int, sample_rate: int) -> Released:
         """Record a position (``samples`` of the utterance released so far, in real time)."""
         u = self._utterances.get(utterance)
@@ -172,6 +185,31 @@ class PlayoutBook:
             return _NOTHING
         return Released(started, audible, ago)
 
+    def unplayed(self, epoch: int, seconds: float) -> None:
+        """A clear flushed ``seconds`` of epoch ``epoch``'s released audio from the client
+        before it played (the transport's ``PlaybackLead``)."""
+        self._unplayed[epoch] = max(0.0, seconds)
+        while len(self._unplayed) > self._max_rounds:
+            del self._unplayed[next(iter(self._unplayed))]
+
+    def _heard_at(self, epoch: int) -> dict[int, float]:
+        """Seconds heard of each of the epoch's utterances: released, less the flushed lead
+        taken from the end (utterances play in the order they were opened)."""
+        left = self._unplayed.get(epoch, 0.0)
+        out: dict[int, float] = {}
+        for utt_id in reversed(self._utterances):
+            u = self._utterances[utt_id]
+            if u.epoch == epoch:
+                take = min(left, u.position)
+                left -= take
+                out[utt_id] = u.position - take
+        return out
+
+    def _truncation(self, utt_id: int, u: _Utterance, heard: dict[int, float]) -> tuple[float, Truncation]:
+        position = heard.get(utt_id, u.position)
+        fully = u.epoch in self._done and u.played_out and u.sent_samples > 0 and position >= u.position
+        return position, u.played.heard(position, fully_played=fully)
+
     def take_ended(self, epoch: int) -> bool:
         """True once (and only once) when the epoch's response is done and has played out."""
         if epoch in self._ended or epoch not in self._done:
@@ -188,25 +226,28 @@ class PlayoutBook:
         first (apply them in this order so removals do not move the later indices); the
         rounds are forgotten."""
         out: list[Cut] = []
+        epochs = {u.epoch for u in self._utterances.values() if u.epoch < before_epoch}
+        heard = {utt_id: pos for epoch in epochs for utt_id, pos in self._heard_at(epoch).items()}
+        for epoch in [e for e in self._unplayed if e < before_epoch]:
+            del self._unplayed[epoch]
         for utt_id in [i for i, u in self._utterances.items() if u.epoch < before_epoch]:
             u = self._utterances.pop(utt_id)
             self._by_round.pop((u.epoch, u.round), None)
             if u.msg_index is None:
                 continue
-            fully = u.epoch in self._done and u.played_out and u.sent_samples > 0
-            out.append(Cut(u.epoch, u.round, u.msg_index, u.played.heard(u.position, fully_played=fully)))
+            out.append(Cut(u.epoch, u.round, u.msg_index, self._truncation(utt_id, u, heard)[1]))
         self.stats.cuts += len(out)
         out.sort(key=lambda c: c.msg_index, reverse=True)
         return out
 
     def heard(self, utterance: int) -> tuple[float, Truncation] | None:
-        """Seconds of the utterance released to the caller and the text they cover (None: unknown
-        utterance).  The S2S stage tells the model this at a cut (``S2sSession.truncate``)."""
+        """Seconds of the utterance the caller heard (released, less a flushed lead) and the text
+        they cover (None: unknown utterance).  The S2S stage tells the model this at a cut
+        (``S2sSession.truncate``)."""
         u = self._utterances.get(utterance)
         if u is None:
             return None
-        fully = u.epoch in self._done and u.played_out and u.sent_samples > 0
-        return u.position, u.played.heard(u.position, fully_played=fully)
+        return self._truncation(utterance, u, self._heard_at(u.epoch))
 
     def epoch_of(self, utterance: int) -> int | None:
         u = self._utterances.get(utterance)

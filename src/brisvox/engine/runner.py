@@ -333,17 +333,19 @@ class LlmRunner(Processor):
     def response_played(self, epoch: int) -> None:
         """The epoch's response has played out (TransportOut, from the PlayoutBook): a node's
         EndCall waiting for it, or the ``end_call`` tool called in that turn (the phone line's
-        request), ends the call now (through ``end_call``: once the farewell's mark echoes)."""
+        request), ends the call now (through ``end_call``: once the farewell's mark echoes).
+        Both in the same turn end it once."""
+        end = False
         if self._end_armed and epoch == self._end_after:
             self._end_armed = False
             log.info("the flow's node ends the call: its response has played")
-            if self._end_call is not None:
-                self._end_call()
+            end = True
         if self.line is not None and self.line.take_end(epoch):
             self.ending_farewell, self._farewell = self._farewell, False
             log.info("end_call: the turn's reply has been released; the call ends once it has played")
-            if self._end_call is not None:
-                self._end_call()
+            end = True
+        if end and self._end_call is not None:
+            self._end_call()
 
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
         if isinstance(frame, ModelBusyFrame):

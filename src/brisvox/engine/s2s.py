@@ -524,7 +524,12 @@ class S2sStage(Processor):
         utterance, item = self._utterance, self._item
         if utterance is None and (self._token is None or self._token.is_cancelled):
             return  # nothing plays and nothing runs: an interruption of silence cuts nothing
-        heard = self._book.heard(utterance) if utterance is not None else None
+        heard = None
+        if utterance is not None:
+            cut_epoch = self._book.epoch_of(utterance)
+            if cut_epoch is not None:  # the clear below flushes what a carrier still holds: never heard
+                self._book.unplayed(cut_epoch, self._commands.unplayed())
+            heard = self._book.heard(utterance)
         self._epoch += 1
         self._stats.cuts += 1
         self._utterance = self._item = None

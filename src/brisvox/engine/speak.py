@@ -59,6 +59,7 @@ from brisvox.core.frames import (
     LlmTextFrame,
     OutputAudioFrame,
     ReplyMode,
+    UtteranceFlushed,
 )
 from brisvox.core.processor import Processor, ProcessorContext
 from brisvox.core.tasks import TaskScope
@@ -194,6 +195,14 @@ class SpeakStage(Processor):
             self._closed.set()
         return epoch
 
+    async def _ended(self, utt: int, ctx: ProcessorContext) -> None:
+        """``utt`` will get no more audio: TransportOut learns it behind the last of it (a
+        transfer waits for the words before it), then the epoch may be done."""
+        epoch = self._close(utt)
+        if epoch is not None:
+            await ctx.push(UtteranceFlushed(epoch=epoch, utterance=utt))
+            await self._maybe_done(epoch, ctx)
+
     async def _wait_for_clip(self, ctx: ProcessorContext) -> None:
         """Hold a new context while a clip waits to play (see the module docs)."""
         task = self._clip_task
@@ -220,8 +229,7 @@ class SpeakStage(Processor):
             except DeadlineExceeded:
                 log.warning("a filler clip waited %.0f s for the audio before it; dropped", CLIP_WAIT_LIMIT)
                 self.clips_dropped += 1
-                if self._close(utt) is not None:
-                    await self._maybe_done(epoch, ctx)
+                await self._ended(utt, ctx)
                 return
             if utt not in self._open:
                 return  # a barge-in dropped it (counted there)
@@ -230,8 +238,7 @@ class SpeakStage(Processor):
             self._first_audio(epoch, ctx.clock.now())
             await ctx.push(OutputAudioFrame(epoch=epoch, pcm=clip.pcm, sample_rate=clip.sample_rate, utterance=utt))
             self.clips_played += 1
-            if self._close(utt) is not None:
-                await self._maybe_done(epoch, ctx)
+            await self._ended(utt, ctx)
         finally:
             self._clip_of.pop(utt, None)
             if self._clip_playing == utt:
@@ -262,10 +269,9 @@ class SpeakStage(Processor):
                 self.tts_errors += 1
                 log.warning("text-to-speech session failed: %s", exc)
             # The session is gone: end what it held, then try to get a new one.
-            for utt, epoch in list(self._open.items()):
+            for utt in list(self._open):
                 if utt not in self._clip_of:  # a clip does not need the provider
-                    self._close(utt)
-                    await self._maybe_done(epoch, ctx)
+                    await self._ended(utt, ctx)
             self._current = None
             if not await self._renew(ctx):
                 raise SpeechLost("text-to-speech is gone and could not be reopened")
@@ -323,9 +329,7 @@ class SpeakStage(Processor):
             elif isinstance(event, TtsWords):
                 self._book.push_words(event.context_id, event.words)
             elif isinstance(event, TtsFlushed | TtsCancelled):
-                epoch = self._close(event.context_id)
-                if epoch is not None:
-                    await self._maybe_done(epoch, ctx)
+                await self._ended(event.context_id, ctx)
             elif isinstance(event, TtsError):
                 self.tts_errors += 1
                 log.warning("text-to-speech error: %s", event.error)
@@ -335,9 +339,7 @@ class SpeakStage(Processor):
                                                 at=ctx.clock.now(), stage=BusyStage.TTS,
                                                 provider=event.error.provider))
                 if event.context_id is not None:
-                    epoch = self._close(event.context_id)
-                    if epoch is not None:
-                        await self._maybe_done(epoch, ctx)
+                    await self._ended(event.context_id, ctx)
                 if event.fatal:
                     return
 

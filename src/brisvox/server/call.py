@@ -704,9 +704,9 @@ async def call_recording(settings: RecordSettings | None, head: Callable[[], Hea
 
 
 def recorded_tools(tools: ToolSet, recorder: CallRecorder) -> ToolSet:
-    """``tools`` with each function wrapped by the call's recorder."""
+    """``tools`` with each function wrapped by the call's recorder (the built-in telephony tools too)."""
     out = ToolSet()
-    for name in tools:
+    for name in tools.offered():
         spec, tool = tools.spec(name), tools.tool(name)
         if spec is not None and tool is not None:
             out.add(spec, recorder.tool(name, tool))

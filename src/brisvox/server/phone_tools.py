@@ -8,7 +8,8 @@ carrier comes from the call's metadata and the agent's ``[telephony]`` credentia
 * ``end_call`` (SideEffect, not repeatable): asks for the end of the call once the turn's
   reply, the farewell, has played (the mark echo proves it).  It never touches the carrier
   itself; a barge-in calls the end off (docs/TELEPHONY.md, "Telephony tools").
-* ``transfer_call`` (SideEffect, not repeatable): the carrier's transfer, at once.
+* ``transfer_call`` (SideEffect, not repeatable): the carrier's transfer, once the words the
+  model said before it have played (a mark echo proves it); a barge-in calls it off.
 * ``send_dtmf`` (SideEffect, repeatable: the same key twice is a real need in a phone menu):
   the carrier's DTMF command (Telnyx) or tones in the bot's audio (Twilio, WebSocket).
 
@@ -24,13 +25,16 @@ from typing import Final
 from brisvox import tool
 from brisvox.agent.tools import ToolError
 from brisvox.core.errors import InvalidInput
-from brisvox.engine.phone import CarrierError, PhoneLine
+from brisvox.engine.phone import CarrierError, PhoneLine, TransferCalledOff
 from brisvox.server.carriers import check_destination
 from brisvox.tool import FunctionTool, ToolContext
 
 __all__ = ["BUILTIN_TOOLS", "end_call", "send_dtmf", "transfer_call"]
 
 _TIMEOUT: Final = 10.0  # above the line's carrier timeout, so the line's own bound answers first
+# A transfer first waits for the words before it to play (a long sentence takes 10-20 s), then
+# the carrier: the model is not told "timed out" while the caller still hears them.
+_TRANSFER_TIMEOUT: Final = 30.0
 
 
 def _line(ctx: ToolContext) -> PhoneLine:
@@ -48,14 +52,16 @@ async def end_call(ctx: ToolContext) -> str:
     return "the call ends after your goodbye has played; say nothing more after it"
 
 
-@tool.side_effect(timeout=_TIMEOUT)  # the default filler: a slow carrier is not dead air
+@tool.side_effect(timeout=_TRANSFER_TIMEOUT)  # the default filler: a slow carrier is not dead air
 async def transfer_call(to: str, ctx: ToolContext) -> str:
     """Transfer the caller to another phone number (E.164, such as +14155550100) or SIP URI."""
     problem = check_destination(to)
     if problem is not None:
         raise ToolError(f"not transferred: {problem}")
     try:
-        await _line(ctx).transfer(to)
+        await _line(ctx).transfer(to, ctx.epoch)
+    except TransferCalledOff as exc:
+        raise ToolError(f"not transferred: {exc}") from None
     except CarrierError as exc:
         raise ToolError(f"the transfer failed: {exc}; apologize and offer to help another way") from None
     return "the transfer has started"

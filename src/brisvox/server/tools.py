@@ -102,6 +102,11 @@ class ToolSet:
         """Every tool's name, in registration order."""
         return list(self._order)
 
+    def offered(self) -> list[str]:
+        """Every name :meth:`registry` can resolve: the set's own tools in registration order,
+        then the built-in ones it does not override (``end_call``, ...)."""
+        return [*self._order, *(name for name in BUILTIN_TOOLS if name not in self._registry)]
+
     def kinds(self) -> dict[str, ToolKind]:
         """Each tool's kind by name (the agent-file check uses it for ``confirm_tools``)."""
         return {name: spec.kind for name in self._order if (spec := self._registry.spec(name)) is not None}

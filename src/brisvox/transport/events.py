@@ -189,7 +189,14 @@ class PlaybackPosition:
 
 @dataclass(frozen=True, slots=True)
 class PlaybackLead:
+    """Seconds of audio sent to the client and not played yet, as the client's own echoes prove
+    (a carrier's mark echoes).  Unrouted, every measurement is an event (latest wins).  Routed
+    (``TransportSession.route_playout``), the playout sink gets one at each clear that flushed
+    the client: ``lead`` is then what the client held of epoch ``epoch``'s audio and never
+    played, so the caller heard its released audio minus ``lead``."""
+
     lead: float
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,6 +310,9 @@ class WireHangup:
 
 @dataclass(frozen=True, slots=True)
 class WireLead:
+    """The client's playout lead (a carrier's mark echo): audio sent to it and not played yet,
+    which a ``WireClear`` flushes unplayed."""
+
     lead: float
 
 

@@ -35,6 +35,7 @@ from brisvox.transport.events import (
     WireFault,
     WireHangup,
     WireHangupOut,
+    WireLead,
     WireMarkEcho,
     WireNote,
     WireOut,
@@ -108,6 +109,10 @@ class LoopbackClient:
 
     async def echo_mark(self, mark_id: str) -> None:
         await self._send(WireMarkEcho(mark_id))
+
+    async def report_lead(self, seconds: float) -> None:
+        """Audio received and not played yet, as a carrier's mark echoes tell it (``WireLead``)."""
+        await self._send(WireLead(seconds))
 
     async def fault(self, kind: str, message: str, *, fatal: bool = False) -> None:
         await self._send(WireFault(kind, message, fatal))

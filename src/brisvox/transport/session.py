@@ -13,7 +13,8 @@ current one is dropped), a mark is registered at the accepted position, ``Stop``
   (``WireClear``, then the cut utterances' final positions and the cut marks), then due
   marks, then takes the next frame from the sink, skips stale ones and writes it
   (bounded by ``wire_write_timeout``).  Position reports are events, or, once the engine routed them
-  (:meth:`TransportSession.route_playout`), handed to its sink in this task.
+  (:meth:`TransportSession.route_playout`), handed to its sink in this task; so is the
+  lead a clear flushed (below).
 * **input** forwards WireEvents: caller audio re-tagged with the current epoch
   (drop-oldest; or straight to the sink given to ``route_caller_audio``), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
   session as ``PEER_HANGUP``, a closed event side as ``PEER_DISCONNECTED``.
@@ -29,6 +30,15 @@ audio it may still play: audio queued in the session or on the wire, or released
 than ``SessionConfig.playout_grace`` ago (the client's own buffer).  A clear that only
 advances the epoch of an idle call (the engine does that before every reply) writes
 nothing.
+
+What the caller heard of a cut: a client that reports its playout lead (a carrier's mark
+echoes, ``WireLead``) holds that much audio sent and not played, and a ``WireClear`` flushes
+it.  The session keeps the lead as a lag behind its own release schedule (the time the
+released audio ends, played in real time) and, at a clear it tells the client about, hands
+the playout consumer ``PlaybackLead(unplayed, epoch)``: the audio of the cut epoch the client
+still held then (``max(0, release end + lag - now)``: a lead measured while the bot spoke
+shrinks once its audio stopped).  A client that reports no lead gets none, and what it heard
+is its released audio.
 
 ``close(failure=...)`` ends a call whose engine failed: the adapter gets
 ``WireHangupOut(failure)`` (a typed ``CallFailure``) and tells the client.
@@ -89,7 +99,10 @@ from brisvox.transport.events import (
 from brisvox.transport.ledger import Ledger
 from brisvox.transport.link import CallLink
 
-__all__ = ["CommandSender", "SessionConfig", "TransportSession"]
+__all__ = ["CommandSender", "PlayoutReport", "SessionConfig", "TransportSession"]
+
+PlayoutReport = PlaybackPosition | PlaybackLead
+"""What the playout sink gets (:meth:`TransportSession.route_playout`)."""
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +194,11 @@ class CommandSender:
             s._set_reason(StopReason.REQUESTED)
             s._first_done.set()
 
+    @property
+    def epoch(self) -> int:
+        """The current epoch (the newest clear's)."""
+        return self._s._ledger.epoch
+
     async def audio(self, frame: OutputAudioFrame) -> None:
         """``send(SendAudio(frame))`` without the wrapper (the engine's hot path): waits for
         room in the pacer; raises ChannelClosed once the session has ended."""
@@ -188,6 +206,14 @@ class CommandSender:
         if s._finished:
             raise ChannelClosed("the transport session has ended")
         await s._accept_audio(frame)
+
+    def unplayed(self) -> float:
+        """Seconds of released audio the client holds unplayed now, by its last lead (see the
+        module docs; 0 for a client that reports none)."""
+        s = self._s
+        if s._lag is None:
+            return 0.0
+        return max(0.0, s._playout_end + s._lag - s._clock.now())
 
     def clear(self, epoch: int) -> bool:
         """Apply Clear{epoch} synchronously; False when it is not newer than the current epoch.
@@ -204,9 +230,12 @@ class CommandSender:
         if not s._ledger.clear(epoch):
             return False
         purged = s._link.out.purge(_is_old_wire_item(epoch))
-        playing = s._clock.now() < s._playout_end + s._config.playout_grace
+        unplayed = self.unplayed()
+        playing = unplayed > 0 or s._clock.now() < s._playout_end + s._config.playout_grace
         if queued or playing or any(isinstance(w, WireAudioOut) for w in purged):
             s._cut_pending = True  # the output task tells the client
+            if s._lag is not None and s._released_epoch is not None:
+                s._cut_lead = PlaybackLead(unplayed, s._released_epoch)  # flushed by the WireClear
         s._sink.purge(lambda f: f.epoch < epoch)
         s._sink.wake()
         s._pacer.interrupt(epoch)
@@ -238,8 +267,11 @@ class TransportSession:
         self._supervisor: asyncio.Task[None] | None = None
         self._scope = TaskScope(f"transport[{link.info.call_id}]")
         self._audio_sink: Callable[[InputAudioFrame], object] | None = None
-        self._playout_sink: Callable[[PlaybackPosition], Awaitable[None]] | None = None
+        self._playout_sink: Callable[[PlayoutReport], Awaitable[None]] | None = None
         self._playout_end = -float("inf")  # when the audio released so far ends, played in real time
+        self._released_epoch: int | None = None  # the epoch of the last audio released
+        self._lag: float | None = None  # how far the client's playout trails _playout_end (its last lead)
+        self._cut_lead: PlaybackLead | None = None  # what the pending WireClear flushes unplayed
         self._cut_pending = False  # a clear cut audio the client may still play: write WireClear
         self.stale_audio_dropped = 0
 
@@ -282,10 +314,11 @@ class TransportSession:
                 assert isinstance(ev, CallerAudio)
                 sink(ev.frame)
 
-    def route_playout(self, sink: Callable[[PlaybackPosition], Awaitable[None]] | None) -> None:
-        """Hand each position report to ``sink`` in the task that makes it (the output task;
-        the final reports, the supervisor, bounded by ``final_send_timeout``), instead of
-        queueing it as an event (None: queue them again).
+    def route_playout(self, sink: Callable[[PlayoutReport], Awaitable[None]] | None) -> None:
+        """Hand each position report, and the lead each clear flushed (see the module docs), to
+        ``sink`` in the task that makes it (the output task; the final reports, the supervisor,
+        bounded by ``final_send_timeout``), instead of queueing it as an event (None: queue
+        them again).  Routed, the client's lead measurements stay in the session.
 
         The reports reach whoever keeps the record of what was heard without a hop through
         the events channel and the task reading it.  ``sink`` may wait (it holds up the
@@ -432,7 +465,7 @@ class TransportSession:
         except ChannelClosed:
             raise _WireClosed() from None
 
-    async def _report(self, report: PlaybackPosition, *, final: bool = False) -> None:
+    async def _report(self, report: PlayoutReport, *, final: bool = False) -> None:
         sink = self._playout_sink
         if sink is None:
             await (self._event(report) if final else self._events.send(report))
@@ -462,6 +495,9 @@ class TransportSession:
                 if self._cut_pending:
                     self._cut_pending = False
                     await self._wire(WireClear(ledger.epoch))
+                    if (cut := self._cut_lead) is not None:
+                        self._cut_lead = None
+                        await self._report(cut)
                 await self._flush_reports()
                 continue
             for mid in ledger.due_marks():
@@ -480,6 +516,7 @@ class TransportSession:
                 continue
             ledger.release(got.epoch, got.utterance, got.sample_count, got.sample_rate)
             self._playout_end = max(self._playout_end, self._clock.now()) + got.duration
+            self._released_epoch = got.epoch
             if not len(self._pacer) and not len(self._sink):
                 ledger.report_current()  # nothing follows for now: report where playback stands
             await self._wire(WireAudioOut(got))
@@ -514,7 +551,10 @@ class TransportSession:
             elif isinstance(ev, WireFault):
                 await events.send(TransportError(ev.kind, ev.message, ev.fatal))
             elif isinstance(ev, WireLead):
-                events.try_send(PlaybackLead(ev.lead))
+                # The lead behind the release schedule: the part a clear now would flush unplayed.
+                self._lag = ev.lead - max(0.0, self._playout_end - self._clock.now())
+                if self._playout_sink is None:
+                    events.try_send(PlaybackLead(ev.lead, ledger.epoch))
             elif isinstance(ev, WireHangup):
                 self._set_reason(StopReason.PEER_HANGUP)
                 return

@@ -237,14 +237,18 @@ class TwilioDriver(_WsLike):
     rate = out_rate = 8000
     stream_sid = "MZ00000000000000000000000000000001"
 
-    def __init__(self, twilio: TwilioConfig | None = None) -> None:
+    def __init__(self, twilio: TwilioConfig | None = None, *, buffer: float = 0.0) -> None:
         self.twilio = twilio or TwilioConfig()
         self.stats = TwilioStats()
         self.chunk = 0
-        # Twilio's side: audio plays in real time from when it arrives; a mark is echoed when
-        # the audio before it has played, and a clear echoes every pending mark at once.
+        # Twilio's side: audio plays in real time, ``buffer`` seconds after it arrives (the
+        # phone network's buffer); a mark is echoed when the audio before it has played, and a
+        # clear flushes the unplayed audio (``flushed``: its seconds, per clear) and echoes
+        # every pending mark at once.
+        self.buffer = buffer
         self.played_until = 0.0
         self.pending: list[tuple[float, str]] = []
+        self.flushed: list[float] = []
 
     async def _playout(self, clock: SimClock, peer: MemoryPeer) -> None:
         while True:
@@ -292,12 +296,13 @@ class TwilioDriver(_WsLike):
         if body["event"] == "media":
             pcm = ulaw_decode(b64decode(body["media"]["payload"]))
             caller.heard.append((clock.now(), pcm))
-            self.played_until = max(self.played_until, clock.now()) + len(pcm) / 2 / self.rate
+            self.played_until = max(self.played_until, clock.now() + self.buffer) + len(pcm) / 2 / self.rate
         elif body["event"] == "mark":
             caller.marks.append(body["mark"]["name"])
             self.pending.append((max(self.played_until, clock.now()), body["mark"]["name"]))
         elif body["event"] == "clear":
             caller.clears.append(clock.now())
+            self.flushed.append(max(0.0, self.played_until - clock.now()))
             self.played_until = clock.now()
             for _, name in self.pending:
                 self._echo(peer, name)  # Twilio echoes the flushed marks too
@@ -339,8 +344,8 @@ class TelnyxDriver(TwilioDriver):
 
     name = "telnyx"
 
-    def __init__(self, telnyx: TelnyxConfig | None = None, shuffle: bool = True) -> None:
-        super().__init__()
+    def __init__(self, telnyx: TelnyxConfig | None = None, shuffle: bool = True, *, buffer: float = 0.0) -> None:
+        super().__init__(buffer=buffer)
         self.telnyx = telnyx or TelnyxConfig()
         self.telnyx_stats = TelnyxStats()
         self.registry = CallRegistry()
