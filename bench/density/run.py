@@ -91,8 +91,10 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch: str) -> Iterator[tuple[int, str]]:
-    """A fresh server pinned to core 0: (its pid, the call URL)."""
+def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch: str, *, workers: int = 1,
+           cpus: str | None = "0") -> Iterator[tuple[int, str]]:
+    """A fresh server pinned to ``cpus`` (None: not pinned): (its pid, the call URL).  brisvox serves
+    with ``--workers workers``; with more than one the pid is the node's supervisor."""
     env = dict(os.environ)
     if framework == "pipecat":
         cmd = [str(pipecat_python), str(HERE / "pipecat_server.py"), "--port", str(PORT)]
@@ -104,14 +106,15 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch
                              "runpy.run_module('brisvox', run_name='__main__')"]
         else:
             python += ["-m", "brisvox"]
-        cmd = [*python, "serve", "--workers", "1", str(HERE / "agent.toml")]  # one process: its pid is the one measured
+        cmd = [*python, "serve", "--workers", str(workers), str(HERE / "agent.toml")]  # 1: its pid is the one measured
         env.update(PYTHONPATH=str(SRC), BRISVOX_PORT=str(PORT), BRISVOX_MAX_CALLS="1000", BRISVOX_LOG_LEVEL="WARNING",
                    BRISVOX_VAD_BATCH=vad_batch, BRISVOX_SMART_TURN_PATH=str(HERE / "no-smart-turn.onnx"))  # the reference runs no Smart Turn
         for name in ("BRISVOX_AGENT_FILE", "BRISVOX_AUTH", "BRISVOX_HOST"):
             env.pop(name, None)
         ready, url = f"http://127.0.0.1:{PORT}/readyz", f"ws://127.0.0.1:{PORT}/rtvi"
     with log.open("wb") as out:
-        proc = subprocess.Popen(["taskset", "-c", "0", *cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
+        pin = ["taskset", "-c", cpus] if cpus is not None else []
+        proc = subprocess.Popen([*pin, *cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
             _wait_http(ready, 60, proc)
             time.sleep(2)  # let the start-up settle (the reference's method)
