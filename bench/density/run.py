@@ -43,7 +43,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -199,6 +199,21 @@ def table(points: Sequence[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def record(sink: IO[str], points: list[dict[str, Any]], summary: dict[str, Any], label: str, extra: str) -> None:
+    """Keep one point: in ``points``, as a JSON line in ``sink``, and as one line on stdout."""
+    points.append(summary)
+    sink.write(json.dumps(summary) + "\n")
+    sink.flush()
+    print(f"{label}: ovh p50/p95 {summary['ovh_p50_ms']}/{summary['ovh_p95_ms']} ms, underruns "
+          f"{summary['underrun_turns']}, {extra} -> {'pass' if passes(summary) else 'FAIL'}", flush=True)
+
+
+def machine() -> str:
+    """The CPU model and the number of cores."""
+    out = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; nproc"], capture_output=True, text=True)
+    return out.stdout.strip().replace("\n", ", ")
+
+
 def _points(spec: str) -> list[tuple[int, int]]:
     out = []
     for item in spec.split(","):
@@ -234,15 +249,9 @@ def main() -> int:
             spec = getattr(args, f"{fw}_ns") or specs[fw]
             for n, turns in _points(spec):
                 summary = run_point(fw, n, args.turns or turns, args, pipecat_python, wav)
-                points.append(summary)
-                sink.write(json.dumps(summary) + "\n")
-                sink.flush()
-                print(f"{fw} n={n}: ovh p50/p95 {summary['ovh_p50_ms']}/{summary['ovh_p95_ms']} ms, underruns "
-                      f"{summary['underrun_turns']}, cpu {summary.get('cpu_steady_pct')} %, errors "
-                      f"{summary['n_errors']} -> {'pass' if passes(summary) else 'FAIL'}", flush=True)
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; nproc"], capture_output=True,
-                         text=True).stdout.strip().replace("\n", ", ")
-    text = (f"# Density, {stamp}\n\nMachine: {cpu}; server on core 0, client on core 1; load average at the "
+                record(sink, points, summary, f"{fw} n={n}", f"cpu {summary.get('cpu_steady_pct')} %, errors "
+                                                              f"{summary['n_errors']}")
+    text = (f"# Density, {stamp}\n\nMachine: {machine()}; server on core 0, client on core 1; load average at the "
             f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}.\n\n{table(points)}\n")
     (args.out / "table.md").write_text(text)
     print(text)

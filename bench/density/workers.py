@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from run import HERE, JITTER_BUFFER_MS, SRC, passes, server, speech_wav
+from run import HERE, JITTER_BUFFER_MS, SRC, machine, passes, record, server, speech_wav
 
 LADDERS = {1: "40,50,60,70", 2: "80,100,120,140"}
 SHORT = {1: "50,60", 2: "100,120"}
@@ -139,15 +139,9 @@ def main() -> int:
     with (args.out / "summary.jsonl").open("a") as sink:
         for w, n in order:
             summary = point(w, n, turns, args, wav)
-            points.append(summary)
-            sink.write(json.dumps(summary) + "\n")
-            sink.flush()
-            print(f"workers={w} n={n}: ovh p50/p95 {summary['ovh_p50_ms']}/{summary['ovh_p95_ms']} ms, underruns "
-                  f"{summary['underrun_turns']}, node cpu {summary['node_cpu_pct']} %, client cpu "
-                  f"{summary['client_cpu_pct']} % -> {'pass' if passes(summary) else 'FAIL'}", flush=True)
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; nproc"], capture_output=True,
-                         text=True).stdout.strip().replace("\n", ", ")
-    text = (f"# Calls per machine, --workers 1 and 2, {stamp}\n\nMachine: {cpu}; nothing pinned (node and client "
+            record(sink, points, summary, f"workers={w} n={n}", f"node cpu {summary['node_cpu_pct']} %, client cpu "
+                                                                  f"{summary['client_cpu_pct']} %")
+    text = (f"# Calls per machine, --workers 1 and 2, {stamp}\n\nMachine: {machine()}; nothing pinned (node and client "
             f"share the cores); {turns} turns per caller; load average at the end {os.getloadavg()}.\n\n"
             f"{table(points)}\n")
     (args.out / "table.md").write_text(text)
