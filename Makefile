@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-APT_PACKAGES := espeak-ng sox chromium haproxy redis-server coturn
+APT_PACKAGES := espeak-ng sox chromium haproxy nginx redis-server coturn
 
 .PHONY: test demo check venv deps-test apt lint typecheck pytest bench clean rtvi-proto
 

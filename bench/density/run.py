@@ -43,7 +43,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -56,7 +56,7 @@ PIPECAT_REQUIREMENTS = ("pipecat-ai==1.14.0", "websockets", "fastapi<1,>=0.115.6
 JITTER_BUFFER_MS = 40.0
 OVERHEAD_LIMIT_MS = 100.0
 PORT = 8790
-FULL = {"pipecat": "1:12,2:9,4:6,6:6,8:6,10:6,12:6,14:6,16:3,20:3,24:3", "brisvox": "1:12,10:6,20:6,30:6,40:6,50:6,60:6,80:3,100:3"}
+FULL = {"pipecat": "1:12,2:9,4:6,6:6,8:6,10:6,12:6,14:6,16:3,20:3,24:3", "brisvox": "1:12,10:6,20:6,40:6,60:6,80:6,100:3,120:3,150:3"}
 QUICK = {"pipecat": "1:3,4:2,6:2,8:2", "brisvox": "1:3,10:2,20:2,40:2,60:2"}
 
 
@@ -91,8 +91,10 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch: str) -> Iterator[tuple[int, str]]:
-    """A fresh server pinned to core 0: (its pid, the call URL)."""
+def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch: str, *, workers: int = 1,
+           cpus: str | None = "0") -> Iterator[tuple[int, str]]:
+    """A fresh server pinned to ``cpus`` (None: not pinned): (its pid, the call URL).  brisvox serves
+    with ``--workers workers``; with more than one the pid is the node's supervisor."""
     env = dict(os.environ)
     if framework == "pipecat":
         cmd = [str(pipecat_python), str(HERE / "pipecat_server.py"), "--port", str(PORT)]
@@ -104,14 +106,15 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch
                              "runpy.run_module('brisvox', run_name='__main__')"]
         else:
             python += ["-m", "brisvox"]
-        cmd = [*python, "serve", "--workers", "1", str(HERE / "agent.toml")]  # one process: its pid is the one measured
+        cmd = [*python, "serve", "--workers", str(workers), str(HERE / "agent.toml")]  # 1: its pid is the one measured
         env.update(PYTHONPATH=str(SRC), BRISVOX_PORT=str(PORT), BRISVOX_MAX_CALLS="1000", BRISVOX_LOG_LEVEL="WARNING",
                    BRISVOX_VAD_BATCH=vad_batch, BRISVOX_SMART_TURN_PATH=str(HERE / "no-smart-turn.onnx"))  # the reference runs no Smart Turn
         for name in ("BRISVOX_AGENT_FILE", "BRISVOX_AUTH", "BRISVOX_HOST"):
             env.pop(name, None)
         ready, url = f"http://127.0.0.1:{PORT}/readyz", f"ws://127.0.0.1:{PORT}/rtvi"
     with log.open("wb") as out:
-        proc = subprocess.Popen(["taskset", "-c", "0", *cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
+        pin = ["taskset", "-c", cpus] if cpus is not None else []
+        proc = subprocess.Popen([*pin, *cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
             _wait_http(ready, 60, proc)
             time.sleep(2)  # let the start-up settle (the reference's method)
@@ -199,6 +202,21 @@ def table(points: Sequence[dict[str, Any]]) -> str:
     return "\n".join(rows)
 
 
+def record(sink: IO[str], points: list[dict[str, Any]], summary: dict[str, Any], label: str, extra: str) -> None:
+    """Keep one point: in ``points``, as a JSON line in ``sink``, and as one line on stdout."""
+    points.append(summary)
+    sink.write(json.dumps(summary) + "\n")
+    sink.flush()
+    print(f"{label}: ovh p50/p95 {summary['ovh_p50_ms']}/{summary['ovh_p95_ms']} ms, underruns "
+          f"{summary['underrun_turns']}, {extra} -> {'pass' if passes(summary) else 'FAIL'}", flush=True)
+
+
+def machine() -> str:
+    """The CPU model and the number of cores."""
+    out = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; nproc"], capture_output=True, text=True)
+    return out.stdout.strip().replace("\n", ", ")
+
+
 def _points(spec: str) -> list[tuple[int, int]]:
     out = []
     for item in spec.split(","):
@@ -234,15 +252,9 @@ def main() -> int:
             spec = getattr(args, f"{fw}_ns") or specs[fw]
             for n, turns in _points(spec):
                 summary = run_point(fw, n, args.turns or turns, args, pipecat_python, wav)
-                points.append(summary)
-                sink.write(json.dumps(summary) + "\n")
-                sink.flush()
-                print(f"{fw} n={n}: ovh p50/p95 {summary['ovh_p50_ms']}/{summary['ovh_p95_ms']} ms, underruns "
-                      f"{summary['underrun_turns']}, cpu {summary.get('cpu_steady_pct')} %, errors "
-                      f"{summary['n_errors']} -> {'pass' if passes(summary) else 'FAIL'}", flush=True)
-    cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo; nproc"], capture_output=True,
-                         text=True).stdout.strip().replace("\n", ", ")
-    text = (f"# Density, {stamp}\n\nMachine: {cpu}; server on core 0, client on core 1; load average at the "
+                record(sink, points, summary, f"{fw} n={n}", f"cpu {summary.get('cpu_steady_pct')} %, errors "
+                                                              f"{summary['n_errors']}")
+    text = (f"# Density, {stamp}\n\nMachine: {machine()}; server on core 0, client on core 1; load average at the "
             f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}.\n\n{table(points)}\n")
     (args.out / "table.md").write_text(text)
     print(text)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -80,6 +82,26 @@ class Node:
             self.proc.wait()
 
 
+@contextlib.contextmanager
+def two_nodes(directory: Path) -> Iterator[tuple[Node, Node]]:
+    """Two nodes serving :data:`AGENT`, killed on the way out whatever happened."""
+    agent = directory / "node.toml"
+    agent.write_text(AGENT)
+    a, b = Node(agent), Node(agent)
+    try:
+        yield a, b
+    finally:
+        a.kill()
+        b.kill()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for a server that takes no port 0)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def get(url: str) -> tuple[int, bytes]:
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
@@ -123,3 +145,49 @@ def call_now(url: str, seconds: float) -> bool:
 def calls_ended(node: Node) -> int:
     """The calls this node's engine ended, from its log (a stopped node has no /metrics)."""
     return sum(1 for line in node.err if re.search(r"call \S+ ended", line))
+
+
+def balancer_up(url: str) -> bool:
+    """Whether ``url`` (a load balancer) answers /readyz with 200 from a node."""
+    try:
+        return bool(readyz(url)["status"] == 200)
+    except OSError:
+        return False
+
+
+async def calls_through(url: str, seconds: float, n: int, gap: float = 0.0) -> list[bool]:
+    """``n`` calls of ``seconds`` to ``url``'s /ws, ``gap`` seconds apart; each one's :func:`call` result."""
+    ws = url.replace("http://", "ws://") + "/ws"
+    tasks = []
+    for _ in range(n):
+        tasks.append(asyncio.create_task(call(ws, seconds)))
+        await asyncio.sleep(gap)
+    return list(await asyncio.gather(*tasks))
+
+
+def check_a_drain_behind(balancer: str, a: Node, b: Node) -> None:
+    """Four long calls through ``balancer`` (two on each node, least connections), SIGTERM to ``a``,
+    four short calls while it drains, the first before the balancer can know: every call ends
+    cleanly, ``a`` finishes its two calls and exits 0 having taken none of the new ones, ``b``
+    takes them all."""
+
+    async def scenario() -> tuple[list[bool], list[bool]]:
+        long = asyncio.create_task(calls_through(balancer, 6.0, 4))
+        actives: list[int] = []
+        for _ in range(100):  # the loop carries the calls: poll without blocking it
+            actives = [(await asyncio.to_thread(readyz, n.url))["active"] for n in (a, b)]
+            if actives == [2, 2]:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"calls per node: {actives}, not two on each")
+        a.proc.terminate()  # SIGTERM: node a drains
+        short = await calls_through(balancer, 1.0, 4, gap=0.4)
+        return await long, short
+
+    long, short = asyncio.run(scenario())
+    assert long == [True] * 4 and short == [True] * 4
+    assert a.proc.wait(timeout=30) == 0, a.log()  # drained: its calls ended on their own
+    assert "stopped (drained, exit status 0)" in "".join(a.out)
+    assert calls_ended(a) == 2, a.log()  # a took none of the new calls
+    until("b's six calls ended", lambda: calls_ended(b) == 6)

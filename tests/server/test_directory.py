@@ -17,7 +17,7 @@ from websockets.exceptions import InvalidStatus
 
 from brisvox.core.clock import SystemClock
 from brisvox.server.directory import HEARTBEAT, CallDirectory, Control, ControlOutcome, RedisLink, owner_id
-from tests.server._nodes import AGENT, Node, get, metrics_with, until
+from tests.server._nodes import AGENT, Node, free_port, get, metrics_with, until
 
 
 def test_a_control_request_reaches_a_call_of_this_process_and_not_an_ended_one() -> None:
@@ -43,19 +43,13 @@ def test_the_owner_id_is_the_node_and_the_worker() -> None:
     assert owner_id(None, None) == socket.gethostname()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.realtime
 def test_an_unreachable_registry_is_counted_and_a_request_for_another_nodes_call_is_unreachable() -> None:
     errors: list[int] = []
 
     async def scenario() -> tuple[ControlOutcome, str | None]:
         directory = CallDirectory("a", global_max_calls=5, on_error=lambda: errors.append(1))
-        async with RedisLink(directory, f"redis://127.0.0.1:{_free_port()}/0", SystemClock()):
+        async with RedisLink(directory, f"redis://127.0.0.1:{free_port()}/0", SystemClock()):
             outcome = await directory.control("elsewhere", Control.HANGUP)
             await asyncio.sleep(0.3)
         return outcome
@@ -73,7 +67,7 @@ pytestmark_redis = pytest.mark.skipif(shutil.which("redis-server") is None,
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

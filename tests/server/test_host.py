@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import socket
 
 import pytest
 
-from brisvox.core.clock import SystemClock
+from brisvox.core.clock import SystemClock, bounded
 from brisvox.server.host import ServerParts, bind_listener, serve
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests
 from brisvox.server.settings import Settings
@@ -33,6 +34,27 @@ async def test_a_port_in_use_is_a_startup_failure_with_exit_status_1(capsys: pyt
         taken.close()
     assert code == EXIT_STARTUP_FAILURE
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+
+
+async def test_connections_accepted_on_the_listener_have_nagles_algorithm_off() -> None:
+    # With Nagle on, a call's second small write (a reply's first audio after its
+    # bot-started-speaking) waited for the caller's delayed ACK: up to one 20 ms frame.
+    listener = bind_listener("127.0.0.1", 0)
+    accepted: asyncio.Future[asyncio.StreamWriter] = asyncio.get_running_loop().create_future()
+    server = await asyncio.start_server(lambda _r, w: accepted.set_result(w), sock=listener)
+    clock = SystemClock()
+    try:
+        _reader, client = await bounded(clock, 5, asyncio.open_connection(*listener.getsockname()[:2]), "connect")
+        served = await bounded(clock, 5, accepted, "accept")
+        sock = served.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        client.close()
+        served.close()
+        await client.wait_closed()
+        await served.wait_closed()
+    finally:
+        server.close()
+        await server.wait_closed()
 
 
 async def test_serve_prints_its_url_applies_the_settings_edge_limits_and_exits_0_when_drained() -> None:

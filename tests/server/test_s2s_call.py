@@ -7,7 +7,6 @@ import asyncio
 import base64
 import json
 import math
-import socket
 import struct
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from brisvox.audio.wav import WavAudio
 from brisvox.providers import BargeIn, GeminiLive, OpenAI, OpenAIRealtime, S2sPolicy, Stage
 from brisvox.server.agent_file import AgentFileError, parse_agent_file
 from brisvox.transport.websocket.client import ClientOptions, run
-from tests.server._nodes import Node
+from tests.server._nodes import Node, free_port
 
 S2S_AGENT = """
 [agent]
@@ -139,15 +138,9 @@ class Realtime:
                                           "response": {"id": "r1", "status": "completed", "output": []}}))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.realtime
 def test_a_served_s2s_agent_greets_the_caller_through_its_model(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     agent = tmp_path / "host.toml"
     agent.write_text(_file(f"ws://127.0.0.1:{port}"))
     node = Node(agent, env={"TEST_REALTIME_KEY": "sk-test-0123456789"})

@@ -107,9 +107,15 @@ def max_calls_for(settings: Settings, workers: int = 1) -> int:
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (raises OSError)."""
+    """A listening TCP socket on ``host:port`` (raises OSError).
+
+    Made with ``IPPROTO_TCP`` named: asyncio turns Nagle's algorithm off (``TCP_NODELAY``) only on
+    connections whose socket says so, and an accepted socket inherits the listener's protocol
+    number.  With ``proto`` 0 every call's small writes waited for the caller's delayed ACK,
+    which rides on its next 20 ms audio frame: up to 20 ms more voice-to-voice per turn
+    (docs/PERFORMANCE.md, "Nagle's algorithm on the call sockets")."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))

@@ -1,0 +1,153 @@
+"""Calls per machine: ``brisvox serve --workers 1`` against ``--workers 2``, in one run.
+
+The agent, the client and the pass rule are ``run.py``'s (p95 overhead under 100 ms, every turn
+answered, no underrun with a 40 ms client buffer).  For each mode a ladder of call counts is
+run, each point on a fresh node; calls per machine is the largest count that passes with every
+smaller one passing too.  The modes alternate point by point (1, 2, 1, 2, ...), so a neighbour's
+load falls on both.
+
+Placement: nothing is pinned.  On a machine with as many cores as workers the client cannot have
+a core of its own, so it shares them with the node; the table gives the client's own CPU (its
+process, over the run) next to the node's (the supervisor and every worker), so the reader can
+see what the client took from the node.  The node's CPU per worker shows how the kernel spread
+the calls (the workers share one listening socket).
+
+    python bench/density/workers.py            # the ladders, 6 turns per caller (about 20 minutes)
+    python bench/density/workers.py --short    # 2 turns per caller, two points per mode (about 6 minutes)
+    python bench/density/workers.py --ns1 40,60 --ns2 80,120 --turns 3
+
+Results go to ``--out`` (default bench/density/results/workers-<UTC time>/): summary.jsonl, the
+nodes' logs and table.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from run import HERE, JITTER_BUFFER_MS, SRC, machine, passes, record, server, speech_wav
+
+LADDERS = {1: "40,50,60,70", 2: "80,100,120,140"}
+SHORT = {1: "50,60", 2: "100,120"}
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and every process under it (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue  # gone meanwhile
+    return out
+
+
+def cpu_seconds(pids: Sequence[int]) -> dict[int, float]:
+    """utime + stime of each process still there, in seconds."""
+    out = {}
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[p] = (int(fields[11]) + int(fields[12])) / _TICK
+    return out
+
+
+def point(workers: int, n: int, turns: int, args: argparse.Namespace, wav: Path) -> dict[str, Any]:
+    log = args.out / f"workers{workers}_n{n}.log"
+    with server("brisvox", Path(), log, "asyncio", "on", workers=workers, cpus=None) as (pid, url):
+        pids = tree(pid)
+        before, t0 = cpu_seconds(pids), time.monotonic()
+        cmd = [sys.executable, "-m", "brisvox", "loadtest", url, "-n", str(n), "--turns", str(turns), "--wav",
+               str(wav), "--json", "--jitter-buffer-ms", str(JITTER_BUFFER_MS), "--stagger", str(args.stagger),
+               "--spread", str(args.spread), "--out", str(args.out / f"workers{workers}_n{n}.json")]
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
+                              timeout=60 + args.stagger + turns * 20)
+        after, t1 = cpu_seconds(pids), time.monotonic()
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"workers={workers} n={n}: the client printed no summary: {done.stderr[-2000:]}")
+    summary: dict[str, Any] = json.loads(lines[-1])
+    used = {p: after[p] - before[p] for p in after if p in before}
+    wall = t1 - t0
+    summary.update({
+        "workers": workers, "load_before": os.getloadavg()[0],
+        "node_cpu_pct": round(100 * sum(used.values()) / wall, 1),
+        # the supervisor first, then each worker: how the kernel spread the calls
+        "process_cpu_pct": [round(100 * used[p] / wall, 1) for p in pids if p in used],
+    })
+    return summary
+
+
+def table(points: Sequence[dict[str, Any]]) -> str:
+    rows = ["| workers | calls per machine |", "| --- | --- |"]
+    for w in (1, 2):
+        best = 0
+        for p in sorted((p for p in points if p["workers"] == w), key=lambda p: p["n"]):
+            if not passes(p):
+                break
+            best = p["n"]
+        rows.append(f"| {w} | {best} |")
+    rows.append("\nEvery point (node CPU: the supervisor and its workers, % of one core, over the client's run; "
+                "client CPU: the load client's own process, the same window):\n")
+    rows.append("| workers | calls | replies | overhead p50 / p95 ms | underrun turns (40 ms) | node CPU % | "
+                "per process % | client CPU % | client lag max ms | load avg | pass |")
+    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for p in points:
+        rows.append(f"| {p['workers']} | {p['n']} | {p['replies']}/{p['turns']} | {p['ovh_p50_ms']} / {p['ovh_p95_ms']} | "
+                    f"{p['underrun_turns']} | {p['node_cpu_pct']} | {' + '.join(map(str, p['process_cpu_pct']))} | "
+                    f"{p['client_cpu_pct']} | {p['client_send_lag_max_ms']} | {p['load_before']:.2f} | "
+                    f"{'yes' if passes(p) else 'no'} |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--short", action="store_true", help="2 turns per caller, two points per mode")
+    ap.add_argument("--ns1", default=None, help="call counts for --workers 1 (comma-separated)")
+    ap.add_argument("--ns2", default=None, help="call counts for --workers 2")
+    ap.add_argument("--turns", type=int, default=None, help="turns per caller (default 6, 2 with --short)")
+    ap.add_argument("--stagger", type=float, default=10.0)
+    ap.add_argument("--spread", type=float, default=9.0)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    args.out = args.out or HERE / "results" / f"workers-{stamp}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    ladders = SHORT if args.short else LADDERS
+    turns = args.turns or (2 if args.short else 6)
+    ns = {1: [int(x) for x in (args.ns1 or ladders[1]).split(",")],
+          2: [int(x) for x in (args.ns2 or ladders[2]).split(",")]}
+    order = [(w, n) for i in range(max(map(len, ns.values()))) for w in (1, 2) if i < len(ns[w]) for n in [ns[w][i]]]
+    wav = speech_wav(args.out)
+    points: list[dict[str, Any]] = []
+    with (args.out / "summary.jsonl").open("a") as sink:
+        for w, n in order:
+            summary = point(w, n, turns, args, wav)
+            record(sink, points, summary, f"workers={w} n={n}", f"node cpu {summary['node_cpu_pct']} %, client cpu "
+                                                                  f"{summary['client_cpu_pct']} %")
+    text = (f"# Calls per machine, --workers 1 and 2, {stamp}\n\nMachine: {machine()}; nothing pinned (node and client "
+            f"share the cores); {turns} turns per caller; load average at the end {os.getloadavg()}.\n\n"
+            f"{table(points)}\n")
+    (args.out / "table.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
