@@ -26,6 +26,11 @@ Barge-in: ``BargeIn.MODEL``: the vendor's ``S2sInterrupted`` cuts; ``BargeIn.OUR
 VAD's speech start while the model's audio plays cuts and ``cancel_response`` is sent.  A
 cut tells the model what was heard: ``truncate(item, heard_ms)`` at the transport's position.
 
+Typed text (``UserTextFrame``) and keys (``DtmfFrame``, worded by the cascade's ``dtmf_text``) are a
+user turn of their own, as in the cascade: a cut while the model's audio plays (any barge-in mode:
+the vendor never hears them), ``add_user_text`` and one ``request_response``.  A screen's
+``ContextNoteFrame`` is a note and opens no turn.
+
 Guards: the delivery guard corrects a tool result (correction first) when a send was
 claimed while the call ran and nothing was delivered (``Execution.delivered``: what the tool's
 returned value listed under ``delivered``, carried by the tool engine); the work guard decides at each ``S2sInteractionEnded`` and its
@@ -60,11 +65,13 @@ from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
     ContextNoteFrame,
     Direction,
+    DtmfFrame,
     Frame,
     InputAudioFrame,
     InterruptFrame,
     OutputAudioFrame,
     TurnEndReason,
+    UserTextFrame,
     VadStartedFrame,
 )
 from brisvox.core.pipeline import Pipeline
@@ -82,6 +89,7 @@ from brisvox.engine.call import (
     call_meta,
 )
 from brisvox.engine.config import Timeouts
+from brisvox.engine.driver import dtmf_text
 from brisvox.engine.events import (
     BotDone,
     BotHeard,
@@ -285,7 +293,26 @@ class S2sStage(Processor):
         if isinstance(frame, ContextNoteFrame):  # the caller's screen said something: context, no turn
             await self._s2s.add_note(frame.text)
             return
+        if isinstance(frame, UserTextFrame | DtmfFrame):
+            await self._typed(frame.text.strip() if isinstance(frame, UserTextFrame) else dtmf_text(frame.digit), ctx)
+            return
         await ctx.push(frame, direction)
+
+    async def _typed(self, text: str, ctx: ProcessorContext) -> None:
+        """The caller typed a message or pressed a key: a user turn of its own that ends at once, as the
+        cascade's turn driver makes of both (a barge-in while the model's audio plays); the model gets
+        it as a user message and is asked to answer.  A send that fails raises: the call's failure path."""
+        if not text:
+            log.info("call %s: an empty typed message: no turn", self._events.call_id)
+            return
+        await self._user_speech(ctx, ours=True)
+        now, turn = self._clock.now(), self._stats.turns
+        self._events.emit(UserTranscript(epoch=turn, at=now, text=text, final=True))
+        if self._engine is not None:
+            self._engine.confirmations.note_user_turn()
+        self._events.emit(TurnEnded(epoch=turn, at=now, reason=TurnEndReason.TEXT))
+        await self._s2s.add_user_text(text)
+        await self._s2s.request_response()
 
     async def _user_speech(self, ctx: ProcessorContext, *, ours: bool) -> None:
         """A user turn starts; with our barge-in, the model's playing audio is cut."""
