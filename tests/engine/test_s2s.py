@@ -488,3 +488,17 @@ async def test_a_typed_message_while_the_model_speaks_cuts_its_audio_before_the_
     assert item == "i1" and 400 <= heard_ms <= 800
     assert result.report.interrupts == 1
     assert [e.barge_in for e in result.events if isinstance(e, TurnStarted)] == [True]
+
+
+async def test_a_key_pressed_while_the_greeting_is_being_made_cancels_it_before_asking_for_an_answer() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def caller(client: LoopbackClient) -> None:
+        await client.send_dtmf("1")
+
+    async def script() -> None:
+        await until(clock, lambda: len(fake.of("request")) == 2)
+
+    await s2s_call(clock, fake, script, config=S2sConfig(greeting="Hello!"), caller=caller)
+    # The greeting's response is still active (no audio, no response.done yet): OpenAI refuses a second one.
+    assert fake.kinds() == ["note", "request", "cancel", "user", "request"]

@@ -63,8 +63,8 @@ async def test_gemini_live_answers_three_parallel_calls_in_call_order_in_one_too
 
 
 class Typed:
-    """A vendor that, after its handshake, keeps every message but the caller's audio until ``asks`` of them
-    asked for a response (``asks``: is this message a response request)."""
+    """A vendor that, after its handshake, keeps every message but the caller's audio and answers each
+    response request (``asks``: is this message one) with a short reply."""
 
     def __init__(self, vendor: rig.Vendor, asks: Callable[[dict[str, Any]], bool]) -> None:
         self.vendor, self.asks = vendor, asks
@@ -79,6 +79,8 @@ class Typed:
             msg = json.loads(raw)
             if msg.get("type") != "input_audio_buffer.append" and "realtimeInput" not in msg:
                 self.got.append(msg)
+            if self.asks(msg):
+                await self.vendor.finish(ws)  # a short answer, then the response is done
 
 
 async def typed_over(vendor: Typed, provider: Callable[[str, Clock], S2sProvider], config: S2sConfig) -> None:
@@ -88,6 +90,7 @@ async def typed_over(vendor: Typed, provider: Callable[[str, Clock], S2sProvider
     async def caller(client: LoopbackClient) -> None:
         await client.send_text("A table for two, please.")
         await until(clock, lambda: vendor.requests() == 1)
+        await clock.sleep(0.5)  # the short reply has played and its response is done
         await client.send_dtmf("5")
 
     async with FakeWsServer(vendor) as server:

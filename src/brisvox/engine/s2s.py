@@ -269,6 +269,8 @@ class S2sStage(Processor):
         self._executing = 0  # executions started and not yet answered
         self._fillers = FillerPolicy.from_config(config.filler)
         self._last_audio = float("-inf")  # when the model's audio last arrived
+        # A response asked for or under way and not yet done (the greeting was asked before the stage ran).
+        self._responding = config.greeting is not None
 
     @property
     def name(self) -> str:
@@ -305,6 +307,10 @@ class S2sStage(Processor):
         if not text:
             log.info("call %s: an empty typed message: no turn", self._events.call_id)
             return
+        if self._responding and not self._playing():
+            # A response the caller does not hear yet (the greeting being made): the typed turn replaces
+            # it; OpenAI refuses a response.create while one is active.  When it plays, the cut cancels it.
+            await self._s2s.cancel_response()
         await self._user_speech(ctx, ours=True)
         now, turn = self._clock.now(), self._stats.turns
         self._events.emit(UserTranscript(epoch=turn, at=now, text=text, final=True))
@@ -312,7 +318,7 @@ class S2sStage(Processor):
             self._engine.confirmations.note_user_turn()
         self._events.emit(TurnEnded(epoch=turn, at=now, reason=TurnEndReason.TEXT))
         await self._s2s.add_user_text(text)
-        await self._s2s.request_response()
+        await self._request()
 
     async def _user_speech(self, ctx: ProcessorContext, *, ours: bool) -> None:
         """A user turn starts; with our barge-in, the model's playing audio is cut."""
@@ -326,6 +332,10 @@ class S2sStage(Processor):
         if ours and playing:
             await self._s2s.cancel_response()
             await self._cut(ctx)
+
+    async def _request(self) -> None:
+        self._responding = True
+        await self._s2s.request_response()
 
     def _playing(self) -> bool:
         """Audio of the current playout epoch was sent and not all of it released."""
@@ -342,6 +352,11 @@ class S2sStage(Processor):
 
     async def _on(self, event: S2sEvent, ctx: ProcessorContext) -> None:
         now, turn = self._clock.now(), self._stats.turns
+        if isinstance(event, S2sAudio | S2sToolCall) or (isinstance(event, S2sTranscript)
+                                                          and event.speaker is Speaker.MODEL):
+            self._responding = True  # also a response the vendor started itself (its VAD heard a turn)
+        elif isinstance(event, S2sResponseDone | S2sInteractionEnded):
+            self._responding = False
         if isinstance(event, S2sAudio):
             await self._audio(event, ctx)
         elif isinstance(event, S2sTranscript):
@@ -480,7 +495,7 @@ class S2sStage(Processor):
                  len(results), budget.seconds)
         self._stats.still_running += 1
         await self._s2s.send_tool_results(results)
-        await self._s2s.request_response()
+        await self._request()
 
     async def _filler(self, tool_round: _Round, plan: FillerPlan) -> None:
         """While the round runs and the model has been silent for the filler delay, ask it for a holding line."""
@@ -503,7 +518,7 @@ class S2sStage(Processor):
         self._stats.fillers += 1
         await self._s2s.add_note(f"{plan.tool} is still running. Say only this short holding line to the caller "
                                  f"now, in the caller's language, and nothing else: {choice.text}")
-        await self._s2s.request_response()
+        await self._request()
 
     async def _answer(self, calls: list[ToolCall], execution: Execution, turn: int, now: float, *,
                       late: bool) -> None:
@@ -525,10 +540,13 @@ class S2sStage(Processor):
         for note in execution.late_notes:
             await self._s2s.add_note(note.text)
             self._stats.late_notes += 1
-        await self._s2s.request_response()
+        await self._request()
         execution.mark_delivered()
 
     async def _interaction_ended(self, now: float) -> None:
+        # All of the model's audio of the exchange was sent (Gemini ends a reply with turnComplete alone, no
+        # response-done): once released, it is fully played, so a later typed turn or speech start cuts nothing.
+        self._book.response_done(self._epoch)
         decision = self._work.interaction_ended(now)
         if decision.verdict is WorkClaimVerdict.WITHOUT_TOOL and decision.note is not None:
             self._stats.work_claims += 1
@@ -537,14 +555,14 @@ class S2sStage(Processor):
             await self._s2s.add_note(decision.note)
             if decision.request_turn:
                 self._stats.work_turns += 1
-                await self._s2s.request_response()
+                await self._request()
         if self._engine is not None and self._executing == 0:
             notes = self._engine.take_late_notes()
             for note in notes:
                 await self._s2s.add_note(note.text)
             self._stats.late_notes += len(notes)
             if notes:
-                await self._s2s.request_response()
+                await self._request()
 
     async def _cut(self, ctx: ProcessorContext) -> None:
         """Stop the model's audio, cancel its running tools and tell it what was heard."""
