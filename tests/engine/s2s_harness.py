@@ -1,7 +1,7 @@
 """A simulated S2S call: run_s2s_call over the loopback transport with a scripted S2S session.
 
 ``FakeS2s`` is the provider and its one session: a test pushes vendor events with ``emit``
-and reads what the stage sent (``sent``: results, requests, notes, cancels, truncations).
+and reads what the stage sent (``sent``: results, requests, notes, user messages, cancels, truncations).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from brisvox.engine.events import EngineEvent
 from brisvox.engine.s2s import run_s2s_call
 from brisvox.inference.vad import VoiceActivityDetector
 from brisvox.providers.s2s import S2sConfig, S2sEvent, S2sProvider, S2sToolResult
-from brisvox.transport import Heard, LoopbackTransport, TransportSession
+from brisvox.transport import Heard, LoopbackClient, LoopbackTransport, TransportSession
 from brisvox.transport.events import WireAudioOut
 
 RATE = 16000
@@ -68,6 +68,9 @@ class FakeS2s:
     async def add_note(self, text: str) -> None:
         self.sent.append(("note", text))
 
+    async def add_user_text(self, text: str) -> None:
+        self.sent.append(("user", text))
+
     async def truncate(self, item_id: str | None, heard_ms: int) -> None:
         self.sent.append(("truncate", (item_id, heard_ms)))
 
@@ -110,10 +113,12 @@ async def s2s_call(
     speech: Callable[[float], bytes] | None = None,
     linger: float = 0.5,
     lead: float = 0.0,
+    caller: Callable[[LoopbackClient], Awaitable[None]] | None = None,
 ) -> S2sResult:
     """Run ``script`` (the vendor's side) while the caller sends 20 ms frames (``speech(t)``,
-    else silence) and listens; hang up ``linger`` s after the script ends.  ``lead``: the
-    caller reports holding that much audio unplayed with every frame it gets (a carrier)."""
+    else silence), listens and runs ``caller`` (typed text, keys); hang up ``linger`` s after
+    the script ends.  ``lead``: the caller reports holding that much audio unplayed with every
+    frame it gets (a carrier)."""
     result_events: list[EngineEvent] = []
     heard: list[Heard] = []
     observer = CallObserver(listener=result_events.append)
@@ -144,9 +149,12 @@ async def s2s_call(
 
         listener = scope.spawn(listen(), name="listener")
         talker = scope.spawn(talk(), name="talker")
+        typist = scope.spawn(caller(client), name="caller") if caller is not None else None
         await script()
         await clock.sleep(linger)
         talker.cancel()
+        if typist is not None:
+            typist.cancel()
         with contextlib.suppress(ChannelClosed):
             await client.hangup()
         report = await call

@@ -14,8 +14,17 @@ from brisvox.agent.tools import CONFIRM_PENDING, ToolCallContext, ToolKind, Tool
 from brisvox.agent.tools.filler import FillerConfig
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
+from brisvox.core.frames import TurnEndReason
 from brisvox.engine import CallFailed
-from brisvox.engine.events import BotHeard, ToolCallSettled, ToolCallStarted, TurnStarted
+from brisvox.engine.driver import dtmf_text
+from brisvox.engine.events import (
+    BotHeard,
+    ToolCallSettled,
+    ToolCallStarted,
+    TurnEnded,
+    TurnStarted,
+    UserTranscript,
+)
 from brisvox.engine.s2s import run_s2s_call
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.s2s import (
@@ -33,6 +42,7 @@ from brisvox.providers.s2s import (
     S2sTranscript,
     Speaker,
 )
+from brisvox.transport import LoopbackClient
 from brisvox.transport.events import WireAudioOut, WireClear
 from tests.engine.harness import energy_vad
 from tests.engine.s2s_harness import RATE, FakeS2s, s2s_call, until
@@ -438,3 +448,73 @@ async def test_without_a_greeting_the_model_waits_for_the_caller() -> None:
 
     await s2s_call(clock, fake, script)
     assert fake.of("request") == [] and fake.of("note") == []
+
+
+# --- typed text and keys ---------------------------------------------------------------------
+
+
+async def test_a_typed_message_reaches_the_model_as_a_user_message_and_asks_for_its_answer() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def caller(client: LoopbackClient) -> None:
+        await client.send_text("  A table for two, please.  ")
+
+    async def script() -> None:
+        await until(clock, lambda: bool(fake.of("request")))
+
+    result = await s2s_call(clock, fake, script, caller=caller)
+    assert fake.sent == [("user", "A table for two, please."), ("request", None)]
+    assert [e.epoch for e in result.events if isinstance(e, TurnStarted)] == [1]
+    assert [(e.epoch, e.reason) for e in result.events if isinstance(e, TurnEnded)] == [(1, TurnEndReason.TEXT)]
+    assert [(e.text, e.final) for e in result.events if isinstance(e, UserTranscript)] == [
+        ("A table for two, please.", True)]
+    assert result.report.turns == 1
+
+
+async def test_a_key_press_reaches_the_model_worded_as_the_cascade_words_it_and_asks_for_its_answer() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def caller(client: LoopbackClient) -> None:
+        await client.send_dtmf("5")
+
+    async def script() -> None:
+        await until(clock, lambda: bool(fake.of("request")))
+
+    result = await s2s_call(clock, fake, script, caller=caller)
+    assert fake.sent == [("user", dtmf_text("5")), ("request", None)]
+    assert fake.of("user") == ["[the caller pressed the key 5]"]
+    assert [e.reason for e in result.events if isinstance(e, TurnEnded)] == [TurnEndReason.TEXT]
+
+
+async def test_a_typed_message_while_the_model_speaks_cuts_its_audio_before_the_model_gets_it() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def caller(client: LoopbackClient) -> None:
+        await clock.sleep(0.6)
+        await client.send_text("Actually, make it three.")
+
+    async def script() -> None:
+        for _ in range(20):  # 2 s of the model's speech
+            await fake.emit(S2sAudio(tone(0.1), item_id="i1"))
+        await until(clock, lambda: bool(fake.of("request")), limit=3.0)
+
+    result = await s2s_call(clock, fake, script, caller=caller)
+    assert fake.kinds() == ["cancel", "truncate", "user", "request"]  # the vendor never hears the typing
+    ((item, heard_ms),) = fake.of("truncate")
+    assert item == "i1" and 400 <= heard_ms <= 800
+    assert result.report.interrupts == 1
+    assert [e.barge_in for e in result.events if isinstance(e, TurnStarted)] == [True]
+
+
+async def test_a_key_pressed_while_the_greeting_is_being_made_cancels_it_before_asking_for_an_answer() -> None:
+    clock, fake = SimClock(), FakeS2s()
+
+    async def caller(client: LoopbackClient) -> None:
+        await client.send_dtmf("1")
+
+    async def script() -> None:
+        await until(clock, lambda: len(fake.of("request")) == 2)
+
+    await s2s_call(clock, fake, script, config=S2sConfig(greeting="Hello!"), caller=caller)
+    # The greeting's response is still active (no audio, no response.done yet): OpenAI refuses a second one.
+    assert fake.kinds() == ["note", "request", "cancel", "user", "request"]

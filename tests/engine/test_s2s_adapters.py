@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
+
+from websockets.asyncio.server import ServerConnection
 
 from brisvox.core.clock import Clock, SimClock
 from brisvox.engine.events import BotText
 from brisvox.providers.cloud.gemini_live import GeminiLive
 from brisvox.providers.cloud.openai_realtime import OpenAiRealtime
 from brisvox.providers.s2s import S2sConfig, S2sProvider
+from brisvox.transport import LoopbackClient
 from tests.engine.s2s_harness import s2s_call, until
 from tests.providers.cloud import _s2s_rig as rig
 from tests.providers.cloud import test_gemini_live as gemini
@@ -56,3 +60,62 @@ async def test_gemini_live_answers_three_parallel_calls_in_call_order_in_one_too
     assert not any("clientContent" in m for m in script.trailing)  # the toolResponse was the one request
     assert [e.text for e in events if isinstance(e, BotText)] == ["Done."]
     assert [w for w, _ in tools.finished] == ["b", "c", "a"]  # they ran at the same time
+
+
+class Typed:
+    """A vendor that, after its handshake, keeps every message but the caller's audio and answers each
+    response request (``asks``: is this message one) with a short reply."""
+
+    def __init__(self, vendor: rig.Vendor, asks: Callable[[dict[str, Any]], bool]) -> None:
+        self.vendor, self.asks = vendor, asks
+        self.got: list[dict[str, Any]] = []
+
+    def requests(self) -> int:
+        return sum(1 for m in self.got if self.asks(m))
+
+    async def __call__(self, ws: ServerConnection, up: object) -> None:
+        await self.vendor.handshake(ws)
+        async for raw in ws:
+            msg = json.loads(raw)
+            if msg.get("type") != "input_audio_buffer.append" and "realtimeInput" not in msg:
+                self.got.append(msg)
+            if self.asks(msg):
+                await self.vendor.finish(ws)  # a short answer, then the response is done
+
+
+async def typed_over(vendor: Typed, provider: Callable[[str, Clock], S2sProvider], config: S2sConfig) -> None:
+    """The caller types a message, then presses 5; the vendor keeps what reached it."""
+    clock = SimClock()
+
+    async def caller(client: LoopbackClient) -> None:
+        await client.send_text("A table for two, please.")
+        await until(clock, lambda: vendor.requests() == 1)
+        await clock.sleep(0.5)  # the short reply has played and its response is done
+        await client.send_dtmf("5")
+
+    async with FakeWsServer(vendor) as server:
+        await s2s_call(clock, provider(server.url, clock), lambda: until(clock, lambda: vendor.requests() == 2),
+                       config=config, caller=caller)
+
+
+async def test_openai_realtime_gets_typed_text_and_a_key_as_user_items_each_with_a_response_create() -> None:
+    vendor = Typed(openai.Realtime(), lambda m: m["type"] == "response.create")
+    await typed_over(vendor, lambda url, clock: OpenAiRealtime(openai.options(url), clock), S2sConfig())
+
+    def user(text: str) -> dict[str, Any]:
+        return {"type": "conversation.item.create",
+                "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}
+
+    assert vendor.got == [user("A table for two, please."), {"type": "response.create"},
+                          user("[the caller pressed the key 5]"), {"type": "response.create"}]
+
+
+async def test_gemini_live_gets_typed_text_and_a_key_as_user_turns_each_completed_to_ask_for_a_turn() -> None:
+    vendor = Typed(gemini.Live(), lambda m: m.get("clientContent", {}).get("turnComplete") is True)
+    await typed_over(vendor, lambda url, clock: GeminiLive(gemini.options(url), clock), S2sConfig(input_rate=16_000))
+
+    def user(text: str) -> dict[str, Any]:
+        return {"clientContent": {"turns": [{"role": "user", "parts": [{"text": text}]}], "turnComplete": False}}
+
+    ask = {"clientContent": {"turnComplete": True}}
+    assert vendor.got == [user("A table for two, please."), ask, user("[the caller pressed the key 5]"), ask]

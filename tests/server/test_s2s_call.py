@@ -139,7 +139,7 @@ class Realtime:
 
 
 @pytest.mark.realtime
-def test_a_served_s2s_agent_greets_the_caller_through_its_model(tmp_path: Path) -> None:
+def test_a_served_s2s_agent_greets_the_caller_through_its_model_and_hears_a_key_pressed(tmp_path: Path) -> None:
     port = free_port()
     agent = tmp_path / "host.toml"
     agent.write_text(_file(f"ws://127.0.0.1:{port}"))
@@ -150,7 +150,7 @@ def test_a_served_s2s_agent_greets_the_caller_through_its_model(tmp_path: Path) 
         async with serve(vendor, "127.0.0.1", port):
             audio = WavAudio(pcm=b"\0\0" * 16000 * 2, sample_rate=16000)
             result = await run(ClientOptions(url=node.url.replace("http://", "ws://") + "/ws", audio=audio,
-                                             linger=0.5, connect_timeout=10.0))
+                                             dtmf="5", linger=0.5, connect_timeout=10.0))
             return result.ok, bytes(result.recording)
 
     try:
@@ -162,6 +162,10 @@ def test_a_served_s2s_agent_greets_the_caller_through_its_model(tmp_path: Path) 
     assert vendor.authorization == "Bearer sk-test-0123456789"
     kinds = [m["type"] for m in vendor.received]
     assert kinds[0] == "session.update" and "response.create" in kinds
+    key = {"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": [
+        {"type": "input_text", "text": "[the caller pressed the key 5]"}]}}
+    assert key in vendor.received, kinds  # the key reached the model as the caller's message ...
+    assert "response.create" in kinds[vendor.received.index(key):]  # ... and it was asked to answer
     samples = struct.unpack(f"<{len(heard) // 2}h", heard)
     assert max(abs(s) for s in samples) > 4000  # the model's greeting reached the caller
 

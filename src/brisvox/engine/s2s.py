@@ -26,6 +26,11 @@ Barge-in: ``BargeIn.MODEL``: the vendor's ``S2sInterrupted`` cuts; ``BargeIn.OUR
 VAD's speech start while the model's audio plays cuts and ``cancel_response`` is sent.  A
 cut tells the model what was heard: ``truncate(item, heard_ms)`` at the transport's position.
 
+Typed text (``UserTextFrame``) and keys (``DtmfFrame``, worded by the cascade's ``dtmf_text``) are a
+user turn of their own, as in the cascade: a cut while the model's audio plays (any barge-in mode:
+the vendor never hears them), ``add_user_text`` and one ``request_response``.  A screen's
+``ContextNoteFrame`` is a note and opens no turn.
+
 Guards: the delivery guard corrects a tool result (correction first) when a send was
 claimed while the call ran and nothing was delivered (``Execution.delivered``: what the tool's
 returned value listed under ``delivered``, carried by the tool engine); the work guard decides at each ``S2sInteractionEnded`` and its
@@ -60,11 +65,13 @@ from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.frames import (
     ContextNoteFrame,
     Direction,
+    DtmfFrame,
     Frame,
     InputAudioFrame,
     InterruptFrame,
     OutputAudioFrame,
     TurnEndReason,
+    UserTextFrame,
     VadStartedFrame,
 )
 from brisvox.core.pipeline import Pipeline
@@ -82,6 +89,7 @@ from brisvox.engine.call import (
     call_meta,
 )
 from brisvox.engine.config import Timeouts
+from brisvox.engine.driver import dtmf_text
 from brisvox.engine.events import (
     BotDone,
     BotHeard,
@@ -261,6 +269,8 @@ class S2sStage(Processor):
         self._executing = 0  # executions started and not yet answered
         self._fillers = FillerPolicy.from_config(config.filler)
         self._last_audio = float("-inf")  # when the model's audio last arrived
+        # A response asked for or under way and not yet done (the greeting was asked before the stage ran).
+        self._responding = config.greeting is not None
 
     @property
     def name(self) -> str:
@@ -285,7 +295,30 @@ class S2sStage(Processor):
         if isinstance(frame, ContextNoteFrame):  # the caller's screen said something: context, no turn
             await self._s2s.add_note(frame.text)
             return
+        if isinstance(frame, UserTextFrame | DtmfFrame):
+            await self._typed(frame.text.strip() if isinstance(frame, UserTextFrame) else dtmf_text(frame.digit), ctx)
+            return
         await ctx.push(frame, direction)
+
+    async def _typed(self, text: str, ctx: ProcessorContext) -> None:
+        """The caller typed a message or pressed a key: a user turn of its own that ends at once, as the
+        cascade's turn driver makes of both (a barge-in while the model's audio plays); the model gets
+        it as a user message and is asked to answer.  A send that fails raises: the call's failure path."""
+        if not text:
+            log.info("call %s: an empty typed message: no turn", self._events.call_id)
+            return
+        if self._responding and not self._playing():
+            # A response the caller does not hear yet (the greeting being made): the typed turn replaces
+            # it; OpenAI refuses a response.create while one is active.  When it plays, the cut cancels it.
+            await self._s2s.cancel_response()
+        await self._user_speech(ctx, ours=True)
+        now, turn = self._clock.now(), self._stats.turns
+        self._events.emit(UserTranscript(epoch=turn, at=now, text=text, final=True))
+        if self._engine is not None:
+            self._engine.confirmations.note_user_turn()
+        self._events.emit(TurnEnded(epoch=turn, at=now, reason=TurnEndReason.TEXT))
+        await self._s2s.add_user_text(text)
+        await self._request()
 
     async def _user_speech(self, ctx: ProcessorContext, *, ours: bool) -> None:
         """A user turn starts; with our barge-in, the model's playing audio is cut."""
@@ -299,6 +332,10 @@ class S2sStage(Processor):
         if ours and playing:
             await self._s2s.cancel_response()
             await self._cut(ctx)
+
+    async def _request(self) -> None:
+        self._responding = True
+        await self._s2s.request_response()
 
     def _playing(self) -> bool:
         """Audio of the current playout epoch was sent and not all of it released."""
@@ -315,6 +352,11 @@ class S2sStage(Processor):
 
     async def _on(self, event: S2sEvent, ctx: ProcessorContext) -> None:
         now, turn = self._clock.now(), self._stats.turns
+        if isinstance(event, S2sAudio | S2sToolCall) or (isinstance(event, S2sTranscript)
+                                                          and event.speaker is Speaker.MODEL):
+            self._responding = True  # also a response the vendor started itself (its VAD heard a turn)
+        elif isinstance(event, S2sResponseDone | S2sInteractionEnded):
+            self._responding = False
         if isinstance(event, S2sAudio):
             await self._audio(event, ctx)
         elif isinstance(event, S2sTranscript):
@@ -453,7 +495,7 @@ class S2sStage(Processor):
                  len(results), budget.seconds)
         self._stats.still_running += 1
         await self._s2s.send_tool_results(results)
-        await self._s2s.request_response()
+        await self._request()
 
     async def _filler(self, tool_round: _Round, plan: FillerPlan) -> None:
         """While the round runs and the model has been silent for the filler delay, ask it for a holding line."""
@@ -476,7 +518,7 @@ class S2sStage(Processor):
         self._stats.fillers += 1
         await self._s2s.add_note(f"{plan.tool} is still running. Say only this short holding line to the caller "
                                  f"now, in the caller's language, and nothing else: {choice.text}")
-        await self._s2s.request_response()
+        await self._request()
 
     async def _answer(self, calls: list[ToolCall], execution: Execution, turn: int, now: float, *,
                       late: bool) -> None:
@@ -498,10 +540,13 @@ class S2sStage(Processor):
         for note in execution.late_notes:
             await self._s2s.add_note(note.text)
             self._stats.late_notes += 1
-        await self._s2s.request_response()
+        await self._request()
         execution.mark_delivered()
 
     async def _interaction_ended(self, now: float) -> None:
+        # All of the model's audio of the exchange was sent (Gemini ends a reply with turnComplete alone, no
+        # response-done): once released, it is fully played, so a later typed turn or speech start cuts nothing.
+        self._book.response_done(self._epoch)
         decision = self._work.interaction_ended(now)
         if decision.verdict is WorkClaimVerdict.WITHOUT_TOOL and decision.note is not None:
             self._stats.work_claims += 1
@@ -510,14 +555,14 @@ class S2sStage(Processor):
             await self._s2s.add_note(decision.note)
             if decision.request_turn:
                 self._stats.work_turns += 1
-                await self._s2s.request_response()
+                await self._request()
         if self._engine is not None and self._executing == 0:
             notes = self._engine.take_late_notes()
             for note in notes:
                 await self._s2s.add_note(note.text)
             self._stats.late_notes += len(notes)
             if notes:
-                await self._s2s.request_response()
+                await self._request()
 
     async def _cut(self, ctx: ProcessorContext) -> None:
         """Stop the model's audio, cancel its running tools and tell it what was heard."""

@@ -4,7 +4,7 @@ A speech-to-speech (S2S) session takes the caller's audio and gives back the mod
 audio, transcripts of both sides, tool calls, and turn events (the caller started or
 stopped speaking, the model was interrupted, a response or an interaction ended).  We
 answer tool calls with results (in call order), ask for a response, add notes (the claim
-guards' facts), and tell the model what the caller actually heard (truncation).
+guards' facts), add the caller's typed words and keys as user messages, and tell the model what the caller actually heard (truncation).
 
 Adapters: :mod:`brisvox.providers.cloud.openai_realtime` and
 :mod:`brisvox.providers.cloud.gemini_live`.  Events are frozen slotted dataclasses; a
@@ -224,6 +224,11 @@ class S2sSession(Protocol):
 
     async def add_note(self, text: str) -> None:
         """Add a fact to the conversation without asking for a response."""
+        ...
+
+    async def add_user_text(self, text: str) -> None:
+        """Add the caller's own words (a typed message, a key pressed) as a user message, without
+        asking for a response (the stage asks with :meth:`request_response`)."""
         ...
 
     async def truncate(self, item_id: str | None, heard_ms: int) -> None:

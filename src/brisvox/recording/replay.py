@@ -336,6 +336,9 @@ class _ReplayS2sSession(SessionBase[S2sEvent]):
     async def add_note(self, text: str) -> None:
         self._sent("note", text=text)
 
+    async def add_user_text(self, text: str) -> None:
+        self._sent("user_text", text=text)
+
     async def truncate(self, item_id: str | None, heard_ms: int) -> None:
         self._sent("truncate", item=item_id, ms=heard_ms)
 

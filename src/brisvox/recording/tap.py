@@ -498,6 +498,10 @@ class _S2sSession(_Stream):
         self._sent("note", text=text)
         await self._inner.add_note(text)
 
+    async def add_user_text(self, text: str) -> None:
+        self._sent("user_text", text=text)
+        await self._inner.add_user_text(text)
+
     async def truncate(self, item_id: str | None, heard_ms: int) -> None:
         self._sent("truncate", item=item_id, ms=heard_ms)
         await self._inner.truncate(item_id, heard_ms)

@@ -17,7 +17,8 @@ We send:
   call order (``id``, ``name``, ``response``: a JSON object result as is, any other value as
   ``{"output": value}``, an error as ``{"error": value}``; a non-blocking result's
   ``scheduling`` inside ``response``);
-* ``clientContent`` with a user turn of text and ``turnComplete`` false (a note), and an
+* ``clientContent`` with a user turn of text and ``turnComplete`` false (a note, and the
+  caller's typed words or key: Gemini has no system turn, so both are user text), and an
   empty ``clientContent`` with ``turnComplete`` true to ask for a turn (Gemini has no
   ``response.create``; after a ``toolResponse`` the model goes on by itself, so a
   ``request_response`` right after results sends nothing).
@@ -302,6 +303,9 @@ class GeminiLiveSession(S2sWsSession):
     async def add_note(self, text: str) -> None:
         await self._send(text_turn(text, turn_complete=False))
         self._answer_implied = False
+
+    async def add_user_text(self, text: str) -> None:
+        await self.add_note(text)  # the same user turn: the response is asked for by request_response
 
     async def truncate(self, item_id: str | None, heard_ms: int) -> None:
         if heard_ms < 0:

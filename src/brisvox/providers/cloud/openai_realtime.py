@@ -9,7 +9,8 @@ We send (``Authorization: Bearer <key>``):
 * ``input_audio_buffer.append`` (base64 audio);
 * one ``conversation.item.create`` of type ``function_call_output`` per result, in call
   order, then one ``response.create``;
-* ``conversation.item.create`` of a system ``message`` for a note, ``response.cancel``, and
+* ``conversation.item.create`` of a system ``message`` for a note, of a user ``message``
+  (``input_text``) for the caller's typed words or key, ``response.cancel``, and
   ``conversation.item.truncate`` (``item_id``, ``content_index`` 0, ``audio_end_ms``) at the
   heard position.
 
@@ -136,9 +137,14 @@ def tool_output_events(results: Sequence[S2sToolResult]) -> list[dict[str, Any]]
 
 
 def note_event(text: str) -> dict[str, Any]:
+    return message_event("system", text)
+
+
+def message_event(role: str, text: str) -> dict[str, Any]:
+    """A ``message`` item of ``role`` (``system``: a note; ``user``: the caller's typed words or key)."""
     return {
         "type": "conversation.item.create",
-        "item": {"type": "message", "role": "system", "content": [{"type": "input_text", "text": text}]},
+        "item": {"type": "message", "role": role, "content": [{"type": "input_text", "text": text}]},
     }
 
 
@@ -303,6 +309,9 @@ class OpenAiRealtimeSession(S2sWsSession):
 
     async def add_note(self, text: str) -> None:
         await self._send(note_event(text))
+
+    async def add_user_text(self, text: str) -> None:
+        await self._send(message_event("user", text))
 
     async def truncate(self, item_id: str | None, heard_ms: int) -> None:
         await self._send(truncate_event(item_id, heard_ms))
