@@ -347,3 +347,40 @@ async def test_a_model_brain_served_over_websocket_answers_a_user_turn_with_say(
         await ws.send(protocol.encode(protocol.CallEvent(type="event", kind="user_turn", turn=1, text="hours?")))
         say = protocol.parse_agent_message(await bounded(SystemClock(), 5.0, ws.recv(), "say"))
         assert say == protocol.Say(type="say", text="Nine to five.")
+
+
+class _ScriptWire:
+    """One link's frames from the server, then its end; what the brain sends is kept."""
+
+    def __init__(self, frames: list[str]) -> None:
+        self.frames = list(frames)
+        self.sent: list[str] = []
+
+    async def send(self, frame: str) -> None:
+        self.sent.append(frame)
+
+    async def recv(self) -> str | None:
+        await asyncio.sleep(0.01)  # the brain's tasks run between the server's frames
+        return self.frames.pop(0) if self.frames else None
+
+    def abort(self) -> None:
+        self.frames.clear()
+
+
+async def test_a_side_effect_retried_on_a_reopened_link_of_the_same_call_runs_once() -> None:
+    from brisvox.sdk.brain import _Results
+
+    def link(resume: bool) -> _ScriptWire:
+        start = protocol.SessionStart(type="session.start", v=1, call_id="c1", agent="desk", transport="loopback",
+                                      resume=resume)
+        call = protocol.ToolCallRequest(type="tool.call", id=f"r{int(resume)}", name="book", arguments={"day": "monday"},
+                                        idempotency_key="c1/1/t1.0", timeout=2.0)
+        return _ScriptWire([protocol.encode(start), protocol.encode(call)])
+
+    memory, brains = _Results(), [Desk(), Desk()]  # serve makes a new brain for the reopened link
+    first, second = link(False), link(True)
+    await serve_wire(brains[0], first, memory)
+    await serve_wire(brains[1], second, memory)
+    assert (brains[0].booked, brains[1].booked) == (["monday"], [])  # the retry got the first run's result
+    answers = [protocol.parse_agent_message(f) for f in second.sent]
+    assert [(a.id, a.result) for a in answers if isinstance(a, protocol.ToolResult)] == [("r1", "booked")]

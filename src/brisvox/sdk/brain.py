@@ -18,7 +18,8 @@ A plain brain's tools are offered to the call's model (``ready``); a model-backe
 (:mod:`brisvox.sdk.loop`) runs its own model and tools and offers none.
 
 A SideEffect call is run at most once per idempotency key: a repeated ``tool.call`` with
-a key already seen (a reopened link) is answered with the first result (bounded memory).
+a key already seen (a reopened link of the same call, served by a new instance) is answered with
+the first result (bounded memory: 1024 keys per call, kept per call id by :func:`serve`).
 
 Everything the brain sends goes through one bounded outbox (:data:`OUTBOX` frames,
 backpressure: nothing is dropped; a UI action that finds it full is refused) and one
@@ -176,12 +177,34 @@ def _spec(tool: FunctionTool) -> p.RemoteToolSpec:
                             repeatable=s.repeatable)
 
 
+class _Results:
+    """Side-effect results by idempotency key, kept per call id across the links of one
+    process, so a call whose link is reopened (``resume``) never runs a side effect twice.
+    Bounded: 1024 keys per call, the 256 most recent calls."""
+
+    CALLS = 256
+
+    def __init__(self) -> None:
+        self._calls: OrderedDict[str, OrderedDict[str, p.ToolResult]] = OrderedDict()
+
+    def of(self, call_id: str) -> OrderedDict[str, p.ToolResult]:
+        results = self._calls.pop(call_id, None)
+        self._calls[call_id] = results = results if results is not None else OrderedDict()
+        while len(self._calls) > self.CALLS:
+            self._calls.popitem(last=False)
+        return results
+
+    def ended(self, call_id: str) -> None:
+        self._calls.pop(call_id, None)
+
+
 class _Session:
-    def __init__(self, brain: Brain, wire: Wire) -> None:
+    def __init__(self, brain: Brain, wire: Wire, memory: _Results | None = None) -> None:
         self.brain = brain
         self.wire = wire
         self.clock = brain.clock
         self.tools = {t.name: t for t in brain.remote_tools()}
+        self.memory = memory if memory is not None else _Results()
         self.results: OrderedDict[str, p.ToolResult] = OrderedDict()
         self.running: dict[str, asyncio.Task[p.ToolResult]] = {}  # by idempotency key: a repeat joins it
         self.outbox: Channel[str] = Channel(OUTBOX, name="brain outbox")
@@ -207,6 +230,7 @@ class _Session:
         brain = self.brain
         brain.session = start
         brain._link = self
+        self.results = self.memory.of(start.call_id)  # a reopened link keeps what the call's side effects returned
         if brain.ui is not None:
             self.ui = CallUi(brain.ui, self._post_ui, call_id=start.call_id)
         ready = p.Ready(type="ready", v=1, tools=tuple(_spec(t) for t in self.tools.values()), resume=brain.resume)
@@ -244,6 +268,8 @@ class _Session:
             if isinstance(message, p.ToolCallRequest):
                 self.scope.spawn(self._answer(message), name=f"tool-{message.name}")
             elif isinstance(message, p.CallEvent):
+                if message.kind == "call_ended":
+                    self.memory.ended(self._call_id())
                 await self._hand(self.brain.on_event(message), f"on_event({message.kind})")
             elif isinstance(message, p.UiEvent):
                 await self._app_event(message)
@@ -326,17 +352,20 @@ class _WsWire:
         self._ws.transport.abort()
 
 
-async def serve_wire(brain: Brain, wire: Wire) -> None:
-    """Serve one call's link on ``wire`` until it ends (what :func:`serve` does per connection)."""
-    await _Session(brain, wire).run()
+async def serve_wire(brain: Brain, wire: Wire, memory: _Results | None = None) -> None:
+    """Serve one call's link on ``wire`` until it ends (what :func:`serve` does per connection;
+    ``memory``: its side-effect results by call, shared by the links of one server)."""
+    await _Session(brain, wire, memory).run()
 
 
 async def serve(brain: Callable[[], Brain], host: str, port: int) -> Server:
     """Serve ``brain`` (a class, or a factory: one instance per call) on ``host:port``; close the returned server."""
 
+    memory = _Results()  # a call's reopened link runs no side effect twice
+
     async def handler(ws: ServerConnection) -> None:
         try:
-            await serve_wire(brain(), _WsWire(ws))
+            await serve_wire(brain(), _WsWire(ws), memory)
         except (ConnectionClosed, OSError, p.ProtocolError, DeadlineExceeded):
             log.warning("brain: a call's link ended", exc_info=True)
 
