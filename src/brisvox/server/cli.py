@@ -113,6 +113,10 @@ def _load(path: Path | None, tools: ToolSet, agent: Agent | None,
         return agent.definition(), agent.toolset()
     if path is None:
         return ["no agent file given"]
+    from brisvox.server.demo import demo_tools, is_demo_agent_file
+
+    if is_demo_agent_file(path) and not len(tools):  # the demo agent's file: its tools come with it
+        tools = demo_tools()
     try:
         return load_agent_file(path, available_tools=tools, environ=environ), tools
     except AgentFileError as exc:
