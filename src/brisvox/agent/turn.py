@@ -14,6 +14,11 @@ Policies: :class:`FixedSilence` (the turn ends ``silence`` after the backdated V
 and :class:`Adaptive` (a Smart Turn verdict per stop, STT finals, ``require_final``,
 ``final_grace``, a punctuated final shortening the wait, and a fallback deadline).
 
+A turn that ends before its last STT final (the fallback beat a slow STT) is completed by
+that final when it brings words and the caller is silent: a turn in the next epoch, ended at
+once with the same reason (see ``_late_final``; ``owes_ended_turn`` tells the caller whose
+words the next final carries).
+
 The machine has one timer slot (:class:`ArmTimer` replaces, :class:`CancelTimer` clears;
 nothing is emitted when the desired deadline is unchanged).  No input raises: deadlines
 are clamped (see :func:`brisvox.agent._deadline.clamped_after`).  Inputs with no legal
@@ -431,8 +436,8 @@ class TurnMachine:
     """The pure turn-taking machine (see the module docs)."""
 
     __slots__ = ("_analysis_seq", "_bot_audio_last", "_bot_audio_since", "_candidate", "_epoch",
-                 "_interruption", "_owed_finals", "_pause", "_policy", "_started_once",
-                 "_state", "_stats", "_timer")
+                 "_interruption", "_late_owed", "_late_reason", "_late_skip", "_owed_finals", "_pause",
+                 "_policy", "_started_once", "_state", "_stats", "_timer", "_turn_stops")
 
     def __init__(
         self,
@@ -448,6 +453,12 @@ class TurnMachine:
         self._pause: _Pause | None = None
         self._candidate: _Candidate | None = None
         self._owed_finals = 0
+        self._turn_stops = 0  # VAD stops of the turn in progress
+        # The turn that ended before its finals came (a fallback deadline beat a slow STT):
+        # the next ``_late_skip`` finals answer older stops, the ``_late_owed`` after them are its.
+        self._late_owed = 0
+        self._late_skip = 0
+        self._late_reason = EndReason.FALLBACK
         self._analysis_seq = 0
         self._bot_audio_since: float | None = None  # start of the echo window
         self._bot_audio_last: float | None = None  # latest BotAudioStarted of the epoch
@@ -484,6 +495,12 @@ class TurnMachine:
     def owed_finals(self) -> int:
         """VAD stops whose STT final has not arrived yet."""
         return self._owed_finals
+
+    @property
+    def owes_ended_turn(self) -> bool:
+        """Whether the next STT final belongs to the user turn that ended last (it ended before
+        that final came) and no later turn has started: its words are that turn's."""
+        return self._late_owed > 0 and self._late_skip == 0
 
     @property
     def pause(self) -> Pause | None:
@@ -539,6 +556,8 @@ class TurnMachine:
         self._started_once = True
         self._bot_audio_since = None
         self._bot_audio_last = None
+        self._turn_stops = 0
+        self._late_owed = self._late_skip = 0  # a late final now joins the turn in progress
         if interrupt:
             out.append(Interrupt(self._epoch))
         out.append(StartUserTurn(self._epoch, at))
@@ -546,7 +565,27 @@ class TurnMachine:
     def _end_turn(self, at: float, reason: EndReason, out: list[TurnAction]) -> None:
         self._pause = None
         self._state = TurnState.AWAITING_RESPONSE
+        # Finals still owed answer the stops in order: the last of them are this turn's.
+        own = min(self._owed_finals, self._turn_stops)
+        self._late_owed, self._late_skip, self._late_reason = own, self._owed_finals - own, reason
         out.append(EndUserTurn(self._epoch, reason, at))
+
+    def _late_final(self, inp: SttFinal, out: list[TurnAction]) -> None:
+        """A final of the turn that ended before it came.  With words, and the caller silent
+        (no turn, no barge-in candidate), it completes that turn: a turn in the next epoch,
+        ended at once with the ended turn's reason, that replaces the answer to the shorter
+        transcript (``Interrupt`` while that answer is pending or playing).  Otherwise (no
+        words, or the caller is talking) it is consumed and its words join the next turn."""
+        self._late_owed -= 1
+        state = self._state
+        if not inp.text.strip() or self._candidate is not None or not (
+            state is TurnState.IDLE or state is _AWAITING or state is _BOT_SPEAKING
+        ):
+            return
+        remaining, reason = self._late_owed, self._late_reason
+        self._start_turn(inp.at, out, interrupt=state is not TurnState.IDLE)
+        self._end_turn(inp.at, reason, out)
+        self._late_owed, self._late_skip = remaining, 0  # finals still to come are this turn's too
 
     def _observe(self, c: _Candidate, now: float) -> Observation:
         since = None if c.detached or self._state is not TurnState.BOT_SPEAKING else self._bot_audio_since
@@ -576,6 +615,7 @@ class TurnMachine:
     def _open_pause(self, stop_at: float, out: list[TurnAction]) -> None:
         pause = _Pause(stop_at)
         self._owed_finals += 1
+        self._turn_stops += 1
         self._pause = pause
         self._state = TurnState.USER_PAUSED
         if isinstance(self._policy, Adaptive):
@@ -664,6 +704,12 @@ class TurnMachine:
             return False
         self._owed_finals -= 1
         p = self._pause
+        if p is None and self._late_skip > 0:
+            self._late_skip -= 1  # answers a stop older than the ended turn: consumed, no effect
+            return True
+        if p is None and self._late_owed > 0:
+            self._late_final(inp, out)
+            return True
         if p is None or self._owed_finals != 0:
             return True  # answers an earlier stop: consumed, no effect
         p.final_at = inp.at
