@@ -437,7 +437,10 @@ async def test_the_model_is_told_the_calls_date_from_the_clocks_wall_time_but_th
     llm = ScriptedLlm(clock, [[Say("For what time?")]])
     config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(system_prompt="You book tables."))
     result = await simulate(clock, scenario, llm, config=config)
-    assert llm.requests[0].messages[0].text == "You book tables.\n\nToday is Friday, 4 December 2026."  # type: ignore[union-attr]
+    assert llm.requests[0].messages[0].text == (  # type: ignore[union-attr]
+        "You book tables.\n\nToday is Friday, 4 December 2026 (2026-12-04). The next days: Saturday 2026-12-05 "
+        "(tomorrow), Sunday 2026-12-06, Monday 2026-12-07, Tuesday 2026-12-08, Wednesday 2026-12-09, "
+        "Thursday 2026-12-10, Friday 2026-12-11.")
     assert result.report.context.messages[0].text == "You book tables."  # type: ignore[union-attr]
 
 

@@ -52,8 +52,11 @@ class Streamed:
 
 
 def date_note(today: datetime.date) -> str:
-    """The call's date for the model, so "tomorrow" or "on Friday" can be resolved."""
-    return f"Today is {today:%A}, {today.day} {today:%B %Y}."
+    """The call's date for the model, and the week ahead spelled out: a small model cannot
+    count days ("tomorrow" became today's date, measured), so "on Saturday" is read off."""
+    ahead = [today + datetime.timedelta(days=n) for n in range(1, 8)]
+    week = ", ".join(f"{d:%A} {d.isoformat()}" + (" (tomorrow)" if n == 0 else "") for n, d in enumerate(ahead))
+    return f"Today is {today:%A}, {today.day} {today:%B %Y} ({today.isoformat()}). The next days: {week}."
 
 
 def with_date(messages: tuple[Message, ...], today: datetime.date) -> tuple[Message, ...]:
