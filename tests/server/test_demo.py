@@ -80,3 +80,25 @@ def test_the_demo_agent_file_is_the_restaurant_example_and_checks_with_its_own_t
     assert main(["check", str(DEMO_AGENT_FILE)]) == 0  # no program tools given: the demo's come with its file
     out = capsys.readouterr().out
     assert "ok, agent 'lokanta-deniz' (tools: check_availability, book_table" in out, out
+
+
+def test_missing_demo_tools_are_a_config_error_naming_where_they_were_looked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    from brisvox.core.errors import ConfigError
+    from brisvox.server import demo
+
+    monkeypatch.setattr(demo, "_TOOLS_FILE", tmp_path / "restaurant_agent.py")
+    with pytest.raises(ConfigError, match=f"not at {tmp_path}"):
+        demo.demo_tools()
+
+
+def test_checking_the_demo_file_without_its_tools_reports_where_they_were_looked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from brisvox.__main__ import main
+    from brisvox.server import demo
+
+    monkeypatch.setattr(demo, "_TOOLS_FILE", tmp_path / "restaurant_agent.py")
+    assert main(["check", str(DEMO_AGENT_FILE)]) != 0
+    assert f"the demo agent's tools are not at {tmp_path}" in capsys.readouterr().err

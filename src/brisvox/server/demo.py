@@ -15,6 +15,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
+from brisvox.core.errors import ConfigError
 from brisvox.server.tools import ToolSet
 
 __all__ = ["DEMO_AGENT_FILE", "DEMO_DIR", "demo_tools", "is_demo_agent_file"]
@@ -37,11 +38,18 @@ def is_demo_agent_file(path: Path | str) -> bool:
     return Path(path).resolve() == DEMO_AGENT_FILE.resolve()
 
 
-@functools.cache
 def _tools_module() -> Any:
+    if not _TOOLS_FILE.is_file():
+        raise ConfigError(f"the demo agent's tools are not at {_TOOLS_FILE}: a checkout has them in "
+                          "examples/restaurant/, an installed wheel in <prefix>/share/brisvox/examples/restaurant/")
+    return _imported(_TOOLS_FILE)
+
+
+@functools.cache
+def _imported(path: Path) -> Any:
     from brisvox.server.agent import import_file
 
-    return import_file(_TOOLS_FILE)
+    return import_file(path)
 
 
 def demo_tools(restaurant: Any = None, into: ToolSet | None = None) -> ToolSet:
