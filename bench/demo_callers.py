@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -147,6 +147,14 @@ class Tally:
     fillers: int = 0
     bookings: int = 0
     failed_calls: int = 0
+    # The latency event's parts, seconds: where the time goes (the turn end, the model, the speech).
+    stages: dict[str, list[float]] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)  # how the answered turns ended
+
+
+STAGES = (("speech end -> turn end", "speech_end_to_turn_end_ms"),
+          ("turn end -> first token", "turn_end_to_first_token_ms"),
+          ("turn end -> first audio", "turn_end_to_audio_ms"))
 
 
 def tally(result: ClientResult, into: Tally) -> None:
@@ -156,6 +164,11 @@ def tally(result: ClientResult, into: Tally) -> None:
         kind = e.get("kind")
         if kind == "latency" and "speech_end_to_audio_ms" in e:
             into.latencies.append(e["speech_end_to_audio_ms"] / 1000.0)
+            for stage, key in STAGES:
+                if e.get(key) is not None:
+                    into.stages.setdefault(stage, []).append(e[key] / 1000.0)
+            reason = str(e.get("turn_end_reason"))
+            into.reasons[reason] = into.reasons.get(reason, 0) + 1
         elif kind == "engine_failure" and e.get("stage") == "llm":
             into.fallbacks += 1
         elif kind == "filler":
@@ -197,6 +210,9 @@ def report(name: str, t: Tally, runs: int) -> None:
         lat = "no answered turn"
     print(f"  {name}: {runs} calls, {len(t.latencies)} answered turns, end of speech -> first audible reply {lat}; "
           f"fallbacks {t.fallbacks}, fillers {t.fillers}, bookings {t.bookings}, failed calls {t.failed_calls}")
+    parts = "; ".join(f"{stage} p50 {statistics.median(v):.2f} s" for stage, v in t.stages.items() if v)
+    if parts:
+        print(f"    stages: {parts}; turns ended by {t.reasons}")
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -229,6 +245,10 @@ async def main_async(args: argparse.Namespace) -> int:
                 total.fillers += t.fillers
                 total.bookings += t.bookings
                 total.failed_calls += t.failed_calls
+                for stage, values in t.stages.items():
+                    total.stages.setdefault(stage, []).extend(values)
+                for reason, count in t.reasons.items():
+                    total.reasons[reason] = total.reasons.get(reason, 0) + count
         report("all scenarios", total, args.runs * len(args.only or SCENARIOS))
         print(f"  tool calls made: {tool_counts or 'none'}")
         print(f"load average (1, 5, 15 min): {os.getloadavg()} on {os.cpu_count()} cores, shared with other work")

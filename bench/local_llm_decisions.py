@@ -2,7 +2,7 @@
 
 Each case is a caller's utterance with a short context (earlier turns, tool results) and
 the expected decision: a spoken reply (no tool), or one tool call with its arguments.
-The system prompt is the demo agent's (src/brisvox/server/agents/restaurant.toml), or the
+The system prompt is the demo agent's (examples/restaurant/agent.toml), or the
 file given with ``--agent``, followed by the date line the cases assume.  The tools are
 the demo's own.  Prints each miss and the rates:
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import json
 import statistics
 import sys
@@ -28,11 +29,12 @@ from time import perf_counter
 from typing import Any
 
 from brisvox.agent import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from brisvox.engine.rounds import date_note
 from brisvox.providers.llm import Done, LlmError, LlmRequest, TextDelta, ToolCallDelta
 from brisvox.providers.local.xllama import XLlamaLlm
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 
-TODAY = "Today is Friday, 2026-12-04."
+TODAY = date_note(datetime.date(2026, 12, 4))  # the engine's own date line
 TEXT = None  # the expected decision "a spoken reply"
 
 
@@ -117,7 +119,7 @@ def agent_prompt(path: Path) -> str:
     with path.open("rb") as f:
         prompt = tomllib.load(f)["agent"]["prompt"]
     assert isinstance(prompt, str)
-    return f"{prompt.strip()}\n{TODAY}"
+    return f"{prompt.strip()}\n\n{TODAY}"  # as the engine's with_date joins them
 
 
 def _messages(system: str, case: Case) -> tuple[Message, ...]:

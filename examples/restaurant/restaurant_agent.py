@@ -1,81 +1,90 @@
-"""The restaurant host as a Python agent (its twin: agent.toml).
+"""The demo restaurant's tools (its agent file: agent.toml, next to this one).
+
+``brisvox demo`` and ``brisvox serve`` with no agent file serve this agent, and so does
+``brisvox serve examples/restaurant/agent.toml``: the server offers these tools with that file.
+Copy the directory to start your own agent; ``python restaurant_agent.py console`` (or
+``serve``, ``check``) runs the copy with its tools.
 
 Tools are methods of one ``Restaurant`` (they share its bookings, as they would share a
-database pool); ``book_table`` waits for the caller's yes (``confirm=True``); card numbers
-are redacted from what the caller said before the model reads it (a ``BEFORE_LLM`` hook).
-
-    python examples/restaurant/restaurant_agent.py console
-    python examples/restaurant/restaurant_agent.py check
+database pool): ``check_availability`` (ReadOnly) and ``book_table`` (SideEffect; the agent
+file lists it in ``confirm_tools``, so it runs only after the caller's yes).  The restaurant
+is in memory: one table per hour from 18:00 to 21:00, 20:00 always full, so asking for
+eight shows the alternatives.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import re
 import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 import brisvox
-from brisvox import Hook, HookPoint, ToolContext, ToolError, providers
-from brisvox.agent.interrupt import InterruptionPolicy
-from brisvox.core.frames import UserTextFrame
+from brisvox import ToolContext
 
-PROMPT = """You are the phone host of Lokanta Deniz. Ask for the day, the time and the party size,
-then call check_availability. To book, ask for a name and call book_table.
-"""
-
-CARD = re.compile(r"\b(?:\d[ -]?){13,19}\b")
-
-
-def redact_cards(frame: UserTextFrame) -> UserTextFrame:
-    """Card numbers never reach the model (nor the conversation it keeps)."""
-    return dataclasses.replace(frame, text=CARD.sub("[card number]", frame.text))
+HERE = Path(__file__).resolve().parent
+AGENT_FILE = HERE / "agent.toml"
 
 
 class Slot(BaseModel):
-    day: str = Field(description="the day, as YYYY-MM-DD")
-    time: str = Field(description="the time, as HH:MM")
-    party_size: int = Field(ge=1, le=12)
+    date: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", max_length=10, description="the day, as YYYY-MM-DD")
+    time: str = Field(pattern=r"^[0-9]{2}:[0-9]{2}$", max_length=5, description="the time, as 24-hour HH:MM")
+    party_size: int = Field(ge=1, le=20, description="how many people")
 
 
 class Booking(Slot):
-    name: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=64, description="the caller's name")
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    reservation_id: str
+    name: str
+    date: str
+    time: str
+    party_size: int
+
+
+@dataclass
 class Restaurant:
-    def __init__(self, tables: int = 2) -> None:
-        self.tables = tables
-        self.bookings: dict[str, Booking] = {}  # by idempotency key: a replayed call books nothing new
+    """One table per date and time; ``always_full`` times are never free."""
 
-    def _taken(self, slot: Slot) -> int:
-        return sum(1 for b in self.bookings.values() if (b.day, b.time) == (slot.day, slot.time))
+    times: tuple[str, ...] = ("18:00", "19:00", "20:00", "21:00")
+    always_full: frozenset[str] = frozenset({"20:00"})
+    max_party: int = 8
+    bookings: dict[str, Reservation] = field(default_factory=dict)  # by idempotency key
+
+    def is_free(self, date: str, time: str) -> bool:
+        if time in self.always_full or time not in self.times:
+            return False
+        return all((b.date, b.time) != (date, time) for b in self.bookings.values())
 
     @brisvox.tool.read_only(timeout=2.0)
     async def check_availability(self, args: Slot) -> dict[str, object]:
-        """Whether a table is free at a day and time for a party."""
-        return {"free": self._taken(args) < self.tables, **args.model_dump()}
+        """Check whether a table is free at a date (YYYY-MM-DD) and time (HH:MM) for a party."""
+        free = args.party_size <= self.max_party and self.is_free(args.date, args.time)
+        alternatives = [t for t in self.times if t != args.time and self.is_free(args.date, t)]
+        return {"free": free, "date": args.date, "time": args.time, "alternatives": alternatives[:3]}
 
-    @brisvox.tool.side_effect(confirm=True, timeout=3.0)
+    @brisvox.tool.side_effect(timeout=3.0)
     async def book_table(self, args: Booking, ctx: ToolContext) -> dict[str, object]:
-        """Book a table. The caller confirms before it is made."""
+        """Book a table for a name at a date and time. The caller confirms before it is made."""
         key = ctx.idempotency_key().hex()
-        if key not in self.bookings and self._taken(args) >= self.tables:
-            raise ToolError("that time is full; offer another time")
-        self.bookings.setdefault(key, args)
-        return {"booked": True, "name": args.name}
+        if key in self.bookings:  # a replayed call books nothing new
+            return {"status": "confirmed", "reservation_id": self.bookings[key].reservation_id}
+        if args.party_size > self.max_party or not self.is_free(args.date, args.time):
+            return {"status": "unavailable", "date": args.date, "time": args.time}
+        booking = Reservation(f"R{len(self.bookings) + 1:03d}", args.name, args.date, args.time, args.party_size)
+        self.bookings[key] = booking
+        return {"status": "confirmed", "reservation_id": booking.reservation_id}
 
 
-def build_agent(restaurant: Restaurant) -> brisvox.Agent:
-    return brisvox.Agent(
-        name="lokanta-deniz", prompt=PROMPT, greeting="Hello, Lokanta Deniz.",
-        tools=[restaurant.check_availability, restaurant.book_table],
-        interruption=InterruptionPolicy.recommended(),
-        llm=providers.OpenAI(model="gpt-4o-mini", temperature=0.3), stt=providers.Deepgram(),
-        tts=providers.Cartesia(voice="a0e99841-438c-4a64-b679-ae501e7d6091"),
-        hooks=[Hook(HookPoint.BEFORE_LLM, redact_cards)],
-    )
+def build_agent(restaurant: Restaurant | None = None) -> brisvox.Agent:
+    """The agent file with this restaurant's tools."""
+    r = restaurant if restaurant is not None else Restaurant()
+    return brisvox.Agent.from_file(AGENT_FILE, tools=[r.check_availability, r.book_table])
 
 
 if __name__ == "__main__":
-    sys.exit(brisvox.run(build_agent(Restaurant())))
+    sys.exit(brisvox.run(build_agent()))

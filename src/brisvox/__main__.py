@@ -190,8 +190,12 @@ def _console(parser: argparse.ArgumentParser, args: argparse.Namespace, tools: T
     from brisvox.tool import FunctionTool
 
     if args.agent_file is not None:
-        offered = [t for name in (tools or ()) if isinstance(t := tools.tool(name), FunctionTool)] if tools else []
+        from brisvox.server.demo import demo_tools, is_demo_agent_file
+
         try:
+            if not tools and is_demo_agent_file(args.agent_file):  # the demo agent's file: its tools come with it
+                tools = demo_tools()
+            offered = [t for name in (tools or ()) if isinstance(t := tools.tool(name), FunctionTool)] if tools else []
             agent = Agent.from_file(args.agent_file, tools=offered)
         except ConfigError as exc:
             print(exc, file=sys.stderr)

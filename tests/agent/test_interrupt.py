@@ -208,7 +208,7 @@ def play(m: TurnMachine, *inputs: TurnInput) -> list[TurnAction]:
 def speaking_bot(policy: InterruptionPolicy, *, bot_start: float = 2.0) -> TurnMachine:
     """A machine whose epoch-0 reply started playing at ``bot_start``."""
     m = TurnMachine(FixedSilence(0.5), policy)
-    play(m, VadStart(0.0), VadStop(1.0), BotAudioStarted(bot_start, 0))
+    play(m, VadStart(0.0), VadStop(1.0), SttFinal(1.1, "a table for two"), BotAudioStarted(bot_start, 0))
     assert m.state is TurnState.BOT_SPEAKING
     return m
 

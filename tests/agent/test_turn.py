@@ -499,3 +499,56 @@ def test_a_machine_is_freed_without_the_cycle_collector() -> None:
         assert not any(isinstance(o, TurnMachine) for o in gc.get_objects())
     finally:
         gc.enable()
+
+
+# --- a final that comes after its turn ended (the fallback beat a slow STT) ----------------
+
+
+def _ended_before_its_final() -> TurnMachine:
+    """Epoch 0 spoken, stopped at 1.0, ended by the 3 s fallback with its final still owed."""
+    m = TurnMachine(Adaptive())
+    actions = run(m, VadStart(0.0), VadStop(1.0), Tick(4.0))
+    assert EndUserTurn(0, EndReason.FALLBACK, 4.0) in actions and m.owed_finals == 1 and m.owes_ended_turn
+    return m
+
+
+@pytest.mark.parametrize("answer", ["pending", "playing", "played"])
+def test_a_late_final_with_words_completes_its_turn_in_the_next_epoch_with_the_turns_end_reason(answer: str) -> None:
+    m = _ended_before_its_final()
+    if answer != "pending":
+        run(m, BotAudioStarted(4.5, 0))
+    if answer == "played":
+        run(m, BotAudioEnded(4.8, 0))
+    actions = run(m, SttFinal(5.0, "a table for two"))
+    replaces = [Interrupt(1)] if answer != "played" else []  # the answer to the shorter transcript goes
+    assert actions == [*replaces, StartUserTurn(1, 5.0), EndUserTurn(1, EndReason.FALLBACK, 5.0)]
+    assert m.state is S.AWAITING_RESPONSE and m.owed_finals == 0 and not m.owes_ended_turn
+    assert m.stats.total_ignored == 0
+
+
+def test_a_late_final_without_words_changes_nothing() -> None:
+    m = _ended_before_its_final()
+    assert run(m, SttFinal(5.0, "  ")) == [] and m.epoch == 0 and m.state is S.AWAITING_RESPONSE
+    assert not m.owes_ended_turn
+
+
+def test_a_late_final_while_the_caller_talks_again_is_consumed_and_joins_the_next_turn() -> None:
+    m = TurnMachine(Adaptive(), InterruptionPolicy.recommended())
+    run(m, VadStart(0.0), VadStop(1.0), Tick(4.0), VadStart(4.5))  # a barge-in candidate, pending
+    assert m.barge_in_candidate is not None and m.owes_ended_turn  # the driver keeps the words
+    assert run(m, SttFinal(4.6, "a table for two")) == [] and m.epoch == 0
+    m2 = _ended_before_its_final()
+    run(m2, BotAudioStarted(4.5, 0), BotAudioEnded(4.8, 0), VadStart(4.9))  # a new turn has started
+    assert not m2.owes_ended_turn and run(m2, SttFinal(5.0, "a table for two")) == [] and m2.epoch == 1
+
+
+def test_only_the_ended_turns_own_finals_complete_it_not_an_older_stops() -> None:
+    m = TurnMachine(Adaptive(), InterruptionPolicy.recommended())
+    run(m, VadStart(0.0), VadStop(1.0), SttFinal(1.2, "Hi."), Tick(1.2 + 0.8))  # turn 0, answered
+    run(m, VadStart(2.5), VadStop(2.6))  # a cough over the answer: vetoed, its final still owed
+    assert m.stats.total_vetoed == 1
+    run(m, BotAudioEnded(3.0, 0), VadStart(3.5), VadStop(4.0), Tick(7.0))  # turn 1 ends on the fallback
+    assert m.owed_finals == 2 and not m.owes_ended_turn  # the cough's final comes first
+    assert run(m, SttFinal(7.5, "hm")) == [] and m.owes_ended_turn
+    assert run(m, SttFinal(7.6, "for two")) == [
+        Interrupt(2), StartUserTurn(2, 7.6), EndUserTurn(2, EndReason.FALLBACK, 7.6)]

@@ -12,7 +12,7 @@ from brisvox.agent.tools.filler import DEFAULT_FILLER_TEXT, DEFAULT_MODEL_FILLER
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
-from brisvox.core.frames import BusyStage, ReplyMode
+from brisvox.core.frames import BusyStage, ReplyMode, TurnEndReason
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
 from brisvox.core.timeline import TurnEvent as E
 from brisvox.engine import CallObserver, EngineConfig, EngineEvent, LlmConfig
@@ -23,7 +23,7 @@ from brisvox.providers.stt import SttConfig, SttError, SttEvent, Transcript
 from brisvox.sim import MockStt, MockSttConfig, MockTtsConfig, Say, ScenarioBuilder, ScriptedLlm
 from brisvox.sim.latency import LatencyProfile
 from brisvox.sim.mock_stt import MockSttSession
-from tests.engine.harness import SEEDS, llm_latency, simulate, tts_config
+from tests.engine.harness import SEEDS, SimResult, llm_latency, simulate, tts_config
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -324,22 +324,51 @@ async def test_the_stt_is_fed_at_its_own_rate_when_it_differs_from_the_calls() -
     assert abs(heard - scenario.duration) < 0.05
 
 
-async def test_a_final_that_arrives_after_its_turn_ended_empty_is_answered_as_a_turn_of_its_own() -> None:
-    from brisvox.agent.context import UserMessage as U
+async def _late_final_call(scenario: Any, llm: ScriptedLlm, clock: SimClock, latencies: tuple[float, ...] = (4.0,),
+                           ) -> tuple[SimResult, list[EngineEvent]]:
+    """The adaptive policy's 3 s fallback ends a turn 1 s before an STT final that takes 4 s."""
     from brisvox.agent.turn import Adaptive
-    from brisvox.engine import EngineConfig
-    from brisvox.sim import MockStt
+
+    events: list[EngineEvent] = []
+    stt = MockStt.for_scenario(clock, scenario, final_latencies=latencies)
+    result = await simulate(clock, scenario, llm, config=EngineConfig(turn=Adaptive()), stt=stt,
+                            observer=CallObserver(listener=events.append))
+    return result, events
+
+
+async def test_a_final_that_arrives_after_its_turn_ended_empty_completes_that_turn_not_a_typed_one() -> None:
+    from brisvox.engine.events import TurnEnded
 
     clock = SimClock()
     scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(8.0).build()
-    # The final comes 4 s after the stop; the adaptive fallback ends the turn at 3 s.
-    stt = MockStt.for_scenario(clock, scenario, final_latency=4.0)
     llm = ScriptedLlm(clock, [[Say("For what time?")]])
-    result = await simulate(clock, scenario, llm, config=EngineConfig(turn=Adaptive()), stt=stt)
-    users = [m.text for m in result.report.context.messages if isinstance(m, U)]
+    result, events = await _late_final_call(scenario, llm, clock)
+    users = [m.text for m in result.report.context.messages if isinstance(m, UserMessage)]
     assert users == ["book a table for two"]
     assert result.report.context.messages[-1].text == "For what time?"  # type: ignore[union-attr]
-    assert len(llm.requests) == 1
+    assert len(llm.requests) == 1 and result.report.interrupts == 0
+    answered = [e for e in events if isinstance(e, TurnEnded)][-1]
+    # The caller spoke, the turn ended on silence: not a typed turn, and its latency counts from the speech.
+    assert answered.reason is TurnEndReason.FALLBACK
+    assert answered.speech_ended == pytest.approx(scenario.utterances[0].end, abs=0.2)
+
+
+async def test_the_late_final_of_a_turn_that_ended_on_its_first_words_replaces_the_answer_to_them() -> None:
+    clock = SimClock()
+    # Two stretches of speech 1.5 s apart: the first final comes at once, the second one after
+    # the fallback ended the turn on "book a table" alone.
+    scenario = (ScenarioBuilder().pause(0.5).say("book a table", duration=1.0).pause(1.5)
+                .say("for two at seven", duration=1.2).pause(10.0).build())
+    llm = ScriptedLlm(clock, [[Say("For how many people, and when?")], [Say("Two at seven, let me check.")]],
+                      latency=LatencyProfile(first_event=1.5))
+    result, _ = await _late_final_call(scenario, llm, clock, (0.05, 4.0))
+    users = [m.text for m in result.report.context.messages if isinstance(m, UserMessage)]
+    assert users == ["book a table", "for two at seven"]  # the caller's request, whole
+    assert result.report.context.messages[-1].text == "Two at seven, let me check."  # type: ignore[union-attr]
+    # The answer to the first words had not started playing: it was dropped, not heard.
+    said = [m.text for m in result.report.context.messages if isinstance(m, AssistantMessage)]
+    assert said == ["Two at seven, let me check."]
+    assert {epoch for _, epoch in result.audio_at()} == {1}
 
 
 GREETING = "Hello, this is Lokanta Deniz. Would you like to book a table for tonight or for another day?"
@@ -440,7 +469,10 @@ async def test_the_model_is_told_the_calls_date_from_the_clocks_wall_time_but_th
     llm = ScriptedLlm(clock, [[Say("For what time?")]])
     config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(system_prompt="You book tables."))
     result = await simulate(clock, scenario, llm, config=config)
-    assert llm.requests[0].messages[0].text == "You book tables.\n\nToday is Friday, 4 December 2026."  # type: ignore[union-attr]
+    assert llm.requests[0].messages[0].text == (  # type: ignore[union-attr]
+        "You book tables.\n\nToday is Friday, 4 December 2026 (2026-12-04). The next days: Saturday 2026-12-05 "
+        "(tomorrow), Sunday 2026-12-06, Monday 2026-12-07, Tuesday 2026-12-08, Wednesday 2026-12-09, "
+        "Thursday 2026-12-10, Friday 2026-12-11.")
     assert result.report.context.messages[0].text == "You book tables."  # type: ignore[union-attr]
 
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from brisvox.agent.context import ToolCall
 from brisvox.agent.tools import CancelToken, ToolCallContext, ToolKind
 from brisvox.server.agent_file import load_agent_file
@@ -69,3 +71,34 @@ def test_make_demo_installs_every_library_an_auto_llm_needs() -> None:
         entry = lookup(Stage.LLM, provider)
         assert entry is not None
         assert set(extras[entry.extra]) <= installed, (provider, entry.extra, first_install.group(0))
+
+
+def test_the_demo_agent_file_is_the_restaurant_example_and_checks_with_its_own_tools(capsys: pytest.CaptureFixture[str]) -> None:
+    from brisvox.__main__ import main
+
+    assert DEMO_AGENT_FILE == ROOT / "examples" / "restaurant" / "agent.toml"
+    assert main(["check", str(DEMO_AGENT_FILE)]) == 0  # no program tools given: the demo's come with its file
+    out = capsys.readouterr().out
+    assert "ok, agent 'lokanta-deniz' (tools: check_availability, book_table" in out, out
+
+
+def test_missing_demo_tools_are_a_config_error_naming_where_they_were_looked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    from brisvox.core.errors import ConfigError
+    from brisvox.server import demo
+
+    monkeypatch.setattr(demo, "_TOOLS_FILE", tmp_path / "restaurant_agent.py")
+    with pytest.raises(ConfigError, match=f"not at {tmp_path}"):
+        demo.demo_tools()
+
+
+def test_checking_the_demo_file_without_its_tools_reports_where_they_were_looked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from brisvox.__main__ import main
+    from brisvox.server import demo
+
+    monkeypatch.setattr(demo, "_TOOLS_FILE", tmp_path / "restaurant_agent.py")
+    assert main(["check", str(DEMO_AGENT_FILE)]) != 0
+    assert f"the demo agent's tools are not at {tmp_path}" in capsys.readouterr().err

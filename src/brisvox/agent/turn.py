@@ -2,7 +2,8 @@
 
 :class:`TurnMachine` is pure and synchronous.  Every input carries its time (float
 seconds of the caller's clock); the machine reads no clock, does no I/O and owns no task.
-``handle(input)`` returns the actions the caller must carry out, in order.
+``handle(input)`` returns the actions the caller must carry out, in order (the inputs and
+actions are in :mod:`brisvox.agent.turn_io`).
 
 States: ``IDLE``, ``USER_SPEAKING``, ``USER_PAUSED`` (a candidate end of turn),
 ``AWAITING_RESPONSE``, ``BOT_SPEAKING`` and the terminal ``CLOSED``.  A VAD start while
@@ -13,6 +14,11 @@ confirms it at once.
 Policies: :class:`FixedSilence` (the turn ends ``silence`` after the backdated VAD stop)
 and :class:`Adaptive` (a Smart Turn verdict per stop, STT finals, ``require_final``,
 ``final_grace``, a punctuated final shortening the wait, and a fallback deadline).
+
+A turn that ends before its last STT final (the fallback beat a slow STT) is completed by
+that final when it brings words and the caller is silent: a turn in the next epoch, ended at
+once with the same reason (see ``_late_final``; ``owes_ended_turn`` tells the caller whose
+words the next final carries).
 
 The machine has one timer slot (:class:`ArmTimer` replaces, :class:`CancelTimer` clears;
 nothing is emitted when the desired deadline is unchanged).  No input raises: deadlines
@@ -27,12 +33,36 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from brisvox.agent._deadline import clamped_after
 from brisvox.agent.interrupt import Assessment, Guard, InterruptionPolicy, Observation, TextKind
+from brisvox.agent.turn_io import (
+    ArmTimer,
+    BotAudioEnded,
+    BotAudioStarted,
+    BotOpens,
+    BotTurn,
+    CancelTimer,
+    EndReason,
+    EndUserTurn,
+    Hangup,
+    InputKind,
+    Interrupt,
+    RequestAnalysis,
+    StartBotTurn,
+    StartUserTurn,
+    SttFinal,
+    SttInterim,
+    Tick,
+    TurnAction,
+    TurnInput,
+    UserText,
+    VadStart,
+    VadStop,
+    Verdict,
+)
 from brisvox.core.errors import ConfigError, InvalidInput
-from brisvox.core.frames import TurnEndReason
 
 __all__ = [
     "DEFAULT_FALLBACK_SILENCE",
@@ -87,47 +117,6 @@ class TurnState(enum.Enum):
     CLOSED = "closed"
 
 
-class InputKind(enum.Enum):
-    VAD_START = "vad_start"
-    VAD_STOP = "vad_stop"
-    STT_INTERIM = "stt_interim"
-    STT_FINAL = "stt_final"
-    VERDICT = "verdict"
-    TICK = "tick"
-    BOT_AUDIO_STARTED = "bot_audio_started"
-    BOT_AUDIO_ENDED = "bot_audio_ended"
-    USER_TEXT = "user_text"
-    HANGUP = "hangup"
-    BOT_OPENS = "bot_opens"
-    BOT_TURN = "bot_turn"
-
-
-class EndReason(enum.Enum):
-    FIXED_SILENCE = "fixed_silence"
-    VERDICT = "verdict"
-    FINAL_GRACE = "final_grace"
-    STT_PUNCTUATION = "stt_punctuation"
-    FALLBACK = "fallback"
-    TEXT = "text"
-    HANGUP = "hangup"
-
-    @property
-    def frame_reason(self) -> TurnEndReason:
-        """The reason a :class:`~brisvox.core.frames.UserTurnEnded` frame carries."""
-        return _FRAME_REASONS[self]
-
-
-_FRAME_REASONS = {
-    EndReason.FIXED_SILENCE: TurnEndReason.SILENCE,
-    EndReason.VERDICT: TurnEndReason.MODEL,
-    EndReason.FINAL_GRACE: TurnEndReason.MODEL,
-    EndReason.STT_PUNCTUATION: TurnEndReason.FINAL,
-    EndReason.FALLBACK: TurnEndReason.FALLBACK,
-    EndReason.TEXT: TurnEndReason.TEXT,
-    EndReason.HANGUP: TurnEndReason.HANGUP,
-}
-
-
 class AnalysisState(enum.Enum):
     """The Smart Turn progress of a pause."""
 
@@ -170,176 +159,6 @@ class Adaptive:
 
 TurnPolicy = FixedSilence | Adaptive
 
-
-# --- inputs -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class VadStart:
-    at: float
-    kind: ClassVar[InputKind] = InputKind.VAD_START
-
-
-@dataclass(frozen=True, slots=True)
-class VadStop:
-    """``at`` is the backdated stop: the start of the silence."""
-
-    at: float
-    kind: ClassVar[InputKind] = InputKind.VAD_STOP
-
-
-@dataclass(frozen=True, slots=True)
-class SttInterim:
-    at: float
-    text: str
-    kind: ClassVar[InputKind] = InputKind.STT_INTERIM
-
-    def __repr__(self) -> str:
-        return f"SttInterim(at={self.at!r}, text=<{len(self.text)} chars>)"
-
-
-@dataclass(frozen=True, slots=True)
-class SttFinal:
-    at: float
-    text: str
-    kind: ClassVar[InputKind] = InputKind.STT_FINAL
-
-    def __repr__(self) -> str:
-        return f"SttFinal(at={self.at!r}, text=<{len(self.text)} chars>)"
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A Smart Turn result; ``analysis`` echoes the id of its :class:`RequestAnalysis`."""
-
-    at: float
-    analysis: int
-    complete: bool
-    kind: ClassVar[InputKind] = InputKind.VERDICT
-
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """The armed timer fired (at or after its deadline)."""
-
-    at: float
-    kind: ClassVar[InputKind] = InputKind.TICK
-
-
-@dataclass(frozen=True, slots=True)
-class BotAudioStarted:
-    """The bot's audio of ``epoch`` reached the caller at ``at``."""
-
-    at: float
-    epoch: int
-    kind: ClassVar[InputKind] = InputKind.BOT_AUDIO_STARTED
-
-
-@dataclass(frozen=True, slots=True)
-class BotAudioEnded:
-    at: float
-    epoch: int
-    kind: ClassVar[InputKind] = InputKind.BOT_AUDIO_ENDED
-
-
-@dataclass(frozen=True, slots=True)
-class UserText:
-    """A typed message from the caller."""
-
-    at: float
-    text: str
-    kind: ClassVar[InputKind] = InputKind.USER_TEXT
-
-    def __repr__(self) -> str:
-        return f"UserText(at={self.at!r}, text=<{len(self.text)} chars>)"
-
-
-@dataclass(frozen=True, slots=True)
-class Hangup:
-    at: float
-    kind: ClassVar[InputKind] = InputKind.HANGUP
-
-
-@dataclass(frozen=True, slots=True)
-class BotOpens:
-    """The bot speaks first (a greeting): epoch 0 is the bot's, the caller's first turn is epoch 1.
-
-    Legal only before anything else happened (``IDLE``, no turn yet); the machine then
-    awaits the bot's audio as after a turn, so the caller can barge in on the greeting.
-    """
-
-    at: float
-    kind: ClassVar[InputKind] = InputKind.BOT_OPENS
-
-
-@dataclass(frozen=True, slots=True)
-class BotTurn:
-    """The bot speaks a line of its own (an agent's ``say``) in a new epoch: from ``IDLE``, or,
-    with ``interrupt``, cutting the response (``AWAITING_RESPONSE``/``BOT_SPEAKING``); never
-    over a barge-in candidate.  Ignored otherwise (the caller holds it and offers it again)."""
-
-    at: float
-    interrupt: bool = False
-    kind: ClassVar[InputKind] = InputKind.BOT_TURN
-
-
-TurnInput = (
-    VadStart | VadStop | SttInterim | SttFinal | Verdict | Tick | BotAudioStarted | BotAudioEnded | UserText | Hangup
-    | BotOpens | BotTurn
-)
-
-
-# --- actions ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StartUserTurn:
-    epoch: int
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class EndUserTurn:
-    epoch: int
-    reason: EndReason
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class StartBotTurn:
-    """The bot's line takes ``epoch`` (the machine then awaits its audio, as after a turn)."""
-
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupt:
-    """A confirmed barge-in: every stage adopts ``epoch`` and drops older work."""
-
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class RequestAnalysis:
-    """Run Smart Turn on the audio up to the stop; answer with ``Verdict(analysis=id)``."""
-
-    id: int
-    epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class ArmTimer:
-    """Deliver ``Tick`` at (or after) ``deadline``; replaces any armed timer."""
-
-    deadline: float
-
-
-@dataclass(frozen=True, slots=True)
-class CancelTimer:
-    pass
-
-
-TurnAction = StartUserTurn | EndUserTurn | StartBotTurn | Interrupt | RequestAnalysis | ArmTimer | CancelTimer
 
 _CANCEL = CancelTimer()
 _INF = math.inf
@@ -452,8 +271,8 @@ class TurnMachine:
     """The pure turn-taking machine (see the module docs)."""
 
     __slots__ = ("_analysis_seq", "_bot_audio_last", "_bot_audio_since", "_candidate", "_epoch",
-                 "_interruption", "_owed_finals", "_pause", "_policy", "_started_once",
-                 "_state", "_stats", "_timer")
+                 "_interruption", "_late_owed", "_late_reason", "_late_skip", "_owed_finals", "_pause",
+                 "_policy", "_started_once", "_state", "_stats", "_timer", "_turn_stops")
 
     def __init__(
         self,
@@ -469,6 +288,12 @@ class TurnMachine:
         self._pause: _Pause | None = None
         self._candidate: _Candidate | None = None
         self._owed_finals = 0
+        self._turn_stops = 0  # VAD stops of the turn in progress
+        # The turn that ended before its finals came (a fallback deadline beat a slow STT):
+        # the next ``_late_skip`` finals answer older stops, the ``_late_owed`` after them are its.
+        self._late_owed = 0
+        self._late_skip = 0
+        self._late_reason = EndReason.FALLBACK
         self._analysis_seq = 0
         self._bot_audio_since: float | None = None  # start of the echo window
         self._bot_audio_last: float | None = None  # latest BotAudioStarted of the epoch
@@ -505,6 +330,12 @@ class TurnMachine:
     def owed_finals(self) -> int:
         """VAD stops whose STT final has not arrived yet."""
         return self._owed_finals
+
+    @property
+    def owes_ended_turn(self) -> bool:
+        """Whether the next STT final belongs to the user turn that ended last (it ended before
+        that final came) and no later turn has started: its words are that turn's."""
+        return self._late_owed > 0 and self._late_skip == 0
 
     @property
     def pause(self) -> Pause | None:
@@ -560,6 +391,8 @@ class TurnMachine:
         self._started_once = True
         self._bot_audio_since = None
         self._bot_audio_last = None
+        self._turn_stops = 0
+        self._late_owed = self._late_skip = 0  # a late final now joins the turn in progress
         if interrupt:
             out.append(Interrupt(self._epoch))
         out.append(StartUserTurn(self._epoch, at))
@@ -567,7 +400,27 @@ class TurnMachine:
     def _end_turn(self, at: float, reason: EndReason, out: list[TurnAction]) -> None:
         self._pause = None
         self._state = TurnState.AWAITING_RESPONSE
+        # Finals still owed answer the stops in order: the last of them are this turn's.
+        own = min(self._owed_finals, self._turn_stops)
+        self._late_owed, self._late_skip, self._late_reason = own, self._owed_finals - own, reason
         out.append(EndUserTurn(self._epoch, reason, at))
+
+    def _late_final(self, inp: SttFinal, out: list[TurnAction]) -> None:
+        """A final of the turn that ended before it came.  With words, and the caller silent
+        (no turn, no barge-in candidate), it completes that turn: a turn in the next epoch,
+        ended at once with the ended turn's reason, that replaces the answer to the shorter
+        transcript (``Interrupt`` while that answer is pending or playing).  Otherwise (no
+        words, or the caller is talking) it is consumed and its words join the next turn."""
+        self._late_owed -= 1
+        state = self._state
+        if not inp.text.strip() or self._candidate is not None or not (
+            state is TurnState.IDLE or state is _AWAITING or state is _BOT_SPEAKING
+        ):
+            return
+        remaining, reason = self._late_owed, self._late_reason
+        self._start_turn(inp.at, out, interrupt=state is not TurnState.IDLE)
+        self._end_turn(inp.at, reason, out)
+        self._late_owed, self._late_skip = remaining, 0  # finals still to come are this turn's too
 
     def _observe(self, c: _Candidate, now: float) -> Observation:
         since = None if c.detached or self._state is not TurnState.BOT_SPEAKING else self._bot_audio_since
@@ -597,6 +450,7 @@ class TurnMachine:
     def _open_pause(self, stop_at: float, out: list[TurnAction]) -> None:
         pause = _Pause(stop_at)
         self._owed_finals += 1
+        self._turn_stops += 1
         self._pause = pause
         self._state = TurnState.USER_PAUSED
         if isinstance(self._policy, Adaptive):
@@ -685,6 +539,12 @@ class TurnMachine:
             return False
         self._owed_finals -= 1
         p = self._pause
+        if p is None and self._late_skip > 0:
+            self._late_skip -= 1  # answers a stop older than the ended turn: consumed, no effect
+            return True
+        if p is None and self._late_owed > 0:
+            self._late_final(inp, out)
+            return True
         if p is None or self._owed_finals != 0:
             return True  # answers an earlier stop: consumed, no effect
         p.final_at = inp.at

@@ -90,6 +90,8 @@ __all__ = ["TurnAnalyzer", "TurnDriver", "dtmf_text"]
 
 log = logging.getLogger(__name__)
 
+_IN_TURN = (T.TurnState.USER_SPEAKING, T.TurnState.USER_PAUSED)
+
 
 def dtmf_text(digit: str) -> str:
     """How a key the caller pressed reads in the conversation."""
@@ -159,10 +161,7 @@ class TurnDriver(Processor):
         self._timer_task: asyncio.Task[None] | None = None
         self._turn_text = _Words()
         self._typed = _Words()  # typed text and keys waiting for their turn's text
-        # The epoch of the last turn that ended before any words arrived (a fallback
-        # deadline can beat a slow STT final): its late final becomes a turn of its own.
-        self._ended_empty: int | None = None
-        self.late_finals_answered = 0
+        self.late_finals = 0  # finals that came after their turn ended (see the module docs)
         self._tentative: tuple[int, str] | None = None  # the last UserTurnTentative sent
         self.interrupts = 0
 
@@ -206,15 +205,6 @@ class TurnDriver(Processor):
                 await self._act([action], ctx)
 
     async def _handle(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
-        if self._is_late_final(frame):
-            assert isinstance(frame, TranscriptFrame)
-            self._ended_empty = None
-            self.late_finals_answered += 1
-            await self._act(self.machine.handle(T.SttFinal(at=frame.at, text=frame.text)), ctx)  # the owed stop
-            self._typed.add(frame.text.strip(), ReplyMode.SPOKEN)
-            await self._act(self.machine.handle(T.UserText(at=frame.at, text=frame.text.strip())), ctx)
-            self._transcript(frame)
-            return
         inp = self._input_for(frame, ctx)
         if inp is None:
             if isinstance(frame, StopFrame):
@@ -229,7 +219,11 @@ class TurnDriver(Processor):
             return
         if isinstance(frame, VadStoppedFrame):
             self._speech_ended = frame.at
-        await self._act(self.machine.handle(inp), ctx)
+        actions = self.machine.handle(inp)
+        # A final that completes the turn it came too late for (the machine starts and ends
+        # the turn that replaces it): not a barge-in, and the caller's speech end stands.
+        await self._act(actions, ctx, completes=isinstance(inp, T.SttFinal)
+                        and any(isinstance(a, T.StartUserTurn) for a in actions))
         if isinstance(frame, TranscriptFrame):
             self._transcript(frame)
         if self._typed.pieces:  # the caller is speaking: the text joins the turn in progress
@@ -249,16 +243,6 @@ class TurnDriver(Processor):
             self._tentative = mark
             await ctx.push(UserTurnTentative(epoch=self.machine.epoch, at=at, text=text))
 
-    def _is_late_final(self, frame: Frame) -> bool:
-        return (
-            isinstance(frame, TranscriptFrame)
-            and frame.is_final
-            and bool(frame.text.strip())
-            and self._ended_empty == self.machine.epoch
-            and self.machine.state in (T.TurnState.IDLE, T.TurnState.AWAITING_RESPONSE)
-            and self.machine.barge_in_candidate is None
-        )
-
     def _input_for(self, frame: Frame, ctx: ProcessorContext) -> T.TurnInput | None:
         if isinstance(frame, VadStartedFrame):
             return T.VadStart(at=frame.at)
@@ -266,7 +250,11 @@ class TurnDriver(Processor):
             return T.VadStop(at=frame.at)
         if isinstance(frame, TranscriptFrame):
             if frame.is_final:
-                if frame.text.strip():
+                machine = self.machine
+                if frame.text.strip() and (machine.state in _IN_TURN or machine.owes_ended_turn):
+                    # The turn's words; a late final's join the turn that completes or follows it.
+                    # (Outside a turn, a final with no turn of its own is a vetoed barge-in's: dropped.)
+                    self.late_finals += machine.state not in _IN_TURN
                     self._turn_text.add(frame.text.strip(), ReplyMode.SPOKEN)
                 return T.SttFinal(at=frame.at, text=frame.text)
             return T.SttInterim(at=frame.at, text=frame.text)
@@ -289,21 +277,21 @@ class TurnDriver(Processor):
             return T.Tick(at=frame.at)
         return None
 
-    async def _act(self, actions: list[T.TurnAction], ctx: ProcessorContext) -> None:
+    async def _act(self, actions: list[T.TurnAction], ctx: ProcessorContext, *, completes: bool = False) -> None:
         for action in actions:
             if isinstance(action, T.Interrupt):
-                self.interrupts += 1
-                self._timeline.mark(action.epoch, TurnEvent.BARGE_IN, ctx.clock.now())
+                if not completes:
+                    self.interrupts += 1
+                    self._timeline.mark(action.epoch, TurnEvent.BARGE_IN, ctx.clock.now())
                 self._clear(action.epoch)  # fast path: the caller stops hearing the bot now
                 self._timeline.mark(action.epoch, TurnEvent.CLEAR_APPLIED, ctx.clock.now())
-                self._barge_in = True
+                self._barge_in = not completes
                 await ctx.push(InterruptFrame(new_epoch=action.epoch))
             elif isinstance(action, T.StartUserTurn):
-                self._ended_empty = None
-                self._turn_text = _Words()
-                self._turn_text.take(self._typed)
+                self._turn_text.take(self._typed)  # after a late final's words, if any
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_STARTED, action.at)
-                self._turn_at = action.at
+                if not completes:  # a completed turn keeps its start: the caller's speech end is in it
+                    self._turn_at = action.at
                 self._events.emit(TurnStarted(epoch=action.epoch, at=action.at, barge_in=self._barge_in))
                 self._barge_in = False
                 await ctx.push(UserTurnStarted(epoch=action.epoch, at=action.at))
@@ -311,7 +299,6 @@ class TurnDriver(Processor):
                 self._turn_text.take(self._typed)
                 text, reply = self._turn_text.text(), self._turn_text.reply or ReplyMode.SPOKEN
                 self._turn_text = _Words()
-                self._ended_empty = None if text else action.epoch
                 now = ctx.clock.now()
                 self._timeline.mark(action.epoch, TurnEvent.USER_TURN_ENDED, now)
                 speech = self._speech_ended

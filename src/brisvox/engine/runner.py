@@ -88,26 +88,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import json
 import logging
 import sys
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 
 from brisvox.agent.assemble import Assembled, ResponseAssembler
-from brisvox.agent.context import AssistantMessage, Context, Message, SystemMessage, ToolCall
-from brisvox.agent.flows import EndCall, Screened
+from brisvox.agent.context import AssistantMessage, Context, SystemMessage
+from brisvox.agent.flows import EndCall
 from brisvox.agent.played import TruncationOutcome, apply_truncation
 from brisvox.agent.tools import (
     CancelToken,
     Execution,
     FillerPolicy,
-    LateNote,
-    Outcome,
     Speculation,
     ToolEngine,
 )
-from brisvox.core.clock import Clock, deadline
+from brisvox.core.clock import Clock
 from brisvox.core.errors import BrisvoxError
 from brisvox.core.frames import (
     BotLineFrame,
@@ -139,24 +135,26 @@ from brisvox.engine.events import (
     FillerStarted,
     FlowEntered,
     LlmRound,
-    ToolCallSettled,
-    ToolCallStarted,
     UserTurn,
 )
 from brisvox.engine.flowrun import FlowRun
 from brisvox.engine.memory import CallMemory
 from brisvox.engine.phone import PhoneLine
 from brisvox.engine.playout import PlayoutBook
+from brisvox.engine.rounds import (
+    FillerState,
+    Opening,
+    Streamed,
+    ToolCallEvents,
+    TurnRounds,
+    WaitingFiller,
+    stream_answer,
+    with_date,
+)
 from brisvox.engine.speculate import HeldAnswer, SpeculativeStart, settled_copy
 from brisvox.providers.llm import (
-    Done,
-    LlmError,
     LlmProvider,
     LlmRequest,
-    ProviderDataDelta,
-    TextDelta,
-    ToolCallDelta,
-    Usage,
 )
 
 __all__ = ["LlmRunner", "RunnerStats"]
@@ -201,75 +199,6 @@ class RunnerStats:
         self.speculations_committed = 0
 
 
-@dataclass(slots=True)
-class _Streamed:
-    """What one request's stream showed: when its first token came, the usage it reported."""
-
-    first_token: float | None = None
-    usage: Usage | None = None
-
-
-def date_note(today: datetime.date) -> str:
-    """The call's date for the model, so "tomorrow" or "on Friday" can be resolved."""
-    return f"Today is {today:%A}, {today.day} {today:%B %Y}."
-
-
-def with_date(messages: tuple[Message, ...], today: datetime.date) -> tuple[Message, ...]:
-    """``messages`` with :func:`date_note` at the end of the system prompt (a system message
-    of its own when there is no prompt)."""
-    if messages and isinstance(messages[0], SystemMessage):
-        return (SystemMessage(text=f"{messages[0].text}\n\n{date_note(today)}"), *messages[1:])
-    return (SystemMessage(text=date_note(today)), *messages)
-
-
-class _NoAnswer(BrisvoxError):
-    pass
-
-
-class _Turn:
-    """One turn's round ordinals: every round (model, filler, canned line) takes the next; ``reply``:
-    how every round of the turn reaches the caller."""
-
-    __slots__ = ("epoch", "next_round", "reply")
-
-    def __init__(self, epoch: int, reply: ReplyMode = ReplyMode.SPOKEN) -> None:
-        self.epoch = epoch
-        self.next_round = 0
-        self.reply = reply
-
-    def take(self) -> int:
-        n = self.next_round
-        self.next_round += 1
-        return n
-
-
-class _Filler:
-    """A spoken filler waiting for its place in the context."""
-
-    __slots__ = ("epoch", "round", "text")
-
-    def __init__(self, epoch: int, round_: int, text: str) -> None:
-        self.epoch, self.round, self.text = epoch, round_, text
-
-
-class _FillerState:
-    __slots__ = ("speaking",)
-
-    def __init__(self) -> None:
-        self.speaking = False
-
-
-class _Opening:
-    """A model round not yet opened: its filler task, then its ordinal once opened."""
-
-    __slots__ = ("filler", "round", "state")
-
-    def __init__(self) -> None:
-        self.filler: asyncio.Task[None] | None = None
-        self.round: int | None = None
-        self.state = _FillerState()
-
-
 class LlmRunner(Processor):
     def __init__(
         self,
@@ -294,12 +223,12 @@ class LlmRunner(Processor):
         self.agent = agent  # told when the caller called an agent's farewell off
         self._farewell = False  # the phone line's pending end is an agent's farewell
         self.ending_farewell = False  # the end being carried out (end_call) is an agent's farewell
-        self._started_calls: dict[str, tuple[int, str]] = {}  # call id -> (epoch, tool), until settled
+        self._calls = ToolCallEvents(self.events)  # the tool calls' started and settled events
         self._turn_epoch = 0  # the epoch of the last turn answered
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
         self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
-        self._pending_filler: _Filler | None = None
+        self._pending_filler: WaitingFiller | None = None
         self.timeline = timeline or TimelineRecorder()
         self.tools = tools
         self.memory = memory
@@ -440,14 +369,7 @@ class LlmRunner(Processor):
 
     def _interrupt_open_calls(self, at: float) -> int:
         """Close every open call with an ``interrupted`` result; emits one settled event each."""
-        names = {call.id: call.name for call in self.context.open_tool_calls()}
-        closed = self.context.interrupt_pending_tool_calls()
-        for call_id in closed:
-            epoch, _ = self._started_calls.pop(call_id, (self._turn_epoch, ""))  # cut before it started
-            self.events.emit(ToolCallSettled(epoch=epoch, at=at, call_id=call_id, name=names.get(call_id, ""),
-                                             outcome=Outcome.INTERRUPTED, content="", is_error=True))
-        self._started_calls.clear()  # nothing is open any more
-        return len(closed)
+        return self._calls.interrupted(self.context, self._turn_epoch, at)
 
     def _settle(self, before_epoch: int, at: float) -> None:
         """Close calls a barge-in left open, then cut older turns to what the caller heard
@@ -506,7 +428,7 @@ class LlmRunner(Processor):
         self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
-        self._round_task = self._scope.spawn(self._respond(_Turn(epoch, reply), ctx, head), name=f"turn-{epoch}")
+        self._round_task = self._scope.spawn(self._respond(TurnRounds(epoch, reply), ctx, head), name=f"turn-{epoch}")
 
     async def _start_line(self, frame: BotLineFrame, ctx: ProcessorContext) -> None:
         """An agent's bot line in its own epoch (see the module docs)."""
@@ -551,8 +473,8 @@ class LlmRunner(Processor):
         assembler = ResponseAssembler()
         chunks: list[str] = []
         try:
-            await self._stream(self._request(ctx.clock.wall().date(), context), epoch, None, ctx, assembler, chunks,
-                               None)
+            await stream_answer(self.llm, self.timeouts, self.timeline, self._request(ctx.clock.wall().date(), context),
+                                epoch, None, ctx, assembler, chunks, None)
         except BrisvoxError as exc:
             log.info("a speculative start got no usable answer (%s); the turn will ask again", exc)
             assembler.cancel()
@@ -572,7 +494,7 @@ class LlmRunner(Processor):
         for note in self.tools.take_late_notes():
             self.context.push(note.message())
             self.stats.late_notes += 1
-            self._late_note_settled(note, at)
+            self._calls.late_note_settled(note, at)
             if self.flow is not None:
                 self.flow.late_result(note.call_id, note.tool, note.content, note.is_error)
         self._append_notes()
@@ -587,42 +509,11 @@ class LlmRunner(Processor):
         self.stats.notes += len(self._notes)
         self._notes.clear()
 
-    def _late_note_settled(self, note: LateNote, at: float) -> None:
-        self.events.emit(ToolCallSettled(epoch=note.epoch, at=at, call_id=note.call_id, name=note.tool,
-                                         outcome=Outcome.LATE_RESULT, content=note.content, is_error=note.is_error))
-
-    def _tools_started(self, epoch: int, calls: tuple[Assembled, ...], at: float) -> None:
-        for call in calls:
-            self._started_calls[call.id] = (epoch, call.name or "")
-            arguments = json.dumps(call.arguments, separators=(",", ":")) if isinstance(call, ToolCall) \
-                else call.raw_arguments
-            spec = self.tools.registry.spec(call.name) if self.tools is not None and call.name else None
-            self.events.emit(ToolCallStarted(epoch=epoch, at=at, call_id=call.id, name=call.name or "",
-                                             arguments=arguments, kind=None if spec is None else spec.kind,
-                                             parsed=call.arguments if isinstance(call, ToolCall) else None))
-
     def _deliver(self, execution: Execution, at: float) -> None:
         """The round's results (and late notes) into the context; one settled event per result."""
         execution.append_to(self.context)
         self._append_notes()  # the round's next request reads what the screen said meanwhile
-        self._settled(execution, at)
-
-    def _settled(self, execution: Execution, at: float, screened: Screened | None = None) -> None:
-        """One settled event per result of the round (a flow's refusals included) and late note."""
-        for message, outcome in zip(execution.results, execution.outcomes, strict=True):
-            self._call_settled(execution.epoch, at, message.call_id, outcome, message.content, message.is_error)
-        for refusal in screened.refused if screened is not None else ():
-            # A tool the node does not offer: answered tool_not_available, never run.
-            self._call_settled(execution.epoch, at, refusal.call_id, Outcome.UNKNOWN_TOOL, refusal.content,
-                               refusal.is_error)
-        for note in execution.late_notes:
-            self._late_note_settled(note, at)
-
-    def _call_settled(self, epoch: int, at: float, call_id: str, outcome: Outcome, content: str,
-                      is_error: bool) -> None:
-        _, name = self._started_calls.pop(call_id, (0, ""))
-        self.events.emit(ToolCallSettled(epoch=epoch, at=at, call_id=call_id, name=name, outcome=outcome,
-                                         content=content, is_error=is_error))
+        self._calls.settled(execution, at)
 
     def _place_filler(self) -> None:
         """The spoken filler into the context, once no call is open (see the module doc)."""
@@ -634,7 +525,7 @@ class LlmRunner(Processor):
         self.book.record_round(filler.epoch, filler.round, len(self.context) - 1)
         self.stats.fillers_in_context += 1
 
-    async def _respond(self, turn: _Turn, ctx: ProcessorContext, head: SpeculativeStart | None = None) -> None:
+    async def _respond(self, turn: TurnRounds, ctx: ProcessorContext, head: SpeculativeStart | None = None) -> None:
         """The turn's round loop: stream, speak, run the calls, until an answer without calls.
 
         ``head``: a speculative run of this turn whose answer is the first round.
@@ -664,7 +555,7 @@ class LlmRunner(Processor):
                     self._interrupt_open_calls(ctx.clock.now())
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
-                self._tools_started(epoch, calls, ctx.clock.now())
+                self._calls.started(epoch, calls, ctx.clock.now(), self.tools.registry)
                 if held is not None and held.speculation is not None:
                     execution = await self.tools.commit(held.speculation, cancel)  # reads reused, held calls run
                 elif self.flow is not None:
@@ -695,7 +586,7 @@ class LlmRunner(Processor):
         self,
         flow: FlowRun,
         tools: ToolEngine,
-        turn: _Turn,
+        turn: TurnRounds,
         calls: tuple[Assembled, ...],
         cancel: CancelToken,
         ctx: ProcessorContext,
@@ -708,7 +599,7 @@ class LlmRunner(Processor):
         admitted = tuple(screened.take_admitted())
         execution = await self._run_tools(tools, turn, admitted, cancel, ctx)
         applied = flow.decide(self.context, screened, execution)
-        self._settled(execution, ctx.clock.now(), screened)
+        self._calls.settled(execution, ctx.clock.now(), screened)
         if applied.budget_exhausted:  # no transition is decided then
             await self._say(turn, self.config.fallback_line, ctx)
             return False
@@ -716,7 +607,7 @@ class LlmRunner(Processor):
             await self._enter_node(turn, ctx)
         return applied.respond
 
-    async def _enter_node(self, turn: _Turn, ctx: ProcessorContext) -> None:
+    async def _enter_node(self, turn: TurnRounds, ctx: ProcessorContext) -> None:
         """Speaks the pending node's lines, then enters it (a summary may be made meanwhile)."""
         assert self.flow is not None
         for line in self.flow.pending_lines():
@@ -738,7 +629,7 @@ class LlmRunner(Processor):
     async def _run_tools(
         self,
         tools: ToolEngine,
-        turn: _Turn,
+        turn: TurnRounds,
         calls: tuple[Assembled, ...],
         cancel: CancelToken,
         ctx: ProcessorContext,
@@ -750,7 +641,7 @@ class LlmRunner(Processor):
         plan = self.filler.plan(specs) if self.filler.enabled and turn.reply is ReplyMode.SPOKEN else None
         if plan is None:
             return await tools.execute(calls, turn.epoch, cancel)
-        state = _FillerState()
+        state = FillerState()
         filler = self._scope.spawn(self._filler_after(plan.delay, plan.tool, turn, state, ctx), name="filler")
         try:
             execution = await tools.execute(calls, turn.epoch, cancel)
@@ -769,7 +660,7 @@ class LlmRunner(Processor):
         return execution
 
     async def _filler_after(
-        self, delay: float, tool: str, turn: _Turn, state: _FillerState, ctx: ProcessorContext
+        self, delay: float, tool: str, turn: TurnRounds, state: FillerState, ctx: ProcessorContext
     ) -> None:
         """``tool`` empty: a model round's first token is late (see the module docs)."""
         await ctx.clock.sleep(delay)
@@ -784,7 +675,7 @@ class LlmRunner(Processor):
         self.timeline.mark(turn.epoch, TurnEvent.FILLER_STARTED, ctx.clock.now())
         self.events.emit(FillerStarted(epoch=turn.epoch, at=ctx.clock.now(), round=round_, tool=tool))
         # Kept aside before it is spoken: a barge-in mid-phrase still cuts it to what was heard.
-        self._pending_filler = _Filler(turn.epoch, round_, choice.text)
+        self._pending_filler = WaitingFiller(turn.epoch, round_, choice.text)
         try:
             await ctx.push(LlmResponseStarted(epoch=turn.epoch, round=round_, clip=choice.clip))
             await ctx.push(LlmTextFrame(epoch=turn.epoch, text=choice.text, round=round_))
@@ -799,19 +690,19 @@ class LlmRunner(Processor):
 
     async def _bot_line(self, epoch: int, text: str, ctx: ProcessorContext) -> None:
         """A line the bot says of its own accord (the greeting, an agent's ``say``) as ``epoch``'s response."""
-        await self._speak_line(_Turn(epoch), text, ctx)
+        await self._speak_line(TurnRounds(epoch), text, ctx)
         await ctx.push(BotResponseDone(epoch=epoch))  # not reached when a barge-in cancels it
 
     async def _answer_lost(self, epoch: int, ctx: ProcessorContext) -> None:
-        await self._say(_Turn(epoch), self.config.fallback_line, ctx)
+        await self._say(TurnRounds(epoch), self.config.fallback_line, ctx)
         await ctx.push(BotResponseDone(epoch=epoch))  # not reached when a barge-in cancels it
 
-    async def _say(self, turn: _Turn, text: str, ctx: ProcessorContext) -> None:
+    async def _say(self, turn: TurnRounds, text: str, ctx: ProcessorContext) -> None:
         """A canned line: spoken as its own round and kept in the context as said."""
         self.stats.fallbacks += 1
         await self._speak_line(turn, text, ctx)
 
-    async def _speak_line(self, turn: _Turn, text: str, ctx: ProcessorContext, keep: bool = True) -> None:
+    async def _speak_line(self, turn: TurnRounds, text: str, ctx: ProcessorContext, keep: bool = True) -> None:
         """``keep`` False: spoken only (a flow's Say line), not added to the context."""
         epoch, round_ = turn.epoch, turn.take()
         await ctx.push(LlmResponseStarted(epoch=epoch, round=round_, reply=turn.reply))
@@ -820,7 +711,7 @@ class LlmRunner(Processor):
             self._keep_round(turn, round_, AssistantMessage(text=text))
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
 
-    async def _commit_round(self, turn: _Turn, held: HeldAnswer, ctx: ProcessorContext) -> tuple[Assembled, ...]:
+    async def _commit_round(self, turn: TurnRounds, held: HeldAnswer, ctx: ProcessorContext) -> tuple[Assembled, ...]:
         """A speculative answer taken as the turn's first round: spoken now, its message pushed."""
         epoch, round_ = turn.epoch, turn.take()
         self.stats.rounds += 1
@@ -836,7 +727,7 @@ class LlmRunner(Processor):
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
         return held.calls
 
-    def _keep_round(self, turn: _Turn, round_: int, message: AssistantMessage | None) -> None:
+    def _keep_round(self, turn: TurnRounds, round_: int, message: AssistantMessage | None) -> None:
         """A round's message into the context, after any filler waiting for its place.  A spoken
         round's is recorded in the PlayoutBook (cut to what was heard at the next turn); a text
         round was delivered whole, so nothing will cut it."""
@@ -863,13 +754,13 @@ class LlmRunner(Processor):
             temperature=self.config.temperature,
         )
 
-    async def _round(self, turn: _Turn, ctx: ProcessorContext) -> tuple[Assembled, ...]:
+    async def _round(self, turn: TurnRounds, ctx: ProcessorContext) -> tuple[Assembled, ...]:
         """One request: its text spoken as it streams, its message pushed before any call runs.
 
         The round opens (``LlmResponseStarted``) at its first token, so a filler that a slow
         first token let start is spoken whole before it (see the module docs)."""
         self.stats.rounds += 1
-        opening = _Opening()
+        opening = Opening()
         delay = self.filler.model_delay if turn.reply is ReplyMode.SPOKEN else None  # nothing to fill in a text
         if delay is not None:
             opening.filler = self._scope.spawn(self._filler_after(delay, "", turn, opening.state, ctx),
@@ -880,7 +771,7 @@ class LlmRunner(Processor):
             if opening.filler is not None:  # a barge-in or a bug: the filler never outlives its round
                 opening.filler.cancel()
 
-    async def _open(self, turn: _Turn, opening: _Opening, ctx: ProcessorContext) -> int:
+    async def _open(self, turn: TurnRounds, opening: Opening, ctx: ProcessorContext) -> int:
         """The round's ordinal, its ``LlmResponseStarted`` sent on the first call (after the
         filler's round when one is being spoken, which then finishes first)."""
         if opening.round is not None:
@@ -894,7 +785,7 @@ class LlmRunner(Processor):
         await ctx.push(LlmResponseStarted(epoch=turn.epoch, round=opening.round, reply=turn.reply))
         return opening.round
 
-    async def _model_round(self, turn: _Turn, opening: _Opening, ctx: ProcessorContext) -> tuple[Assembled, ...]:
+    async def _model_round(self, turn: TurnRounds, opening: Opening, ctx: ProcessorContext) -> tuple[Assembled, ...]:
         epoch = turn.epoch
 
         async def open_round() -> int:
@@ -905,10 +796,10 @@ class LlmRunner(Processor):
         timed = self.timeline.llm_request(epoch, requested)
         spoken: list[str] = []
         failed = False
-        seen = _Streamed()
+        seen = Streamed()
         try:
-            await self._stream(self._request(ctx.clock.wall().date()), epoch, open_round, ctx, assembler, spoken,
-                               timed, seen)
+            await stream_answer(self.llm, self.timeouts, self.timeline, self._request(ctx.clock.wall().date()), epoch,
+                                open_round, ctx, assembler, spoken, timed, seen)
         except BrisvoxError as exc:
             # Logged with its traceback and counted (engine_failures_total{stage="llm"}).
             self.events.failed("llm", exc, epoch=epoch, at=ctx.clock.now(), fatal=False)
@@ -937,57 +828,3 @@ class LlmRunner(Processor):
         self._keep_round(turn, round_, message)  # the filler goes after the request that answered it
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
         return calls
-
-    async def _stream(
-        self,
-        request: LlmRequest,
-        epoch: int,
-        open_round: Callable[[], Awaitable[int]] | None,
-        ctx: ProcessorContext,
-        assembler: ResponseAssembler,
-        spoken: list[str],
-        timed: int | None,
-        seen: _Streamed | None = None,
-    ) -> None:
-        """Speak the model's text as it streams; everything goes to the assembler as well.
-
-        ``open_round`` gives the round's ordinal (opening it the first time); None: a
-        speculative run, the text is only collected in ``spoken``.
-        """
-        stream = self.llm.stream(request)
-        first = True
-        try:
-            it = aiter(stream)
-            wait = self.timeouts.first_token
-            while True:
-                try:
-                    async with deadline(ctx.clock, wait, "llm token"):
-                        event = await anext(it)
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    what = "first token" if first else "next token"
-                    raise _NoAnswer(f"no {what} within {wait:g} s") from None
-                wait = self.timeouts.idle
-                if first and isinstance(event, TextDelta | ToolCallDelta):
-                    first = False
-                    if seen is not None:
-                        seen.first_token = ctx.clock.now()
-                    if open_round is not None:
-                        self.timeline.llm_first_token(epoch, timed, ctx.clock.now())
-                        await open_round()
-                if isinstance(event, TextDelta):
-                    assembler.push(event)
-                    spoken.append(event.text)
-                    if open_round is not None:
-                        await ctx.push(LlmTextFrame(epoch=epoch, text=event.text, round=await open_round()))
-                elif isinstance(event, ToolCallDelta | ProviderDataDelta):
-                    assembler.push(event)
-                elif isinstance(event, LlmError):
-                    raise _NoAnswer(str(event.error))
-                elif isinstance(event, Done):
-                    if seen is not None:
-                        seen.usage = event.usage
-                    break
-        finally:
-            await stream.aclose()

@@ -38,6 +38,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from brisvox.agent.interrupt import InterruptionPolicy
@@ -190,6 +191,17 @@ class Agent:
 _REF = re.compile(r"(?P<where>[A-Za-z_][\w.]*|.+\.py):(?P<name>[A-Za-z_]\w*)")
 
 
+def import_file(path: Path) -> ModuleType:
+    """The Python file at ``path`` imported as the module named by its stem (registered in
+    ``sys.modules``, so its annotations, the tools' schemas, resolve through it)."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None  # a .py file always has both
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def is_agent_ref(text: str) -> bool:
     """Whether ``text`` names a Python agent (``module:name`` or ``path/to/file.py:name``), not an agent file."""
     return _REF.fullmatch(text) is not None
@@ -209,11 +221,7 @@ def import_agent(ref: str) -> Agent:
             path = Path(where).resolve()
             if not path.is_file():
                 raise AgentError([f"{ref}: no file {where}"])
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            assert spec is not None and spec.loader is not None  # a .py file always has both
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[path.stem] = module  # its annotations (the tools' schemas) resolve through it
-            spec.loader.exec_module(module)
+            module = import_file(path)
         else:
             if "" not in sys.path and str(Path.cwd()) not in sys.path:
                 sys.path.insert(0, str(Path.cwd()))

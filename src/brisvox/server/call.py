@@ -76,7 +76,7 @@ from brisvox.engine import events as ev
 from brisvox.engine.call import call_failure, output_rate
 from brisvox.engine.config import SummaryConfig
 from brisvox.engine.phone import CarrierError, PhonePlan
-from brisvox.engine.runner import with_date
+from brisvox.engine.rounds import with_date
 from brisvox.providers.llm import LlmRequest
 from brisvox.providers.stt import SttConfig
 from brisvox.providers.summarizer import LlmSummarizer

@@ -101,6 +101,7 @@ def _load(path: Path | None, tools: ToolSet, agent: Agent | None,
           environ: Mapping[str, str] | None) -> tuple[AgentDefinition, ToolSet] | list[str]:
     """The definition to run and its tools, or every problem: the file at ``path`` against
     ``tools``, else ``agent`` (with ``environ``, each key variable must be set)."""
+    from brisvox.core.errors import ConfigError
     from brisvox.server.agent import AgentError
     from brisvox.server.agent_file import AgentFileError, load_agent_file
 
@@ -113,6 +114,13 @@ def _load(path: Path | None, tools: ToolSet, agent: Agent | None,
         return agent.definition(), agent.toolset()
     if path is None:
         return ["no agent file given"]
+    from brisvox.server.demo import demo_tools, is_demo_agent_file
+
+    if is_demo_agent_file(path) and not len(tools):  # the demo agent's file: its tools come with it
+        try:
+            tools = demo_tools()
+        except ConfigError as exc:
+            return [str(exc)]
     try:
         return load_agent_file(path, available_tools=tools, environ=environ), tools
     except AgentFileError as exc:
@@ -218,7 +226,11 @@ def run_serve(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = No
         from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 
         agent_path = DEMO_AGENT_FILE
-        tools = demo_tools(into=_copy(tools))
+        try:
+            tools = demo_tools(into=_copy(tools))
+        except ConfigError as exc:
+            print(f"brisvox serve: {exc}", file=sys.stderr)
+            return EXIT_STARTUP_FAILURE
     exposed = exposure_problem(settings, insecure=args.insecure)
     if exposed is not None:
         print(f"brisvox serve: {exposed}; not starting", file=sys.stderr)

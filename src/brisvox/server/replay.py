@@ -241,9 +241,9 @@ def replay_agent(recording: Recording, given: Path | None, tools: ToolSet,
 
 def _offered(path: Path, tools: ToolSet) -> ToolSet:
     """The program's tools; the demo agent's own when it is the demo agent (``serve`` with no file)."""
-    from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
+    from brisvox.server.demo import demo_tools, is_demo_agent_file
 
-    return demo_tools() if path == DEMO_AGENT_FILE and not len(tools) else tools
+    return demo_tools() if is_demo_agent_file(path) and not len(tools) else tools
 
 
 def run_replay(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = None, out: TextIO | None = None) -> int:

@@ -45,6 +45,7 @@ class MockSttConfig:
     utterances: tuple[SpokenUtterance, ...] = ()
     interim_interval: float = 0.2
     final_latency: float = 0.05
+    final_latencies: tuple[float, ...] = ()  # the first finals' own latencies (then final_latency)
     endpointing: float | None = None
     latency: LatencyProfile = INSTANT  # its connect delay applies
     disconnect_after: float | None = None
@@ -54,8 +55,9 @@ class MockSttConfig:
     def __post_init__(self) -> None:
         if self.interim_interval <= 0:
             raise ConfigError(f"MockSttConfig.interim_interval must be positive, got {self.interim_interval}")
-        if self.final_latency < 0:
-            raise ConfigError(f"MockSttConfig.final_latency must not be negative, got {self.final_latency}")
+        if self.final_latency < 0 or any(latency < 0 for latency in self.final_latencies):
+            raise ConfigError(f"MockSttConfig.final_latency must not be negative, got {self.final_latency} "
+                              f"(final_latencies {self.final_latencies})")
 
 
 class MockStt(SttProvider):
@@ -114,6 +116,7 @@ class MockSttSession(SessionBase[SttEvent]):
         self._input: Channel[bytes | object] = Channel(_INPUT_CAPACITY, name=f"{name} audio")
         self.audio_seconds = 0.0
         self.finalize_calls = 0
+        self._finals_done = 0
         self._cur = 0  # index of the utterance being heard
         self._delivered = 0  # its words already in a final
         self._ticks = 0  # its interims so far
@@ -143,7 +146,9 @@ class MockSttSession(SessionBase[SttEvent]):
                     if not await self._on_audio():
                         return
                 else:
-                    await self._clock.sleep(self._script.final_latency)
+                    latencies, done = self._script.final_latencies, self._finals_done
+                    self._finals_done += 1
+                    await self._clock.sleep(latencies[done] if done < len(latencies) else self._script.final_latency)
                     if self._script.text is not None:
                         await self._emit(Transcript(text=self._script.text, is_final=True, from_finalize=True,
                                                     start=0.0, end=self.audio_seconds, confidence=1.0))

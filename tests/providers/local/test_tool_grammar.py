@@ -66,8 +66,25 @@ def test_the_tools_prompt_is_the_same_bytes_for_the_same_tools_so_the_prefix_cac
     first = tools_prompt([CHECK, BOOK])
     again = tools_prompt([ToolSchema(CHECK.name, CHECK.description, dict(reversed(list(CHECK.parameters.items())))), BOOK])
     assert first == again
-    assert '- check_availability: Check a table. Arguments: {"party_size": {"minimum": 1, "type": "integer"}}; required: party_size.' in first
+    assert "- check_availability: Check a table. Arguments: party_size (integer)." in first
     assert '<call>{"name": "<tool name>"' in first
+
+
+def test_the_tools_prompt_says_each_argument_in_words_and_leaves_patterns_to_the_grammar() -> None:
+    slot = {"type": "object", "required": ["time"], "properties": {
+        "time": {"type": "string", "pattern": "^[0-9]{2}:[0-9]{2}$", "title": "Time", "description": "HH:MM"},
+        "seats": {"type": "integer", "minimum": 1, "maximum": 8},
+        "area": {"type": "string", "enum": ["inside", "terrace"]}}}
+    prompt = tools_prompt([ToolSchema("hold", "Hold a table.", slot)])
+    assert prompt.endswith('- hold: Hold a table. Arguments: area (string, one of "inside", "terrace", optional); '
+                           "seats (integer, 1 to 8, optional); time (string): HH:MM.")
+    assert "pattern" not in prompt and "Time" not in prompt
+
+
+def test_a_tool_without_arguments_says_none() -> None:
+    assert tools_prompt([ToolSchema("hang_up", "End the call.", {"type": "object"})]).endswith(
+        "- hang_up: End the call. Arguments: none.")
+
 
 
 def _feed_all(parser: ReplyParser, pieces: list[str]) -> str:

@@ -107,10 +107,24 @@ def tools_prompt(tools: Sequence[ToolSchema]) -> str:
         "Tools:",
     ]
     for t in tools:
-        props = json.dumps(t.parameters.get("properties", {}), sort_keys=True)
-        required = ", ".join(t.parameters.get("required", ())) or "none"
-        lines.append(f"- {t.name}: {t.description} Arguments: {props}; required: {required}.")
+        props: Mapping[str, Any] = t.parameters.get("properties", {})
+        required = set(t.parameters.get("required", ()))
+        args = "; ".join(_argument(name, props[name], name in required) for name in sorted(props))
+        lines.append(f"- {t.name}: {t.description} Arguments: {args or 'none'}.")
     return "\n".join(lines)
+
+
+def _argument(name: str, schema: Mapping[str, Any], required: bool) -> str:
+    """One argument in words: a small model reads "party_size (integer, 1 to 20): how many
+    people" better than the JSON Schema, and the grammar holds the rest (patterns, lengths)
+    token by token, so the prompt need not spend tokens on them."""
+    kind = str(schema.get("type", "value"))
+    if "minimum" in schema and "maximum" in schema:
+        kind += f", {schema['minimum']} to {schema['maximum']}"
+    if "enum" in schema:
+        kind += ", one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    described = f": {schema['description']}" if schema.get("description") else ""
+    return f"{name} ({kind}{'' if required else ', optional'}){described}"
 
 
 def call_text(name: str, arguments: Mapping[str, Any]) -> str:
