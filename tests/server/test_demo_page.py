@@ -4,7 +4,7 @@ Chromium (Debian ``chromium``) is driven by Playwright with no browser download;
 fake microphone plays an espeak-ng request (1.5 s of leading silence: the file starts
 playing at getUserMedia, before the call is up), then talks over the agent a few times.
 The page calls over WebRTC (its default; the server offers 127.0.0.1 only) and must show the caller's transcript, the agent's reply and the tool call, and then
-a reply cut by a barge-in with the part the caller heard (``bot_heard``).  The screenshots
+a reply cut by a barge-in with the part the caller heard (``bot_heard``), and the call's waterfall.  The screenshots
 go to ``artifacts/demo_page.png`` and ``artifacts/demo_page_barge_in.png``.
 
 The interruptions are repeated because the agent's reply time on a busy machine is not
@@ -71,6 +71,11 @@ def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(t
                 page.screenshot(path=str(artifacts / "demo_page_barge_in.png"), full_page=True)
                 cut_text = cut.inner_text()
                 unheard = cut.locator("s.unheard").first.inner_text()
+                # The call's waterfall under the transcript (static/waterfall.js, from /api/calls/<id>).
+                page.wait_for_selector("#waterfall text.turn-label", timeout=15_000)
+                page.wait_for_function("document.querySelectorAll('#waterfall rect.bar').length >= 3", timeout=15_000)
+                turn_labels = page.locator("#waterfall text.turn-label").all_text_contents()
+                timeline_link = page.get_attribute("#call-link", "href") or ""
                 page.click("#talk")  # hang up
                 page.wait_for_selector("#status:has-text('call')", timeout=10_000)
             finally:
@@ -81,4 +86,6 @@ def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(t
     assert any(t.strip() for t in bot_texts), bot_texts
     assert any("check_availability" in t for t in tool_texts), tool_texts
     assert unheard.strip() and unheard.strip() in cut_text, (cut_text, unheard)
+    assert any(" ms" in label for label in turn_labels), turn_labels  # an answered turn's time
+    assert timeline_link.startswith("/calls/") and len(timeline_link) > len("/calls/"), timeline_link
     assert code == 0, server.log()

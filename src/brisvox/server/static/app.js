@@ -107,7 +107,7 @@ async function webrtcCall() {
     return String(err);
   }
   via = "WebRTC";
-  onMessage({ type: "started", call_id: whipLocation.split("/").pop().slice(0, 8) });
+  onMessage({ type: "started", call_id: decodeURIComponent(whipLocation.split("/").pop()) });
   return null;
 }
 
@@ -206,7 +206,8 @@ function onMessage(msg) {
   switch (msg.type) {
     case "started":
       started = true;
-      status(`in call over ${via} ${msg.call_id}: speak now`);
+      status(`in call over ${via} ${msg.call_id.slice(0, 12)}: speak now`);
+      showTimeline(msg.call_id);
       $("talk").textContent = "Hang up";
       $("talk").classList.add("live");
       $("talk").disabled = false;
@@ -335,4 +336,24 @@ function onEvent(ev) {
       add("note", ev.fatal ? `the call failed (${ev.stage}) and ends` : `a turn failed (${ev.stage}); the bot said its fallback line`);
       break;
   }
+}
+
+// The call's waterfall (static/waterfall.js), from the call timeline (/api/calls/<id>): redrawn every
+// second while the call is up, and once more after it ended.
+let timelineTimer = null;
+function showTimeline(callId) {
+  clearTimeout(timelineTimer);
+  $("timeline").hidden = false;
+  $("call-link").href = `/calls/${encodeURIComponent(callId)}`;
+  brisvoxWaterfall.legend($("legend"));
+  let last = false;
+  const refresh = async () => {
+    try {
+      const r = await fetch(`/api/calls/${encodeURIComponent(callId)}`, { headers: authHeaders() });
+      if (r.ok) brisvoxWaterfall.draw($("waterfall"), await r.json());
+    } catch (err) { console.warn("the call timeline could not be fetched:", err); } // the next refresh tries again
+    if (started) timelineTimer = setTimeout(refresh, 1000);
+    else if (!last) { last = true; timelineTimer = setTimeout(refresh, 1000); }
+  };
+  refresh();
 }
