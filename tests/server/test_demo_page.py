@@ -86,6 +86,6 @@ def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(t
     assert any(t.strip() for t in bot_texts), bot_texts
     assert any("check_availability" in t for t in tool_texts), tool_texts
     assert unheard.strip() and unheard.strip() in cut_text, (cut_text, unheard)
-    assert any(" ms" in label for label in turn_labels), turn_labels  # an answered turn's time
+    assert turn_labels and all(label.startswith("turn ") for label in turn_labels), turn_labels
     assert timeline_link.startswith("/calls/") and len(timeline_link) > len("/calls/"), timeline_link
     assert code == 0, server.log()
