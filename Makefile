@@ -47,13 +47,14 @@ pytest:
 	$(PY) -m pytest
 
 # The demo agent's [llm] is provider = "auto": a key in the environment picks OpenAI or Anthropic,
-# so the demo installs the cloud extra (httpx) with the local models.  The local LLM (extra
+# so the demo installs the cloud extra (httpx) with the local models, and the webrtc extra (aiortc
+# wheels): the demo page calls over WebRTC by default.  The local LLM (extra
 # local-llm: xllamacpp's prebuilt llama.cpp wheel, nothing to compile) and its 491 MB GGUF come
 # too; BRISVOX_DEMO_LLM=scripted skips both, and a failed fetch leaves the scripted host.
 demo: venv apt
 	@echo "installing brisvox and its local models' libraries"
-	@if [ "$$BRISVOX_DEMO_LLM" = "scripted" ]; then $(PIP) install -q -e '.[local,cloud]'; \
-	  else $(PIP) install -q -e '.[local,cloud,local-llm]'; fi
+	@if [ "$$BRISVOX_DEMO_LLM" = "scripted" ]; then $(PIP) install -q -e '.[local,cloud,webrtc]'; \
+	  else $(PIP) install -q -e '.[local,cloud,webrtc,local-llm]'; fi
 	@echo "fetching the models (pinned by sha256)"
 	$(PY) -m brisvox models fetch
 	@if [ "$$BRISVOX_DEMO_LLM" != "scripted" ]; then \

@@ -73,6 +73,19 @@ def test_make_demo_installs_every_library_an_auto_llm_needs() -> None:
         assert set(extras[entry.extra]) <= installed, (provider, entry.extra, first_install.group(0))
 
 
+def test_make_demo_installs_the_webrtc_extra_because_the_demo_page_calls_over_webrtc_by_default() -> None:
+    import re
+
+    from brisvox.server.settings import Settings
+
+    assert Settings.from_env({}).webrtc  # WebRTC is the demo page's default
+    demo = (ROOT / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    installs = re.findall(r"install -q -e '\.\[([^\]]*)\]'", demo)
+    assert len(installs) == 2, demo  # with the local LLM, and BRISVOX_DEMO_LLM=scripted without it
+    for extras in installs:
+        assert "webrtc" in extras.split(","), extras
+
+
 def test_the_demo_agent_file_is_the_restaurant_example_and_checks_with_its_own_tools(capsys: pytest.CaptureFixture[str]) -> None:
     from brisvox.__main__ import main
 

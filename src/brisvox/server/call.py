@@ -280,7 +280,8 @@ def webrtc_endpoint(settings: Settings, clock: Clock) -> HttpCallEndpoint | None
         from brisvox.server.webrtc_endpoint import TurnConfig, WebRtcEndpoint, WhipConfig
         from brisvox.transport.webrtc import WebRtcConfig
     except ImportError as exc:
-        log.warning("BRISVOX_WEBRTC=on but the webrtc extra is not installed (pip install 'brisvox[webrtc]'): %s; "
+        log.warning("WebRTC is on (BRISVOX_WEBRTC, default on) but the webrtc extra is not installed "
+                    "(pip install 'brisvox[webrtc]'): %s; "
                     "browsers call over the WebSocket", exc)
         return None
     hosts = settings.webrtc_hosts or _listener_address(settings.host)
