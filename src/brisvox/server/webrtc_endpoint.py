@@ -235,8 +235,8 @@ class WebRtcEndpoint:
             except OfferRejected as exc:
                 return self._refuse(request, SignalingRefusal(400, "bad_offer", str(exc)))
             except DeadlineExceeded:
-                return self._refuse(request, SignalingRefusal(503, "answer_timeout", "the answer took too long"),
-                                    retry_after=RETRY_AFTER_SECONDS)
+                why = f"the answer was not ready within {cfg.webrtc.gather_timeout:g} s (ICE gathering)"
+                return self._refuse(request, SignalingRefusal(503, "answer_timeout", why), retry_after=RETRY_AFTER_SECONDS)
             headers = {**self._cors(request), "Location": f"{cfg.path}/{call_id}", "Cache-Control": "no-store"}
             response = _Answer(call.answer_sdp, headers, run=functools.partial(self._run, call, admitted, address, manager),
                                abandon=call.hang_up)
