@@ -106,7 +106,7 @@ class EndReason(enum.Enum):
     BUSY = "busy"  # the engine did not take the call
     SHUTDOWN = "shutdown"
     LIMIT = "limit"  # max_call_duration, a packet flood, too many faults
-    ERROR = "error"  # our side failed (the Opus encoder)
+    ENCODER = "encoder"  # our Opus encoder failed
 
 
 # --- host candidates -------------------------------------------------------------------------
@@ -388,6 +388,8 @@ class WebRtcCall:
                    abandon_if: Callable[[], bool] | None) -> EndReason:
         if not await self._wait_connected(shutdown, abandon_if):
             return self.end_reason or EndReason.ABANDONED
+        if self.end_reason is not None:  # the encoder failed while connecting: the engine never sees the call
+            return self.end_reason
         metadata = dict(self.metadata)
         metadata.update({"transport": "webrtc", CallInfo.SAMPLE_RATE_KEY: str(self.cfg.input_rate),
                          CallInfo.OUTPUT_SAMPLE_RATE_KEY: str(self.cfg.output_rate), "encoding": "opus"})
@@ -561,7 +563,7 @@ class WebRtcCall:
     def _encoder_failed(self, exc: BaseException) -> None:
         """The track's encoder failed (logged there with its traceback): the call ends with a fault."""
         self.stats.encoder_failures += 1
-        self._request_end(EndReason.ERROR, "encoder_failed", f"the Opus encoder failed: {type(exc).__name__}")
+        self._request_end(EndReason.ENCODER, "encoder_failed", f"the Opus encoder failed: {type(exc).__name__}")
 
     async def _lossless(self, ev: WireEvent) -> None:
         assert self.ends is not None
