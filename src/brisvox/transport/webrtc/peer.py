@@ -153,8 +153,9 @@ class OutboundTrack(MediaStreamTrack):
     kind = "audio"
 
     def __init__(self, clock: Clock, audio: OutboundAudio, on_sent: Callable[[int, float], None],
-                 on_failed: Callable[[BaseException], None]) -> None:
+                 on_failed: Callable[[BaseException], None], call_id: str = "") -> None:
         super().__init__()
+        self._call_id = call_id
         self._clock = clock
         self._audio = audio
         self._on_sent = on_sent
@@ -187,7 +188,7 @@ class OutboundTrack(MediaStreamTrack):
             # about 80-180 us a frame: off the loop, like aiortc's own encoder (docs/WEBRTC.md)
             payload = await asyncio.get_running_loop().run_in_executor(None, self._encoder.encode, pcm)
         except Exception as exc:
-            log.exception("webrtc: the Opus encoder failed; the call's audio ends")
+            log.exception("webrtc call %s: the Opus encoder failed; the call's audio ends", self._call_id)
             self._on_failed(exc)
             self.stop()
             raise MediaStreamError from exc
@@ -232,7 +233,7 @@ class WebRtcCall:
         self.outbound = OutboundAudio(capacity=config.outbound_frames)
         self.marks = PlayoutMarks(config.mark_delay)
         self.inbound = InboundAudio(config.input_rate, config.max_concealed_frames)
-        self.track = OutboundTrack(clock, self.outbound, self.marks.sent, self._encoder_failed)
+        self.track = OutboundTrack(clock, self.outbound, self.marks.sent, self._encoder_failed, call_id)
         self.limit = AudioRateLimit(ratio=config.max_audio_packets_per_sec * FRAME, burst=config.packet_burst,
                                     flood=config.packet_burst * 10)
         self.remote: MediaStreamTrack | None = None
