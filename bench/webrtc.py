@@ -1,10 +1,11 @@
 """WebRTC (aiortc) calls against WebSocket calls in the same run: codec cost, CPU and memory per
 call, and the latency each transport adds.
 
-* ``codec``: median microseconds per 20 ms frame of aiortc's Opus encoder and decoder (which
-  run off the event loop: the encoder in the default executor, the decoder in the receiver's
-  thread) and of our conversions on the loop (48 kHz stereo -> 16 kHz mono in, 24 kHz ->
-  48 kHz frames out).
+* ``codec``: median microseconds per 20 ms frame of our Opus encoder (mono, what the outbound
+  track runs in the default executor), aiortc's (stereo, the peer it replaced) and aiortc's
+  decoder (the receiver's thread), both off the event loop; of what stays on the loop (our
+  conversions: 48 kHz stereo -> 16 kHz mono in, 24 kHz -> 48 kHz frames out; wrapping a
+  payload in a packet); and of a new encoder (each clear makes one).
 * ``load``: a server in a child process (``brisvox serve``'s app: WHIP + the WebSocket route,
   the transport's echo engine) and 1, 10, 30 calls from this process, each sending a tone in
   real time for ``--seconds`` and reading the echo.  Reports the server's CPU per
@@ -49,6 +50,7 @@ from brisvox.transport import CallerAudio, SendAudio, TransportSession
 from brisvox.transport.link import CallLink
 from brisvox.transport.webrtc import WebRtcConfig, WebRtcStats, answer_offer, host_addresses
 from brisvox.transport.webrtc.media import InboundAudio, OutboundAudio
+from brisvox.transport.webrtc.opus import OpusEncoder as OurOpusEncoder
 
 RATE = 16000
 FRAME_16K = RATE // 50
@@ -71,21 +73,28 @@ def _audio_frame(pcm: bytes, pts: int) -> av.AudioFrame:
 
 
 def codec(frames: int = 2000) -> dict[str, float]:
-    enc, dec = OpusEncoder(), OpusDecoder()
+    ours, peer, dec = OurOpusEncoder(), OpusEncoder(), OpusDecoder()
     pcm48 = TONE[:960].tobytes()
-    timings: dict[str, list[float]] = {"opus_encode": [], "opus_decode": [], "inbound_convert": [],
-                                       "outbound_convert": [], "frame_build": []}
+    timings: dict[str, list[float]] = {"opus_encode": [], "aiortc_encode": [], "opus_decode": [],
+                                       "inbound_convert": [], "outbound_convert": [], "packet_build": [],
+                                       "encoder_reset": []}
     inbound, outbound = InboundAudio(RATE), OutboundAudio(capacity=10_000)
     pcm24 = _tone(24000, 480)
     for i in range(frames):
         t = time.perf_counter()
-        frame = _audio_frame(pcm48, i * 960)
-        timings["frame_build"].append(time.perf_counter() - t)
-        t = time.perf_counter()
-        payloads, _ = enc.encode(frame)
+        payload = ours.encode(pcm48)
         timings["opus_encode"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        decoded = dec.decode(JitterFrame(data=payloads[0], timestamp=i * 960))
+        packet = av.Packet(payload)
+        packet.pts = i * 960
+        packet.time_base = fractions.Fraction(1, 48000)
+        timings["packet_build"].append(time.perf_counter() - t)
+        frame = _audio_frame(pcm48, i * 960)
+        t = time.perf_counter()
+        peer.encode(frame)
+        timings["aiortc_encode"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        decoded = dec.decode(JitterFrame(data=payload, timestamp=i * 960))
         timings["opus_decode"].append(time.perf_counter() - t)
         stereo = bytes(decoded[0].planes[0])[:decoded[0].samples * 4]
         t = time.perf_counter()
@@ -95,6 +104,10 @@ def codec(frames: int = 2000) -> dict[str, float]:
         outbound.push(pcm24, 24000)
         outbound.take()
         timings["outbound_convert"].append(time.perf_counter() - t)
+        if i % 10 == 0:
+            t = time.perf_counter()
+            OurOpusEncoder()
+            timings["encoder_reset"].append(time.perf_counter() - t)
     return {k: statistics.median(v) * 1e6 for k, v in timings.items()}
 
 

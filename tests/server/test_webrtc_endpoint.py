@@ -17,7 +17,7 @@ from brisvox.core.secret import Secret
 from brisvox.server.auth import AuthMode
 from brisvox.server.settings import Settings
 from brisvox.server.webrtc_endpoint import TurnConfig, WhipConfig
-from brisvox.transport.webrtc import WebRtcConfig
+from brisvox.transport.webrtc import WebRtcConfig, peer
 from tests.server._webrtc import whip_server
 from tests.transport.webrtc._client import BrowserPeer, rms, tone
 
@@ -209,3 +209,24 @@ async def test_a_drain_abandons_offers_that_have_not_connected_instead_of_waitin
         assert endpoint.stats.closes == {"shutdown": 1} and endpoint.stats.calls_started == 0
     finally:
         await browser.close()
+
+
+async def test_a_call_whose_opus_encoder_fails_ends_and_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken:
+        def encode(self, pcm: bytes) -> bytes:
+            raise ValueError("libopus is gone")
+
+    monkeypatch.setattr(peer, "OpusEncoder", Broken)
+    clock = SystemClock()
+    async with whip_server() as (base, endpoint), httpx.AsyncClient(timeout=10) as http:
+        browser = BrowserPeer(clock)
+        try:
+            answered = await http.post(f"{base}/whip", content=await browser.offer(), headers=SDP)
+            assert answered.status_code == 201
+            await browser.accept(answered.text)
+            await bounded(clock, 5, _until(lambda: endpoint.pending_calls == 0), "call end")
+            assert endpoint.stats.encoder_failures == 1 and endpoint.stats.closes == {"encoder": 1}
+            metrics = (await http.get(f"{base}/metrics")).text
+            assert 'brisvox_engine_failures_total{fatal="true",stage="webrtc_encoder"} 1.0' in metrics
+        finally:
+            await browser.close()

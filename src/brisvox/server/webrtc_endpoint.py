@@ -17,7 +17,8 @@ Routes under ``WhipConfig.path`` (default ``/whip``):
 The AccessGuard checks Host, Origin and the bearer token of every request under the path
 except ``OPTIONS`` (``AccessPolicy.call_paths``) before it gets here.  Every refusal (the
 guard's on this path too) and every offer abandoned unconnected (``connect_timeout``) is
-counted in ``brisvox_signaling_refused_total{reason}`` (the reason the body names).
+counted in ``brisvox_signaling_refused_total{reason}`` (the reason the body names).  A call whose
+Opus encoder failed is counted in ``brisvox_engine_failures_total{stage="webrtc_encoder",fatal="true"}``.
 
 The call runs in the POST's own request task after the response is sent (``_Answer``), as
 a WebSocket call runs in its connection's task (a response that could not be sent hangs the
@@ -77,6 +78,8 @@ log = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 5
 CONNECT_TIMEOUT = "connect_timeout"
 """The ``reason`` of an offer whose browser never connected (abandoned at ``connect_timeout``)."""
+ENCODER_STAGE = "webrtc_encoder"
+"""The ``stage`` of ``brisvox_engine_failures_total`` for a call whose Opus encoder failed (the call ends)."""
 _CORS_METHODS = "POST, DELETE, GET, OPTIONS"
 _CORS_HEADERS = "Authorization, Content-Type"
 
@@ -235,8 +238,8 @@ class WebRtcEndpoint:
             except OfferRejected as exc:
                 return self._refuse(request, SignalingRefusal(400, "bad_offer", str(exc)))
             except DeadlineExceeded:
-                return self._refuse(request, SignalingRefusal(503, "answer_timeout", "the answer took too long"),
-                                    retry_after=RETRY_AFTER_SECONDS)
+                why = f"the answer was not ready within {cfg.webrtc.gather_timeout:g} s (ICE gathering)"
+                return self._refuse(request, SignalingRefusal(503, "answer_timeout", why), retry_after=RETRY_AFTER_SECONDS)
             headers = {**self._cors(request), "Location": f"{cfg.path}/{call_id}", "Cache-Control": "no-store"}
             response = _Answer(call.answer_sdp, headers, run=functools.partial(self._run, call, admitted, address, manager),
                                abandon=call.hang_up)
@@ -286,6 +289,8 @@ class WebRtcEndpoint:
             ended = await call.run(deliver, self._shutdown, register, abandon_if=lambda: manager.draining)
             if ended is EndReason.ABANDONED and self._metrics is not None:
                 self._metrics.record_signaling_refusal(CONNECT_TIMEOUT)
+            elif ended is EndReason.ENCODER and self._metrics is not None:
+                self._metrics.record_failure(ENCODER_STAGE, fatal=True)  # logged by the track with its traceback
         except Exception:
             log.exception("webrtc call %s failed in the transport", call.call_id)
         finally:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
@@ -190,3 +192,32 @@ async def test_the_answer_offers_only_the_configured_addresses() -> None:
     finally:
         await call.close_peer()
         await browser.close()
+
+
+async def test_rtp_timestamps_run_on_across_a_clear_and_the_new_encoders_audio_plays() -> None:
+    async with webrtc_call() as (browser, call, session, _ran):
+        await bounded(SystemClock(), 2.0, session.recv(), "started")
+        (receiver,) = browser.pc.getReceivers()
+        handle = receiver._handle_rtp_packet
+        stamps: list[tuple[int, int]] = []
+
+        async def record(packet: Any, arrival_time_ms: int) -> None:
+            stamps.append((packet.sequence_number, packet.timestamp))
+            await handle(packet, arrival_time_ms=arrival_time_ms)
+
+        setattr(receiver, "_handle_rtp_packet", record)  # noqa: B010 - an instance override of aiortc's method
+        clock = SystemClock()
+        await session.send(SendAudio(OutputAudioFrame(epoch=0, pcm=tone(24000, 0.4), sample_rate=24000)))
+        await clock.sleep(0.2)
+        await session.send(Clear(1))
+        await clock.sleep(0.1)
+        heard_before = len(browser.heard)
+        await session.send(SendAudio(OutputAudioFrame(epoch=1, pcm=tone(24000, 0.4, freq=300.0), sample_rate=24000)))
+        await clock.sleep(0.6)
+        assert call.track.encoder_resets == 1
+        assert len(stamps) > 30
+        for (seq0, ts0), (seq1, ts1) in itertools.pairwise(stamps):
+            frames = (seq1 - seq0) % 2**16
+            assert (ts1 - ts0) % 2**32 == frames * 960, "the timestamps advance 960 a packet, across the clear too"
+        after = b"".join(pcm for _, pcm in browser.heard[heard_before:])
+        assert rms(after) > 500, "the new encoder's audio reaches the browser"

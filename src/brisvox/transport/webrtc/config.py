@@ -86,4 +86,5 @@ class WebRtcStats:
     idle_timeouts: int = 0
     duration_limits: int = 0
     overloads: int = 0
+    encoder_failures: int = 0
     closes: dict[str, int] = field(default_factory=dict)  # why calls ended -> how many

@@ -1,8 +1,8 @@
 """The audio path of one WebRTC call, without sockets, codecs or a clock (pure).
 
 WebRTC carries Opus at 48 kHz; the engine hears ``input_rate`` and speaks ``output_rate``.
-aiortc decodes and encodes Opus (its decoder thread and its encoder in the default
-executor); this module converts between its 48 kHz PCM16 and the engine's rates with the
+aiortc decodes Opus (its decoder thread) and the outbound track encodes it
+(:mod:`brisvox.transport.webrtc.opus`, in the default executor); this module converts between its 48 kHz PCM16 and the engine's rates with the
 audio layer's :class:`~brisvox.audio.resample.ResampleStream`:
 
 * :class:`InboundAudio`: a decoded frame (48 kHz, mono or interleaved stereo, with its

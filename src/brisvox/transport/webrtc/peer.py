@@ -27,7 +27,9 @@ connected the call pair is built (``WireStarted`` with ``input_rate`` in and
   peer), ``max_call_duration`` or a packet flood.
 
 The track sends one 20 ms frame per 20 ms on the injected clock (silence when nothing is
-buffered); aiortc encodes it in its executor, so codec work never runs on the loop.
+buffered), encoded to Opus by its own encoder in the default executor (codec work never runs on
+the loop) and handed to aiortc as a packet with the track's timestamps; a clear resets the
+encoder while the timestamps run on (docs/WEBRTC.md, Audio).
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from typing import Any
 
 import aioice.ice
 import av
-import numpy as np
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 from aiortc.jitterbuffer import JitterBuffer
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
@@ -77,6 +78,7 @@ from brisvox.transport.webrtc.media import (
     OutboundAudio,
     PlayoutMarks,
 )
+from brisvox.transport.webrtc.opus import OpusEncoder
 from brisvox.transport.websocket.limits import AudioRateLimit, AudioVerdict
 
 __all__ = ["EndReason", "OfferRejected", "OutboundTrack", "WebRtcCall", "answer_offer", "host_addresses"]
@@ -104,6 +106,7 @@ class EndReason(enum.Enum):
     BUSY = "busy"  # the engine did not take the call
     SHUTDOWN = "shutdown"
     LIMIT = "limit"  # max_call_duration, a packet flood, too many faults
+    ENCODER = "encoder"  # our Opus encoder failed
 
 
 # --- host candidates -------------------------------------------------------------------------
@@ -140,19 +143,35 @@ def host_addresses(hosts: tuple[str, ...]) -> Iterator[None]:
 
 class OutboundTrack(MediaStreamTrack):
     """The bot's audio as aiortc pulls it: one 20 ms frame per 20 ms on the injected clock
-    (a late pull restarts the grid), silence when nothing is buffered."""
+    (a late pull restarts the grid), silence when nothing is buffered, encoded to Opus here
+    (our :class:`~brisvox.transport.webrtc.opus.OpusEncoder`, in the default executor) and
+    handed to aiortc's sender as a packet with our own timestamp (48 kHz, 960 per frame),
+    which aiortc only packs.  :meth:`reset_encoder` (a clear) throws the encoder's state away;
+    the timestamps run on, so the browser's jitter buffer sees no jump.  An encoder failure
+    is logged with its traceback and reported to ``on_failed``; the track then ends."""
 
     kind = "audio"
 
-    def __init__(self, clock: Clock, audio: OutboundAudio, on_sent: Callable[[int, float], None]) -> None:
+    def __init__(self, clock: Clock, audio: OutboundAudio, on_sent: Callable[[int, float], None],
+                 on_failed: Callable[[BaseException], None], call_id: str = "") -> None:
         super().__init__()
+        self._call_id = call_id
         self._clock = clock
         self._audio = audio
         self._on_sent = on_sent
+        self._on_failed = on_failed
         self._next: float | None = None
         self._pts = 0
+        self._encoder: OpusEncoder | None = None
+        self.encoder_resets = 0
 
-    async def recv(self) -> av.AudioFrame:
+    def reset_encoder(self) -> None:
+        """The next frame is encoded by a new encoder: nothing from before it reaches the browser
+        through the encoder's look-ahead.  A frame already being encoded still leaves."""
+        self._encoder = None
+        self.encoder_resets += 1
+
+    async def recv(self) -> av.Packet[Any]:
         if self.readyState != "live":
             raise MediaStreamError
         now = self._clock.now()
@@ -163,13 +182,21 @@ class OutboundTrack(MediaStreamTrack):
         self._next += FRAME
         pcm = self._audio.take() or SILENT_FRAME
         self._on_sent(self._audio.sent_total, self._clock.now())
-        frame = av.AudioFrame.from_ndarray(np.frombuffer(pcm, dtype="<i2").reshape(1, -1), format="s16",
-                                           layout="mono")
-        frame.sample_rate = OPUS_RATE
-        frame.pts = self._pts
-        frame.time_base = _TIME_BASE
+        if self._encoder is None:
+            self._encoder = OpusEncoder()
+        try:
+            # about 80-180 us a frame: off the loop, like aiortc's own encoder (docs/WEBRTC.md)
+            payload = await asyncio.get_running_loop().run_in_executor(None, self._encoder.encode, pcm)
+        except Exception as exc:
+            log.exception("webrtc call %s: the Opus encoder failed; the call's audio ends", self._call_id)
+            self._on_failed(exc)
+            self.stop()
+            raise MediaStreamError from exc
+        packet = av.Packet(payload)
+        packet.pts = self._pts
+        packet.time_base = _TIME_BASE
         self._pts += FRAME_SAMPLES
-        return frame
+        return packet
 
 
 # --- the call ------------------------------------------------------------------------------------
@@ -206,7 +233,7 @@ class WebRtcCall:
         self.outbound = OutboundAudio(capacity=config.outbound_frames)
         self.marks = PlayoutMarks(config.mark_delay)
         self.inbound = InboundAudio(config.input_rate, config.max_concealed_frames)
-        self.track = OutboundTrack(clock, self.outbound, self.marks.sent)
+        self.track = OutboundTrack(clock, self.outbound, self.marks.sent, self._encoder_failed, call_id)
         self.limit = AudioRateLimit(ratio=config.max_audio_packets_per_sec * FRAME, burst=config.packet_burst,
                                     flood=config.packet_burst * 10)
         self.remote: MediaStreamTrack | None = None
@@ -362,6 +389,8 @@ class WebRtcCall:
                    abandon_if: Callable[[], bool] | None) -> EndReason:
         if not await self._wait_connected(shutdown, abandon_if):
             return self.end_reason or EndReason.ABANDONED
+        if self.end_reason is not None:  # the encoder failed while connecting: the engine never sees the call
+            return self.end_reason
         metadata = dict(self.metadata)
         metadata.update({"transport": "webrtc", CallInfo.SAMPLE_RATE_KEY: str(self.cfg.input_rate),
                          CallInfo.OUTPUT_SAMPLE_RATE_KEY: str(self.cfg.output_rate), "encoding": "opus"})
@@ -480,6 +509,7 @@ class WebRtcCall:
             elif isinstance(got, WireClear):
                 floor = max(floor, got.epoch)
                 self.outbound.clear()
+                self.track.reset_encoder()
                 self.marks.clear()
             elif isinstance(got, WireMark):
                 self.outbound.flush()
@@ -512,7 +542,8 @@ class WebRtcCall:
     # --- ending --------------------------------------------------------------------------------
 
     def _request_end(self, reason: EndReason, fault: str | None, message: str) -> None:
-        """End the call once: a hang-up for HANGUP, a fatal fault for LIMIT, a lost peer otherwise."""
+        """End the call once: a hang-up for HANGUP, a fatal fault when ``fault`` names one, a lost peer
+        otherwise."""
         if self.end_reason is not None:
             return
         if self.hangup_requested.is_set():
@@ -529,6 +560,11 @@ class WebRtcCall:
                 ends.events.try_send(WireFault(fault, message, True))
         ends.events.close()
         ends.out.wake()
+
+    def _encoder_failed(self, exc: BaseException) -> None:
+        """The track's encoder failed (logged there with its traceback): the call ends with a fault."""
+        self.stats.encoder_failures += 1
+        self._request_end(EndReason.ENCODER, "encoder_failed", f"the Opus encoder failed: {type(exc).__name__}")
 
     async def _lossless(self, ev: WireEvent) -> None:
         assert self.ends is not None
