@@ -216,6 +216,8 @@ class _Session:
         await self.outbox.send(p.encode(message))
 
     def _post_ui(self, message: dict[str, Any]) -> bool:
+        if message["type"] != "ui-command":  # a server message: protocol v1 carries UI actions only
+            raise UiError(UiErrorKind.NO_SCREEN, f"{message['type']} is not carried over the agent protocol")
         data = message["data"]
         command = p.UiCommand(type="ui.command", command=data["command"], payload=data["payload"])
         return self.outbox.try_send(p.encode(command))
