@@ -38,6 +38,10 @@ export enum ErrorCode {
   NoCarrier = "no_carrier",
   /** The carrier refused or did not answer the transfer. */
   CarrierFailed = "carrier_failed",
+  /** ui.command on a call without a screen (not an RTVI call). */
+  NoScreen = "no_screen",
+  /** ui.command naming an action the call's UI contract does not declare. */
+  Undeclared = "undeclared",
 }
 
 /** A frame that is not a valid message: `code` says why, `field` names the bad field ("" for the whole frame). */

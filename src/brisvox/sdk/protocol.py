@@ -69,6 +69,8 @@ class ErrorCode(enum.Enum):
     UNKNOWN_TOOL = "unknown_tool"  # tools.set named a tool the call does not have
     NO_CARRIER = "no_carrier"  # transfer (or end with a farewell) on a call without a phone carrier / line
     CARRIER_FAILED = "carrier_failed"  # the carrier refused or did not answer the transfer
+    NO_SCREEN = "no_screen"  # ui.command on a call without a screen (not an RTVI call)
+    UNDECLARED = "undeclared"  # ui.command naming an action the call's UI contract does not declare
 
 
 class ProtocolError(BrisvoxError):

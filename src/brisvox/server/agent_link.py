@@ -67,6 +67,10 @@ class AgentLinkConfig:
     reopen_backoff_max: float = 2.0
 
 
+UiCommandHandler = Callable[[p.UiCommand], p.ProtocolErrorMessage | None]
+"""Puts an agent's ``ui.command`` on the call's screen: None when shown, else the error to answer."""
+
+
 def event_message(event: ev.EngineEvent) -> p.CallEvent | None:
     """The protocol's event for an engine event (None: not sent to agents)."""
     match event:
@@ -135,6 +139,7 @@ class AgentLink:
         self._start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent="", transport="")
         self.input = AgentInput(self._refused)  # the agent's commands, for run_call(agent=)
         self.commands_refused = 0
+        self.on_ui_command: UiCommandHandler | None = None  # the call's screen (brisvox.server.ui_relay)
 
     @classmethod
     async def open(cls, config: AgentLinkConfig, clock: Clock, *, call_id: str, agent: str, transport: str,
@@ -291,9 +296,29 @@ class AgentLink:
             elif isinstance(message, p.Ready):
                 self._refuse(p.ErrorCode.UNEXPECTED, "type", "ready was already received")
             elif isinstance(message, p.UiCommand):
-                self._refuse(p.ErrorCode.UNEXPECTED, "type", "ui.command is not carried to the screen by this server")
+                self._ui_command(message)
             else:
                 self.input.put(_command(message))
+
+    def _ui_command(self, message: p.UiCommand) -> None:
+        """The agent's UI action, to the call's screen (brisvox.server.ui_relay); refused without one."""
+        relay = self.on_ui_command
+        error = relay(message) if relay is not None else p.ProtocolErrorMessage(
+            type="error", code=p.ErrorCode.NO_SCREEN.value, message="this call has no screen", command="ui.command")
+        if error is not None:
+            self.commands_refused += 1
+            log.warning("call %s: the agent's ui.command was not carried out: %s", self.call_id, error.code)
+            self._out.try_send((p.encode(error), True))
+
+    def post_ui_event(self, event: p.UiEvent) -> bool:
+        """An app event from the call's screen, to the agent without waiting; False when the link is
+        down or its queue is full (the call then notes the event itself)."""
+        if self.lost or self._closing:
+            return False
+        try:
+            return self._out.try_send((p.encode(event), False))
+        except ChannelClosed:
+            return False
 
     def _refuse(self, code: p.ErrorCode, field: str, message: str) -> None:
         self.protocol_errors += 1

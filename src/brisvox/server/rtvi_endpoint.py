@@ -191,7 +191,7 @@ class RtviSide:
         except Exception:  # the application's on_event failed: logged with its traceback, the client told
             log.exception("rtvi call %s: the UI contract's on_event failed for %r", self._call.link.info.call_id, name)
             return rtvi.error_response(request_id, f"app event {name!r} failed")
-        if answer.note is not None:
+        if not self.ui.relayed(answer) and answer.note is not None:  # a linked agent owns its app events' notes
             await self._call.note(answer.note)
         return None if t is None else rtvi.server_response(request_id, t, {"accepted": not answer.stale})
 

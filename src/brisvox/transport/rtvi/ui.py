@@ -255,6 +255,9 @@ class CallUi:
         self._open: OrderedDict[str, Action] = OrderedDict()
         self.dispatched = 0
         self.messages = 0  # server messages sent
+        # Set while an agent link takes the call's app events (brisvox.server.ui_relay): told each
+        # answer, True when the link took it (the agent then owns its note).
+        self.relay: Callable[[UiAnswer], bool] | None = None
         self.answered = 0
         self.stale = 0
 
@@ -292,6 +295,10 @@ class CallUi:
             raise UiError(UiErrorKind.NO_SCREEN, f"the call is over: {what} was not sent") from None
         if not queued:
             raise UiError(UiErrorKind.QUEUE_FULL, f"the screen did not take {what}: the call's outgoing queue is full")
+
+    def relayed(self, answer: UiAnswer) -> bool:
+        """Whether an agent link took ``answer`` (then the call adds no note of its own)."""
+        return self.relay is not None and self.relay(answer)
 
     def is_open(self, nonce: str) -> bool:
         return nonce in self._open
