@@ -17,10 +17,11 @@ from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.core.clock import SystemClock
 from brisvox.core.errors import ChannelClosed
 from brisvox.sdk import Brain, protocol, serve
+from brisvox.sdk.testing import BrainDriver
 from brisvox.server.ui_relay import UiRelay
 from brisvox.sim import Call, Say, ScriptedLlm
 from brisvox.transport.rtvi import Action, CallUi, UiContract
-from brisvox.transport.rtvi.ui import UiAnswer
+from brisvox.transport.rtvi.ui import UiAnswer, UiError
 from tests.server.test_rtvi_endpoint import AGENT, ConfirmAnswered, OpenConfirm, collect, rtvi, serving
 
 
@@ -90,6 +91,32 @@ def test_a_full_screen_queue_is_busy_and_an_ended_call_is_call_ended() -> None:
     assert error is not None and error.code == "call_ended"
 
 
+def test_an_agents_server_message_goes_to_the_page_and_one_the_screen_refuses_is_answered_with_its_code() -> None:
+    r, _, shown, _ = relay()
+    assert r.command(protocol.UiMessage(type="ui.message", data={"step": "cooking"})) is None
+    assert [(m["type"], m["data"]) for m in shown] == [("server-message", {"step": "cooking"})] and r.sent == 1
+    big = r.command(protocol.UiMessage(type="ui.message", data="x" * (64 * 1024)))
+    assert big is not None and (big.code, big.field, big.command) == ("bad_field", "data", "ui.message")
+    none = UiRelay(None, lambda _e: True).command(protocol.UiMessage(type="ui.message", data=1))
+    assert none is not None and (none.code, none.command) == ("no_screen", "ui.message")
+    full, _, _, _ = relay(screen_post=lambda _m: False)
+    busy = full.command(protocol.UiMessage(type="ui.message", data=1))
+    assert busy is not None and busy.code == "busy"
+
+
+async def test_a_brains_server_message_is_a_ui_message_frame_and_data_that_is_not_json_is_refused_naming_it() -> None:
+    brain = Desk()
+    with pytest.raises(UiError, match="not serving a call"):
+        brain.send_server_message({"step": 1})
+    async with BrainDriver(brain) as driver:
+        brain.send_server_message({"step": "cooking", "eta": 4.5})
+        with pytest.raises(UiError, match=r"data.eta: nan is not a JSON number"):
+            brain.send_server_message({"eta": float("nan")})
+        await driver.call_tool("opening_hours")  # a round trip: what was sent before it has arrived
+    assert [m for m in driver.messages if isinstance(m, protocol.UiMessage)] == [
+        protocol.UiMessage(type="ui.message", data={"step": "cooking", "eta": 4.5})]
+
+
 def test_an_app_event_goes_to_the_agent_and_a_stale_or_untaken_one_stays_with_the_call() -> None:
     r, screen, _, events = relay()
     screen.relay = r.event
@@ -143,7 +170,13 @@ class Desk(Brain):
         """Put the booking on the user's screen to confirm; returns at once."""
         self.dispatch(OpenConfirm(nonce="sheet-1", summary=args.summary))
         self.dispatch(ShowMap(place="the shop"))  # the server's program does not declare it: refused
+        self.send_server_message({"booking": args.summary, "state": "confirming"})  # needs no declaration
         return "The sheet is up."
+
+    @brisvox.tool.read_only
+    async def opening_hours(self) -> str:
+        """When the shop is open."""
+        return "nine to five"
 
     async def on_app_event(self, answer: UiAnswer) -> None:
         self.answers.append(answer)
@@ -170,10 +203,11 @@ async def test_a_brains_ui_action_reaches_the_rtvi_page_and_the_tap_reaches_the_
             await ws.send(rtvi("client-ready", {"version": "2.1.0"}, "r"))
             await collect(ws, "bot-stopped-speaking")  # the greeting
             await ws.send(rtvi("send-text", {"content": "book the nine o'clock", "options": {}}, "s1"))
-            messages, _, _ = await collect(ws, "ui-command")
+            messages, _, _ = await collect(ws, "server-message")
             (sheet,) = [m for m in messages if m.type == "ui-command"]
             assert sheet.data == {"command": "open_confirm",
                                   "payload": {"nonce": "sheet-1", "summary": "Table for two at nine"}}
+            assert messages[-1].data == {"booking": "Table for two at nine", "state": "confirming"}
             await collect(ws, "bot-stopped-speaking")
             await ws.send(rtvi("ui-event", {"event": "confirm_answered",
                                             "payload": {"nonce": "sheet-1", "answer": "yes"}}, "u1"))

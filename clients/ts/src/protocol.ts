@@ -139,7 +139,13 @@ export interface UiCommand {
   payload: JsonObject;
 }
 
-export type AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand;
+/** A free-form message for the caller's page (RTVI `server-message`, the JS client's `onServerMessage`). */
+export interface UiMessage {
+  type: "ui.message";
+  data?: JsonValue;
+}
+
+export type AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand | UiMessage;
 
 // --- server -> agent ----------------------------------------------------------------------------
 
@@ -383,6 +389,10 @@ const AGENT_MESSAGES: Record<AgentMessage["type"], Check> = {
     type: required(literal("ui.command")),
     command: required(str({ pattern: UI_NAME })),
     payload: required(object()),
+  }),
+  "ui.message": model({
+    type: required(literal("ui.message")),
+    data: optional(anyJson()),
   }),
 };
 

@@ -40,6 +40,7 @@ __all__ = [
     "Transfer",
     "UiCommand",
     "UiEvent",
+    "UiMessage",
     "encode",
     "parse_agent_message",
     "parse_server_message",
@@ -154,6 +155,14 @@ class UiCommand(_Message):
     payload: dict[str, Any]
 
 
+class UiMessage(_Message):
+    """A free-form message for the caller's page (RTVI ``server-message``, the JS client's
+    ``onServerMessage``): ``data`` is any JSON (at most 64 KiB encoded)."""
+
+    type: Literal["ui.message"]
+    data: Any = None
+
+
 class Transfer(_Message):
     """Transfer the call (through its carrier) to ``to``: a phone number or SIP URI the carrier takes."""
 
@@ -161,7 +170,7 @@ class Transfer(_Message):
     to: Annotated[str, Field(min_length=1, max_length=256)]
 
 
-AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand
+AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand | UiMessage
 _AGENT = TypeAdapter[AgentMessage](Annotated[AgentMessage, Field(discriminator="type")])
 
 

@@ -8,7 +8,9 @@ them unchanged.  The engine's events go out through a bounded queue (events drop
 tool calls back-pressure); the reader resolves ``tool.result`` s and never waits on the call.
 The agent's commands (``say``, ``context.update``, ``tools.set``, ``end`` with a farewell,
 ``transfer``) go to the call's :class:`~brisvox.engine.agent_input.AgentInput` (``input``,
-handed to ``run_call``) without waiting; a command the call cannot carry out comes back as
+handed to ``run_call``) without waiting; its ``ui.command`` and ``ui.message`` go to the call's
+screen (``on_ui_command``, set by :mod:`brisvox.server.ui_relay`), and the screen's app events
+come back through :meth:`AgentLink.post_ui_event`; a command the call cannot carry out comes back as
 an ``error`` naming it (``command``), logged once.
 
 Failure never fails the call: an agent that cannot be reached, or a link lost mid-call,
@@ -67,8 +69,8 @@ class AgentLinkConfig:
     reopen_backoff_max: float = 2.0
 
 
-UiCommandHandler = Callable[[p.UiCommand], p.ProtocolErrorMessage | None]
-"""Puts an agent's ``ui.command`` on the call's screen: None when shown, else the error to answer."""
+UiCommandHandler = Callable[[p.UiCommand | p.UiMessage], p.ProtocolErrorMessage | None]
+"""Puts an agent's ``ui.command`` / ``ui.message`` on the call's screen: None when sent, else the error to answer."""
 
 
 def event_message(event: ev.EngineEvent) -> p.CallEvent | None:
@@ -295,19 +297,19 @@ class AgentLink:
                     self.ended.set()
             elif isinstance(message, p.Ready):
                 self._refuse(p.ErrorCode.UNEXPECTED, "type", "ready was already received")
-            elif isinstance(message, p.UiCommand):
+            elif isinstance(message, p.UiCommand | p.UiMessage):
                 self._ui_command(message)
             else:
                 self.input.put(_command(message))
 
-    def _ui_command(self, message: p.UiCommand) -> None:
-        """The agent's UI action, to the call's screen (brisvox.server.ui_relay); refused without one."""
+    def _ui_command(self, message: p.UiCommand | p.UiMessage) -> None:
+        """The agent's UI action or server message, to the call's screen (brisvox.server.ui_relay)."""
         relay = self.on_ui_command
         error = relay(message) if relay is not None else p.ProtocolErrorMessage(
-            type="error", code=p.ErrorCode.NO_SCREEN.value, message="this call has no screen", command="ui.command")
+            type="error", code=p.ErrorCode.NO_SCREEN.value, message="this call has no screen", command=message.type)
         if error is not None:
             self.commands_refused += 1
-            log.warning("call %s: the agent's ui.command was not carried out: %s", self.call_id, error.code)
+            log.warning("call %s: the agent's %s was not carried out: %s", self.call_id, message.type, error.code)
             self._out.try_send((p.encode(error), True))
 
     def post_ui_event(self, event: p.UiEvent) -> bool:

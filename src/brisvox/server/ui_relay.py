@@ -3,7 +3,9 @@
 A remote agent reaches the caller's screen through the same seam as a local tool's
 ``ctx.dispatch``: its ``ui.command`` goes to the call's :class:`~brisvox.transport.rtvi.ui.CallUi`
 (the RTVI call's screen), validated against the agent's declared actions (the program's
-:class:`~brisvox.transport.rtvi.ui.UiContract`; without one every command is refused).  The
+:class:`~brisvox.transport.rtvi.ui.UiContract`; without one every command is refused), and its
+``ui.message`` goes out as RTVI ``server-message`` as a tool's ``ctx.send_server_message`` does
+(no declaration needed; the data checked the same way).  The
 screen's app events go back to the link as ``ui.event``: while the link is up the agent owns
 them (it decides the note; the Python SDK's default adds the contract's note to the call's
 context), so the call adds no note of its own; without a link, or once it is lost, the call
@@ -42,8 +44,8 @@ _CODES = {  # why the screen did not take an action -> the error code the agent 
 }
 
 
-def _error(code: p.ErrorCode, message: str, field: str = "") -> p.ProtocolErrorMessage:
-    return p.ProtocolErrorMessage(type="error", code=code.value, field=field, message=message, command="ui.command")
+def _error(code: p.ErrorCode, message: str, field: str = "", command: str = "ui.command") -> p.ProtocolErrorMessage:
+    return p.ProtocolErrorMessage(type="error", code=code.value, field=field, message=message, command=command)
 
 
 class UiRelay:
@@ -56,14 +58,24 @@ class UiRelay:
         self._post = post
         self._actions: dict[str, type[Action]] = (
             {ui_name(a): a for a in screen.contract.actions} if isinstance(screen, CallUi) else {})
-        self.shown = 0
-        self.relayed = 0
+        self.shown = 0  # actions put on the screen
+        self.sent = 0  # server messages sent to the page
+        self.relayed = 0  # app events handed to the agent
 
-    def command(self, message: p.UiCommand) -> p.ProtocolErrorMessage | None:
-        """Put the agent's action on the screen: None when it was queued, else the error for the agent."""
+    def command(self, message: p.UiCommand | p.UiMessage) -> p.ProtocolErrorMessage | None:
+        """Put the agent's action on the screen (or send its server message): None when it was
+        queued, else the error for the agent."""
         if self._screen is None:
-            return _error(p.ErrorCode.NO_SCREEN, f"{message.command!r} was not shown: this call has no screen "
-                                                 "(only RTVI calls have one)")
+            return _error(p.ErrorCode.NO_SCREEN, f"{message.type} was not sent: this call has no screen "
+                                                 "(only RTVI calls have one)", command=message.type)
+        if isinstance(message, p.UiMessage):
+            try:
+                self._screen.send_message(message.data)
+            except UiError as exc:
+                return _error(_CODES[exc.kind], str(exc), "data" if exc.kind is UiErrorKind.NOT_JSON else "",
+                              command=message.type)
+            self.sent += 1
+            return None
         model = self._actions.get(message.command)
         if model is None:
             known = ", ".join(sorted(self._actions)) or "none: the program declares no UiContract"
