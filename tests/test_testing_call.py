@@ -65,6 +65,41 @@ async def test_a_ui_action_on_a_call_without_a_screen_fails_the_tool_saying_so()
     assert test.ui_actions == []
 
 
+def progress_agent() -> brisvox.Agent:
+    @brisvox.tool.read_only
+    async def track_order(order: str, ctx: brisvox.ToolContext) -> str:
+        """Show the order's progress on the caller's page."""
+        ctx.send_server_message({"order": order, "steps": ["cooking", "on its way"]})
+        if order == "bad":
+            ctx.send_server_message({"order": {order}})
+        return "shown"
+
+    return brisvox.Agent(name="host", prompt="You track orders.", tools=[track_order])
+
+
+async def test_a_tools_server_message_is_recorded_per_turn_and_the_tool_returns_at_once() -> None:
+    llm = [[call("track_order", order="A7")], "It is on your screen.",
+           [call("track_order", order="bad")], "Sorry."]
+    async with AgentTest(progress_agent(), llm=llm, screen=True) as test:
+        turn = await test.user_says("where is my order")
+        bad = await test.user_says("and the other one")
+    assert turn.tool_calls[0].outcome == "ok"
+    assert turn.server_messages == [{"order": "A7", "steps": ["cooking", "on its way"]}]
+    (failed,) = bad.tool_calls  # data that is not JSON fails the tool, naming the value, as on a real screen
+    assert failed.outcome == "failed" and failed.content is not None and "data.order: a set is not JSON" in failed.content
+    assert test.server_messages == [turn.server_messages[0], {"order": "bad", "steps": ["cooking", "on its way"]}]
+
+
+async def test_a_server_message_on_a_call_without_a_screen_fails_the_tool_saying_so() -> None:
+    llm = [[call("track_order", order="A7")], "Sorry, I cannot show it."]
+    async with AgentTest(progress_agent(), llm=llm) as test:
+        turn = await test.user_says("where is my order")
+    (seen,) = turn.tool_calls
+    assert seen.outcome == "failed"
+    assert seen.content is not None and "has no screen for a server message" in seen.content
+    assert test.server_messages == []
+
+
 FLOW_AGENT = """\
 [agent]
 name = "booker"

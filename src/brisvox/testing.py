@@ -37,8 +37,10 @@ The tools' context (``brisvox.ToolContext``) describes the call: ``meta.transpor
 ``loopback``, ``meta.parameters`` the ``parameters`` given (what a transport would pass
 from the caller), ``meta.agent`` the agent's name.  With ``screen=True`` the call has a
 screen: UI actions the tools dispatch are recorded (``AgentTest.ui_actions``,
-``Turn.ui_actions``; a callable is also handed each one); without it a dispatch fails as
-it does on a phone call.  An agent with a flow runs it: ``AgentTest.node`` is the current
+``Turn.ui_actions``; a callable is also handed each one), and so are the server messages they
+send (``ctx.send_server_message``: ``AgentTest.server_messages``, ``Turn.server_messages``, checked
+as JSON as a real screen checks them); without it a dispatch or a server message fails as it
+does on a phone call.  An agent with a flow runs it: ``AgentTest.node`` is the current
 node, ``AgentTest.offered`` the tools it offers the model, ``Turn.nodes`` the nodes a turn
 entered.  The test caller echoes each mark as it hears it, as a phone does once the audio
 before it played, so a node that ends the call ends it as soon as its farewell has played.
@@ -99,6 +101,7 @@ from brisvox.sim.mock_llm import Call, Say, ScriptedLlm
 from brisvox.sim.scenario import ScenarioBuilder, SpokenUtterance
 from brisvox.transport import LoopbackTransport, TransportSession
 from brisvox.transport.events import WireMark
+from brisvox.transport.rtvi.ui import server_message_data
 
 __all__ = ["AgentTest", "Replay", "Turn", "TurnExpect", "call", "virtual_time"]
 
@@ -155,6 +158,7 @@ class Turn:
     interrupted: bool = False  # the caller spoke over the reply
     nodes: list[str] = field(default_factory=list)  # flow nodes the turn entered, in order
     ui_actions: list[BaseModel] = field(default_factory=list)  # dispatched to the screen during the turn
+    server_messages: list[Any] = field(default_factory=list)  # server messages' data sent during the turn
     done: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
     @property
@@ -306,6 +310,9 @@ class _Screen:
         if self._forward is not None:
             self._forward(action)
 
+    def send_message(self, data: Any, /) -> None:
+        self._test._sent(server_message_data(data))
+
 
 class AgentTest:
     """One test call with ``agent`` (see the module docs)."""
@@ -337,6 +344,7 @@ class AgentTest:
         self._parameters = dict(parameters or {})
         self._flow: FlowManager | None = None
         self.ui_actions: list[BaseModel] = []
+        self.server_messages: list[Any] = []
         self._voice = MockTtsConfig(chars_per_second=chars_per_second, chunk_seconds=_FAST_VOICE.chunk_seconds)
         self._runs: dict[str, int] = {}
         self._turns: list[Turn] = []
@@ -377,6 +385,11 @@ class AgentTest:
         self.ui_actions.append(action)
         if self._by_epoch:
             self._by_epoch[max(self._by_epoch)].ui_actions.append(action)
+
+    def _sent(self, data: Any) -> None:
+        self.server_messages.append(data)
+        if self._by_epoch:
+            self._by_epoch[max(self._by_epoch)].server_messages.append(data)
 
     def _listen(self, event: ev.EngineEvent) -> None:
         if self._on_event is not None:

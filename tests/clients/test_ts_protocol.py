@@ -37,7 +37,7 @@ PYTHON_AGENT_TYPES = {_tag(m) for m in AGENT_MODELS}
 PYTHON_SERVER_TYPES = {_tag(m) for m in SERVER_MODELS}
 # Messages the client knows that this Python protocol module does not define yet (changes made at
 # the same time add them); each is checked here as soon as the module defines it.
-PENDING_AGENT = {"transfer", "ui.command"} - PYTHON_AGENT_TYPES
+PENDING_AGENT = {"transfer", "ui.command", "ui.message"} - PYTHON_AGENT_TYPES
 PENDING_SERVER = {"ui.event"} - PYTHON_SERVER_TYPES
 
 SPEC = {"name": "lookup", "description": "Look it up.", "parameters": {"type": "object", "properties": {}}}
@@ -69,6 +69,8 @@ if "transfer" not in PENDING_AGENT:
     MORE_AGENT.append(p.Transfer(type="transfer", to="+15551234567"))
 if "ui.command" not in PENDING_AGENT:
     MORE_AGENT.append(p.UiCommand(type="ui.command", command="show_map", payload={"c": [1.5]}))
+if "ui.message" not in PENDING_AGENT:
+    MORE_AGENT += [p.UiMessage(type="ui.message", data=[1, None, "é"]), p.UiMessage(type="ui.message")]
 if "ui.event" not in PENDING_SERVER:
     SERVER += [p.UiEvent(type="ui.event", event="confirm_answered", payload={"answer": "yes"}),
                p.UiEvent(type="ui.event", event="ping")]
@@ -122,7 +124,7 @@ def test_the_client_refuses_to_send_what_the_python_parser_refuses_naming_the_sa
 
 
 def test_the_client_knows_every_python_message_type_and_only_the_pending_ones_more() -> None:
-    known = ["ready", "tool.result", "say", "context.update", "tools.set", "end", "transfer", "ui.command",
+    known = ["ready", "tool.result", "say", "context.update", "tools.set", "end", "transfer", "ui.command", "ui.message",
              "session.start", "event", "tool.call", "error", "ui.event", "nope"]
     got = parse_in_node([{"side": "agent", "text": json.dumps({"type": t})} for t in known] +
                         [{"side": "server", "text": json.dumps({"type": t})} for t in known])

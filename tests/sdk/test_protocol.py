@@ -23,6 +23,7 @@ VALID: list[p.AgentMessage] = [
     p.End(type="end", farewell="Bye."),
     p.UiCommand(type="ui.command", command="open_confirm", payload={"nonce": "n1", "summary": "9:00"}),
     p.Transfer(type="transfer", to="+14155550100"),
+    p.UiMessage(type="ui.message", data={"progress": 0.5, "steps": ["a", None]}),
 ]
 SERVER_VALID: list[p.ServerMessage] = [
     p.SessionStart(type="session.start", v=1, call_id="c", agent="a", transport="websocket"),
@@ -85,10 +86,10 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                      max_leaves=20)
 _types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "transfer", "ui.command",
-                          "session.start", "event", "tool.call", "error", "ui.event", "x", ""])
+                          "ui.message", "session.start", "event", "tool.call", "error", "ui.event", "x", ""])
 _fields = st.sampled_from(["v", "id", "ok", "result", "error", "text", "interrupt", "note", "names", "farewell",
                            "tools", "resume", "name", "parameters", "kind", "timeout", "command", "payload", "to",
-                           "event", "call_id", "turn", "arguments", "idempotency_key", "code", "field"])
+                           "event", "call_id", "turn", "arguments", "idempotency_key", "code", "field", "data"])
 
 
 def _mutate(message: p.AgentMessage | p.ServerMessage, data: st.DataObject) -> Any:

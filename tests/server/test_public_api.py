@@ -11,3 +11,9 @@ def test_the_public_api_of_server_is_exactly_this() -> None:
         "build_app", "drain_on_stop", "load_agent_file", "parse_agent_file",
     ]
 
+
+
+def test_the_ui_relay_exports_exactly_this() -> None:
+    import brisvox.server.ui_relay
+
+    assert brisvox.server.ui_relay.__all__ == ["UiRelay", "bind_screen"]

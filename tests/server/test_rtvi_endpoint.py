@@ -343,9 +343,20 @@ def _node_client() -> list[str]:
     return [node, str(JS_DIR / "rtvi_client.cjs")]
 
 
+class OrderArgs(BaseModel):
+    order: str
+
+
+@brisvox.tool.read_only
+async def track_order(args: OrderArgs, ctx: brisvox.ToolContext) -> str:
+    """Show the order's progress on the caller's page."""
+    ctx.send_server_message({"order": args.order, "step": "cooking"})
+    return "It is being cooked."
+
+
 @pytest.mark.realtime
 @pytest.mark.slow
-async def test_pipecats_js_client_gets_bot_ready_the_users_transcript_the_bots_text_and_its_audio(
+async def test_pipecats_js_client_gets_bot_ready_the_users_transcript_the_bots_text_its_audio_and_a_server_message(
     tmp_path: Path,
 ) -> None:
     command = _node_client()
@@ -353,7 +364,11 @@ async def test_pipecats_js_client_gets_bot_ready_the_users_transcript_the_bots_t
     scenario = ScenarioBuilder().pause(1.0).say("a table for four").pause(3.0).build()
     wav = tmp_path / "mic.wav"
     write_wav(wav, b"".join(scenario.frames(0.02)), scenario.sample_rate)
-    async with serving(stt=MockStt.for_scenario(clock, scenario)) as url:
+    llm = ScriptedLlm(clock, [[Call(name="track_order", arguments={"order": "A7"})], [Say("Sure.")]])
+    tools = ToolSet()
+    tools.include(track_order)
+    agent = AGENT.replace('prompt = "p"', 'prompt = "p"\ntools = ["track_order"]')
+    async with serving(stt=MockStt.for_scenario(clock, scenario), llm=llm, tools=tools, agent=agent) as url:
         proc = await asyncio.create_subprocess_exec(*command, url, str(wav), "7", stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), 40)
@@ -367,6 +382,8 @@ async def test_pipecats_js_client_gets_bot_ready_the_users_transcript_the_bots_t
     assert "a table for four" in " ".join(finals)
     bot_text = "".join(x["data"]["text"] for x in lines if x.get("event") == "botLlmText")
     assert "Hello there." in bot_text and "Sure." in bot_text
+    # the tool's server message reaches the client's onServerMessage (the agent declares no UI contract)
+    assert [x["data"] for x in lines if x.get("event") == "serverMessage"] == [{"order": "A7", "step": "cooking"}]
     done = next(x for x in lines if x.get("done"))
     assert done.get("done") and done["botPeak"] > 1000 and done["botSamples"] > 24000 // 2
     assert "error" not in events, [x for x in lines if x.get("event") == "error"]

@@ -99,6 +99,11 @@ export class Brain {
     return this.command({ type: "ui.command", command, payload });
   }
 
+  /** Send the caller's page a free-form message (RTVI `server-message`, the page's `onServerMessage`). */
+  sendServerMessage(data: JsonValue): Promise<void> {
+    return this.command({ type: "ui.message", data });
+  }
+
   /** Transfer the call through its carrier (`to`: an E.164 number or a sip: URI). */
   transfer(to: string): Promise<void> {
     return this.command({ type: "transfer", to });

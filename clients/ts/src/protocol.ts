@@ -38,6 +38,10 @@ export enum ErrorCode {
   NoCarrier = "no_carrier",
   /** The carrier refused or did not answer the transfer. */
   CarrierFailed = "carrier_failed",
+  /** ui.command on a call without a screen (not an RTVI call). */
+  NoScreen = "no_screen",
+  /** ui.command naming an action the call's UI contract does not declare. */
+  Undeclared = "undeclared",
 }
 
 /** A frame that is not a valid message: `code` says why, `field` names the bad field ("" for the whole frame). */
@@ -135,7 +139,13 @@ export interface UiCommand {
   payload: JsonObject;
 }
 
-export type AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand;
+/** A free-form message for the caller's page (RTVI `server-message`, the JS client's `onServerMessage`). */
+export interface UiMessage {
+  type: "ui.message";
+  data?: JsonValue;
+}
+
+export type AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand | UiMessage;
 
 // --- server -> agent ----------------------------------------------------------------------------
 
@@ -379,6 +389,10 @@ const AGENT_MESSAGES: Record<AgentMessage["type"], Check> = {
     type: required(literal("ui.command")),
     command: required(str({ pattern: UI_NAME })),
     payload: required(object()),
+  }),
+  "ui.message": model({
+    type: required(literal("ui.message")),
+    data: optional(anyJson()),
   }),
 };
 

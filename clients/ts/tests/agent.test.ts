@@ -245,6 +245,7 @@ test("the commands go out as their v1 frames, and refusals and screen events rea
   await desk.setTools(["book"]);
   await desk.transfer("+15551234567");
   await desk.sendUiCommand("show_map", { center: [1.5, 2] });
+  await desk.sendServerMessage({ progress: [1, null] });
   await desk.end({ farewell: "Goodbye." });
   await desk.end();
   await fake.next((f) => f.type === "end" && f.farewell === undefined);
@@ -254,6 +255,7 @@ test("the commands go out as their v1 frames, and refusals and screen events rea
     { type: "tools.set", names: ["book"] },
     { type: "transfer", to: "+15551234567" },
     { type: "ui.command", command: "show_map", payload: { center: [1.5, 2] } },
+    { type: "ui.message", data: { progress: [1, null] } },
     { type: "end", farewell: "Goodbye." },
     { type: "end" },
   ]);

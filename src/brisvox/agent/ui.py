@@ -5,7 +5,9 @@ A tool shows something on the caller's screen with ``ctx.dispatch(action)`` (``c
 model; the RTVI transport defines the wire form, issue 23).  The dispatch never waits on
 the user and holds no floor: it hands the action to the call's :class:`UiChannel` and
 returns, so the tool returns at once and the user's answer, if any, comes back later as an
-app event (context, never a turn).
+app event (context, never a turn).  A tool sends the page a free-form message (RTVI
+``server-message``, the JS client's ``onServerMessage``) with ``ctx.send_server_message(data)``:
+the same channel, the same rules (JSON data, never waiting, bounded).
 
 The transport that has a screen binds a :class:`UiChannel` to the call (the server passes
 it to :func:`brisvox.engine.run_call` as ``ui``; :class:`brisvox.testing.AgentTest` records
@@ -16,7 +18,7 @@ naming the transport, so the model reads that nothing was shown and says so.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brisvox.agent.tools.registry import UiUnavailable
 
@@ -34,3 +36,6 @@ class UiChannel(Protocol):
     gone, the queue is full: say which), which the model reads as the tool's failure."""
 
     def dispatch(self, action: BaseModel, /) -> None: ...
+
+    def send_message(self, data: Any, /) -> None:
+        """Send ``data`` (JSON) to the page as a server message; the same rules as :meth:`dispatch`."""

@@ -49,7 +49,15 @@ from brisvox.core.errors import BrisvoxError, ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.sdk import protocol as p
 from brisvox.tool import FunctionTool
-from brisvox.transport.rtvi.ui import CallUi, UiAnswer, UiContract, UiError, UiErrorKind, UiEventError
+from brisvox.transport.rtvi.ui import (
+    CallUi,
+    UiAnswer,
+    UiContract,
+    UiError,
+    UiErrorKind,
+    UiEventError,
+    server_message_data,
+)
 
 __all__ = ["OUTBOX", "SEND_TIMEOUT", "START_TIMEOUT", "Brain", "Wire", "serve", "serve_wire"]
 
@@ -151,6 +159,17 @@ class Brain:
                           f"{type(action).__name__} was not sent: {why}")
         link.ui.dispatch(action)
 
+    def send_server_message(self, data: Any) -> None:
+        """Send ``data`` (JSON, or a pydantic model) to the caller's page as RTVI ``server-message``
+        (the JS client's ``onServerMessage``) and return at once: a ``ui.message`` frame, which
+        needs no UI contract.  Raises :class:`~brisvox.transport.rtvi.ui.UiError` naming the bad
+        value when ``data`` is not JSON, when the outbox is full, or when the brain serves no call;
+        a call without a screen answers ``error{no_screen}``."""
+        link = self._link
+        if link is None:
+            raise UiError(UiErrorKind.NO_SCREEN, "the server message was not sent: the brain is not serving a call")
+        link.post_message(data)
+
     async def aclose(self) -> None:
         """The call's link ended: release what the brain holds (called once, after its tasks ended)."""
 
@@ -216,9 +235,22 @@ class _Session:
         await self.outbox.send(p.encode(message))
 
     def _post_ui(self, message: dict[str, Any]) -> bool:
+        """The brain's CallUi's RTVI message, as the protocol's frame (``ui.command`` / ``ui.message``)."""
         data = message["data"]
+        if message["type"] == "server-message":
+            return self.outbox.try_send(p.encode(p.UiMessage(type="ui.message", data=data)))
         command = p.UiCommand(type="ui.command", command=data["command"], payload=data["payload"])
         return self.outbox.try_send(p.encode(command))
+
+    def post_message(self, data: Any) -> None:
+        """A ``ui.message`` without waiting (the brain's server message); raises UiError."""
+        message = p.UiMessage(type="ui.message", data=server_message_data(data))
+        try:
+            queued = self.outbox.try_send(p.encode(message))
+        except ChannelClosed:
+            raise UiError(UiErrorKind.NO_SCREEN, "the server message was not sent: the link is closed") from None
+        if not queued:
+            raise UiError(UiErrorKind.QUEUE_FULL, "the server message was not sent: the brain's outbox is full")
 
     async def run(self) -> None:
         frame = await bounded(self.clock, START_TIMEOUT, self.wire.recv(), "the server's session.start")

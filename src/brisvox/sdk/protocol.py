@@ -40,6 +40,7 @@ __all__ = [
     "Transfer",
     "UiCommand",
     "UiEvent",
+    "UiMessage",
     "encode",
     "parse_agent_message",
     "parse_server_message",
@@ -69,6 +70,8 @@ class ErrorCode(enum.Enum):
     UNKNOWN_TOOL = "unknown_tool"  # tools.set named a tool the call does not have
     NO_CARRIER = "no_carrier"  # transfer (or end with a farewell) on a call without a phone carrier / line
     CARRIER_FAILED = "carrier_failed"  # the carrier refused or did not answer the transfer
+    NO_SCREEN = "no_screen"  # ui.command on a call without a screen (not an RTVI call)
+    UNDECLARED = "undeclared"  # ui.command naming an action the call's UI contract does not declare
 
 
 class ProtocolError(BrisvoxError):
@@ -152,6 +155,14 @@ class UiCommand(_Message):
     payload: dict[str, Any]
 
 
+class UiMessage(_Message):
+    """A free-form message for the caller's page (RTVI ``server-message``, the JS client's
+    ``onServerMessage``): ``data`` is any JSON (at most 64 KiB encoded)."""
+
+    type: Literal["ui.message"]
+    data: Any = None
+
+
 class Transfer(_Message):
     """Transfer the call (through its carrier) to ``to``: a phone number or SIP URI the carrier takes."""
 
@@ -159,7 +170,7 @@ class Transfer(_Message):
     to: Annotated[str, Field(min_length=1, max_length=256)]
 
 
-AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand
+AgentMessage = Ready | ToolResult | Say | ContextUpdate | ToolsSet | End | Transfer | UiCommand | UiMessage
 _AGENT = TypeAdapter[AgentMessage](Annotated[AgentMessage, Field(discriminator="type")])
 
 

@@ -8,7 +8,9 @@ them unchanged.  The engine's events go out through a bounded queue (events drop
 tool calls back-pressure); the reader resolves ``tool.result`` s and never waits on the call.
 The agent's commands (``say``, ``context.update``, ``tools.set``, ``end`` with a farewell,
 ``transfer``) go to the call's :class:`~brisvox.engine.agent_input.AgentInput` (``input``,
-handed to ``run_call``) without waiting; a command the call cannot carry out comes back as
+handed to ``run_call``) without waiting; its ``ui.command`` and ``ui.message`` go to the call's
+screen (``on_ui_command``, set by :mod:`brisvox.server.ui_relay`), and the screen's app events
+come back through :meth:`AgentLink.post_ui_event`; a command the call cannot carry out comes back as
 an ``error`` naming it (``command``), logged once.
 
 Failure never fails the call: an agent that cannot be reached, or a link lost mid-call,
@@ -65,6 +67,10 @@ class AgentLinkConfig:
     reopen_attempts: int = 5
     reopen_backoff: float = 0.2
     reopen_backoff_max: float = 2.0
+
+
+UiCommandHandler = Callable[[p.UiCommand | p.UiMessage], p.ProtocolErrorMessage | None]
+"""Puts an agent's ``ui.command`` / ``ui.message`` on the call's screen: None when sent, else the error to answer."""
 
 
 def event_message(event: ev.EngineEvent) -> p.CallEvent | None:
@@ -135,6 +141,7 @@ class AgentLink:
         self._start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent="", transport="")
         self.input = AgentInput(self._refused)  # the agent's commands, for run_call(agent=)
         self.commands_refused = 0
+        self.on_ui_command: UiCommandHandler | None = None  # the call's screen (brisvox.server.ui_relay)
 
     @classmethod
     async def open(cls, config: AgentLinkConfig, clock: Clock, *, call_id: str, agent: str, transport: str,
@@ -290,10 +297,30 @@ class AgentLink:
                     self.ended.set()
             elif isinstance(message, p.Ready):
                 self._refuse(p.ErrorCode.UNEXPECTED, "type", "ready was already received")
-            elif isinstance(message, p.UiCommand):
-                self._refuse(p.ErrorCode.UNEXPECTED, "type", "ui.command is not carried to the screen by this server")
+            elif isinstance(message, p.UiCommand | p.UiMessage):
+                self._ui_command(message)
             else:
                 self.input.put(_command(message))
+
+    def _ui_command(self, message: p.UiCommand | p.UiMessage) -> None:
+        """The agent's UI action or server message, to the call's screen (brisvox.server.ui_relay)."""
+        relay = self.on_ui_command
+        error = relay(message) if relay is not None else p.ProtocolErrorMessage(
+            type="error", code=p.ErrorCode.NO_SCREEN.value, message="this call has no screen", command=message.type)
+        if error is not None:
+            self.commands_refused += 1
+            log.warning("call %s: the agent's %s was not carried out: %s", self.call_id, message.type, error.code)
+            self._out.try_send((p.encode(error), True))
+
+    def post_ui_event(self, event: p.UiEvent) -> bool:
+        """An app event from the call's screen, to the agent without waiting; False when the link is
+        down or its queue is full (the call then notes the event itself)."""
+        if self.lost or self._closing:
+            return False
+        try:
+            return self._out.try_send((p.encode(event), False))
+        except ChannelClosed:
+            return False
 
     def _refuse(self, code: p.ErrorCode, field: str, message: str) -> None:
         self.protocol_errors += 1

@@ -97,6 +97,7 @@ from brisvox.server.settings import Settings
 from brisvox.server.telnyx_endpoint import TelnyxEndpoint
 from brisvox.server.tools import ToolSet
 from brisvox.server.twilio_endpoint import TwilioEndpoint
+from brisvox.server.ui_relay import bind_screen
 from brisvox.server.webhooks import stream_token_check
 from brisvox.server.ws_endpoint import StarletteWsPeer, TransportEndpoint
 from brisvox.transport.link import CallLink
@@ -604,7 +605,10 @@ def engine_runner(
                 stop = asyncio.Event()
                 link_scope.spawn(_either(cancel, link.ended, stop), name="agent-end-watch")
             try:
-                return await converse(session, call, observer, stop, scope, link)
+                if link is None:
+                    return await converse(session, call, observer, stop, scope, link)
+                with bind_screen(link, call.ui):  # the agent's ui.command to the screen, its app events back
+                    return await converse(session, call, observer, stop, scope, link)
             finally:
                 if link is not None:
                     await link.close()

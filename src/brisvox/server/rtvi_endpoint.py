@@ -16,7 +16,8 @@ one, ``error-response``).  With the agent's :class:`~brisvox.transport.rtvi.ui.U
 engine's tools dispatch UI actions through it (``ui-command``), and a ``ui-event`` (or a
 ``client-message`` whose ``t`` names a declared app event) is validated, matched to its
 nonce and becomes a note in the model's context (a WireNote: no turn, nothing spoken).
-Without a contract a ``ui-event`` is answered ``error-response``.  ``send-text`` never
+Without a contract a ``ui-event`` is answered ``error-response``.  Every RTVI call's screen
+takes server messages (``ctx.send_server_message``: RTVI ``server-message``), contract or not.  ``send-text`` never
 reaches here: the transport hands it to the engine.
 """
 
@@ -120,14 +121,16 @@ def _metrics(event: ev.TurnLatency) -> dict[str, Any]:
 
 
 class RtviSide:
-    """One RTVI call's event side (see the module docs); ``ui``: the call's screen, when the agent
-    declares a :class:`~brisvox.transport.rtvi.ui.UiContract`."""
+    """One RTVI call's event side (see the module docs); ``ui``: the call's screen, under the
+    agent's :class:`~brisvox.transport.rtvi.ui.UiContract` (an empty one when it declares none)."""
 
     def __init__(self, call: RtviCall, on_client_message: ClientMessageHandler | None = None,
                  ui: UiContract | None = None) -> None:
         self._call = call
         self._on_client_message = on_client_message
-        self.ui = CallUi(ui, call.post, call.link.info.call_id) if ui is not None else None
+        # Every RTVI call has a screen: server messages need no contract; actions and app events
+        # are the contract's (an agent that declares none has an empty one, which refuses them).
+        self.ui = CallUi(ui if ui is not None else UiContract(), call.post, call.link.info.call_id)
 
     async def hello(self, info: dict[str, Any]) -> None:
         """Nothing: RTVI opens with ``bot-ready``, which the transport sends on ``client-ready``."""
@@ -162,11 +165,11 @@ class RtviSide:
     async def _answer(self, req: rtvi.RtviRequest) -> dict[str, Any] | None:
         """The reply to one request (None: a ``ui-event`` taken, which RTVI does not answer)."""
         if isinstance(req, rtvi.UiEvent):
-            if self.ui is None:
+            if not self.ui.contract.events:
                 return rtvi.error_response(req.id, f"ui-event {req.event[:64]!r}: this agent declares no app events")
             return await self._app_event(req.id, req.event, req.payload, None)
         if isinstance(req, rtvi.ClientMessage):
-            if self.ui is not None and req.t in self.ui.contract.event_names():
+            if req.t in self.ui.contract.event_names():
                 return await self._app_event(req.id, req.t, req.d, req.t)
             if self._on_client_message is None:
                 return rtvi.error_response(req.id, f"no handler for client-message {req.t!r}")
@@ -181,7 +184,6 @@ class RtviSide:
         """An app event (``ui-event``, or a ``client-message`` whose ``t`` names one): validated,
         matched to its sheet's nonce, its note into the model's context (no turn); a
         ``client-message`` is answered ``server-response`` ``{"accepted": ...}``."""
-        assert self.ui is not None
         try:
             answer = self.ui.receive(name, payload)
         except UiEventError as exc:
@@ -189,7 +191,7 @@ class RtviSide:
         except Exception:  # the application's on_event failed: logged with its traceback, the client told
             log.exception("rtvi call %s: the UI contract's on_event failed for %r", self._call.link.info.call_id, name)
             return rtvi.error_response(request_id, f"app event {name!r} failed")
-        if answer.note is not None:
+        if not self.ui.relayed(answer) and answer.note is not None:  # a linked agent owns its app events' notes
             await self._call.note(answer.note)
         return None if t is None else rtvi.server_response(request_id, t, {"accepted": not answer.stale})
 

@@ -14,6 +14,7 @@ from brisvox.agent.tools import ToolError
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.transport.rtvi.ui import (
     MAX_OPEN_NONCES,
+    MAX_SERVER_MESSAGE_BYTES,
     Action,
     AppEvent,
     CallUi,
@@ -22,6 +23,7 @@ from brisvox.transport.rtvi.ui import (
     UiErrorKind,
     UiEventError,
     default_note,
+    server_message_data,
     ui_name,
 )
 
@@ -191,3 +193,64 @@ def test_any_app_event_from_the_screen_is_an_answer_or_an_error_naming_it(name: 
     assert isinstance(got.event, ConfirmAnswered | PageOpened)
     assert got.stale == (got.note is None)
     json.dumps(got.event.model_dump(mode="json"))
+
+
+def test_a_server_message_goes_out_as_rtvi_server_message_with_its_data_and_needs_no_declaration() -> None:
+    ui, sent = screen()
+    ui.send_message({"progress": 0.5, "steps": ["a", "b"], "done": False, "note": None})
+    ui.send_message(ShowMenu(items=["soup"]))  # a model is sent as its JSON form
+    assert [m["type"] for m in sent] == ["server-message", "server-message"]
+    assert sent[0]["data"] == {"progress": 0.5, "steps": ["a", "b"], "done": False, "note": None}
+    assert sent[1]["data"] == {"items": ["soup"]}
+    assert ui.messages == 2 and ui.dispatched == 0
+    json.dumps(sent[0], allow_nan=False)
+
+
+@pytest.mark.parametrize(("data", "named"), [
+    ({"when": {1, 2}}, "data.when: a set is not JSON"),
+    ({"rows": [1, float("nan")]}, "data.rows[1]: nan is not a JSON number"),
+    ([{"x": float("inf")}], "data[0].x: inf is not a JSON number"),
+    ({3: "a"}, "data: the key 3 is a int, not a string"),
+    (object(), "data: a object is not JSON"),
+    ({"blob": "x" * MAX_SERVER_MESSAGE_BYTES}, f"over {MAX_SERVER_MESSAGE_BYTES}"),
+])
+def test_a_server_message_that_is_not_json_is_refused_naming_the_bad_value_and_nothing_is_sent(data: Any,
+                                                                                                named: str) -> None:
+    ui, sent = screen()
+    with pytest.raises(UiError) as err:
+        ui.send_message(data)
+    assert err.value.kind is UiErrorKind.NOT_JSON and named in str(err.value)
+    assert sent == [] and ui.messages == 0
+
+
+def test_a_server_message_nested_too_deep_is_refused() -> None:
+    deep: Any = "leaf"
+    for _ in range(40):
+        deep = [deep]
+    with pytest.raises(UiError, match="nested deeper than 32"):
+        server_message_data(deep)
+
+
+def test_a_server_message_on_a_full_queue_or_an_ended_call_is_refused_with_its_kind() -> None:
+    with pytest.raises(UiError) as full:
+        CallUi(contract(), lambda _m: False).send_message({"a": 1})
+    assert full.value.kind is UiErrorKind.QUEUE_FULL
+
+    def closed(_m: dict[str, Any]) -> bool:
+        raise ChannelClosed("rtvi outbox is closed")
+
+    with pytest.raises(UiError) as over:
+        CallUi(contract(), closed).send_message({"a": 1})
+    assert over.value.kind is UiErrorKind.NO_SCREEN
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json)
+def test_any_json_value_is_sent_as_is(data: Any) -> None:
+    ui, sent = screen()
+    try:
+        ui.send_message(data)
+    except UiError as exc:  # only an infinite float is refused (hypothesis's floats include them)
+        assert "is not a JSON number" in str(exc)
+        return
+    assert sent[0]["data"] == data

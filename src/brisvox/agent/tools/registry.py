@@ -117,6 +117,17 @@ class ToolCallContext:
                 f"{type(action).__name__}; tell the caller in words instead")
         self.ui.dispatch(action)
 
+    def send_server_message(self, data: Any) -> None:
+        """Send ``data`` (a JSON value, or a pydantic model) to the caller's page as a server
+        message (RTVI ``server-message``) and return at once.  Raises :class:`UiUnavailable` when
+        the call's transport has no screen, and a :class:`ToolError` naming the bad value when
+        ``data`` is not JSON."""
+        if self.ui is None:
+            raise UiUnavailable(
+                f"nothing was sent: this call ({self.meta.transport}) has no screen for a server message; "
+                "tell the caller in words instead")
+        self.ui.send_message(data)
+
     def __repr__(self) -> str:
         return f"ToolCallContext(session={self.session!r}, epoch={self.epoch}, call={self.call.id!r})"
 

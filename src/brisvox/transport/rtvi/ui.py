@@ -24,7 +24,14 @@ A tool reaches its call's screen with ``ctx.dispatch(action)`` (its
 :class:`CallUi` as the call's :class:`~brisvox.agent.ui.UiChannel`.  A call without a screen
 (a phone call) refuses with :class:`~brisvox.agent.ui.UiUnavailable`, and a screen that cannot
 take the action with :class:`UiError`: both are tool errors, so the tool fails and the model
-hears it rather than a promise that is not true.  Pure: no I/O, no clock.
+hears it rather than a promise that is not true.
+
+Server messages: ``ctx.send_server_message(data)`` (:meth:`CallUi.send_message`) sends the
+page RTVI ``server-message`` with ``data`` (the JS client's ``onServerMessage``), through the
+same queue and with the same rules as an action: it never waits, a full queue or a call
+without a screen is refused, and ``data`` must be JSON (:func:`server_message_data` names the
+first value that is not, and refuses more than :data:`MAX_SERVER_MESSAGE_BYTES`).  It needs no
+declaration in the contract.  Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import math
 import re
 from collections import OrderedDict
 from collections.abc import Callable
@@ -46,6 +54,7 @@ from brisvox.transport.rtvi.protocol import message as rtvi_message
 
 __all__ = [
     "MAX_OPEN_NONCES",
+    "MAX_SERVER_MESSAGE_BYTES",
     "Action",
     "AppEvent",
     "AppEventHandler",
@@ -56,6 +65,7 @@ __all__ = [
     "UiErrorKind",
     "UiEventError",
     "default_note",
+    "server_message_data",
     "ui_name",
 ]
 
@@ -64,6 +74,11 @@ log = logging.getLogger(__name__)
 MAX_OPEN_NONCES = 64
 """Open nonces one call remembers; past it the oldest is forgotten (drop-oldest: its answer is
 then ignored like one for a sheet that was closed)."""
+
+MAX_SERVER_MESSAGE_BYTES = 64 * 1024
+"""The largest server message's data, as JSON (a bigger one is refused, not cut)."""
+
+_MAX_DEPTH = 32  # nesting a server message's data may have (the inbound parser's own bound is as tight)
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -99,6 +114,7 @@ class UiErrorKind(enum.Enum):
     NO_SCREEN = "no_screen"  # the call has no screen (not an RTVI call), or no more (it is over)
     UNDECLARED = "undeclared"  # the action's class is not in the agent's contract
     QUEUE_FULL = "queue_full"  # the call's outgoing queue is full: the action was not sent
+    NOT_JSON = "not_json"  # a server message's data is not JSON (or is too large or too deep)
 
 
 class UiError(ToolError):
@@ -125,6 +141,45 @@ def default_note(event: AppEvent, answers: Action | None) -> str:
     if answers is not None:
         note += f" (the answer to {ui_name(type(answers))})"
     return note + ". It opens no turn; use it with the user's next words."
+
+
+def _json_problem(data: Any) -> str | None:
+    """Where ``data`` first stops being JSON (``data.items[2]: a set ...``); None when it is JSON."""
+    stack: list[tuple[Any, str, int]] = [(data, "data", 0)]
+    while stack:
+        value, where, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            return f"{where}: nested deeper than {_MAX_DEPTH} levels"
+        if value is None or isinstance(value, bool | int | str):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                return f"{where}: {value!r} is not a JSON number"
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return f"{where}: the key {key!r} is a {type(key).__name__}, not a string"
+                stack.append((item, f"{where}.{key}", depth + 1))
+        else:
+            return f"{where}: a {type(value).__name__} is not JSON (send plain JSON values, or a pydantic model)"
+    return None
+
+
+def server_message_data(data: Any) -> Any:
+    """``data`` checked for a server message (a pydantic model becomes its JSON form); raises
+    :class:`UiError` (``not_json``) naming the first value that is not JSON, or the size."""
+    if isinstance(data, BaseModel):
+        data = data.model_dump(mode="json")
+    problem = _json_problem(data)
+    if problem is not None:
+        raise UiError(UiErrorKind.NOT_JSON, f"the server message was not sent: {problem}")
+    size = len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_SERVER_MESSAGE_BYTES:
+        raise UiError(UiErrorKind.NOT_JSON, f"the server message was not sent: its data is {size} bytes of JSON, "
+                                            f"over {MAX_SERVER_MESSAGE_BYTES}")
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +254,10 @@ class CallUi:
         self._call_id = call_id
         self._open: OrderedDict[str, Action] = OrderedDict()
         self.dispatched = 0
+        self.messages = 0  # server messages sent
+        # Set while an agent link takes the call's app events (brisvox.server.ui_relay): told each
+        # answer, True when the link took it (the agent then owns its note).
+        self.relay: Callable[[UiAnswer], bool] | None = None
         self.answered = 0
         self.stale = 0
 
@@ -208,14 +267,9 @@ class CallUi:
         if not isinstance(action, Action) or type(action) not in self.contract.actions:
             raise UiError(UiErrorKind.UNDECLARED, f"action {type(action).__name__} is not declared in the agent's "
                                                   "UI contract (UiContract(actions=...))")
-        message = rtvi_message("ui-command", {"command": ui_name(type(action)), "payload": action.model_dump(mode="json")})
-        try:
-            queued = self._post(message)
-        except ChannelClosed:
-            raise UiError(UiErrorKind.NO_SCREEN, f"the call is over: {ui_name(type(action))!r} was not sent") from None
-        if not queued:
-            raise UiError(UiErrorKind.QUEUE_FULL, f"the screen did not take {ui_name(type(action))!r}: "
-                                                  "the call's outgoing queue is full")
+        name = ui_name(type(action))
+        self._send(rtvi_message("ui-command", {"command": name, "payload": action.model_dump(mode="json")}),
+                   repr(name))
         nonce = _nonce(action)
         if nonce is not None:
             self._open[nonce] = action
@@ -225,6 +279,26 @@ class CallUi:
                 log.info("call %s: more than %d sheets open; the oldest one's answer will be ignored",
                          self._call_id, MAX_OPEN_NONCES)
         self.dispatched += 1
+
+    def send_message(self, data: Any, /) -> None:
+        """Send ``data`` to the page as RTVI ``server-message`` (the call's
+        :class:`~brisvox.agent.ui.UiChannel`); raises :class:`UiError` (never waits)."""
+        message = rtvi_message("server-message", id_=None)
+        message["data"] = server_message_data(data)
+        self._send(message, "the server message")
+        self.messages += 1
+
+    def _send(self, message: dict[str, Any], what: str) -> None:
+        try:
+            queued = self._post(message)
+        except ChannelClosed:
+            raise UiError(UiErrorKind.NO_SCREEN, f"the call is over: {what} was not sent") from None
+        if not queued:
+            raise UiError(UiErrorKind.QUEUE_FULL, f"the screen did not take {what}: the call's outgoing queue is full")
+
+    def relayed(self, answer: UiAnswer) -> bool:
+        """Whether an agent link took ``answer`` (then the call adds no note of its own)."""
+        return self.relay is not None and self.relay(answer)
 
     def is_open(self, nonce: str) -> bool:
         return nonce in self._open

@@ -114,6 +114,7 @@ async function main() {
       onUserStartedSpeaking: () => emit({ event: "userStartedSpeaking" }),
       onUserStoppedSpeaking: () => emit({ event: "userStoppedSpeaking" }),
       onMetrics: (data) => emit({ event: "metrics", data }),
+      onServerMessage: (data) => emit({ event: "serverMessage", data }),
       onError: (msg) => emit({ event: "error", data: msg && msg.data }),
       onDisconnected: () => emit({ event: "disconnected" }),
     },
