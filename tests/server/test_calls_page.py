@@ -94,7 +94,7 @@ def test_the_call_page_draws_the_turns_as_a_waterfall_in_chromium(served: tuple[
             page.screenshot(path=str(tmp_path / "call.png"))
         finally:
             browser.close()
-    assert labels and all(label.startswith("turn ") for label in labels)
+    assert labels[0].startswith("greeting: ") and all(label.startswith("turn ") for label in labels[1:]), labels
     assert any(" ms" in label for label in labels), labels  # the answered turn's time
     assert bars >= 3  # turn detection, first token, first audio (and the playout)
     assert "ended (peer_hangup)" in meta
