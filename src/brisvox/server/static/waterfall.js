@@ -4,7 +4,7 @@
 "use strict";
 (() => {
   const NS = "http://www.w3.org/2000/svg";
-  const ROW = 22, LABEL = 150, SPAN = 4.0; // seconds drawn after each turn's reference point
+  const ROW = 22, LABEL = 190, SPAN = 4.0; // seconds drawn after each turn's reference point
 
   function el(name, attrs, text) {
     const e = document.createElementNS(NS, name);
