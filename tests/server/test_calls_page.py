@@ -53,9 +53,22 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Node, str
         result = asyncio.run(run(ClientOptions(url=node.url.replace("http://", "ws://") + "/ws", audio=speech,
                                                linger=1.0, connect_timeout=10.0)))
         assert result.ok and result.call_id, node.log()
+        _until_ended(node, result.call_id)
         yield node, result.call_id
     finally:
         node.kill()
+
+
+def _until_ended(node: Node, call_id: str, within: float = 30.0) -> None:
+    """The client has hung up; the server ends the call after its engine returns (the last events
+    forwarded, the report logged), later on a busy machine (after the demo page's test)."""
+    deadline = time.monotonic() + within
+    while True:
+        listed = [c for c in _api(node, "/api/calls")["calls"] if c["call_id"] == call_id]
+        if listed and not listed[0]["live"]:
+            return
+        assert time.monotonic() < deadline, (listed, node.log())
+        time.sleep(0.1)
 
 
 def _api(node: Node, path: str) -> Any:
