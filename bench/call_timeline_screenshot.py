@@ -22,15 +22,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root: tests._speech, tests.server
 
-from playwright.sync_api import sync_playwright
 from tests._speech import espeak_wav
+from tests.server._call_page import draw_call_page
 from tests.server._demo_server import DemoServer
 
 from brisvox.audio.wav import WavAudio
 from brisvox.transport.websocket.client import ClientOptions, run
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 WORDS = (("I would like a table for four people tomorrow at seven.", 1.2, 3.0),  # (text, silence before, after)
          ("Wait, wait. My name is Anna Smith.", 0.0, 4.0))
 
@@ -55,20 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not result.ok or result.call_id is None:
             print(f"the call failed: {result.failure}\n{server.log()}", file=sys.stderr)
             return 1
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(viewport={"width": 1000, "height": 200})
-                page.goto(f"{url}/calls/{result.call_id}")
-                page.wait_for_selector("body[data-loaded='1']", timeout=15_000)
-                rows = page.locator("text.turn-label, text.tool-label").all_text_contents()
-                cuts = page.locator("rect.bar.cut").count()
-                page.screenshot(path=str(args.out), full_page=True)
-            finally:
-                browser.close()
+        drawn = draw_call_page(url, result.call_id, args.out)
     finally:
         code = server.stop()
-    print(f"{args.out}: {len(rows)} rows, {cuts} cut(s)", *rows, sep="\n  ")
+    rows = [*drawn.labels, *drawn.tools]
+    print(f"{args.out}: {len(rows)} rows, {drawn.cuts} cut(s)", *rows, sep="\n  ")
     return 0 if code == 0 else 1
 
 
