@@ -626,7 +626,7 @@ class Replay:
         definition, tools = (agent.definition(), agent.toolset()) if agent is not None else replay_agent(
             recording, None, ToolSet())
         replayed = await replay_recording(recording, definition, tools, SystemClock(), silence=silence)
-        judgement = judge(recording, replayed, tolerance, offered_tools(definition, tools))
+        judgement = judge(recording, replayed, tolerance, offered_tools(definition, tools, recording))
         return cls(tuple(judgement.differences), render(judgement.rows))
 
     def expect_same(self) -> None:

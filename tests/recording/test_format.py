@@ -74,6 +74,10 @@ def test_a_header_without_the_later_fields_reads_as_a_cascaded_call_without_summ
     ({"summaries": "yes"}, "field 'summaries' must be a boolean"),
     ({"tools": {"x": 1}}, "field 'tools' must be a list or null"),
     ({"tools": [{"name": "x", "kind": "read_only", "description": "d"}]}, "tools[0]: missing field 'parameters'"),
+    ({"tools": [{"name": "x", "kind": "read_only", "description": "d", "parameters": {}, "agent_link": True,
+                 "repeatable": False, "timeout": -1}]}, "tools[0]: field 'timeout' must be a number > 0, got -1"),
+    ({"tools": [{"name": "x", "kind": "read_only", "description": "d", "parameters": {}, "agent_link": True,
+                 "timeout": 2.0}]}, "tools[0]: missing field 'repeatable'"),
 ])
 def test_a_bad_header_field_is_refused_by_name(change: dict[str, object], message: str) -> None:
     with pytest.raises(RecordingError, match=re.escape(message)):

@@ -21,6 +21,7 @@ from brisvox.server.agent_file import AgentDefinition, load_agent_file
 from brisvox.server.replay import offered_tools, replay_recording
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.transport.loopback import LoopbackClient
 from tests.recording._calls import (
     keyed_call,
     lookup_tools,
@@ -181,3 +182,23 @@ async def test_a_recording_made_before_the_header_kept_tools_and_summaries_still
     replayed = await replay_recording(old, agent, tools, SystemClock())
     judged = judge(old, replayed, offered=offered_tools(agent, tools))
     assert judged.differences == [] and not any(a is not None and a.line.startswith("Tool '") for a, _, _ in judged.rows)
+
+
+async def test_a_call_whose_screen_sends_notes_records_them_and_replays_them_identically(tmp_path: Path) -> None:
+    agent, tools = recording_agent(tmp_path), lookup_tools()
+    scenario = ScenarioBuilder().pause(0.4).say("is the red one in stock").pause(3.0).build()
+    llm = ScriptedLlm(SystemClock(), [[Call(name="lookup", arguments={"item": "red shoes"})], [Say("It is.")]])
+
+    async def note(client: LoopbackClient) -> None:  # what an app event from the caller's screen becomes
+        await client.send_note("the caller selected: red shoes, size 38")
+
+    await scenario_call(agent, tools, scenario, llm, at={0.2: note})
+    assert any("size 38" in getattr(m, "text", "") for r in llm.requests for m in r.messages)  # the model read it
+    recording = load_recording(recordings(tmp_path)[0])
+    notes = [(r["kind"], r["text"]) for r in recording.of("event") if r["e"] == "CallerInput"]
+    assert notes == [("note", "the caller selected: red shoes, size 38")]
+    recorded = compared_events(list(recording.records))
+    replayed = compared_events(await replay_recording(recording, agent, tools, SystemClock()))
+    _rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
+    assert differences == [], "\n".join(map(str, differences))
+    assert recorded == replayed

@@ -3,22 +3,16 @@ replay answers them from the recording."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from brisvox.core.clock import SystemClock
-from brisvox.engine import Providers
-from brisvox.inference.vad import energy_vad
 from brisvox.recording import load_recording
 from brisvox.recording.replay import VIRTUAL_TOLERANCE, compare, compared_events
 from brisvox.server.agent_file import load_agent_file
-from brisvox.server.call import EngineCall, engine_runner
-from brisvox.server.call_providers import CallProviders
 from brisvox.server.replay import replay_recording
 from brisvox.server.tools import ToolSet
-from brisvox.sim import Call, MockStt, MockTts, Say, ScenarioBuilder, ScriptedLlm
-from brisvox.transport import LoopbackTransport
-from tests.recording._calls import recordings
+from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
+from tests.recording._calls import recordings, scenario_call
 
 
 async def test_a_telephony_tool_is_recorded_and_the_replay_answers_it_from_the_recording(tmp_path: Path) -> None:
@@ -26,27 +20,11 @@ async def test_a_telephony_tool_is_recorded_and_the_replay_answers_it_from_the_r
         '[agent]\nname = "desk"\nprompt = "p"\ntools = ["send_dtmf"]\n\n'
         '[turn]\npolicy = "fixed_silence"\nsilence = 0.8\n\n'
         f'[record]\nenabled = true\ndir = "{tmp_path}"\nkeep = 10\n')
-    tools, clock = ToolSet(), SystemClock()
+    tools = ToolSet()
     agent = load_agent_file(tmp_path / "agent.toml", available_tools=set(tools.offered()))
     scenario = ScenarioBuilder().pause(0.4).say("press five for me").pause(3.0).build()
-    llm = ScriptedLlm(clock, [[Call(name="send_dtmf", arguments={"digits": "5"})], [Say("Pressed.")]])
-    providers = CallProviders(
-        providers=Providers(stt=MockStt.for_scenario(clock, scenario), llm=llm, tts=MockTts(clock), vad=energy_vad),
-        llm_label="scripted (test)", vad_label="energy",
-    )
-    runner = engine_runner(agent, tools, clock, providers, None)
-
-    async def no_text(_: str) -> None:
-        return None
-
-    async with LoopbackTransport(clock) as transport:  # the generic WebSocket's line: tones in band
-        client = await transport.connect(metadata={"sample_rate": "16000"})
-        call = asyncio.ensure_future(runner(EngineCall(await transport.accept(), no_text), asyncio.Event()))
-        for pcm in scenario.frames(0.02):
-            await client.send_audio(pcm)
-            await clock.sleep(0.02)
-        await client.hangup()
-        await call
+    llm = ScriptedLlm(SystemClock(), [[Call(name="send_dtmf", arguments={"digits": "5"})], [Say("Pressed.")]])
+    await scenario_call(agent, tools, scenario, llm)  # the loopback is the generic WebSocket's line: tones in band
     [path] = recordings(tmp_path)
     recording = load_recording(path)
     assert [(r["name"], r["result"]) for r in recording.of("tool")] == [("send_dtmf", "sent 1 key(s) (in_band)")]

@@ -15,7 +15,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -391,15 +391,17 @@ async def readyz(base: str) -> dict[str, object]:
     return await loop.run_in_executor(None, fetch)
 
 
+# Each test raises an error of its own: an instance made at import would keep its traceback (the
+# failed call's frames, its engine and turn machine) alive for the rest of the session.
 @pytest.mark.realtime
 @pytest.mark.parametrize(("error", "code", "outcome"), [
-    (ProviderError("deepgram", ProviderErrorKind.CONNECT, "refused (token sk-secret)"), "call_failed", "error"),
-    (RuntimeError("a bug"), "internal_error", "crashed"),
+    (lambda: ProviderError("deepgram", ProviderErrorKind.CONNECT, "refused (token sk-secret)"), "call_failed", "error"),
+    (lambda: RuntimeError("a bug"), "internal_error", "crashed"),
 ], ids=["provider-unreachable", "crash"])
 async def test_a_call_whose_session_fails_at_its_start_hears_why_and_is_closed_with_1011_and_counted(
-    error: Exception, code: str, outcome: str,
+    error: Callable[[], Exception], code: str, outcome: str,
 ) -> None:
-    async with serving(Unreachable(error)) as (base, metrics):
+    async with serving(Unreachable(error())) as (base, metrics):
         audio = WavAudio(bytes(3200), 16000)
         result = await asyncio.wait_for(
             run(ClientOptions(url=f"ws://{base}/ws", audio=audio, realtime=False, linger=5.0), SystemClock()), 15)

@@ -71,3 +71,28 @@ def test_the_log_lists_live_calls_first_then_the_newest_ended_and_keeps_a_bounde
     ended = log.get("c2")
     assert ended is not None and not ended.live and ended.summary()["outcome"] == "peer_hangup"
     assert ended.summary()["duration"] == 5.0
+
+
+def test_the_greeting_is_a_row_of_its_own_that_a_caller_talking_over_it_cuts() -> None:
+    t = CallTimeline("wr-1", "webrtc", "", START)
+    for event in (
+        ev.BotText(epoch=0, at=START + 0.1, round=0, text="Hello, Trattoria."),
+        ev.BotAudible(epoch=0, at=START + 0.3),
+        ev.TurnStarted(epoch=1, at=START + 1.3, barge_in=True),
+        ev.TurnEnded(epoch=1, at=START + 4.5, reason=TurnEndReason.SILENCE, speech_ended=START + 4.0),
+        ev.BotHeard(epoch=0, at=START + 4.5, round=0, text="Hello"),
+        ev.BotAudible(epoch=1, at=START + 5.0),
+    ):
+        t.add(event)
+    greeting, turn = t.to_json()["turn_rows"]
+    assert (greeting["epoch"], greeting["greeting"], greeting["started"]) == (0, True, pytest.approx(0.1))
+    assert (greeting["first_audio"], greeting["cut"]) == (pytest.approx(0.3), pytest.approx(4.5))
+    assert (turn["epoch"], turn["greeting"], turn["barge_in"], turn["first_audio"]) == (1, False, True, pytest.approx(5.0))
+
+
+def test_only_the_bots_first_line_opens_a_row_without_a_turn() -> None:
+    t = CallTimeline("ws-1", "websocket", "", 0.0)
+    t.add(ev.BotHeard(epoch=0, at=1.0, round=0, text="Hel"))  # no text said yet: nothing to cut
+    t.add(ev.TurnStarted(epoch=1, at=2.0))
+    t.add(ev.BotText(epoch=0, at=2.1, round=0, text="late"))  # the caller's turn came first: not a greeting
+    assert [(row.epoch, row.greeting) for row in t.turns] == [(1, False)]

@@ -29,6 +29,14 @@ OVER = "Wait, wait. My name is Anna Smith."
 
 pytestmark = pytest.mark.slow
 
+WATERFALL_COMPLETE = """() => {
+  const svg = document.querySelector('#waterfall');
+  const labels = [...svg.querySelectorAll('text.turn-label')].map((t) => t.textContent);
+  const tools = [...svg.querySelectorAll('text.tool-label')].map((t) => t.textContent);
+  return labels.some((l) => l.endsWith(' ms')) && tools.some((t) => t.startsWith('check_availability'))
+    && svg.querySelectorAll('rect.bar.cut').length > 0;
+}"""
+
 
 def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(tmp_path: Path) -> None:
     need_models()
@@ -72,9 +80,11 @@ def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(t
                 cut_text = cut.inner_text()
                 unheard = cut.locator("s.unheard").first.inner_text()
                 # The call's waterfall under the transcript (static/waterfall.js, from /api/calls/<id>).
-                page.wait_for_selector("#waterfall text.turn-label", timeout=15_000)
-                page.wait_for_function("document.querySelectorAll('#waterfall rect.bar').length >= 3", timeout=15_000)
+                # Redrawn every second: wait for the draw that holds the answer, its tool call and the cut.
+                page.wait_for_function(WATERFALL_COMPLETE, timeout=15_000)
                 turn_labels = page.locator("#waterfall text.turn-label").all_text_contents()
+                tool_labels = page.locator("#waterfall text.tool-label").all_text_contents()
+                cuts = page.locator("#waterfall rect.bar.cut").count()
                 timeline_link = page.get_attribute("#call-link", "href") or ""
                 page.click("#talk")  # hang up
                 page.wait_for_selector("#status:has-text('call')", timeout=10_000)
@@ -86,6 +96,11 @@ def test_the_demo_page_shows_the_callers_words_the_agents_reply_and_a_barge_in(t
     assert any(t.strip() for t in bot_texts), bot_texts
     assert any("check_availability" in t for t in tool_texts), tool_texts
     assert unheard.strip() and unheard.strip() in cut_text, (cut_text, unheard)
-    assert turn_labels and all(label.startswith("turn ") for label in turn_labels), turn_labels
+    # Every row: the greeting, the request's turn answered (its time), its tool call, the barge-in's cut.
+    assert turn_labels[0].startswith("greeting: "), turn_labels
+    assert all(label.startswith("turn ") for label in turn_labels[1:]) and len(turn_labels) >= 2, turn_labels
+    assert any(label.endswith(" ms") for label in turn_labels[1:]), turn_labels
+    assert any("(barge-in)" in label for label in turn_labels), turn_labels
+    assert "check_availability (ok)" in tool_labels and cuts >= 1, (tool_labels, cuts)
     assert timeline_link.startswith("/calls/") and len(timeline_link) > len("/calls/"), timeline_link
     assert code == 0, server.log()

@@ -622,8 +622,8 @@ async def _pump_events(session: TransportSession, running: RunningPipeline, mark
     # Every transport event but caller audio (see _audio_into) and position reports (see
     # _positions_into).  A ChannelClosed ends the pump: the transport or the pipeline (which
     # may stop while an event is on its way in) is gone; the pipeline's own end is watched
-    # by _pump, which records a failure.  Keys and typed text are events here, where they
-    # enter the call (a recording replays them from these).
+    # by _pump, which records a failure.  Keys, typed text and the screen's notes are events
+    # here, where they enter the call (a recording replays them from these).
     with contextlib.suppress(ChannelClosed):
         while running.running:
             event = await session.recv()
@@ -638,6 +638,8 @@ async def _pump_events(session: TransportSession, running: RunningPipeline, mark
                                               text=event.text))
                 await running.send(UserTextFrame(epoch=0, text=event.text, reply=event.reply))  # a turn (the driver)
             elif isinstance(event, ContextNote):
+                fault.events.emit(CallerInput(epoch=fault.epoch(), at=event.at, kind=CallerInputKind.NOTE,
+                                              text=event.text))
                 await running.send(ContextNoteFrame(epoch=0, text=event.text))  # no turn: the LLM stage keeps it
             elif isinstance(event, Stopped):
                 return

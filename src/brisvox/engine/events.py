@@ -19,8 +19,9 @@ to) and ``at`` (the engine clock's seconds).  The stages emit them as the facts 
 * TransportOut: :class:`BotAudible`, when the first audible sample of the turn's reply
   was released to the caller (leading silence does not count);
 * ``run_call``: :class:`EngineFailure` for a failure that ends the call, and
-  :class:`CallerInput` for each message the caller typed and each key (DTMF) they pressed,
-  as it arrives from the transport (``at``: its arrival; ``epoch``: the turn then running).
+  :class:`CallerInput` for each message the caller typed, each key (DTMF) they pressed and
+  each note their screen sent (an app event), as it arrives from the transport (``at``: its
+  arrival; ``epoch``: the turn then running).
 
 :class:`CallEvents` is what the stages hold: it hands each event to the call's
 :class:`CallObserver` (nothing when there is none) and derives :class:`TurnLatency` once a
@@ -100,11 +101,13 @@ class TurnStarted(_Event):
 class CallerInputKind(enum.Enum):
     TEXT = "text"  # a message typed instead of spoken
     KEY = "key"  # a key pressed on the phone (DTMF)
+    NOTE = "note"  # an app event from the caller's screen: a note for the context, no turn
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class CallerInput(_Event):
-    """The caller typed ``text`` or pressed a key (``kind`` KEY: ``text`` is the key, 0-9 * # A-D)."""
+    """The caller typed ``text``, pressed a key (``kind`` KEY: ``text`` is the key, 0-9 * # A-D)
+    or their screen sent an app event (``kind`` NOTE: ``text`` is the note it became)."""
 
     kind: CallerInputKind
     text: str

@@ -18,7 +18,9 @@ got, or a speech-to-speech model), ``rates.output`` the rate the bot's audio was
 ``summaries`` says whether the call made window summaries (their model requests are
 ``llm`` records with ``use: "summary"``); ``tools`` lists the tools the call offered as it
 had them (name, kind, description, the arguments' JSON Schema), so a replay against an
-agent whose tools changed says which.  The last three came later in version 1: a
+agent whose tools changed says which; a tool its agent link served (docs/AGENT_PROTOCOL.md) has
+``agent_link: true``, its ``timeout`` and ``repeatable`` (the replay, which has no link, offers
+it as recorded).  The last three came later in version 1: a
 recording without them is a cascaded call without summaries whose tools were not stored.
 
 Every further line is a record ``{"t": seconds since the call started, "k": kind, ...}``:
@@ -151,10 +153,15 @@ def encode_line(record: Mapping[str, Any]) -> bytes:
     return (json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
 
 
-def tool_record(spec: Any) -> dict[str, Any]:
-    """A :class:`~brisvox.agent.tools.spec.ToolSpec` as the header keeps it."""
-    return {"name": spec.name, "kind": _plain(spec.kind), "description": spec.description,
-            "parameters": _json_copy(spec.parameters)}
+def tool_record(spec: Any, *, remote: bool = False) -> dict[str, Any]:
+    """A :class:`~brisvox.agent.tools.spec.ToolSpec` as the header keeps it; ``remote``: a tool
+    the call's agent link served (``agent_link: true``, with its ``timeout`` and ``repeatable``:
+    a replay has no link and offers it as recorded)."""
+    record = {"name": spec.name, "kind": _plain(spec.kind), "description": spec.description,
+              "parameters": _json_copy(spec.parameters)}
+    if remote:
+        record |= {"agent_link": True, "timeout": spec.timeout, "repeatable": spec.repeatable}
+    return record
 
 
 def _json_copy(value: Any) -> Any:
@@ -257,6 +264,12 @@ def _tools(raw: Any, where: str) -> tuple[dict[str, Any], ...] | None:
         for name in ("name", "kind", "description"):
             _need(tool, name, str, at)
         _need(tool, "parameters", dict, at)
+        if tool.get("agent_link", False) is not False:
+            _need(tool, "agent_link", bool, at)
+            _need(tool, "repeatable", bool, at)
+            timeout = tool.get("timeout")
+            if isinstance(timeout, bool) or not isinstance(timeout, _NUMBER) or not math.isfinite(timeout) or timeout <= 0:
+                raise RecordingError(f"{at}: field 'timeout' must be a number > 0, got {timeout!r}")
     return tuple(raw)
 
 

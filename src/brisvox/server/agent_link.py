@@ -31,7 +31,7 @@ from typing import Any
 import websockets
 from websockets.asyncio.client import ClientConnection
 
-from brisvox.agent.tools import ToolCallContext, ToolError, ToolKind, ToolRegistry, ToolSpec
+from brisvox.agent.tools import Tool, ToolCallContext, ToolError, ToolKind, ToolRegistry, ToolSpec
 from brisvox.core.channel import Channel, ItemPolicy, Overflow
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, DeadlineExceeded
@@ -166,14 +166,17 @@ class AgentLink:
 
     # --- the call's side ---
 
-    def tools_into(self, registry: ToolRegistry | None) -> ToolRegistry:
-        """``registry`` (or a new one) with the agent's tools registered."""
+    def tools_into(self, registry: ToolRegistry | None,
+                   wrap: Callable[[str, Tool], Tool] | None = None) -> ToolRegistry:
+        """``registry`` (or a new one) with the agent's tools registered; ``wrap``: each remote
+        tool passes through it (the call's recorder notes their results, as it does the local ones')."""
         out = registry if registry is not None else ToolRegistry()
         for spec in self.ready.tools:
             kind = ToolKind.SIDE_EFFECT if spec.kind == "side_effect" else ToolKind.READ_ONLY
+            tool: Tool = RemoteTool(self, spec.name)
             out.register(ToolSpec(name=spec.name, description=spec.description, parameters=spec.parameters,
                                   kind=kind, timeout=spec.timeout, repeatable=spec.repeatable),
-                         RemoteTool(self, spec.name))
+                         wrap(spec.name, tool) if wrap is not None else tool)
         return out
 
     def listen(self, event: ev.EngineEvent) -> None:

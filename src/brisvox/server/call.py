@@ -48,7 +48,7 @@ import ipaddress
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -56,7 +56,7 @@ from starlette.websockets import WebSocket
 
 from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
-from brisvox.agent.tools import FillerPolicy
+from brisvox.agent.tools import FillerPolicy, ToolSpec
 from brisvox.agent.ui import UiChannel
 from brisvox.core.clock import Clock, VirtualTimeLoop, bounded, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
@@ -614,17 +614,18 @@ def engine_runner(
                     await link.close()
                 link_scope.cancel()
 
-    def head(session: TransportSession, out_rate: int) -> Header:
+    def head(session: TransportSession, out_rate: int, link: AgentLink | None) -> Header:
         rates = session.info.sample_rate()
         in_rate = config.stt_rate or config.listen_rate or (rates.input if rates else config.stt.sample_rate)
         return recording_header(definition, tools, clock, input_rate=in_rate, output_rate=out_rate,
                                 vad=providers.vad_label, smart_turn=providers.providers.end_of_turn is not None,
-                                summaries=config.summary.enabled)
+                                summaries=config.summary.enabled,
+                                remote=link.tools_into(None).specs() if link is not None else ())
 
     async def converse(session: TransportSession, call: EngineCall, observer: CallObserver, cancel: asyncio.Event,
                        scope: TaskScope, link: AgentLink | None) -> CallReport:
         out_rate = output_rate(session, config)
-        async with call_recording(definition.record, lambda: head(session, out_rate), session, clock, observer,
+        async with call_recording(definition.record, lambda: head(session, out_rate, link), session, clock, observer,
                                   scope, metrics) as recorder:
             call_tools, call_providers, summarizer = tools, providers.providers, providers.summarizer
             if recorder is not None:  # off: nothing is wrapped
@@ -633,8 +634,8 @@ def engine_runner(
                     summarizer = recorder.summarizer(summarizer or LlmSummarizer(provider=providers.providers.llm))
             registry = (call_tools.registry(definition.tools, definition.confirm_tools)
                         if definition.tools or flow else None)
-            if link is not None:  # the agent's remote tools, under the tool engine's rules
-                registry = link.tools_into(registry)
+            if link is not None:  # the agent's remote tools, under the tool engine's rules (and recorded)
+                registry = link.tools_into(registry, recorder.tool if recorder is not None else None)
             # The first call at a rate renders the clips for the later ones (its fillers are text).
             rendering = clips.start(out_rate, scope) if clips is not None else None
             try:
@@ -675,16 +676,19 @@ def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ
 
 def recording_header(definition: AgentDefinition, tools: ToolSet, clock: Clock, *, input_rate: int,
                      output_rate: int, vad: str | None, smart_turn: bool = False, pipeline: str = "cascade",
-                     summaries: bool = False) -> Header:
+                     summaries: bool = False, remote: Sequence[ToolSpec] = ()) -> Header:
     """A call's recording header: the agent (its file, absolute, so a replay finds it from
-    anywhere; None for a Python agent), the clock, the rates, and the tools it offers."""
+    anywhere; None for a Python agent), the clock, the rates, and the tools it offers: its
+    own, then ``remote``, its agent link's (marked, with their timing: a replay has no link
+    and offers them as recorded)."""
     source = definition.source
     agent_file = str(source.resolve()) if source.is_file() else None
     offered = tools.registry(definition.tools, definition.confirm_tools).specs() if definition.tools else ()
     virtual = isinstance(asyncio.get_running_loop(), VirtualTimeLoop)
     return header(definition.name, agent_file, virtual=virtual, input_rate=input_rate, output_rate=output_rate,
                   started=clock.wall().isoformat(), vad=vad, smart_turn=smart_turn, pipeline=pipeline,
-                  summaries=summaries, tools=tuple(tool_record(spec) for spec in offered))
+                  summaries=summaries, tools=(*(tool_record(spec) for spec in offered),
+                                              *(tool_record(spec, remote=True) for spec in remote)))
 
 
 @contextlib.asynccontextmanager

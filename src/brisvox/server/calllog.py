@@ -3,7 +3,10 @@
 A :class:`CallTimeline` is built from one call's typed engine events (``brisvox.engine.events``),
 as they are emitted: each turn's start, the end of the caller's speech, the turn's end and why,
 the LLM rounds (request and first token), the first audible audio, whether the reply was cut,
-the tool calls (name, kind, start, end, outcome: never arguments or results) and fillers.  Times
+the tool calls (name, kind, start, end, outcome: never arguments or results) and fillers.  What
+the bot says before the caller's first turn (epoch 0: the greeting, or an agent's first line)
+is a row of its own, opened by its first text (``BotText``), as no ``TurnStarted`` opens it: a
+caller who talks over the greeting cuts that row.  Times
 are seconds since the call started, on the engine's clock.  :class:`CallLog` keeps the live
 calls and the newest ended ones (:data:`KEEP_ENDED`), bounded, and gives them as JSON-ready
 dicts: a summary per call (``/calls``, ``brisvox tail``) and one call's turns (``/calls/<id>``).
@@ -59,6 +62,7 @@ class TurnRow:
     epoch: int
     started: float
     barge_in: bool = False
+    greeting: bool = False  # epoch 0: the bot spoke before the caller's first turn
     speech_ended: float | None = None
     ended: float | None = None
     reason: str | None = None
@@ -82,7 +86,7 @@ class TurnRow:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "epoch": self.epoch, "started": _ms(self.started), "barge_in": self.barge_in,
+            "epoch": self.epoch, "started": _ms(self.started), "barge_in": self.barge_in, "greeting": self.greeting,
             "speech_ended": _ms(self.speech_ended), "ended": _ms(self.ended), "reason": self.reason,
             "rounds": [{"requested": _ms(r.requested), "first_token": _ms(r.first_token), "ended": _ms(r.ended),
                         "model": r.model, "failed": r.failed} for r in self.rounds],
@@ -126,7 +130,9 @@ class CallTimeline:
             return
         row = self._turns.get(event.epoch)
         if row is None:
-            return
+            if event.epoch != 0 or not isinstance(event, ev.BotText) or self._turns:
+                return
+            row = self._turns[0] = TurnRow(0, t, greeting=True)
         if isinstance(event, ev.TurnEnded):
             row.ended, row.reason = t, event.reason.value
             row.speech_ended = None if event.speech_ended is None else event.speech_ended - self._start

@@ -5,7 +5,7 @@ transport with the agent's settings (its turn policy, or a fixed ``silence`` for
 the recorded providers and tools (:mod:`brisvox.recording.replay`), and the same kind of
 VAD (and Smart Turn) the recorded call had.  The caller's audio records are sent at their
 recorded times, so the current VAD and turn machine decide the turns again, and so are the
-caller's typed text and keys (``CallerInput`` events); the caller hangs up when the
+caller's typed text, keys and screen notes (``CallerInput`` events); the caller hangs up when the
 recorded call stopped hearing (its ``stop`` record).  The agent's flow runs again (its
 transitions follow the recorded tool results); window summaries are made when the call made
 them, from their recorded responses.  A speech-to-speech call (``pipeline: s2s``) runs
@@ -34,7 +34,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
-from brisvox.agent.tools import FillerPolicy
+from brisvox.agent.tools import FillerPolicy, Tool, ToolKind, ToolRegistry, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import Clock, SystemClock, run_virtual
 from brisvox.core.errors import ChannelClosed, ConfigError
@@ -56,8 +56,8 @@ from brisvox.server.tools import ToolSet
 from brisvox.transport import LoopbackTransport, TransportSession
 from brisvox.transport.events import WireMark
 
-__all__ = ["EXIT_DIFFERS", "EXIT_UNREADABLE", "offered_tools", "replay_agent", "replay_recording", "replay_tools",
-           "run_replay"]
+__all__ = ["EXIT_DIFFERS", "EXIT_UNREADABLE", "offered_tools", "replay_agent", "replay_recording",
+           "replay_tools", "run_replay"]
 
 log = logging.getLogger(__name__)
 
@@ -65,17 +65,37 @@ EXIT_DIFFERS = 1
 EXIT_UNREADABLE = 2
 
 
-def replay_tools(tools: ToolSet, recording: Recording) -> ToolSet:
-    """``tools`` with each function replaced by the recording's results for it, in order."""
+def _results(recording: Recording) -> dict[str, list[dict[str, Any]]]:
+    """The recording's ``tool`` records by tool name, in order."""
     results: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in recording.of("tool"):
         results[r["name"]].append(r)
+    return results
+
+
+def replay_tools(tools: ToolSet, recording: Recording) -> ToolSet:
+    """``tools`` with each function replaced by the recording's results for it, in order."""
+    results = _results(recording)
     out = ToolSet()
     for name in tools.offered():  # the built-in telephony tools too: the recording has their results
         spec = tools.spec(name)
         if spec is not None:
             out.add(spec, recorded_tool(name, results[name]))
     return out
+
+
+def _remote_records(recording: Recording) -> list[dict[str, Any]]:
+    """The header's records of the tools the call's agent link served."""
+    return [t for t in recording.header.tools or () if t.get("agent_link") is True]
+
+
+def _remote_tools(recording: Recording) -> list[tuple[ToolSpec, Tool]]:
+    """The tools the recorded call's agent link served, as recorded (the replay has no link),
+    each answering with the recording's results for it, in order."""
+    results = _results(recording)
+    return [(ToolSpec(name=t["name"], description=t["description"], parameters=t["parameters"],
+                      kind=ToolKind(t["kind"]), timeout=float(t["timeout"]), repeatable=t["repeatable"]),
+             recorded_tool(t["name"], results[t["name"]])) for t in _remote_records(recording)]
 
 
 async def replay_recording(recording: Recording, definition: AgentDefinition, tools: ToolSet, clock: Clock, *,
@@ -160,6 +180,11 @@ def _cascaded_call(recording: Recording, definition: AgentDefinition, tools: Too
             closers.append(close_turn)
     flow = agent_flow(definition, tools)
     registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools or flow else None
+    remote = _remote_tools(recording)
+    if remote:  # next to the agent's own, as AgentLink.tools_into registered them in the call
+        registry = registry if registry is not None else ToolRegistry()
+        for spec, tool in remote:
+            registry.register(spec, tool)
     providers = Providers(stt=ReplayStt(clock, recording, start), llm=ReplayLlm(clock, recording),
                           tts=ReplayTts(clock, recording), vad=vad, end_of_turn=end_of_turn)
 
@@ -197,7 +222,7 @@ async def _drain(client: Any) -> None:
 
 
 async def _speak(client: Any, recording: Recording, clock: Clock, start: float) -> None:
-    """The caller's recorded audio, typed text and keys at their times, then the hang-up."""
+    """The caller's recorded audio, typed text, keys and screen notes at their times, then the hang-up."""
     rate = recording.header.input_rate
     last = 0.0
     with contextlib.suppress(ChannelClosed):  # the call ended first
@@ -209,8 +234,11 @@ async def _speak(client: Any, recording: Recording, clock: Clock, start: float) 
                 last = r["t"] + len(pcm) / (2 * rate)
             elif r["k"] == "event" and r["e"] == "CallerInput":
                 await clock.sleep_until(start + r["t"])
-                if r.get("kind") == ev.CallerInputKind.KEY.value:
+                kind = r.get("kind")
+                if kind == ev.CallerInputKind.KEY.value:
                     await client.send_dtmf(str(r.get("text")))
+                elif kind == ev.CallerInputKind.NOTE.value:
+                    await client.send_note(str(r.get("text")))
                 else:
                     await client.send_text(str(r.get("text")))
         stops = recording.of("stop")
@@ -218,11 +246,13 @@ async def _speak(client: Any, recording: Recording, clock: Clock, start: float) 
         await client.hangup()
 
 
-def offered_tools(definition: AgentDefinition, tools: ToolSet) -> list[dict[str, Any]]:
-    """The tools a replay of ``definition`` offers, as a recording's header keeps them."""
-    if not definition.tools:
-        return []
-    return [tool_record(spec) for spec in tools.registry(definition.tools, definition.confirm_tools).specs()]
+def offered_tools(definition: AgentDefinition, tools: ToolSet,
+                  recording: Recording | None = None) -> list[dict[str, Any]]:
+    """The tools a replay of ``definition`` offers, as a recording's header keeps them: the
+    agent's own, then (with ``recording``) the ones its agent link served, as recorded."""
+    own = ([tool_record(spec) for spec in tools.registry(definition.tools, definition.confirm_tools).specs()]
+           if definition.tools else [])
+    return own + (_remote_records(recording) if recording is not None else [])
 
 
 
@@ -267,7 +297,7 @@ def run_replay(args: argparse.Namespace, tools: ToolSet, agent: Agent | None = N
     except ConfigError as exc:  # the recording and the agent do not go together
         print(f"brisvox replay: {exc}", file=sys.stderr)
         return EXIT_UNREADABLE
-    judgement = judge(recording, replayed, args.tolerance, offered_tools(definition, offered))
+    judgement = judge(recording, replayed, args.tolerance, offered_tools(definition, offered, recording))
     rows, differences, tolerance = judgement.rows, judgement.differences, judgement.tolerance
     print(render(rows), file=out)
     if recording.dropped:

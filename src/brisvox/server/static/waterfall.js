@@ -1,10 +1,10 @@
 // The call timeline's waterfall (docs/OBSERVABILITY.md), drawn from /api/calls/<id>: one row per
-// turn (turn detection, LLM first token, first audio, playing, cut), one row per tool call, on each
-// turn's own axis. Shared by the /calls/<id> page and the demo page.
+// turn (turn detection, LLM first token, first audio, playing, cut) and for the greeting, one row per
+// tool call, on each turn's own axis. Shared by the /calls/<id> page and the demo page.
 "use strict";
 (() => {
   const NS = "http://www.w3.org/2000/svg";
-  const ROW = 22, LABEL = 150, SPAN = 4.0; // seconds drawn after each turn's reference point
+  const ROW = 22, LABEL = 190, SPAN = 4.0; // seconds drawn after each turn's reference point
 
   function el(name, attrs, text) {
     const e = document.createElementNS(NS, name);
@@ -18,11 +18,12 @@
   function draw(svg, call) {
     const width = Number(svg.getAttribute("width")) || 960;
     const scale = (width - LABEL - 10) / SPAN;
-    const bar = (y, from, to, color, title, t0) => {
+    // kind: the bar's class next to "bar" (detection, token, audio, playing, cut, tool), for tests and styles
+    const bar = (y, from, to, color, title, t0, kind) => {
       if (from === null || to === null) return;
       const x = LABEL + Math.max(0, from - t0) * scale;
       const w = Math.max(2, Math.min(width - 10 - x, (to - from) * scale));
-      const r = el("rect", { x, y, width: w, height: ROW - 8, fill: color, class: "bar" });
+      const r = el("rect", { x, y, width: w, height: ROW - 8, fill: color, class: `bar ${kind}` });
       r.appendChild(el("title", {}, title));
       svg.appendChild(r);
     };
@@ -38,18 +39,22 @@
       // voice to voice when the caller spoke; a typed or late-transcript turn counts from its end
       const total = t.stages.voice_to_voice !== null ? ms(t.stages.voice_to_voice) :
                     t.stages.turn_end_to_audio !== null ? `${ms(t.stages.turn_end_to_audio)} from turn end` : "no reply";
-      svg.appendChild(el("text", { x: 4, y: y + 11, class: over ? "over turn-label" : "turn-label" },
-                         `turn ${t.epoch}${t.barge_in ? " (barge-in)" : ""}: ${total}`));
-      bar(y, t.speech_ended, t.ended, "#8e9aaf", `turn detection ${ms(t.stages.turn_detection)} (${t.reason ?? "open"})`, t0);
-      bar(y, t.ended, token, "#e0a458", `LLM first token ${ms(t.stages.llm_first_token)}`, t0);
-      bar(y, token, t.first_audio, "#6a994e", `first audio ${ms(t.stages.first_audio)}`, t0);
-      const playEnd = t.cut ?? (next ? next.started : (call.live ? null : call.duration));
-      bar(y, t.first_audio, playEnd, "#bcd4e6", t.cut !== null ? "played until cut" : "played", t0);
-      if (t.cut !== null) bar(y, t.cut, t.cut + 0.02, "#e63946", "cut by the caller", t0);
+      // The caller cut the reply when the next turn began (a barge-in); the heard report (t.cut) comes later.
+      const cutAt = t.cut === null ? null : (next && next.barge_in ? Math.min(next.started, t.cut) : t.cut);
+      const label = t.greeting ? `greeting: ${cutAt !== null ? "cut by the caller" : t.first_audio !== null ? "played" : "not heard"}`
+                               : `turn ${t.epoch}${t.barge_in ? " (barge-in)" : ""}: ${total}`;
+      svg.appendChild(el("text", { x: 4, y: y + 11, class: over ? "over turn-label" : "turn-label" }, label));
+      bar(y, t.speech_ended, t.ended, "#8e9aaf", `turn detection ${ms(t.stages.turn_detection)} (${t.reason ?? "open"})`, t0, "detection");
+      bar(y, t.ended, token, "#e0a458", `LLM first token ${ms(t.stages.llm_first_token)}`, t0, "token");
+      // the greeting has no LLM round: its first audio counts from its text
+      bar(y, t.greeting ? t.started : token, t.first_audio, "#6a994e", `first audio ${ms(t.stages.first_audio)}`, t0, "audio");
+      const playEnd = cutAt ?? (next ? next.started : (call.live ? null : call.duration));
+      bar(y, t.first_audio, playEnd, "#bcd4e6", cutAt !== null ? "played until cut" : "played", t0, "playing");
+      if (cutAt !== null) bar(y, cutAt, cutAt + 0.02, "#e63946", "cut by the caller", t0, "cut");
       y += ROW;
       for (const tool of t.tools) {
-        svg.appendChild(el("text", { x: 16, y: y + 11 }, `${tool.name} (${tool.outcome ?? "running"})`));
-        bar(y, tool.started, tool.settled ?? tool.started + 0.02, "#7b2cbf", `${tool.name}: ${tool.outcome ?? "running"}`, t0);
+        svg.appendChild(el("text", { x: 16, y: y + 11, class: "tool-label" }, `${tool.name} (${tool.outcome ?? "running"})`));
+        bar(y, tool.started, tool.settled ?? tool.started + 0.02, "#7b2cbf", `${tool.name}: ${tool.outcome ?? "running"}`, t0, "tool");
         y += ROW;
       }
     }
