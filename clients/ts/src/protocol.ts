@@ -38,6 +38,8 @@ export enum ErrorCode {
   NoCarrier = "no_carrier",
   /** The carrier refused or did not answer the transfer. */
   CarrierFailed = "carrier_failed",
+  /** say: a newer turn (a barge-in, an interrupting say) came before a word of the line was said. */
+  Overtaken = "overtaken",
 }
 
 /** A frame that is not a valid message: `code` says why, `field` names the bad field ("" for the whole frame). */

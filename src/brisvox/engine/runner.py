@@ -48,7 +48,10 @@ driver started for it): the runner settles the context as at a turn's end and sp
 line as a round task through the canned-line path of the greeting: in the context as said,
 in the PlayoutBook, cut to what was heard on a barge-in.  A ``farewell`` line requests the
 end of the call through the phone line (the ``end_call`` rule: the call ends once it has
-played; a barge-in calls the end off, and the agent is told ``called_off``).  The tools an
+played; a barge-in calls the end off, and the agent is told ``called_off``).  A line a newer
+turn overtook before it entered the context (it arrives stale: bot lines survive the epoch
+layers for this; or its round task was cancelled before it ran) was never said: the agent is
+told ``overtaken`` (``call_ended`` at the call's end).  The tools an
 agent narrowed with ``tools.set`` (``ToolEngine.offer``) are the only ones each request lists.
 
 Lost words: when the speech-to-text refused to transcribe because its model's pool is
