@@ -139,3 +139,20 @@ async def test_an_agent_line_whose_round_a_barge_in_cancels_before_it_is_in_the_
     assert refused == [("say", Refusal.OVERTAKEN), ("say", Refusal.CALL_ENDED)]
     # The line that was in the context is told as heard (nothing played here), not refused.
     assert [(e.epoch, e.text) for e in seen if isinstance(e, BotHeard)] == [(2, "")]
+
+
+async def test_agent_lines_that_arrive_after_a_newer_turn_are_refused_and_a_farewell_calls_its_end_off() -> None:
+    clock = SimClock()
+    refused: list[tuple[str, Refusal]] = []
+    agent = AgentInput(lambda command, why, _message: refused.append((command, why)))
+    context = Context()
+    async with TaskScope("runner") as scope:
+        runner = LlmRunner(ScriptedLlm(clock, []), context, PlayoutBook(), LlmConfig(), Timeouts(), scope,
+                           agent=agent)
+        ctx = ProcessorContext("llm-runner", clock, Inbox("llm-runner"))
+        ctx.epoch = 3  # a barge-in overtook both lines on their way from the turn driver
+        await runner.process(BotLineFrame(epoch=2, text="Your order has shipped."), Direction.DOWNSTREAM, ctx)
+        await runner.process(BotLineFrame(epoch=2, text="Goodbye.", farewell=True), Direction.DOWNSTREAM, ctx)
+        await runner.finish(clock)
+    assert refused == [("say", Refusal.OVERTAKEN), ("end", Refusal.CALLED_OFF)]
+    assert not any(isinstance(m, AssistantMessage) for m in context.messages)
