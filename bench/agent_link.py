@@ -17,20 +17,23 @@ CLOCK_MONOTONIC, the same clock in both processes: agent send -> command into th
 the transport's 20 ms tick blurs the difference of two end-to-end medians.
 
     python bench/agent_link.py [--repeats 2000] [--lines 100]
+
+The driver (an agent process started from its command, a tool timed through the tool engine in
+process or over an ``AgentLink``) is shared with ``bench/agent_link_ts.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import contextlib
+import json
 import re
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
+from collections.abc import Iterator
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -49,9 +52,6 @@ from brisvox.server.agent_link import AgentLink, AgentLinkConfig
 from brisvox.sim import MockStt, MockTts, ScriptedLlm
 from brisvox.transport import LoopbackConfig, LoopbackTransport, TransportSession
 from brisvox.transport.events import WireAudioOut
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _procutil import read_port, write_port
 
 
 class Query(BaseModel):
@@ -86,29 +86,72 @@ class Lookup(Brain):
             await self.say_line(f"Line {n} sent at {monotonic_ns()}.", interrupt=True)
 
 
-async def _serve_child(port_file: str) -> None:
-    server = await serve(Lookup, "127.0.0.1", 0)
-    write_port(port_file, server.sockets[0].getsockname()[1])
-    await server.serve_forever()
+# --- the driver, shared with agent_link_ts.py -------------------------------------------------
 
 
-def _percentiles(samples: list[int]) -> tuple[float, float]:
+def serve_child(brain: type[Brain]) -> None:
+    """The agent process of a Python brain: serve it on a free port of 127.0.0.1 and print
+    ``{"listening": port}`` as the first line (what the TypeScript example prints)."""
+
+    async def run() -> None:
+        server = await serve(brain, "127.0.0.1", 0)
+        print(json.dumps({"listening": server.sockets[0].getsockname()[1]}), flush=True)
+        await server.serve_forever()
+
+    asyncio.run(run())
+
+
+@contextlib.contextmanager
+def agent_process(command: list[str]) -> Iterator[int]:
+    """The port of the agent process ``command`` starts (it prints ``{"listening": port}`` first);
+    the process is stopped on exit."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        first = child.stdout.readline()
+        if not first:
+            raise RuntimeError(f"the agent {command} exited before it listened (status {child.wait()})")
+        yield int(json.loads(first)["listening"])
+    finally:
+        child.terminate()
+        child.wait(timeout=5)
+
+
+def percentiles(samples: list[int]) -> tuple[float, float]:
+    """p50 and p95 of nanosecond ``samples``, in microseconds."""
     q = statistics.quantiles(samples, n=100)
     return statistics.median(samples) / 1000.0, q[94] / 1000.0
 
 
-async def _time(registry: ToolRegistry, repeats: int) -> tuple[float, float]:
+async def time_calls(registry: ToolRegistry, name: str, arguments: dict[str, Any], repeats: int) -> tuple[float, float]:
+    """p50 and p95 (us) of one ``execute`` of tool ``name`` through the tool engine (after 100 warm-up calls)."""
     samples: list[int] = []
     async with ToolEngine(registry, "bench", SystemClock()) as engine:
         for n in range(repeats + 100):
-            calls = [ToolCall(id=f"t{n}.0", name="look", arguments={"q": "x"})]
+            calls = [ToolCall(id=f"t{n}.0", name=name, arguments=dict(arguments))]
             t0 = monotonic_ns()
             ex = await engine.execute(calls, n + 1, CancelToken())
             dt = monotonic_ns() - t0
             ex.mark_delivered()
             if n >= 100:
                 samples.append(dt)
-    return _percentiles(samples)
+    return percentiles(samples)
+
+
+async def time_remote(port: int, name: str, arguments: dict[str, Any], repeats: int) -> tuple[float, float]:
+    """:func:`time_calls` of the agent on ``port``'s tool, over an ``AgentLink``."""
+    async with TaskScope("bench") as scope:
+        link = await AgentLink.open(AgentLinkConfig(url=f"ws://127.0.0.1:{port}"), SystemClock(), call_id="bench",
+                                    agent="bench", transport="bench", parameters={}, scope=scope)
+        assert link is not None, f"the agent on port {port} did not answer"
+        timed = await time_calls(link.tools_into(None), name, arguments, repeats)
+        await link.close()
+    return timed
+
+
+# --- this bench ---------------------------------------------------------------------------------
+
+LOOK = {"q": "x"}
 
 
 async def _line_latency(lines: int, port: int | None) -> tuple[tuple[float, float], tuple[float, float] | None]:
@@ -172,10 +215,10 @@ async def _line_latency(lines: int, port: int | None) -> tuple[tuple[float, floa
     # Each line is a bot turn of its own: line n (0-based) is epoch n + 1.
     samples = [first_audio[n + 1] - put_at[n] for n in range(min(len(put_at), lines)) if n + 1 in first_audio]
     assert len(samples) >= lines * 0.9, f"only {len(samples)} of {lines} lines were heard"
-    p50, p95 = _percentiles(samples)
+    p50, p95 = percentiles(samples)
     link_share = None
     if transit:
-        t50, t95 = _percentiles(transit)
+        t50, t95 = percentiles(transit)
         link_share = (t50 / 1000.0, t95 / 1000.0)
     return (p50 / 1000.0, p95 / 1000.0), link_share
 
@@ -188,13 +231,8 @@ async def _measure(repeats: int, port: int, lines: int) -> None:
     local = ToolRegistry()
     tool = Lookup().look
     local.register(tool.spec, tool)
-    in_process = await _time(local, repeats)
-    async with TaskScope("bench") as scope:
-        link = await AgentLink.open(AgentLinkConfig(url=f"ws://127.0.0.1:{port}"), SystemClock(), call_id="bench",
-                                    agent="bench", transport="bench", parameters={}, scope=scope)
-        assert link is not None, "the agent did not answer"
-        remote = await _time(link.tools_into(None), repeats)
-        await link.close()
+    in_process = await time_calls(local, "look", LOOK, repeats)
+    remote = await time_remote(port, "look", LOOK, repeats)
     print(f"{'':24}{'p50 us':>10}{'p95 us':>10}")
     print(f"{'in process':24}{in_process[0]:10.1f}{in_process[1]:10.1f}")
     print(f"{'remote (agent link)':24}{remote[0]:10.1f}{remote[1]:10.1f}")
@@ -216,23 +254,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=2000)
     parser.add_argument("--lines", type=int, default=100, help="say commands per way (0: tools only)")
-    parser.add_argument("--serve", help=argparse.SUPPRESS)  # the child: serve the brain, write the port here
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the child: serve the brain
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(_serve_child(args.serve))
+        serve_child(Lookup)
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        port_file = os.path.join(tmp, "port")
-        child = subprocess.Popen([sys.executable, __file__, "--serve", port_file], env=os.environ)
-        try:
-            for _ in range(500):
-                if read_port(port_file) or child.poll() is not None:
-                    break
-                time.sleep(0.01)
-            asyncio.run(_measure(args.repeats, read_port(port_file), args.lines))
-        finally:
-            child.terminate()
-            child.wait(timeout=5)
+    with agent_process([sys.executable, __file__, "--serve"]) as port:
+        asyncio.run(_measure(args.repeats, port, args.lines))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import typing
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -76,6 +78,15 @@ if "ui.event" not in PENDING_SERVER:
                p.UiEvent(type="ui.event", event="ping")]
 if "command" in p.ProtocolErrorMessage.model_fields:
     SERVER.append(p.ProtocolErrorMessage(type="error", code="no_carrier", message="no line", command="transfer"))
+    SERVER.append(p.ProtocolErrorMessage(type="error", code="overtaken", message="a barge-in came first",
+                                         command="say"))
+
+
+def test_the_clients_error_codes_include_every_code_of_the_python_protocol() -> None:
+    source = (Path(__file__).resolve().parents[2] / "clients" / "ts" / "src" / "protocol.ts").read_text()
+    enum = source[source.index("export enum ErrorCode {"):]
+    client = set(re.findall(r'= "([a-z_]+)",', enum[:enum.index("\n}")]))
+    assert {c.value for c in p.ErrorCode} <= client
 
 
 def _dumped(message: BaseModel) -> dict[str, Any]:

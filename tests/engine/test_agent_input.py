@@ -214,3 +214,14 @@ async def test_lines_held_while_the_caller_speaks_past_eight_are_refused_busy_an
                             commands=tuple((1.0 + n * 0.1, BotLine(f"Line {n}.")) for n in range(9)))
     assert agent.refused == [("say", Refusal.BUSY)] + [("say", Refusal.CALL_ENDED)] * 8
     assert said(result) == []  # never over the caller
+
+
+async def test_a_say_overtaken_by_an_interrupting_say_before_it_is_spoken_is_refused_overtaken() -> None:
+    clock = SimClock()
+    agent = Agent()
+    scenario = ScenarioBuilder().pause(4.0).build()
+    result = await simulate(clock, scenario, ScriptedLlm(clock, []), agent=agent.input,
+                            commands=((1.0, BotLine("First line.", interrupt=True)),
+                                      (1.0, BotLine("Second line.", interrupt=True))))
+    assert said(result) == ["Second line."]
+    assert agent.refused == [("say", Refusal.OVERTAKEN)]  # the agent learns the first line's fate

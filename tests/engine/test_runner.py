@@ -9,7 +9,16 @@ from brisvox.agent.context import AssistantMessage, Context, SystemMessage, Tool
 from brisvox.agent.tools import ToolKind, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
+from brisvox.core.frames import BotLineFrame, Direction, InterruptFrame
+from brisvox.core.inbox import Inbox
+from brisvox.core.processor import ProcessorContext
+from brisvox.core.tasks import TaskScope
 from brisvox.engine import EngineConfig, SpeculationMode
+from brisvox.engine.agent_input import AgentInput, Refusal
+from brisvox.engine.config import LlmConfig, Timeouts
+from brisvox.engine.events import BotHeard, CallEvents, CallObserver, EngineEvent
+from brisvox.engine.playout import PlayoutBook
+from brisvox.engine.runner import LlmRunner
 from brisvox.engine.speculate import settled_copy
 from brisvox.sim import Call, LatencyProfile, Say, ScenarioBuilder, ScriptedLlm
 from tests.engine.harness import OBJ, Counter, registry, simulate
@@ -107,3 +116,43 @@ async def test_a_note_waits_for_the_running_tool_and_reaches_its_next_request_an
     assert isinstance(record[-1], SystemMessage) and record[-1].text == "ON SCREEN: the user paid"
     assert isinstance(record[-2], AssistantMessage) and record[-2].text == "Booked."
     assert result.report.turns == 1
+
+
+async def test_an_agent_line_whose_round_a_barge_in_cancels_before_it_is_in_the_context_is_refused_overtaken() -> None:
+    # The runner started the line's round task, and the interrupt came before that task ran: the
+    # line was never said, and the agent is told (main dropped it silently).
+    clock = SimClock()
+    refused: list[tuple[str, Refusal]] = []
+    agent = AgentInput(lambda command, why, _message: refused.append((command, why)))
+    seen: list[EngineEvent] = []
+    async with TaskScope("runner") as scope:
+        runner = LlmRunner(ScriptedLlm(clock, []), Context(), PlayoutBook(), LlmConfig(), Timeouts(), scope,
+                           agent=agent, events=CallEvents("c", CallObserver(listener=seen.append)))
+        ctx = ProcessorContext("llm-runner", clock, Inbox("llm-runner"))
+        await runner.process(BotLineFrame(epoch=1, text="Your order has shipped."), Direction.DOWNSTREAM, ctx)
+        ctx.epoch = 2  # as the task loop does at the interrupt, in the same step
+        await runner.process(InterruptFrame(new_epoch=2), Direction.DOWNSTREAM, ctx)
+        await runner.process(BotLineFrame(epoch=2, text="Sorry, one correction."), Direction.DOWNSTREAM, ctx)
+        await clock.sleep(0.1)  # the second line's round runs
+        await runner.process(BotLineFrame(epoch=3, text="And goodbye."), Direction.DOWNSTREAM, ctx)
+        await runner.finish(clock)  # the call ends before the third line's round ran
+    assert refused == [("say", Refusal.OVERTAKEN), ("say", Refusal.CALL_ENDED)]
+    # The line that was in the context is told as heard (nothing played here), not refused.
+    assert [(e.epoch, e.text) for e in seen if isinstance(e, BotHeard)] == [(2, "")]
+
+
+async def test_agent_lines_that_arrive_after_a_newer_turn_are_refused_and_a_farewell_calls_its_end_off() -> None:
+    clock = SimClock()
+    refused: list[tuple[str, Refusal]] = []
+    agent = AgentInput(lambda command, why, _message: refused.append((command, why)))
+    context = Context()
+    async with TaskScope("runner") as scope:
+        runner = LlmRunner(ScriptedLlm(clock, []), context, PlayoutBook(), LlmConfig(), Timeouts(), scope,
+                           agent=agent)
+        ctx = ProcessorContext("llm-runner", clock, Inbox("llm-runner"))
+        ctx.epoch = 3  # a barge-in overtook both lines on their way from the turn driver
+        await runner.process(BotLineFrame(epoch=2, text="Your order has shipped."), Direction.DOWNSTREAM, ctx)
+        await runner.process(BotLineFrame(epoch=2, text="Goodbye.", farewell=True), Direction.DOWNSTREAM, ctx)
+        await runner.finish(clock)
+    assert refused == [("say", Refusal.OVERTAKEN), ("end", Refusal.CALLED_OFF)]
+    assert not any(isinstance(m, AssistantMessage) for m in context.messages)

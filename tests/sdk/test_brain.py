@@ -36,6 +36,7 @@ class Desk(Brain):
         super().__init__()
         self.booked = []
         self.events: list[protocol.CallEvent] = []
+        self.errors: list[protocol.ProtocolErrorMessage] = []
 
     @brisvox.tool.read_only(timeout=2.0)
     async def opening_hours(self, args: Day) -> str:
@@ -52,6 +53,9 @@ class Desk(Brain):
 
     async def on_event(self, event: protocol.CallEvent) -> None:
         self.events.append(event)
+
+    async def on_error(self, error: protocol.ProtocolErrorMessage) -> None:
+        self.errors.append(error)
 
 
 @asynccontextmanager
@@ -233,7 +237,7 @@ async def test_the_agents_end_waits_for_the_bot_to_be_silent_and_its_commands_go
 
 
 @pytest.mark.realtime
-async def test_a_command_the_call_cannot_carry_out_is_answered_with_an_error_naming_it_and_logged_once(
+async def test_a_command_the_call_cannot_carry_out_is_answered_with_an_error_naming_it_the_brain_is_told_and_both_log_once(
         caplog: pytest.LogCaptureFixture) -> None:
     brains: list[Desk] = []
     clock = SystemClock()
@@ -243,12 +247,13 @@ async def test_a_command_the_call_cannot_carry_out_is_answered_with_an_error_nam
         link.input.close()  # the call has ended
         await brains[0].say_line("Hello.")
         for _ in range(100):
-            if any("refused a message" in r.getMessage() for r in caplog.records):
+            if brains[0].errors:
                 break
             await clock.sleep(0.01)
         await link.close()
-    told = [r.getMessage() for r in caplog.records if "refused a message" in r.getMessage()]
-    assert told == ["brain: the server refused a message: call_ended ()"]
+    assert [(e.command, e.code) for e in brains[0].errors] == [("say", "call_ended")]
+    told = [r.getMessage() for r in caplog.records if "the server refused" in r.getMessage()]
+    assert told == ["brain: call c1: the server refused say: call_ended"]
     assert link.commands_refused == 1
     assert len([r for r in caplog.records if "was not carried out" in r.getMessage()]) == 1
 

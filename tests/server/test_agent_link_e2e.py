@@ -3,10 +3,14 @@ subprocess on 127.0.0.1, and a caller on the server's WebSocket (espeak-ng speec
 
 The server's agent file uses the mock speech-to-text (every turn reads "a table for two on friday
 at seven"), the scripted restaurant host as its model (it calls ``check_availability``, which only
-the brain declares) and the mock text-to-speech.  The brain answers with an alternative only it
-knows (21:15), so the bot's words show where the answer came from.  The brain process is killed
-mid-call (the call goes on under the agent file: the host says it found no table), then started again
-on the same port: the server reopens the link (the brain declared resume) and the brain answers again.
+the brain declares, as a SideEffect: it holds the table while it looks) and the mock text-to-speech.
+The brain answers with an alternative only it knows (21:15), so the bot's words show where the
+answer came from.  The brain process is killed mid-call (the call goes on under the agent file: the
+host says it found no table), then started again on the same port: the server reopens the link (the
+brain declared resume) and the brain answers again.  Last, the brain's check is made slow and the
+caller barges in while it runs: it runs once in the brain's process, and the server reports it once
+(``interrupted`` at the barge-in, then its ``late_result``; the model's second identical call in the
+new turn is answered from the one still running, not run again).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ FRAME = RATE // 50 * 2  # 20 ms of PCM16
 
 BRAIN = '''
 import asyncio, sys
+from pathlib import Path
 from typing import Any
 from pydantic import BaseModel
 import brisvox
@@ -50,15 +55,24 @@ class Ask(BaseModel):
     time: str
     party_size: int
 
+SLOW = Path(sys.argv[2])  # while this file exists, a check takes 5 s
+
 class Host(Brain):
     resume = True
 
-    @brisvox.tool.read_only(timeout=2.0)
-    async def check_availability(self, args: Ask) -> dict[str, Any]:
-        """Whether a table is free at a time."""
+    @brisvox.tool.side_effect(timeout=10.0)
+    async def check_availability(self, args: Ask, ctx: brisvox.ToolContext) -> dict[str, Any]:
+        """Whether a table is free at a time (it is held while the check runs)."""
         assert self.session is not None
-        print(f"check resume={self.session.resume}", flush=True)
+        print(f"check resume={self.session.resume} ran {ctx.call.id}", flush=True)
+        if SLOW.exists():
+            await asyncio.sleep(5.0)  # the agent's own slow work: the caller barges in meanwhile
+        print(f"done {ctx.call.id}", flush=True)
         return {"free": False, "date": args.date, "time": args.time, "alternatives": ["21:15"]}
+
+    async def on_event(self, event: Any) -> None:
+        if event.kind == "tool_settled":
+            print(f"settled {event.tool} {event.outcome}", flush=True)
 
 async def main() -> None:
     server = await serve(Host, "127.0.0.1", int(sys.argv[1]))
@@ -167,6 +181,14 @@ class Caller:
             if isinstance(message, str) and (event := json.loads(message)).get("type") == "event":
                 self.events.append(event)
 
+    async def event(self, since: int, match: Callable[[dict[str, Any]], bool], seconds: float = 20.0) -> dict[str, Any]:
+        """The first event since ``since`` that ``match`` holds for."""
+        for _ in range(int(seconds / 0.05)):
+            if found := [e for e in self.events[since:] if match(e)]:
+                return found[0]
+            await self.clock.sleep(0.05)
+        raise AssertionError(f"no such event: {self.events[since:]}")
+
     async def bot_says(self, since: int, done: Callable[[str], bool], seconds: float = 20.0) -> str:
         """The bot's words since event ``since``, once ``done`` holds for them."""
         for _ in range(int(seconds / 0.05)):
@@ -178,7 +200,7 @@ class Caller:
         raise AssertionError(f"the bot did not say it: {self.events[since:]}")
 
 
-async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and_resumes_with_its_restart(
+async def test_a_served_call_answers_from_the_brain_survives_its_death_resumes_and_reports_a_barged_in_side_effect_once(
         tmp_path: Path) -> None:
     clock = SystemClock()
     speech = espeak_wav("a table for two on friday at seven", tmp_path, speed=200, lead=0.1, trail=0.0).pcm
@@ -187,7 +209,8 @@ async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and
     port = free_port()
     agent_file = tmp_path / "host.toml"
     agent_file.write_text(AGENT.format(port=port))
-    brain = Proc([sys.executable, str(brain_file), str(port)])
+    slow = tmp_path / "slow"
+    brain = Proc([sys.executable, str(brain_file), str(port), str(slow)])
     server = Proc([sys.executable, "-m", "brisvox", "serve", str(agent_file), "--workers", "1"])
     restarted: Proc | None = None
     try:
@@ -208,7 +231,7 @@ async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and
             fallback = await caller.bot_says(caller.say(), lambda t: "fully booked" in t)
             assert "21:15" not in fallback  # the call went on under the agent file: the tool failed, was said
 
-            restarted = Proc([sys.executable, str(brain_file), str(port)])
+            restarted = Proc([sys.executable, str(brain_file), str(port), str(slow)])
             await restarted.wait_for("serving", clock)
             again = ""
             for _ in range(3):  # the server retries the link every 2 s at most
@@ -216,11 +239,31 @@ async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and
                 if "21:15" in again:
                     break
             assert "21:15" in again, caller.events
+
+            slow.touch()  # the brain's next check takes 5 s: the caller barges in while it runs
+            since = caller.say()
+            call = await caller.event(since, lambda e: e["kind"] == "tool_call" and e["name"] == "check_availability")
+            await clock.sleep(0.5)
+            caller.say()
+            await caller.event(since, lambda e: e["kind"] == "interrupted")
+            await caller.bot_says(since, lambda t: "fully booked" in t)  # the new turn's: "still running"
+            await restarted.wait_for(f"done {call['id']}\n", clock)
+            # The late result goes into the context when the next turn starts (the model's next request).
+            await caller.bot_says(caller.say(), lambda t: "fully booked" in t)
             await ws.send(json.dumps({"type": "stop"}))
             await bounded(clock, 10.0, ws.wait_closed(), "the call's end")
             scope.cancel()
         assert "check resume=False" in brain.text()
         assert "check resume=True" in restarted.text()  # the reopened link said it resumes
+        # The barged-in side effect ran once in the agent's process and finished there ...
+        assert restarted.text().count(f"ran {call['id']}\n") == 1, restarted.text()
+        assert restarted.text().count(f"done {call['id']}\n") == 1, restarted.text()
+        assert restarted.text().count("ran ") == 2, restarted.text()  # the restarted brain's two checks
+        # ... and the server reported it once: cut off at the barge-in, then its late result.
+        outcomes = [e["outcome"] for e in caller.events if e["kind"] == "tool_result" and e["id"] == call["id"]]
+        assert outcomes == ["interrupted", "late_result"], caller.events
+        settled = re.findall(r"settled check_availability (\w+)", restarted.text())
+        assert settled.count("interrupted") == 1 and settled.count("late_result") == 1, settled
     finally:
         for proc in (brain, restarted, server):
             if proc is not None:

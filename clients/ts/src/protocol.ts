@@ -42,6 +42,8 @@ export enum ErrorCode {
   NoScreen = "no_screen",
   /** ui.command naming an action the call's UI contract does not declare. */
   Undeclared = "undeclared",
+  /** say: a newer turn (a barge-in, an interrupting say) came before a word of the line was said. */
+  Overtaken = "overtaken",
 }
 
 /** A frame that is not a valid message: `code` says why, `field` names the bad field ("" for the whole frame). */

@@ -390,8 +390,10 @@ class ContextNoteFrame(DataFrame):
 class BotLineFrame(DataFrame):
     """A line the bot says of its own accord (an agent's ``say``).  Put into the turn driver's
     inbox with any epoch; the driver sends it on in the epoch of the bot turn it starts, and the
-    LLM runner speaks it.  ``farewell``: the call ends once it has played."""
+    LLM runner speaks it.  ``farewell``: the call ends once it has played.  A barge-in never drops
+    it on the way: the runner tells the agent that a newer turn overtook it."""
 
+    survives_interrupt: ClassVar[bool] = True
     text: str
     interrupt: bool = False
     farewell: bool = False

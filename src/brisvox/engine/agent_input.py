@@ -88,6 +88,7 @@ class Refusal(enum.Enum):
     UNKNOWN_TOOL = "unknown_tool"  # tools.set named a tool the call does not have
     NO_CARRIER = "no_carrier"  # transfer (or a farewell) on a call without a phone carrier / line
     CARRIER_FAILED = "carrier_failed"  # the carrier refused or did not answer the transfer
+    OVERTAKEN = "overtaken"  # a newer turn (a barge-in, an interrupting say) came before a word of the line
 
 
 Refused = Callable[[str, Refusal, str], None]

@@ -48,7 +48,10 @@ driver started for it): the runner settles the context as at a turn's end and sp
 line as a round task through the canned-line path of the greeting: in the context as said,
 in the PlayoutBook, cut to what was heard on a barge-in.  A ``farewell`` line requests the
 end of the call through the phone line (the ``end_call`` rule: the call ends once it has
-played; a barge-in calls the end off, and the agent is told ``called_off``).  The tools an
+played; a barge-in calls the end off, and the agent is told ``called_off``).  A line a newer
+turn overtook before it entered the context (it arrives stale: bot lines survive the epoch
+layers for this; or its round task was cancelled before it ran) was never said: the agent is
+told ``overtaken`` (``call_ended`` at the call's end).  The tools an
 agent narrowed with ``tools.set`` (``ToolEngine.offer``) are the only ones each request lists.
 
 Lost words: when the speech-to-text refused to transcribe because its model's pool is
@@ -222,6 +225,7 @@ class LlmRunner(Processor):
         self.events = events or CallEvents("")
         self.agent = agent  # told when the caller called an agent's farewell off
         self._farewell = False  # the phone line's pending end is an agent's farewell
+        self._unsaid: BotLineFrame | None = None  # the agent's line of the round task, until it is in the context
         self.ending_farewell = False  # the end being carried out (end_call) is an agent's farewell
         self._calls = ToolCallEvents(self.events)  # the tool calls' started and settled events
         self._turn_epoch = 0  # the epoch of the last turn answered
@@ -295,7 +299,10 @@ class LlmRunner(Processor):
             await self._start_turn(frame.epoch, ctx)
             return
         if isinstance(frame, BotLineFrame):
-            await self._start_line(frame, ctx)
+            if frame.epoch < ctx.epoch:  # a newer turn overtook it between the driver and here
+                self._line_unsaid(frame, Refusal.OVERTAKEN)
+            else:
+                await self._start_line(frame, ctx)
             return
         if isinstance(frame, UserTurnTentative):
             await self._maybe_speculate(frame, ctx)
@@ -318,7 +325,7 @@ class LlmRunner(Processor):
                 self.stats.confirmations_cleared += self.tools.confirmations.clear()
         elif isinstance(frame, StopFrame):
             self.hang_up()
-            await self._join_round(cancel=False)
+            await self._join_round(cancel=False, unsaid=Refusal.CALL_ENDED)
             self._settle(before_epoch=ctx.epoch + 1, at=ctx.clock.now())
             self._append_late_notes(ctx.clock.now())  # the record of the call ends with every known result
         await ctx.push(frame, direction)
@@ -344,7 +351,7 @@ class LlmRunner(Processor):
         """
         self.hang_up()
         await self._drop_speculation()
-        await self._join_round()
+        await self._join_round(unsaid=Refusal.CALL_ENDED)
         self._settle(before_epoch=sys.maxsize, at=clock.now())
         if self.tools is not None:
             still = await self.tools.wait_side_effects(self.timeouts.stop)
@@ -352,7 +359,9 @@ class LlmRunner(Processor):
                 log.warning("%d side-effect call(s) still running at the end of the call; outcome unknown", still)
         self._append_late_notes(clock.now())
 
-    async def _join_round(self, cancel: bool = True) -> None:
+    async def _join_round(self, cancel: bool = True, unsaid: Refusal = Refusal.OVERTAKEN) -> None:
+        """Cancel (unless ``cancel`` is False) and join the round task; an agent's line it had not yet
+        put into the context is refused ``unsaid`` (a newer turn by default, or the call's end)."""
         task, self._round_task = self._round_task, None
         if task is None:
             return
@@ -360,6 +369,24 @@ class LlmRunner(Processor):
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        line, self._unsaid = self._unsaid, None
+        if line is not None and not line.farewell:  # a farewell's fate is its end's (called off, or the call ended)
+            self._line_unsaid(line, unsaid)
+
+    def _line_unsaid(self, line: BotLineFrame, why: Refusal) -> None:
+        """An agent's line that was never said: the agent is told (``overtaken``: a newer turn came
+        first; ``call_ended``).  A farewell overtaken on its way here calls the end off: the end was
+        never requested, the call goes on."""
+        if self.agent is None:
+            return
+        if line.farewell:
+            self.agent.refuse("end", Refusal.CALLED_OFF, "the caller spoke before the farewell was said; "
+                              "the call goes on")
+        elif why is Refusal.OVERTAKEN:
+            self.agent.refuse("say", why, "a newer turn (a barge-in, or an interrupting say) came before "
+                              "the line was said")
+        else:
+            self.agent.refuse("say", why, "the call ended before the line was said")
 
     def settle_all(self, at: float) -> None:
         """The end of a call whose pipeline is gone: every turn cut to what was heard, every
@@ -437,6 +464,7 @@ class LlmRunner(Processor):
         self._settle(before_epoch=frame.epoch, at=now)
         self._append_late_notes(now)
         self.stats.lines += 1
+        self._unsaid = frame
         if frame.farewell and self.line is not None:
             self.line.request_end(frame.epoch)
             self._farewell = True
@@ -709,6 +737,7 @@ class LlmRunner(Processor):
         await ctx.push(LlmTextFrame(epoch=epoch, text=text, round=round_))
         if keep:
             self._keep_round(turn, round_, AssistantMessage(text=text))
+            self._unsaid = None  # an agent's line is in the context: a cut from now on is told as bot_heard
         await ctx.push(LlmResponseEnded(epoch=epoch, round=round_))
 
     async def _commit_round(self, turn: TurnRounds, held: HeldAnswer, ctx: ProcessorContext) -> tuple[Assembled, ...]:

@@ -123,6 +123,12 @@ class Brain:
 
         Called in the link's reader: return quickly (start longer work as a task of your own)."""
 
+    async def on_error(self, error: p.ProtocolErrorMessage) -> None:
+        """The server refused a frame of the brain's (``code``, ``field``), or the call could not carry
+        out a command (``command`` names it): e.g. a ``say`` a newer turn overtook before it was said
+        (``overtaken``), or one the call had no room for (``busy``).  Logged already; called in the
+        link's reader: return quickly."""
+
     async def on_app_event(self, answer: UiAnswer) -> None:
         """An app event from the caller's screen, validated by ``ui`` (never a turn, never spoken).
 
@@ -306,7 +312,9 @@ class _Session:
             elif isinstance(message, p.UiEvent):
                 await self._app_event(message)
             elif isinstance(message, p.ProtocolErrorMessage):
-                log.warning("brain: the server refused a message: %s (%s)", message.code, message.field)
+                log.warning("brain: call %s: the server refused %s: %s%s", self._call_id(),
+                            message.command or "a frame", message.code, f" ({message.field})" if message.field else "")
+                await self._hand(self.brain.on_error(message), f"on_error({message.code})")
 
     async def _hand(self, handler: Coroutine[Any, Any, None], what: str) -> None:
         try:

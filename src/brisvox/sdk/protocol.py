@@ -72,6 +72,7 @@ class ErrorCode(enum.Enum):
     CARRIER_FAILED = "carrier_failed"  # the carrier refused or did not answer the transfer
     NO_SCREEN = "no_screen"  # ui.command on a call without a screen (not an RTVI call)
     UNDECLARED = "undeclared"  # ui.command naming an action the call's UI contract does not declare
+    OVERTAKEN = "overtaken"  # say: a newer turn (a barge-in, an interrupting say) came before a word of it
 
 
 class ProtocolError(BrisvoxError):
