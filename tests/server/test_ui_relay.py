@@ -164,6 +164,10 @@ class Desk(Brain):
     def __init__(self) -> None:
         super().__init__()
         self.answers: list[UiAnswer] = []
+        self.refusals: list[tuple[str, str | None, str]] = []
+
+    async def on_error(self, error: protocol.ProtocolErrorMessage) -> None:
+        self.refusals.append((error.code, error.command, error.field))
 
     @brisvox.tool.side_effect
     async def confirm_on_screen(self, args: ConfirmArgs) -> str:
@@ -226,5 +230,4 @@ async def test_a_brains_ui_action_reaches_the_rtvi_page_and_the_tap_reaches_the_
     notes = [m.text for m in llm.requests[2].messages if isinstance(m, SystemMessage) and "confirm_answered" in m.text]
     assert len(notes) == 1 and '"answer":"yes"' in notes[0]  # the brain's note, once (the call added none)
     assert [m.text for m in llm.requests[2].messages if isinstance(m, UserMessage)][-1] == "thanks"
-    refused = [r.getMessage() for r in caplog.records if "server refused a message" in r.getMessage()]
-    assert refused == ["brain: the server refused a message: undeclared (command)"]
+    assert [refusal for brain in brains for refusal in brain.refusals] == [("undeclared", "ui.command", "command")]
