@@ -687,6 +687,49 @@ async def test_a_clear_hands_the_playout_sink_what_the_client_held_unplayed_by_i
         scope.cancel()
 
 
+async def test_a_lead_measured_after_the_audio_ended_holds_then_and_into_the_next_reply() -> None:
+    """A reply's last echo comes after brisvox released its end when the phone buffers: the phone then
+    trails the release schedule by that lead plus the time since the schedule ended, and a clear
+    right then, or early in the next reply (before any echo of it), flushes that much."""
+    clock = SimClock()
+    link, ends = call_pair(CallInfo(call_id="raw"))
+    session = await TransportSession.open(clock, link)
+    got: list[PlaybackPosition | PlaybackLead] = []
+
+    async def sink(report: PlaybackPosition | PlaybackLead) -> None:
+        got.append(report)
+
+    async def carrier() -> None:  # takes everything the session writes
+        with contextlib.suppress(ChannelClosed):
+            while True:
+                await ends.out.recv()
+
+    async with TaskScope("carrier") as scope:
+        scope.spawn(carrier(), name="carrier")
+        session.route_playout(sink)
+        for i in range(40):  # 0.8 s, released in real time from now
+            await session.send(audio(i, utterance=1))
+        await clock.sleep(1.2)  # the release schedule ended 0.4 s ago
+        await ends.events.send(WireLead(0.2))  # the last echo: the phone still holds 0.2 s, so trails by 0.6 s
+        await clock.sleep(0.01)
+        assert session.commands().unplayed() == pytest.approx(0.19, abs=0.02)  # what the echo just said
+        await session.send(Clear(1))  # the caller speaks over the phone's tail: 0.19 s flushed unheard
+        await clock.sleep(0.05)
+        cut = [r for r in got if isinstance(r, PlaybackLead)]
+        assert len(cut) == 1 and cut[0].epoch == 0 and cut[0].lead == pytest.approx(0.19, abs=0.02), cut
+        for i in range(20):  # 0.4 s of the next reply: the phone plays it behind the same lag
+            await session.send(audio(i, epoch=1, utterance=2))
+        await clock.sleep(0.3)
+        got.clear()
+        await session.send(Clear(2))  # before any echo of it: the lag learnt from the last one holds
+        await clock.sleep(0.05)
+        cut = [r for r in got if isinstance(r, PlaybackLead)]
+        assert len(cut) == 1 and cut[0].epoch == 1 and cut[0].lead == pytest.approx(0.6, abs=0.05), cut
+        ends.events.close()
+        await session.close()
+        scope.cancel()
+
+
 async def test_a_client_that_reports_no_lead_gets_no_flushed_lead_at_a_clear() -> None:
     async with loopback_call() as (clock, _client, session):
         got: list[PlaybackPosition | PlaybackLead] = []
