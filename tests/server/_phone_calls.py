@@ -19,8 +19,6 @@ whether the local STT is fast or slow."""
 
 QUIET = 0.5
 """Seconds of silence on the phone after which the next audio begins a new reply."""
-MIN_HEARD = 0.05
-"""Seconds: a cut that heard less is taken as one that heard nothing (the two clocks differ by a frame)."""
 
 
 @dataclass(slots=True)
@@ -51,18 +49,26 @@ class Playout:
 
 
 def assert_context_holds_what_was_played(call: dict[str, Any], playout: Playout, tolerance: float) -> None:
-    """The served call's log (``/api/calls/<id>``) says the context kept, of each reply the phone's
-    clears cut while it played, a non-empty prefix that ends at a word (of :data:`ANSWER`, or of
-    the host's answer once it knows the party) covering the seconds the phone played of it before
-    the clear (within ``tolerance``); the first is the barge-in's cut of :data:`ANSWER`."""
-    cuts = [h for row in call["turn_rows"] for h in row["heard"]]
-    # A reply cut before any of it played (a turn the STT's late final replaced) keeps nothing.
-    assert all(h["text"] == "" for h in cuts if h["played"] == 0), cuts
-    heard = [h for h in cuts if h["played"] > MIN_HEARD]
-    played = [seconds for seconds in playout.cuts if seconds > MIN_HEARD]
-    assert heard and len(heard) == len(played), (heard, playout.cuts, call)
-    for h, seconds in zip(heard, played, strict=True):
+    """The served call's log (``/api/calls/<id>``) says what the context kept of each reply the
+    phone's clears cut: the seconds the phone played of it before the clear (within ``tolerance``;
+    a cut that heard no more than that may show on one side only, as a late STT final's turn that
+    replaced a reply before it played; a reply the caller hung up on has no clear) and a prefix of the host's answer that ends at a word (empty
+    while only the voice's leading silence played); at least one cut kept words (the barge-in's)."""
+    rows = call["turn_rows"]
+    cuts = [h for row in rows for h in row["heard"]]
+    # the caller hung up while the last reply played: the call's end cut it, not a clear
+    hung_up = [h for h in rows[-1]["heard"] if call["duration"] - rows[-1]["cut"] < 1.0] if rows else []
+    phone = list(playout.cuts)
+    j, spoken = 0, 0
+    for h in cuts:
+        while j < len(phone) and phone[j] <= tolerance and abs(phone[j] - h["played"]) > tolerance:
+            j += 1  # the phone's cut of a reply the context never held, or held nothing of
+        if j < len(phone) and abs(phone[j] - h["played"]) <= tolerance:
+            j += 1
+        else:  # heard next to nothing (no clear reached the phone), or cut by the hang-up
+            assert h["played"] <= tolerance or h in hung_up, (cuts, phone)
         text = h["text"]
-        assert abs(h["played"] - seconds) <= tolerance, (heard, playout.cuts)
-        assert any(text and a.startswith(text) and a[len(text):len(text) + 1] == " " for a in ANSWERS), heard
-    assert ANSWER.startswith(heard[0]["text"]), heard
+        assert text == "" or any(a.startswith(text) and a[len(text):len(text) + 1] == " " for a in ANSWERS), cuts
+        spoken += bool(text)
+    assert all(seconds <= tolerance for seconds in phone[j:]), (cuts, phone)  # no cut the context missed
+    assert spoken >= 1, (cuts, phone, call)
