@@ -50,10 +50,11 @@ class Playout:
 
 def assert_context_holds_what_was_played(call: dict[str, Any], playout: Playout, tolerance: float) -> None:
     """The served call's log (``/api/calls/<id>``) says what the context kept of each reply the
-    phone's clears cut: the seconds the phone played of it before the clear (within ``tolerance``;
-    a cut that heard no more than that may show on one side only, as a late STT final's turn that
-    replaced a reply before it played; a reply the caller hung up on has no clear) and a prefix of the host's answer that ends at a word (empty
-    while only the voice's leading silence played); at least one cut kept words (the barge-in's)."""
+    phone's clears cut: the seconds the phone played of it before the clear (within ``tolerance``)
+    and a prefix of the host's answer that ends at a word (empty while only the voice's leading
+    silence played); at least one such cut kept words (the barge-in's).  A cut that heard no more
+    than ``tolerance`` may show on one side only (a late STT final's turn replaced a reply before
+    it played), and a reply the caller hung up on was cut by the call's end, not a clear."""
     rows = call["turn_rows"]
     cuts = [h for row in rows for h in row["heard"]]
     # the caller hung up while the last reply played: the call's end cut it, not a clear
@@ -63,12 +64,12 @@ def assert_context_holds_what_was_played(call: dict[str, Any], playout: Playout,
     for h in cuts:
         while j < len(phone) and phone[j] <= tolerance and abs(phone[j] - h["played"]) > tolerance:
             j += 1  # the phone's cut of a reply the context never held, or held nothing of
-        if j < len(phone) and abs(phone[j] - h["played"]) <= tolerance:
-            j += 1
-        else:  # heard next to nothing (no clear reached the phone), or cut by the hang-up
-            assert h["played"] <= tolerance or h in hung_up, (cuts, phone)
         text = h["text"]
         assert text == "" or any(a.startswith(text) and a[len(text):len(text) + 1] == " " for a in ANSWERS), cuts
-        spoken += bool(text)
+        if j < len(phone) and abs(phone[j] - h["played"]) <= tolerance:
+            j += 1
+            spoken += bool(text)
+        else:  # heard next to nothing (no clear reached the phone), or cut by the hang-up
+            assert h["played"] <= tolerance or h in hung_up, (cuts, phone)
     assert all(seconds <= tolerance for seconds in phone[j:]), (cuts, phone)  # no cut the context missed
     assert spoken >= 1, (cuts, phone, call)
