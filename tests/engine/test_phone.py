@@ -9,6 +9,7 @@ from __future__ import annotations
 from urllib.parse import parse_qs
 
 import numpy as np
+import pytest
 
 from brisvox.agent.context import ToolMessage
 from brisvox.agent.flows import EndCall, FlowBuilder, Goto, Node, ToolUse
@@ -18,15 +19,15 @@ from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.secret import Secret
 from brisvox.engine import EngineConfig
-from brisvox.engine.phone import Carrier, PhonePlan
-from brisvox.server.carriers import TwilioCalls
+from brisvox.engine.phone import CallControl, Carrier, PhonePlan
+from brisvox.server.carriers import TelnyxCalls, TwilioCalls
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, Pause, ScenarioBuilder, ScriptedLlm
 from brisvox.sim import Say as Speak
 from brisvox.transport.events import StopReason, WireAudioOut, WireMark
 from tests.engine.harness import OBJ, Counter, SimResult, simulate
-from tests.providers.cloud._fake_http import FakeHttpServer
-from tests.server.test_carriers import CALL, SID, TOKEN, ok
+from tests.providers.cloud._fake_http import FakeHttpServer, RecordedRequest, Response
+from tests.server.test_carriers import CALL, CCID, KEY, SID, TOKEN, basic, ok
 
 TOOLS = ToolSet()
 
@@ -248,18 +249,59 @@ async def test_a_flows_end_call_and_the_end_call_tool_in_one_turn_hang_up_once()
     assert result.report.phone is not None and result.report.phone.hangups == 1
 
 
-async def test_over_twilios_rest_api_a_discarded_transfer_sends_nothing_and_a_committed_end_call_one_hang_up() -> None:
-    async with FakeHttpServer(ok) as api:
-        clock = SimClock()
+def _control(carrier: Carrier, base: str) -> CallControl:
+    if carrier is Carrier.TWILIO:
+        return TwilioCalls(base, SID, Secret(TOKEN), CALL)
+    return TelnyxCalls(base, Secret(KEY), CCID)
+
+
+def _assert_one_hang_up(carrier: Carrier, req: RecordedRequest) -> None:
+    """The carrier's documented hang-up: Twilio's call update to ``completed`` (basic auth), Telnyx's
+    Call Control ``hangup`` action (bearer key, JSON)."""
+    assert req.method == "POST"
+    if carrier is Carrier.TWILIO:
+        assert req.path == f"/2010-04-01/Accounts/{SID}/Calls/{CALL}.json"
+        assert parse_qs(req.body.decode()) == {"Status": ["completed"]}
+        assert req.headers["authorization"] == basic(SID, TOKEN)
+    else:
+        assert req.path == f"/v2/calls/{CCID.replace(':', '%3A')}/actions/hangup"
+        assert req.json() == {} and req.headers["authorization"] == f"Bearer {KEY}"
+
+
+@pytest.mark.parametrize("carrier", [Carrier.TWILIO, Carrier.TELNYX])
+async def test_over_the_carriers_rest_api_discarded_transfer_and_end_send_nothing_and_a_committed_end_one_hang_up(
+        carrier: Carrier) -> None:
+    clock = SimClock()
+    sent_at: list[float] = []
+
+    async def answer(request: RecordedRequest, response: Response) -> None:
+        sent_at.append(clock.now())
+        await ok(request, response)
+
+    async with FakeHttpServer(answer) as api:
         words = "One moment please, I am putting you through to our sales team right now, so please hold the line."
-        llm = ScriptedLlm(clock, [[Speak(words), Call(name="transfer_call", arguments={"to": "+14155550100"})],
-                                  [Speak("Okay.")], [Speak("Thanks, goodbye!"), Call(name="end_call")], []])
+        farewell = "Thank you so much for calling us today, it was a real pleasure, have a lovely evening, goodbye!"
+        llm = ScriptedLlm(clock, [
+            [Speak(words), Call(name="transfer_call", arguments={"to": "+14155550100"})],  # cut: never sent
+            [Speak("Okay.")],
+            [Speak(farewell), Call(name="end_call")],  # cut over the farewell: the end is called off
+            [Speak("Sure.")],
+            [Speak("Thanks, goodbye!"), Call(name="end_call")], []])  # committed and played: one hang-up
         scenario = (ScenarioBuilder().pause(0.5).say("put me through to sales").pause(2.5)
-                    .say("no wait stop that please").pause(3.0).say("that is all").pause(6.0).build())
+                    .say("no wait stop that please").pause(3.0).say("that is all").pause(2.5)
+                    .say("wait one more thing please").pause(3.0).say("no that is all").pause(6.0).build())
         result = await simulate(clock, scenario, llm, config=_barge_in_config(),
                                 tools=TOOLS.registry(["transfer_call", "end_call"]),
-                                phone=PhonePlan(TwilioCalls(api.base_url, SID, Secret(TOKEN), CALL)))
+                                phone=PhonePlan(_control(carrier, api.base_url)))
     assert result.report.stop_reason is StopReason.REQUESTED
-    [req] = api.requests  # no transfer: only the hang-up
-    assert req.method == "POST" and req.path == f"/2010-04-01/Accounts/{SID}/Calls/{CALL}.json"
-    assert parse_qs(req.body.decode()) == {"Status": ["completed"]}
+    assert result.report.interrupts == 2, result.report
+    [req] = api.requests  # no transfer and no hang-up from the discarded generations: only the last one
+    _assert_one_hang_up(carrier, req)
+    phone = result.report.phone
+    assert phone is not None and phone.transfers_called_off == 1 and phone.ends_dropped == 1, phone
+    # ... sent after the caller's phone echoed the mark behind the farewell, itself behind its last audio
+    farewell_epoch = max(h.item.frame.epoch for h in result.heard if isinstance(h.item, WireAudioOut))
+    last_audio = max(h.at for h in result.heard
+                     if isinstance(h.item, WireAudioOut) and h.item.frame.epoch == farewell_epoch)
+    echoed = [h.at for h in result.heard if isinstance(h.item, WireMark) and h.at >= last_audio]
+    assert len(echoed) == 1 and sent_at[0] >= echoed[0], (sent_at, echoed, last_audio)

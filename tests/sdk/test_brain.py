@@ -269,7 +269,7 @@ def test_the_engines_events_map_onto_the_protocols_event_kinds_and_the_rest_stay
     seen = [event_message(e) for e in (
         ev.TurnStarted(epoch=2, at=0.0), ev.UserTranscript(epoch=2, at=0.0, text="hi", final=False),
         ev.UserTranscript(epoch=2, at=0.0, text="hi there", final=True), ev.UserTurn(epoch=2, at=0.0, text="hi there"),
-        ev.BotHeard(epoch=2, at=0.0, round=0, text="Hel"), ev.BotDone(epoch=2, at=0.0),
+        ev.BotHeard(epoch=2, at=0.0, round=0, text="Hel", played=0.2), ev.BotDone(epoch=2, at=0.0),
         ev.ToolCallSettled(epoch=2, at=0.0, call_id="t2.0", name="book", outcome=Outcome.LATE_RESULT, content="x",
                            is_error=False),
         ev.TtsFirstAudio(epoch=2, at=0.0))]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import threading
+import urllib.request
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+from urllib.parse import quote
 
 import pytest
 
@@ -82,6 +85,16 @@ class DemoServer:
         m = re.search(r"listening on (http://127\.0\.0\.1:\d+)", "".join(self.out))
         assert m is not None and LLM_LABELS[self.llm] in self.out[0], self.log()
         return m.group(1)
+
+    def only_call(self) -> dict[str, Any]:
+        """The call log of the one call this server took (``GET /api/calls``, then ``/api/calls/<id>``)."""
+        base = self.url()
+        with urllib.request.urlopen(f"{base}/api/calls", timeout=10) as answer:
+            calls = json.load(answer)["calls"]
+        assert len(calls) == 1, calls
+        with urllib.request.urlopen(f"{base}/api/calls/{quote(calls[0]['call_id'], safe='')}", timeout=10) as answer:
+            call: dict[str, Any] = json.load(answer)
+        return call
 
     def stop(self) -> int:
         """SIGTERM, then the exit status (killed after 40 s)."""

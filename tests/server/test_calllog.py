@@ -27,7 +27,7 @@ def _two_turns() -> CallTimeline:
         ev.FillerStarted(epoch=1, at=START + 3.2, round=0, tool="book_table"),
         ev.BotAudible(epoch=1, at=START + 3.1),
         ev.TurnStarted(epoch=2, at=START + 4.0, barge_in=True),
-        ev.BotHeard(epoch=1, at=START + 4.1, round=0, text="One mo"),
+        ev.BotHeard(epoch=1, at=START + 4.1, round=0, text="One mo", played=0.45),
     ):
         t.add(event)
     return t
@@ -41,6 +41,12 @@ def test_a_turn_row_holds_its_stages_relative_to_the_call_start() -> None:
                       "first_audio": pytest.approx(0.2), "turn_end_to_audio": pytest.approx(0.7),
                       "voice_to_voice": pytest.approx(1.1)}
     assert second.barge_in and second.stages()["voice_to_voice"] is None
+
+
+def test_a_cut_turn_row_holds_what_the_caller_heard_and_the_seconds_it_covers() -> None:
+    first, second = (row for row in _two_turns().to_json()["turn_rows"])
+    assert first["heard"] == [{"round": 0, "text": "One mo", "played": 0.45}]
+    assert second["heard"] == []
 
 
 def test_tool_calls_are_bars_with_their_outcome_and_never_their_arguments_or_results() -> None:

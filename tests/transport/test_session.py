@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -9,6 +10,7 @@ from brisvox.core.clock import SimClock
 from brisvox.core.errors import ChannelClosed, ConfigError
 from brisvox.core.tasks import TaskScope, live_tasks, wait_for_task_baseline
 from brisvox.transport import (
+    CallEnds,
     CallerAudio,
     CallFailure,
     CallInfo,
@@ -646,14 +648,18 @@ async def test_a_sink_whose_owner_ended_drops_the_report_and_the_session_plays_o
         assert any(isinstance(e, PlaybackPosition) for e in drain_events(session))  # back to events
 
 
-async def test_a_clear_hands_the_playout_sink_what_the_client_held_unplayed_by_its_last_lead() -> None:
+@contextlib.asynccontextmanager
+async def _routed_carrier_call() -> AsyncIterator[tuple[SimClock, CallEnds, TransportSession, list[PlaybackLead]]]:
+    """A session whose playout reports go to a sink (the leads a clear flushed are collected) and
+    whose writes a carrier takes; closed at the end."""
     clock = SimClock()
     link, ends = call_pair(CallInfo(call_id="raw"))
     session = await TransportSession.open(clock, link)
-    got: list[PlaybackPosition | PlaybackLead] = []
+    leads: list[PlaybackLead] = []
 
     async def sink(report: PlaybackPosition | PlaybackLead) -> None:
-        got.append(report)
+        if isinstance(report, PlaybackLead):
+            leads.append(report)
 
     async def carrier() -> None:  # takes everything the session writes
         with contextlib.suppress(ChannelClosed):
@@ -663,6 +669,14 @@ async def test_a_clear_hands_the_playout_sink_what_the_client_held_unplayed_by_i
     async with TaskScope("carrier") as scope:
         scope.spawn(carrier(), name="carrier")
         session.route_playout(sink)
+        yield clock, ends, session, leads
+        ends.events.close()
+        await session.close()
+        scope.cancel()
+
+
+async def test_a_clear_hands_the_playout_sink_what_the_client_held_unplayed_by_its_last_lead() -> None:
+    async with _routed_carrier_call() as (clock, ends, session, cut):
         for i in range(40):  # 0.8 s, released in real time
             await session.send(audio(i, utterance=1))
         await clock.sleep(0.3)
@@ -672,19 +686,37 @@ async def test_a_clear_hands_the_playout_sink_what_the_client_held_unplayed_by_i
         assert session.commands().unplayed() == pytest.approx(0.4, abs=0.03)
         await session.send(Clear(1))  # while it speaks: the carrier held about 0.4 s, flushed now
         await clock.sleep(0.05)
-        cut = [r for r in got if isinstance(r, PlaybackLead)]
         assert len(cut) == 1 and cut[0].epoch == 0 and cut[0].lead == pytest.approx(0.4, abs=0.03)
         for i in range(10):  # 0.2 s of the next reply, then 0.1 s of silence before the next clear
             await session.send(audio(i, epoch=1, utterance=2))
         await clock.sleep(0.3)
-        got.clear()
+        cut.clear()
         await session.send(Clear(2))  # the lag (0.4 s less the 20 ms frame then playing) is what is left
         await clock.sleep(0.05)
-        cut = [r for r in got if isinstance(r, PlaybackLead)]
         assert len(cut) == 1 and cut[0].epoch == 1 and cut[0].lead == pytest.approx(0.28, abs=0.03)
-        ends.events.close()
-        await session.close()
-        scope.cancel()
+
+
+async def test_a_lead_measured_after_the_audio_ended_holds_then_and_into_the_next_reply() -> None:
+    """A reply's last echo comes after brisvox released its end when the phone buffers: the phone then
+    trails the release schedule by that lead plus the time since the schedule ended, and a clear
+    right then, or early in the next reply (before any echo of it), flushes that much."""
+    async with _routed_carrier_call() as (clock, ends, session, cut):
+        for i in range(40):  # 0.8 s, released in real time from now
+            await session.send(audio(i, utterance=1))
+        await clock.sleep(1.2)  # the release schedule ended 0.4 s ago
+        await ends.events.send(WireLead(0.2))  # the last echo: the phone still holds 0.2 s, so trails by 0.6 s
+        await clock.sleep(0.01)
+        assert session.commands().unplayed() == pytest.approx(0.19, abs=0.02)  # what the echo just said
+        await session.send(Clear(1))  # the caller speaks over the phone's tail: 0.19 s flushed unheard
+        await clock.sleep(0.05)
+        assert len(cut) == 1 and cut[0].epoch == 0 and cut[0].lead == pytest.approx(0.19, abs=0.02), cut
+        for i in range(20):  # 0.4 s of the next reply: the phone plays it behind the same lag
+            await session.send(audio(i, epoch=1, utterance=2))
+        await clock.sleep(0.3)
+        cut.clear()
+        await session.send(Clear(2))  # before any echo of it: the lag learnt from the last one holds
+        await clock.sleep(0.05)
+        assert len(cut) == 1 and cut[0].epoch == 1 and cut[0].lead == pytest.approx(0.6, abs=0.05), cut
 
 
 async def test_a_client_that_reports_no_lead_gets_no_flushed_lead_at_a_clear() -> None:

@@ -153,10 +153,13 @@ class BotDone(_Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class BotHeard(_Event):
-    """A round of the epoch was cut short; ``text`` is what the caller heard (all the context keeps)."""
+    """A round of the epoch was cut short; ``text`` is what the caller heard (all the context keeps)
+    and ``played`` the seconds of the round's audio it covers: released to the client, less what a
+    carrier still held unplayed when the clear flushed it (its mark echoes prove the rest played)."""
 
     round: int
     text: str
+    played: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -60,11 +60,13 @@ class _Utterance:
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """One round's assistant message and what of it was heard."""
+    """One round's assistant message and what of it was heard (``position``: the seconds of its
+    audio the caller heard)."""
 
     epoch: int
     round: int
     msg_index: int
+    position: float
     truncation: Truncation
 
 
@@ -235,7 +237,7 @@ class PlayoutBook:
             self._by_round.pop((u.epoch, u.round), None)
             if u.msg_index is None:
                 continue
-            out.append(Cut(u.epoch, u.round, u.msg_index, self._truncation(utt_id, u, heard)[1]))
+            out.append(Cut(u.epoch, u.round, u.msg_index, *self._truncation(utt_id, u, heard)))
         self.stats.cuts += len(out)
         out.sort(key=lambda c: c.msg_index, reverse=True)
         return out

@@ -414,7 +414,7 @@ class LlmRunner(Processor):
             text = cut.truncation.text
             # Trimming trailing blanks off a reply heard in full is not a cut worth showing.
             if outcome is not TruncationOutcome.UNCHANGED and text.rstrip() != said.rstrip():
-                self.events.emit(BotHeard(epoch=cut.epoch, at=at, round=cut.round, text=text))
+                self.events.emit(BotHeard(epoch=cut.epoch, at=at, round=cut.round, text=text, played=cut.position))
 
     def _text_at(self, index: int) -> str:
         message = self.context[index] if -len(self.context) <= index < len(self.context) else None

@@ -588,7 +588,7 @@ class S2sStage(Processor):
         if heard is not None:
             seconds, truncation = heard
             self._events.emit(BotHeard(epoch=self._stats.turns, at=self._clock.now(), round=self._round,
-                                       text=truncation.text))
+                                       text=truncation.text, played=seconds))
             await self._s2s.truncate(item, round(seconds * 1000))
             self._stats.truncations += 1
 

@@ -2,11 +2,13 @@
 
 A :class:`CallTimeline` is built from one call's typed engine events (``brisvox.engine.events``),
 as they are emitted: each turn's start, the end of the caller's speech, the turn's end and why,
-the LLM rounds (request and first token), the first audible audio, whether the reply was cut,
-the tool calls (name, kind, start, end, outcome: never arguments or results) and fillers.  What
-the bot says before the caller's first turn (epoch 0: the greeting, or an agent's first line)
-is a row of its own, opened by its first text (``BotText``), as no ``TurnStarted`` opens it: a
-caller who talks over the greeting cuts that row.  Times
+the LLM rounds (request and first token), the first audible audio, whether the reply was cut
+and what the caller heard of each cut round (the ``BotHeard`` text the context keeps and the
+seconds of audio it covers), the tool calls (name, kind, start, end, outcome: never arguments
+or results) and fillers.  What the bot says before the caller's first turn (epoch 0: the
+greeting, or an agent's first line) is a row of its own, opened by its first text
+(``BotText``), as no ``TurnStarted`` opens it: a caller who talks over the greeting cuts that
+row.  Times
 are seconds since the call started, on the engine's clock.  :class:`CallLog` keeps the live
 calls and the newest ended ones (:data:`KEEP_ENDED`), bounded, and gives them as JSON-ready
 dicts: a summary per call (``/calls``, ``brisvox tail``) and one call's turns (``/calls/<id>``).
@@ -29,6 +31,7 @@ MAX_TURNS = 500
 """Turns kept per call (the newest)."""
 MAX_TOOL_BARS = 32
 """Tool calls kept per turn."""
+_MAX_HEARD = 32  # cut rounds kept per turn (a turn has a handful of rounds)
 
 LATENCY_BUDGET: dict[str, float] = {"turn_detection": 0.5, "llm_first_token": 0.6, "first_audio": 0.3}
 """Seconds per stage of a turn that brisvox aims at (1.4 s from the end of speech to the first
@@ -55,6 +58,13 @@ class _Round:
     failed: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Heard:
+    round: int
+    text: str
+    played: float
+
+
 @dataclass(slots=True)
 class TurnRow:
     """One turn of a call (times in seconds since the call started)."""
@@ -69,6 +79,7 @@ class TurnRow:
     rounds: list[_Round] = field(default_factory=list)
     first_audio: float | None = None
     cut: float | None = None  # when the caller cut the reply (the heard position's report)
+    heard: list[_Heard] = field(default_factory=list)  # what the context keeps of each cut round
     tools: list[_Tool] = field(default_factory=list)
     fillers: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -91,6 +102,7 @@ class TurnRow:
             "rounds": [{"requested": _ms(r.requested), "first_token": _ms(r.first_token), "ended": _ms(r.ended),
                         "model": r.model, "failed": r.failed} for r in self.rounds],
             "first_audio": _ms(self.first_audio), "cut": _ms(self.cut),
+            "heard": [{"round": h.round, "text": h.text, "played": _ms(h.played)} for h in self.heard],
             "tools": [{"name": t.name, "kind": t.kind, "started": _ms(t.started), "settled": _ms(t.settled),
                        "outcome": t.outcome, "error": t.is_error} for t in self.tools],
             "fillers": [_ms(f) for f in self.fillers], "failures": list(self.failures),
@@ -145,6 +157,8 @@ class CallTimeline:
                 row.first_audio = t
         elif isinstance(event, ev.BotHeard):
             row.cut = t
+            if len(row.heard) < _MAX_HEARD:
+                row.heard.append(_Heard(event.round, event.text, event.played))
         elif isinstance(event, ev.ToolCallStarted):
             if len(row.tools) < MAX_TOOL_BARS:
                 row.tools.append(_Tool(event.call_id, event.name, event.kind.value if event.kind else None, t))

@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from types import TracebackType
@@ -552,7 +553,12 @@ class TransportSession:
                 await events.send(TransportError(ev.kind, ev.message, ev.fatal))
             elif isinstance(ev, WireLead):
                 # The lead behind the release schedule: the part a clear now would flush unplayed.
-                self._lag = ev.lead - max(0.0, self._playout_end - self._clock.now())
+                # Not clamped at the schedule's end: a buffering phone echoes a reply's last mark
+                # after its audio was all released, and then trails the schedule by the lead plus
+                # the time since it ended (so unplayed() says what this echo said, and keeps
+                # saying it into the next reply until an echo of that one comes).
+                ended = self._playout_end if math.isfinite(self._playout_end) else self._clock.now()
+                self._lag = ev.lead + self._clock.now() - ended
                 if self._playout_sink is None:
                     events.try_send(PlaybackLead(ev.lead, ledger.epoch))
             elif isinstance(ev, WireHangup):
