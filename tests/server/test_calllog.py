@@ -86,7 +86,7 @@ def test_the_greeting_is_a_row_of_its_own_that_a_caller_talking_over_it_cuts() -
         ev.BotAudible(epoch=0, at=START + 0.3),
         ev.TurnStarted(epoch=1, at=START + 1.3, barge_in=True),
         ev.TurnEnded(epoch=1, at=START + 4.5, reason=TurnEndReason.SILENCE, speech_ended=START + 4.0),
-        ev.BotHeard(epoch=0, at=START + 4.5, round=0, text="Hello"),
+        ev.BotHeard(epoch=0, at=START + 4.5, round=0, text="Hello", played=0.3),
         ev.BotAudible(epoch=1, at=START + 5.0),
     ):
         t.add(event)
@@ -98,7 +98,7 @@ def test_the_greeting_is_a_row_of_its_own_that_a_caller_talking_over_it_cuts() -
 
 def test_only_the_bots_first_line_opens_a_row_without_a_turn() -> None:
     t = CallTimeline("ws-1", "websocket", "", 0.0)
-    t.add(ev.BotHeard(epoch=0, at=1.0, round=0, text="Hel"))  # no text said yet: nothing to cut
+    t.add(ev.BotHeard(epoch=0, at=1.0, round=0, text="Hel", played=0.0))  # no text said yet: nothing to cut
     t.add(ev.TurnStarted(epoch=1, at=2.0))
     t.add(ev.BotText(epoch=0, at=2.1, round=0, text="late"))  # the caller's turn came first: not a greeting
     assert [(row.epoch, row.greeting) for row in t.turns] == [(1, False)]
