@@ -38,6 +38,7 @@ __all__ = [
     "ToolResult",
     "ToolsSet",
     "Transfer",
+    "TurnRequest",
     "UiCommand",
     "UiEvent",
     "encode",
@@ -104,12 +105,15 @@ class RemoteToolSpec(_Message):
 
 
 class Ready(_Message):
-    """The agent's answer to ``session.start``: its tools, and whether a lost link should be reopened."""
+    """The agent's answer to ``session.start``: its tools, whether a lost link should be reopened,
+    and whether the agent answers the caller's turns itself (``answers_turns``: the server sends
+    it a ``turn.request`` for each model request of the call instead of running its own model)."""
 
     type: Literal["ready"]
     v: Literal[1]
     tools: Annotated[tuple[RemoteToolSpec, ...], Field(max_length=128)] = ()
     resume: StrictBool = False
+    answers_turns: StrictBool = False
 
 
 class ToolResult(_Message):
@@ -123,9 +127,16 @@ class ToolResult(_Message):
 
 
 class Say(_Message):
+    """A bot line.  Without ``reply_to``: a line of its own (a bot turn).  With ``reply_to``: a piece
+    of the agent's reply to that ``turn.request``, spoken as the model's text would be; ``final``
+    ends the reply (its ``text`` may then be empty).  The server refuses an empty ``text`` that ends
+    nothing, ``final`` without ``reply_to`` and ``interrupt`` with it (docs/AGENT_PROTOCOL.md)."""
+
     type: Literal["say"]
-    text: Annotated[str, Field(min_length=1, max_length=4096)]
+    text: Annotated[str, Field(max_length=4096)]
     interrupt: StrictBool = False
+    reply_to: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    final: StrictBool = False
 
 
 class ContextUpdate(_Message):
@@ -216,7 +227,18 @@ class UiEvent(_Message):
     payload: Any = None
 
 
-ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage | UiEvent
+class TurnRequest(_Message):
+    """The call asks an agent that answers the turns (``ready.answers_turns``) for a reply: ``id`` is
+    what its ``say`` lines name in ``reply_to``; ``turn`` and ``text`` are the caller's turn being
+    answered (the engine's epoch and the words, as in the ``user_turn`` event)."""
+
+    type: Literal["turn.request"]
+    id: str
+    turn: int | None = None
+    text: str = ""
+
+
+ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage | UiEvent | TurnRequest
 _SERVER = TypeAdapter[ServerMessage](Annotated[ServerMessage, Field(discriminator="type")])
 
 

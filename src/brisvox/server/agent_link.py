@@ -37,6 +37,7 @@ from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
 from brisvox.engine.agent_input import AgentCommand, AgentInput, BotLine, Note, OfferTools, Refusal, Transfer
 from brisvox.sdk import protocol as p
+from brisvox.server.agent_brain import BrainReplies, reply_refusal
 
 __all__ = ["AgentLink", "AgentLinkConfig", "RemoteTool", "event_message"]
 
@@ -135,6 +136,8 @@ class AgentLink:
         self._start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent="", transport="")
         self.input = AgentInput(self._refused)  # the agent's commands, for run_call(agent=)
         self.commands_refused = 0
+        # Brain mode (the agent answers the turns, server/agent_brain.py): its replies by request id.
+        self.replies = BrainReplies(call_id) if ready.answers_turns else None
 
     @classmethod
     async def open(cls, config: AgentLinkConfig, clock: Clock, *, call_id: str, agent: str, transport: str,
@@ -195,8 +198,7 @@ class AgentLink:
         future: asyncio.Future[p.ToolResult] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            await bounded(self.clock, self.config.write_timeout, self._out.send((p.encode(request), False)),
-                          "agent link tool.call")
+            await self.send(request)
             result = await bounded(self.clock, timeout + self.config.result_limit, future, "agent tool result")
         except (ChannelClosed, DeadlineExceeded) as exc:
             raise ToolError("the agent is unavailable") from exc
@@ -205,6 +207,12 @@ class AgentLink:
         if not result.ok:
             raise ToolError(result.error or "the agent's tool failed")
         return result.result
+
+    async def send(self, message: p.ServerMessage) -> None:
+        """Queue a frame that is never dropped (waits for room, bounded by the write timeout);
+        ``ChannelClosed`` once the link is lost, ``DeadlineExceeded`` when no room came in time."""
+        await bounded(self.clock, self.config.write_timeout, self._out.send((p.encode(message), False)),
+                      f"agent link {message.type}")
 
     # --- the connection ---
 
@@ -253,6 +261,8 @@ class AgentLink:
         return False
 
     def _fail_pending(self) -> None:
+        if self.replies is not None:
+            self.replies.lost()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ToolError("the agent link was lost"))
@@ -292,8 +302,20 @@ class AgentLink:
                 self._refuse(p.ErrorCode.UNEXPECTED, "type", "ready was already received")
             elif isinstance(message, p.UiCommand):
                 self._refuse(p.ErrorCode.UNEXPECTED, "type", "ui.command is not carried to the screen by this server")
+            elif isinstance(message, p.Say):
+                self._say(message)
             else:
                 self.input.put(_command(message))
+
+    def _say(self, say: p.Say) -> None:
+        """A line of its own goes to the call; a reply line to the request it answers (brain mode)."""
+        refusal = reply_refusal(say, self.replies is not None)
+        if refusal is not None:
+            self._refuse(refusal.code, refusal.field, str(refusal))
+        elif say.reply_to is None:
+            self.input.put(_command(say))
+        elif self.replies is not None and (busy := self.replies.deliver(say)) is not None:
+            self.input.refuse("say", Refusal.BUSY, busy)
 
     def _refuse(self, code: p.ErrorCode, field: str, message: str) -> None:
         self.protocol_errors += 1
