@@ -44,6 +44,7 @@ __all__ = [
     "encode",
     "parse_agent_message",
     "parse_server_message",
+    "say_refusal",
 ]
 
 PROTOCOL_VERSION = 1
@@ -137,6 +138,27 @@ class Say(_Message):
     interrupt: StrictBool = False
     reply_to: Annotated[str, Field(min_length=1, max_length=128)] | None = None
     final: StrictBool = False
+
+
+def say_refusal(say: Say, answers_turns: bool) -> ProtocolError | None:
+    """Why the server refuses ``say`` as sent (None: it is a valid line or reply line).
+
+    The parser checks each field; these are the rules between the fields and the agent's mode
+    (``ready.answers_turns``), checked by the server's link (and the conformance driver)."""
+    if say.reply_to is None:
+        if say.final:
+            return ProtocolError(ErrorCode.BAD_FIELD, "final", "final ends a reply: it needs reply_to")
+        if not say.text:
+            return ProtocolError(ErrorCode.BAD_FIELD, "text", "a line needs text")
+        return None
+    if not answers_turns:
+        return ProtocolError(ErrorCode.UNEXPECTED, "reply_to",
+                               "a reply needs answers_turns in ready: this agent does not answer the turns")
+    if say.interrupt:
+        return ProtocolError(ErrorCode.BAD_FIELD, "interrupt", "a reply line cannot interrupt")
+    if not say.text and not say.final:
+        return ProtocolError(ErrorCode.BAD_FIELD, "text", "a reply line needs text unless it is final")
+    return None
 
 
 class ContextUpdate(_Message):

@@ -156,9 +156,16 @@ class BrainDriver:
             frame = frames[self._read]
             self._read += 1
             try:
-                self.messages.append(p.parse_agent_message(frame))
+                message = p.parse_agent_message(frame)
             except p.ProtocolError as exc:
                 self.refused.append(f"{exc.code.value}: {exc}")
+                continue
+            answers = self.ready is not None and self.ready.answers_turns
+            refusal = p.say_refusal(message, answers) if isinstance(message, p.Say) else None
+            if refusal is not None:
+                self.refused.append(f"{refusal.code.value}: {refusal}")
+            else:
+                self.messages.append(message)
 
     async def _wait_for(self, done: Any, what: str) -> None:
         async def until() -> None:

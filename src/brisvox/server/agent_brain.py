@@ -51,32 +51,12 @@ from brisvox.sdk import protocol as p
 if TYPE_CHECKING:
     from brisvox.server.agent_link import AgentLink
 
-__all__ = ["REPLY_LINES", "BrainLlm", "BrainReplies", "reply_refusal"]
+__all__ = ["REPLY_LINES", "BrainLlm", "BrainReplies"]
 
 log = logging.getLogger(__name__)
 
 REPLY_LINES: Final = 256
 """Lines of one reply waiting for the runner; a line past it is refused ``busy`` and cuts the reply."""
-
-
-def reply_refusal(say: p.Say, answers_turns: bool) -> p.ProtocolError | None:
-    """Why the server refuses ``say`` as sent (None: it is a valid line or reply line).
-
-    The parser checks each field; these are the rules between fields and the mode."""
-    if say.reply_to is None:
-        if say.final:
-            return p.ProtocolError(p.ErrorCode.BAD_FIELD, "final", "final ends a reply: it needs reply_to")
-        if not say.text:
-            return p.ProtocolError(p.ErrorCode.BAD_FIELD, "text", "a line needs text")
-        return None
-    if not answers_turns:
-        return p.ProtocolError(p.ErrorCode.UNEXPECTED, "reply_to",
-                               "a reply needs answers_turns in ready: this agent does not answer the turns")
-    if say.interrupt:
-        return p.ProtocolError(p.ErrorCode.BAD_FIELD, "interrupt", "a reply line cannot interrupt")
-    if not say.text and not say.final:
-        return p.ProtocolError(p.ErrorCode.BAD_FIELD, "text", "a reply line needs text unless it is final")
-    return None
 
 
 class _Reply:

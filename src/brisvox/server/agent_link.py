@@ -37,7 +37,7 @@ from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
 from brisvox.engine.agent_input import AgentCommand, AgentInput, BotLine, Note, OfferTools, Refusal, Transfer
 from brisvox.sdk import protocol as p
-from brisvox.server.agent_brain import BrainReplies, reply_refusal
+from brisvox.server.agent_brain import BrainReplies
 
 __all__ = ["AgentLink", "AgentLinkConfig", "RemoteTool", "event_message"]
 
@@ -309,7 +309,7 @@ class AgentLink:
 
     def _say(self, say: p.Say) -> None:
         """A line of its own goes to the call; a reply line to the request it answers (brain mode)."""
-        refusal = reply_refusal(say, self.replies is not None)
+        refusal = p.say_refusal(say, self.replies is not None)
         if refusal is not None:
             self._refuse(refusal.code, refusal.field, str(refusal))
         elif say.reply_to is None:
