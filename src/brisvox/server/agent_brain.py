@@ -25,15 +25,20 @@ waiting); :class:`BrainLlm` is the call's.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from collections.abc import AsyncGenerator, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from brisvox.agent.window import Summarizer
 from brisvox.core.channel import Channel
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.engine import events as ev
+from brisvox.engine.call import Providers
+from brisvox.engine.config import EngineConfig, SpeculationMode
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
@@ -46,12 +51,13 @@ from brisvox.providers.llm import (
     LlmStream,
     TextDelta,
 )
+from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.sdk import protocol as p
 
 if TYPE_CHECKING:
     from brisvox.server.agent_link import AgentLink
 
-__all__ = ["REPLY_LINES", "BrainLlm", "BrainReplies"]
+__all__ = ["REPLY_LINES", "BrainCall", "BrainLlm", "BrainReplies", "brain_call"]
 
 log = logging.getLogger(__name__)
 
@@ -224,3 +230,30 @@ class BrainLlm:
         async with self.fallback.stream(request) as stream:
             async for event in stream:
                 yield event
+
+
+@dataclass(frozen=True, slots=True)
+class BrainCall:
+    """What a call in brain mode runs with: its providers with :class:`BrainLlm` as the model, its
+    config (no speculation: a speculative request would reach the agent), and a summarizer on the
+    agent file's model (window summaries never go to the agent)."""
+
+    providers: Providers
+    config: EngineConfig
+    summarizer: Summarizer | None
+    llm: BrainLlm
+
+
+def brain_call(link: AgentLink, providers: Providers, config: EngineConfig, summarizer: Summarizer | None,
+               clock: Clock, on_silent: Callable[[], None] | None = None) -> BrainCall | None:
+    """The call's setup when its agent answers the turns (``ready.answers_turns``); None when it
+    does not (the agent file's model answers, as without a link).  The caller has the returned
+    ``llm`` hear the call's events (:meth:`BrainLlm.listen`)."""
+    if link.replies is None:
+        return None
+    llm = BrainLlm(link, link.replies, providers.llm, clock, first_line=link.config.first_line, on_silent=on_silent)
+    if summarizer is None and config.summary.enabled:
+        summarizer = LlmSummarizer(provider=providers.llm)
+    return BrainCall(providers=dataclasses.replace(providers, llm=llm),
+                     config=dataclasses.replace(config, speculation=SpeculationMode.OFF),
+                     summarizer=summarizer, llm=llm)

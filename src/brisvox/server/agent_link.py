@@ -55,7 +55,9 @@ class AgentLinkConfig:
     a tool call waits for room.  ``result_limit``: the longest a remote call waits for its
     result past its own timeout (a SideEffect keeps running after its timeout).  ``reopen_*``: a
     lost link of an agent that declared ``resume`` is reopened in at most ``reopen_attempts``
-    tries, waiting ``reopen_backoff`` before the first and doubling up to ``reopen_backoff_max``."""
+    tries, waiting ``reopen_backoff`` before the first and doubling up to ``reopen_backoff_max``.
+    ``first_line``: an agent that answers the turns (brain mode, :mod:`brisvox.server.agent_brain`)
+    has this long for the first line of each reply."""
 
     url: str
     connect_timeout: float = 5.0
@@ -66,6 +68,7 @@ class AgentLinkConfig:
     reopen_attempts: int = 5
     reopen_backoff: float = 0.2
     reopen_backoff_max: float = 2.0
+    first_line: float = 3.0  # brain mode: the agent's first line of a reply, or the agent file's model answers
 
 
 def event_message(event: ev.EngineEvent) -> p.CallEvent | None:
