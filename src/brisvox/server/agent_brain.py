@@ -66,17 +66,25 @@ REPLY_LINES: Final = 256
 
 
 class _Reply:
-    """One open request: its lines until ``final`` (the channel closed), or the link lost."""
+    """One open request: its lines until ``final`` (the channel closed), or ``broken`` (why it ended early)."""
 
-    __slots__ = ("lines", "lost")
+    __slots__ = ("broken", "lines")
 
     def __init__(self) -> None:
         self.lines: Channel[str] = Channel(REPLY_LINES, name="brain reply")
-        self.lost = False
+        self.broken: _Broken | None = None
+
+    def end(self, broken: _Broken) -> None:
+        self.broken = broken
+        self.lines.abort()
 
 
-class _LinkLost(Exception):
-    pass
+class _Broken(Exception):
+    """A reply that ended before its ``final``: ``lost`` (the link went) or cut (too many lines)."""
+
+    def __init__(self, message: str, *, lost: bool) -> None:
+        super().__init__(message)
+        self.lost = lost
 
 
 class BrainReplies:
@@ -102,15 +110,15 @@ class BrainReplies:
             self.silent = False
             log.info("call %s: the agent answers again; it answers the next turns", self.call_id)
         reply = self._open.get(say.reply_to or "")
-        if reply is None:
+        if reply is None or reply.lines.closed:  # barged in, past its deadline, ended, or cut
             self.stale_lines += 1
             log.info("call %s: a reply line for request %s dropped: the request is no longer open",
                      self.call_id, say.reply_to)
             return None
         if say.text and not reply.lines.try_send(say.text):
-            reply.lost = True
-            reply.lines.abort()
-            return f"more than {REPLY_LINES} lines of one reply waiting: the reply was cut"
+            why = f"more than {REPLY_LINES} lines of one reply waiting: the reply was cut"
+            reply.end(_Broken(why, lost=False))
+            return why
         if say.final:
             reply.lines.close()
         return None
@@ -118,8 +126,7 @@ class BrainReplies:
     def lost(self) -> None:
         """The link is down: every open reply ends (its request falls back, or fails mid-reply)."""
         for reply in self._open.values():
-            reply.lost = True
-            reply.lines.close()
+            reply.end(_Broken("the agent link was lost in the middle of a reply", lost=True))
 
 
 class BrainLlm:
@@ -186,7 +193,10 @@ class BrainLlm:
                 async for event in self._fall_back(request, "the agent sent no line in time"):
                     yield event
                 return
-            except _LinkLost:
+            except _Broken as broken:
+                if not broken.lost:
+                    yield LlmError(error=ProviderError(self.name, ProviderErrorKind.PROTOCOL, str(broken)))
+                    return
                 self.replies.close(request_id)
                 async for event in self._fall_back(request, "the agent link was lost"):
                     yield event
@@ -198,9 +208,9 @@ class BrainLlm:
                     yield TextDelta(text=line)
                 try:
                     line = await self._line(reply)
-                except _LinkLost:
-                    yield LlmError(error=ProviderError(self.name, ProviderErrorKind.CLOSED,
-                                                       "the agent link was lost in the middle of a reply"))
+                except _Broken as broken:
+                    kind = ProviderErrorKind.CLOSED if broken.lost else ProviderErrorKind.PROTOCOL
+                    yield LlmError(error=ProviderError(self.name, kind, str(broken)))
                     return
             yield Done(finish_reason=FinishReason.STOP)
         finally:
@@ -208,12 +218,12 @@ class BrainLlm:
 
     @staticmethod
     async def _line(reply: _Reply) -> str | None:
-        """The reply's next line; None at its end; :class:`_LinkLost` when the link went first."""
+        """The reply's next line; None at its end; :class:`_Broken` when it ended early."""
         try:
             return await reply.lines.recv()
         except ChannelClosed:
-            if reply.lost:
-                raise _LinkLost from None
+            if reply.broken is not None:
+                raise reply.broken from None
             return None
 
     def _missed(self, request_id: str) -> None:
