@@ -29,11 +29,13 @@ class Link:
         self.lost = False
         self.sent: list[p.ServerMessage] = []
         self.replies = BrainReplies("c1")
+        self.arrived = asyncio.Event()
 
     async def send(self, message: p.ServerMessage) -> None:
         if self.lost:
             raise ChannelClosed("the agent link is lost")
         self.sent.append(message)
+        self.arrived.set()
 
     def line(self, request_id: str, text: str, *, final: bool = False) -> str | None:
         return self.replies.deliver(p.Say(type="say", text=text, reply_to=request_id, final=final))
@@ -59,7 +61,8 @@ def text_of(events: list[LlmEvent]) -> str:
 async def requested(link: Link, count: int = 1) -> str:
     """The id of the ``count``-th turn.request, once it was sent."""
     while len(link.sent) < count:
-        await asyncio.sleep(0)
+        link.arrived.clear()
+        await link.arrived.wait()
     message = link.sent[count - 1]
     assert isinstance(message, p.TurnRequest)
     return message.id
