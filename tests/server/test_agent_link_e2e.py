@@ -98,8 +98,8 @@ reopen_attempts = 60
 class Proc:
     """A subprocess whose output lines are collected as they come."""
 
-    def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(args, env=ENV, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(args, env=env if env is not None else ENV, cwd=ROOT, text=True, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
