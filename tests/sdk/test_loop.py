@@ -363,3 +363,14 @@ async def test_a_tool_that_blocks_the_loop_is_warned_about_once(caplog: pytest.L
         await driver.user_says("go")
     lines = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("tool Blocking.block took ")
+
+
+async def test_what_was_heard_of_another_turns_reply_leaves_the_brains_reply_whole() -> None:
+    model = scripted("One thing. Another thing.", "Sure.")
+    brain = Coach(model)
+    async with BrainDriver(brain) as driver:
+        await driver.user_says("tell me")  # turn 1
+        await driver._event("bot_heard", turn=7, text="One")  # another turn's reply (the agent file's model's)
+        turn = await driver.user_says("and?")
+    handed = turn.requests[0].messages
+    assert [m.text for m in handed if isinstance(m, AssistantMessage)] == ["One thing. Another thing."]
