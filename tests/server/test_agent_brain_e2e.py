@@ -9,23 +9,20 @@ the brain's answer, and the agent file's model is never asked.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
-from websockets.asyncio.client import connect
 
-from brisvox.core.clock import SystemClock, bounded
-from brisvox.core.tasks import TaskScope
+from brisvox.core.clock import SystemClock
 from tests._speech import espeak_wav
-from tests.server.test_agent_link_e2e import AGENT, ENV, RATE, ROOT, Caller, Proc, free_port
+from tests.server.test_agent_link_e2e import AGENT, ENV, ROOT, Proc, calling, free_port, serving
 
 pytestmark = [pytest.mark.realtime, pytest.mark.slow]
 
 ANSWER = "The brain says the kitchen opens at noon."
 
-BRAIN = f'''
+BRAIN = '''
 import asyncio, sys
 from brisvox.sdk import OpenAIBrain, serve
 from tests.providers.cloud._llm_wire import Script, T, VendorFake
@@ -40,7 +37,7 @@ async def main() -> None:
         print("serving", flush=True)
         while True:
             await asyncio.sleep(0.2)
-            print(f"model requests={{len(fake.requests)}}", flush=True)
+            print(f"model requests={len(fake.requests)}", flush=True)
 
 asyncio.run(main())
 '''
@@ -60,19 +57,8 @@ async def test_a_served_call_whose_agent_answers_the_turns_speaks_the_brains_ans
     server = Proc([sys.executable, "-m", "brisvox", "serve", str(agent_file), "--workers", "1"])
     try:
         await brain.wait_for("serving", clock)
-        url = (await server.wait_for(r"listening on http://(127\.0\.0\.1:\d+)", clock)).group(1)
-        await server.wait_for("call providers warm", clock)
-        async with connect(f"ws://{url}/ws", ping_interval=None) as ws, TaskScope("caller") as scope:
-            await ws.send(json.dumps({"type": "start", "encoding": "pcm16", "sample_rate": RATE, "metadata": {}}))
-            started = json.loads(await bounded(clock, 10.0, ws.recv(), "started"))
-            assert started["type"] == "started", started
-            caller = Caller(ws, clock, speech)
-            scope.spawn(caller.receive(), name="receive")
-            scope.spawn(caller.send(), name="send")
+        async with calling(await serving(server, clock), clock, speech) as caller:
             heard = await caller.bot_says(caller.say(), lambda t: "noon" in t)
-            await ws.send(json.dumps({"type": "stop"}))
-            await bounded(clock, 10.0, ws.wait_closed(), "the call's end")
-            scope.cancel()
         await brain.wait_for(r"model requests=1", clock)
     finally:
         for proc in (brain, server):

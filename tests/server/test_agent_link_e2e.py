@@ -11,6 +11,7 @@ on the same port: the server reopens the link (the brain declared resume) and th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -178,6 +179,29 @@ class Caller:
         raise AssertionError(f"the bot did not say it: {self.events[since:]}")
 
 
+async def serving(server: Proc, clock: SystemClock) -> str:
+    """The ``host:port`` of a ``brisvox serve`` process, once its providers are warm."""
+    url = (await server.wait_for(r"listening on http://(127\.0\.0\.1:\d+)", clock)).group(1)
+    await server.wait_for("call providers warm", clock)
+    return url
+
+
+@contextlib.asynccontextmanager
+async def calling(url: str, clock: SystemClock, speech: bytes) -> AsyncIterator[Caller]:
+    """A call on the server's WebSocket at ``url`` with a caller who says ``speech``; stopped at the end."""
+    async with connect(f"ws://{url}/ws", ping_interval=None) as ws, TaskScope("caller") as scope:
+        await ws.send(json.dumps({"type": "start", "encoding": "pcm16", "sample_rate": RATE, "metadata": {}}))
+        started = json.loads(await bounded(clock, 10.0, ws.recv(), "started"))
+        assert started["type"] == "started", started
+        caller = Caller(ws, clock, speech)
+        scope.spawn(caller.receive(), name="receive")
+        scope.spawn(caller.send(), name="send")
+        yield caller
+        await ws.send(json.dumps({"type": "stop"}))
+        await bounded(clock, 10.0, ws.wait_closed(), "the call's end")
+        scope.cancel()
+
+
 async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and_resumes_with_its_restart(
         tmp_path: Path) -> None:
     clock = SystemClock()
@@ -192,16 +216,7 @@ async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and
     restarted: Proc | None = None
     try:
         await brain.wait_for("serving", clock)
-        url = (await server.wait_for(r"listening on http://(127\.0\.0\.1:\d+)", clock)).group(1)
-        await server.wait_for("call providers warm", clock)
-        async with connect(f"ws://{url}/ws", ping_interval=None) as ws, TaskScope("caller") as scope:
-            await ws.send(json.dumps({"type": "start", "encoding": "pcm16", "sample_rate": RATE, "metadata": {}}))
-            started = json.loads(await bounded(clock, 10.0, ws.recv(), "started"))
-            assert started["type"] == "started", started
-            caller = Caller(ws, clock, speech)
-            scope.spawn(caller.receive(), name="receive")
-            scope.spawn(caller.send(), name="send")
-
+        async with calling(await serving(server, clock), clock, speech) as caller:
             first = await caller.bot_says(caller.say(), lambda t: "21:15" in t)  # the brain's answer
             assert "taken" in first
             brain.stop(signal.SIGKILL)  # the agent process dies mid-call
@@ -216,9 +231,6 @@ async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and
                 if "21:15" in again:
                     break
             assert "21:15" in again, caller.events
-            await ws.send(json.dumps({"type": "stop"}))
-            await bounded(clock, 10.0, ws.wait_closed(), "the call's end")
-            scope.cancel()
         assert "check resume=False" in brain.text()
         assert "check resume=True" in restarted.text()  # the reopened link said it resumes
     finally:

@@ -199,11 +199,13 @@ class ModelBrain(Brain):
             await self._stop()
         elif event.kind == "user_turn" and event.text and not self.answers_turns:
             await self._start(event.text, None)
-        elif event.kind == "bot_heard" and event.text is not None:
-            # A reply is heard in its request's turn: a cut of another turn's reply (the agent file's
-            # model answered it, the brain's own reply was never spoken) is not this context's.
-            if not self.answers_turns or event.turn is None or event.turn == self._asked:
-                self._heard(event.text)
+        elif event.kind == "bot_heard" and event.text is not None and self._heard_here(event.turn):
+            self._heard(event.text)
+
+    def _heard_here(self, turn: int | None) -> bool:
+        """A reply is heard in its request's turn: a cut of another turn's reply (the agent file's
+        model answered it; the brain's own reply was never spoken) is not this context's."""
+        return not self.answers_turns or turn is None or turn == self._asked
 
     async def on_turn_request(self, request: p.TurnRequest) -> None:
         """The call asks for the reply to the caller's turn (``answers_turns``): one turn of the loop,
