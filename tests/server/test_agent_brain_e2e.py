@@ -9,14 +9,13 @@ the brain's answer, and the agent file's model is never asked.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from brisvox.core.clock import SystemClock
 from tests._speech import espeak_wav
-from tests.server.test_agent_link_e2e import AGENT, ENV, ROOT, Proc, calling, free_port, serving
+from tests.server.test_agent_link_e2e import ENV, ROOT, calling, free_port, launch, serving
 
 pytestmark = [pytest.mark.realtime, pytest.mark.slow]
 
@@ -47,14 +46,9 @@ async def test_a_served_call_whose_agent_answers_the_turns_speaks_the_brains_ans
         tmp_path: Path) -> None:
     clock = SystemClock()
     speech = espeak_wav("a table for two on friday at seven", tmp_path, speed=200, lead=0.1, trail=0.0).pcm
-    brain_file = tmp_path / "brain.py"
-    brain_file.write_text(BRAIN)
-    port = free_port()
-    agent_file = tmp_path / "host.toml"
-    agent_file.write_text(AGENT.format(port=port))
-    brain = Proc([sys.executable, str(brain_file), str(port)],
-                 env={**ENV, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"})
-    server = Proc([sys.executable, "-m", "brisvox", "serve", str(agent_file), "--workers", "1"])
+    # The brain's process imports the fake vendor from the repository's tests.
+    brain, server = launch(tmp_path, tmp_path / "brain.py", BRAIN, free_port(),
+                           env={**ENV, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"})
     try:
         await brain.wait_for("serving", clock)
         async with calling(await serving(server, clock), clock, speech) as caller:

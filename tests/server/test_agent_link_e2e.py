@@ -202,17 +202,21 @@ async def calling(url: str, clock: SystemClock, speech: bytes) -> AsyncIterator[
         scope.cancel()
 
 
+def launch(tmp_path: Path, brain_file: Path, code: str, port: int, env: dict[str, str] | None = None) -> tuple[Proc, Proc]:
+    """The brain process (``code`` at ``brain_file``, serving on ``port``) and ``brisvox serve`` linked to it."""
+    brain_file.write_text(code)
+    agent_file = tmp_path / "host.toml"
+    agent_file.write_text(AGENT.format(port=port))
+    brain = Proc([sys.executable, str(brain_file), str(port)], env=env)
+    return brain, Proc([sys.executable, "-m", "brisvox", "serve", str(agent_file), "--workers", "1"])
+
+
 async def test_a_served_call_answers_from_the_brains_tool_survives_its_death_and_resumes_with_its_restart(
         tmp_path: Path) -> None:
     clock = SystemClock()
     speech = espeak_wav("a table for two on friday at seven", tmp_path, speed=200, lead=0.1, trail=0.0).pcm
-    brain_file = tmp_path / "brain.py"
-    brain_file.write_text(BRAIN)
-    port = free_port()
-    agent_file = tmp_path / "host.toml"
-    agent_file.write_text(AGENT.format(port=port))
-    brain = Proc([sys.executable, str(brain_file), str(port)])
-    server = Proc([sys.executable, "-m", "brisvox", "serve", str(agent_file), "--workers", "1"])
+    brain_file, port = tmp_path / "brain.py", free_port()
+    brain, server = launch(tmp_path, brain_file, BRAIN, port)
     restarted: Proc | None = None
     try:
         await brain.wait_for("serving", clock)
