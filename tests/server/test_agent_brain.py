@@ -10,11 +10,12 @@ from typing import Any, cast
 from brisvox.agent.context import UserMessage
 from brisvox.core.clock import SystemClock
 from brisvox.core.errors import ChannelClosed
+from brisvox.engine.agent_input import BotLine
 from brisvox.engine.events import UserTurn
 from brisvox.providers.llm import Done, LlmError, LlmEvent, LlmRequest, LlmStream, TextDelta
 from brisvox.sdk import protocol as p
 from brisvox.server.agent_brain import REPLY_LINES, BrainLlm, BrainReplies
-from brisvox.server.agent_link import AgentLink
+from brisvox.server.agent_link import AgentLink, AgentLinkConfig
 from brisvox.sim.mock_llm import Say, ScriptedLlm
 
 REQUEST = LlmRequest(messages=(UserMessage(text="when do you open"),))
@@ -153,3 +154,53 @@ async def test_a_reply_with_too_many_lines_waiting_is_refused_and_cut() -> None:
     assert link.line(request_id, "", final=True) is None
     events = await answer  # nothing of it was read yet: the cut reply is an error, not a fallback
     assert isinstance(events[-1], LlmError) and "cut" in str(events[-1].error)
+
+
+class FrameSocket:
+    """The agent's frames, as the link's reader iterates its socket."""
+
+    def __init__(self, *frames: p.AgentMessage) -> None:
+        self.frames = [p.encode(f) for f in frames]
+
+    def __aiter__(self) -> FrameSocket:
+        return self
+
+    async def __anext__(self) -> str:
+        if not self.frames:
+            raise StopAsyncIteration
+        return self.frames.pop(0)
+
+
+def link_reading(answers_turns: bool, *frames: p.AgentMessage) -> AgentLink:
+    ready = p.Ready(type="ready", v=1, answers_turns=answers_turns)
+    return AgentLink(AgentLinkConfig(url="ws://127.0.0.1:1"), SystemClock(), "c1", cast(Any, FrameSocket(*frames)),
+                     ready)
+
+
+def errors_out(link: AgentLink) -> list[p.ProtocolErrorMessage]:
+    out = []
+    while (frame := link._out.try_recv()) is not None:
+        message = p.parse_server_message(frame[0])
+        assert isinstance(message, p.ProtocolErrorMessage)
+        out.append(message)
+    return out
+
+
+async def test_the_links_reader_hands_reply_lines_to_their_request_and_lines_of_their_own_to_the_call() -> None:
+    link = link_reading(True, p.Say(type="say", text="We open at nine.", reply_to="t1"),
+                        p.Say(type="say", text="", reply_to="t1", final=True), p.Say(type="say", text="Hello."))
+    assert link.replies is not None
+    reply = link.replies.open("t1")
+    await link._read()
+    assert [await reply.lines.recv()] == ["We open at nine."] and reply.lines.closed
+    assert link.input.commands.try_recv() == BotLine("Hello.")
+    assert errors_out(link) == []
+
+
+async def test_the_links_reader_refuses_a_reply_from_an_agent_that_does_not_answer_the_turns_naming_the_field() -> None:
+    link = link_reading(False, p.Say(type="say", text="We open at nine.", reply_to="t1"),
+                        p.Say(type="say", text="", final=True))
+    await link._read()
+    assert link.replies is None and link.input.commands.try_recv() is None
+    assert [(e.code, e.field) for e in errors_out(link)] == [("unexpected", "reply_to"), ("bad_field", "final")]
+    assert link.protocol_errors == 2
