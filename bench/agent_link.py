@@ -16,6 +16,11 @@ table also gives the link's own share (the agent stamps each line with its sendi
 CLOCK_MONOTONIC, the same clock in both processes: agent send -> command into the call), since
 the transport's 20 ms tick blurs the difference of two end-to-end medians.
 
+Brain mode (an agent that answers the turns): the call's model is the link (``BrainLlm``).  The
+same scripted model answers a request two ways: in process (the model's own stream), and as a
+``ModelBrain`` in the child process (a ``turn.request`` out, its reply lines back).  Reported: p50
+and p95 in microseconds from the request to its first text, and the latency the link adds.
+
     python bench/agent_link.py [--repeats 2000] [--lines 100]
 """
 
@@ -35,7 +40,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 import brisvox
-from brisvox.agent.context import ToolCall
+from brisvox.agent.context import ToolCall, UserMessage
 from brisvox.agent.tools import CancelToken, ToolCallContext, ToolEngine, ToolRegistry
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SystemClock, monotonic_ns
@@ -43,10 +48,13 @@ from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import EngineConfig, Providers, run_call
 from brisvox.engine.agent_input import AgentCommand, AgentInput, BotLine
+from brisvox.engine.events import UserTurn
 from brisvox.inference.vad import energy_vad
-from brisvox.sdk import Brain, serve
+from brisvox.providers.llm import LlmProvider, LlmRequest, TextDelta
+from brisvox.sdk import Brain, ModelBrain, serve
+from brisvox.server.agent_brain import BrainLlm
 from brisvox.server.agent_link import AgentLink, AgentLinkConfig
-from brisvox.sim import MockStt, MockTts, ScriptedLlm
+from brisvox.sim import MockStt, MockTts, Say, ScriptedLlm
 from brisvox.transport import LoopbackConfig, LoopbackTransport, TransportSession
 from brisvox.transport.events import WireAudioOut
 
@@ -86,10 +94,48 @@ class Lookup(Brain):
             await self.say_line(f"Line {n} sent at {monotonic_ns()}.", interrupt=True)
 
 
+def _replier() -> ScriptedLlm:
+    """The model of both ways of the brain-mode table: one short sentence per request, at once."""
+    return ScriptedLlm(SystemClock(), lambda _request: [Say("Here you are.")], record=False)
+
+
 async def _serve_child(port_file: str) -> None:
     server = await serve(Lookup, "127.0.0.1", 0)
+    replies = await serve(lambda: ModelBrain(_replier()), "127.0.0.1", 0)
+    write_port(port_file + ".brain", replies.sockets[0].getsockname()[1])
     write_port(port_file, server.sockets[0].getsockname()[1])
     await server.serve_forever()
+
+
+async def _first_text(llm: LlmProvider, repeats: int) -> tuple[float, float]:
+    """p50/p95 (us) from a request to its first text (the rest of the stream read before the next)."""
+    request = LlmRequest(messages=(UserMessage(text="hello"),))
+    samples: list[int] = []
+    for n in range(repeats + 100):
+        t0 = monotonic_ns()
+        first = 0
+        async with llm.stream(request) as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta) and not first:
+                    first = monotonic_ns() - t0
+        if n >= 100:
+            samples.append(first)
+    return _percentiles(samples)
+
+
+async def _reply_latency(repeats: int, port: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The brain-mode table's two ways: the scripted model in process, and a ModelBrain over the link."""
+    in_process = await _first_text(_replier(), repeats)
+    async with TaskScope("bench") as scope:
+        link = await AgentLink.open(AgentLinkConfig(url=f"ws://127.0.0.1:{port}"), SystemClock(), call_id="bench",
+                                    agent="bench", transport="bench", parameters={}, scope=scope)
+        assert link is not None and link.replies is not None, "the brain did not answer the turns"
+        llm = BrainLlm(link, link.replies, _replier(), SystemClock(), first_line=5.0)
+        llm.listen(UserTurn(epoch=1, at=0.0, text="hello"))
+        remote = await _first_text(llm, repeats)
+        assert llm.fell_back == 0, "the brain missed a reply: the numbers are the fallback's"
+        await link.close()
+    return in_process, remote
 
 
 def _percentiles(samples: list[int]) -> tuple[float, float]:
@@ -184,7 +230,7 @@ def _ctx(name: str, arguments: dict[str, object]) -> ToolCallContext:
     return ToolCallContext("bench", 1, ToolCall(id="t1.0", name=name, arguments=dict(arguments)), CancelToken())
 
 
-async def _measure(repeats: int, port: int, lines: int) -> None:
+async def _measure(repeats: int, port: int, brain_port: int, lines: int) -> None:
     local = ToolRegistry()
     tool = Lookup().look
     local.register(tool.spec, tool)
@@ -199,6 +245,12 @@ async def _measure(repeats: int, port: int, lines: int) -> None:
     print(f"{'in process':24}{in_process[0]:10.1f}{in_process[1]:10.1f}")
     print(f"{'remote (agent link)':24}{remote[0]:10.1f}{remote[1]:10.1f}")
     print(f"{'added by the link':24}{remote[0] - in_process[0]:10.1f}{remote[1] - in_process[1]:10.1f}")
+    model, brain = await _reply_latency(repeats, brain_port)
+    print()
+    print(f"{'request -> first text':24}{'p50 us':>10}{'p95 us':>10}")
+    print(f"{'model in process':24}{model[0]:10.1f}{model[1]:10.1f}")
+    print(f"{'brain over the link':24}{brain[0]:10.1f}{brain[1]:10.1f}")
+    print(f"{'added by the link':24}{brain[0] - model[0]:10.1f}{brain[1] - model[1]:10.1f}")
     if lines <= 0:
         return
     local_line, _ = await _line_latency(lines, None)
@@ -229,7 +281,7 @@ def main() -> None:
                 if read_port(port_file) or child.poll() is not None:
                     break
                 time.sleep(0.01)
-            asyncio.run(_measure(args.repeats, read_port(port_file), args.lines))
+            asyncio.run(_measure(args.repeats, read_port(port_file), read_port(port_file + ".brain"), args.lines))
         finally:
             child.terminate()
             child.wait(timeout=5)
