@@ -1,17 +1,20 @@
-"""Model-backed brains: a brain that runs its own model and tools, and speaks with ``say``.
+"""Model-backed brains: a brain that runs its own model and tools, and answers the call's turns.
 
-:class:`ModelBrain` answers each caller turn (the ``user_turn`` event) with its own model
-(any :class:`~brisvox.providers.llm.LlmProvider`; :mod:`brisvox.sdk.models` builds the
-OpenAI-compatible, Anthropic and Gemini ones) and its own tools, in its own process; the
-call hears the model's text as ``say`` commands.  Its tools are the brain's
+:class:`ModelBrain` answers each caller turn with its own model (any
+:class:`~brisvox.providers.llm.LlmProvider`; :mod:`brisvox.sdk.models` builds the
+OpenAI-compatible, Anthropic and Gemini ones) and its own tools, in its own process.  It
+declares ``answers_turns`` in ``ready`` (brain mode, docs/AGENT_PROTOCOL.md): the call runs no
+model of its own for the turns, asks the brain with a ``turn.request`` for each, and speaks the
+brain's reply lines (``say`` naming the request in ``reply_to``; the last one ``final``) as a
+model's text.  Its tools are the brain's
 ``brisvox.tool`` methods (:meth:`~brisvox.sdk.brain.Brain.tools`), read **once per turn**
 (override ``tools()`` to offer a different list as the call goes on), and are not offered
 to the call's model (``ready`` declares none).
 
 One turn is this loop (the same for every model):
 
-* One request with the context and the turn's tools.  Its text goes out as ``say``
-  commands, one per sentence as the sentence ends; the text in front of a tool call goes
+* One request with the context and the turn's tools.  Its text goes out as reply lines,
+  one per sentence as the sentence ends; the text in front of a tool call goes
   out before the call runs.  The calls run when the
   response has ended, in stream order; each result goes into the context after its call.
 * The model is **not** asked again for those results (it reads them with the caller's
@@ -31,8 +34,9 @@ One turn is this loop (the same for every model):
 * A model error or a bug in the loop: logged with its traceback, and the caller hears
   :data:`FALLBACK_LINE` rather than silence.
 
-The caller speaking (``turn_started``) cancels the running turn; ``bot_heard`` (what the
-caller heard of a cut line) replaces the line in the context with what was heard.
+The caller speaking (``turn_started``) cancels the running turn (no ``final`` follows: the call
+dropped the request); ``bot_heard`` (what the caller heard of a cut reply, from its start) cuts
+the reply in the context to what was heard, across its lines and messages.
 App events (:attr:`~brisvox.sdk.brain.Brain.ui`) and :meth:`ModelBrain.append_note` become
 system notes in the brain's own context, placed before the next request (after the
 results of an open call).
