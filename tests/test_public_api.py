@@ -47,8 +47,8 @@ def test_the_sdk_exports_exactly_these_names() -> None:
 
     assert sorted(brisvox.sdk.__all__) == ["AnthropicBrain", "Brain", "GeminiBrain", "ModelBrain", "OpenAIBrain",
                                            "ToolChoice", "TurnReport", "needs_result_now", "serve"]
-    assert len(brisvox.sdk.protocol.__all__) == 24 and "parse_agent_message" in brisvox.sdk.protocol.__all__
-    assert {"UiCommand", "UiEvent", "Transfer"} <= set(brisvox.sdk.protocol.__all__)
+    assert len(brisvox.sdk.protocol.__all__) == 26 and "parse_agent_message" in brisvox.sdk.protocol.__all__
+    assert {"UiCommand", "UiEvent", "Transfer", "TurnRequest", "say_refusal"} <= set(brisvox.sdk.protocol.__all__)
     assert sorted(brisvox.sdk.brain.__all__) == ["Brain", "OUTBOX", "SEND_TIMEOUT", "START_TIMEOUT", "Wire", "serve",
                                                  "serve_wire"]
     assert sorted(brisvox.sdk.loop.__all__) == ["FALLBACK_LINE", "MAX_TOOL_HOPS", "ModelBrain", "SPEAKING_WATCHDOG",
