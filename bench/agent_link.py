@@ -16,6 +16,11 @@ table also gives the link's own share (the agent stamps each line with its sendi
 CLOCK_MONOTONIC, the same clock in both processes: agent send -> command into the call), since
 the transport's 20 ms tick blurs the difference of two end-to-end medians.
 
+Brain mode (an agent that answers the turns): the call's model is the link (``BrainLlm``).  The
+same scripted model answers a request two ways: in process (the model's own stream), and as a
+``ModelBrain`` in the child process (a ``turn.request`` out, its reply lines back).  Reported: p50
+and p95 in microseconds from the request to its first text, and the latency the link adds.
+
     python bench/agent_link.py [--repeats 2000] [--lines 100]
 
 The driver (an agent process started from its command, a tool timed through the tool engine in
@@ -32,13 +37,13 @@ import re
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel
 
 import brisvox
-from brisvox.agent.context import ToolCall
+from brisvox.agent.context import ToolCall, UserMessage
 from brisvox.agent.tools import CancelToken, ToolCallContext, ToolEngine, ToolRegistry
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SystemClock, monotonic_ns
@@ -46,10 +51,13 @@ from brisvox.core.errors import ChannelClosed
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import EngineConfig, Providers, run_call
 from brisvox.engine.agent_input import AgentCommand, AgentInput, BotLine
+from brisvox.engine.events import UserTurn
 from brisvox.inference.vad import energy_vad
-from brisvox.sdk import Brain, serve
+from brisvox.providers.llm import LlmProvider, LlmRequest, TextDelta
+from brisvox.sdk import Brain, ModelBrain, serve
+from brisvox.server.agent_brain import BrainLlm
 from brisvox.server.agent_link import AgentLink, AgentLinkConfig
-from brisvox.sim import MockStt, MockTts, ScriptedLlm
+from brisvox.sim import MockStt, MockTts, Say, ScriptedLlm
 from brisvox.transport import LoopbackConfig, LoopbackTransport, TransportSession
 from brisvox.transport.events import WireAudioOut
 
@@ -89,7 +97,7 @@ class Lookup(Brain):
 # --- the driver, shared with agent_link_ts.py -------------------------------------------------
 
 
-def serve_child(brain: type[Brain]) -> None:
+def serve_child(brain: Callable[[], Brain]) -> None:
     """The agent process of a Python brain: serve it on a free port of 127.0.0.1 and print
     ``{"listening": port}`` as the first line (what the TypeScript example prints)."""
 
@@ -115,6 +123,45 @@ def agent_process(command: list[str]) -> Iterator[int]:
     finally:
         child.terminate()
         child.wait(timeout=5)
+
+
+# --- brain mode: the call's model is the link ---------------------------------------------------
+
+
+def _replier() -> ScriptedLlm:
+    """The model of both ways of the brain-mode table: one short sentence per request, at once."""
+    return ScriptedLlm(SystemClock(), lambda _request: [Say("Here you are.")], record=False)
+
+
+async def _first_text(llm: LlmProvider, repeats: int) -> tuple[float, float]:
+    """p50/p95 (us) from a request to its first text (the rest of the stream read before the next)."""
+    request = LlmRequest(messages=(UserMessage(text="hello"),))
+    samples: list[int] = []
+    for n in range(repeats + 100):
+        t0 = monotonic_ns()
+        first = 0
+        async with llm.stream(request) as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta) and not first:
+                    first = monotonic_ns() - t0
+        if n >= 100:
+            samples.append(first)
+    return percentiles(samples)
+
+
+async def _reply_latency(repeats: int, port: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """The brain-mode table's two ways: the scripted model in process, and a ModelBrain over the link."""
+    in_process = await _first_text(_replier(), repeats)
+    async with TaskScope("bench") as scope:
+        link = await AgentLink.open(AgentLinkConfig(url=f"ws://127.0.0.1:{port}"), SystemClock(), call_id="bench",
+                                    agent="bench", transport="bench", parameters={}, scope=scope)
+        assert link is not None and link.replies is not None, "the brain did not answer the turns"
+        llm = BrainLlm(link, link.replies, _replier(), SystemClock(), first_line=5.0)
+        llm.listen(UserTurn(epoch=1, at=0.0, text="hello"))
+        remote = await _first_text(llm, repeats)
+        assert llm.fell_back == 0, "the brain missed a reply: the numbers are the fallback's"
+        await link.close()
+    return in_process, remote
 
 
 def percentiles(samples: list[int]) -> tuple[float, float]:
@@ -227,7 +274,7 @@ def _ctx(name: str, arguments: dict[str, object]) -> ToolCallContext:
     return ToolCallContext("bench", 1, ToolCall(id="t1.0", name=name, arguments=dict(arguments)), CancelToken())
 
 
-async def _measure(repeats: int, port: int, lines: int) -> None:
+async def _measure(repeats: int, port: int, brain_port: int, lines: int) -> None:
     local = ToolRegistry()
     tool = Lookup().look
     local.register(tool.spec, tool)
@@ -237,6 +284,12 @@ async def _measure(repeats: int, port: int, lines: int) -> None:
     print(f"{'in process':24}{in_process[0]:10.1f}{in_process[1]:10.1f}")
     print(f"{'remote (agent link)':24}{remote[0]:10.1f}{remote[1]:10.1f}")
     print(f"{'added by the link':24}{remote[0] - in_process[0]:10.1f}{remote[1] - in_process[1]:10.1f}")
+    model, brain = await _reply_latency(repeats, brain_port)
+    print()
+    print(f"{'request -> first text':24}{'p50 us':>10}{'p95 us':>10}")
+    print(f"{'model in process':24}{model[0]:10.1f}{model[1]:10.1f}")
+    print(f"{'brain over the link':24}{brain[0]:10.1f}{brain[1]:10.1f}")
+    print(f"{'added by the link':24}{brain[0] - model[0]:10.1f}{brain[1] - model[1]:10.1f}")
     if lines <= 0:
         return
     local_line, _ = await _line_latency(lines, None)
@@ -255,12 +308,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2000)
     parser.add_argument("--lines", type=int, default=100, help="say commands per way (0: tools only)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the child: serve the brain
+    parser.add_argument("--serve-replier", action="store_true", help=argparse.SUPPRESS)  # the brain-mode child
     args = parser.parse_args()
     if args.serve:
         serve_child(Lookup)
         return
-    with agent_process([sys.executable, __file__, "--serve"]) as port:
-        asyncio.run(_measure(args.repeats, port, args.lines))
+    if args.serve_replier:
+        serve_child(lambda: ModelBrain(_replier()))
+        return
+    with agent_process([sys.executable, __file__, "--serve"]) as port, \
+            agent_process([sys.executable, __file__, "--serve-replier"]) as brain_port:
+        asyncio.run(_measure(args.repeats, port, brain_port, args.lines))
 
 
 if __name__ == "__main__":

@@ -47,8 +47,9 @@ def test_the_sdk_exports_exactly_these_names() -> None:
 
     assert sorted(brisvox.sdk.__all__) == ["AnthropicBrain", "Brain", "GeminiBrain", "ModelBrain", "OpenAIBrain",
                                            "ToolChoice", "TurnReport", "needs_result_now", "serve"]
-    assert len(brisvox.sdk.protocol.__all__) == 25 and "parse_agent_message" in brisvox.sdk.protocol.__all__
-    assert {"UiCommand", "UiEvent", "UiMessage", "Transfer"} <= set(brisvox.sdk.protocol.__all__)
+    assert len(brisvox.sdk.protocol.__all__) == 27 and "parse_agent_message" in brisvox.sdk.protocol.__all__
+    assert {"UiCommand", "UiEvent", "UiMessage", "Transfer", "TurnRequest", "say_refusal"} <= set(
+        brisvox.sdk.protocol.__all__)
     assert callable(brisvox.sdk.Brain.dispatch) and callable(brisvox.sdk.Brain.send_server_message)
     assert sorted(brisvox.sdk.brain.__all__) == ["Brain", "OUTBOX", "SEND_TIMEOUT", "START_TIMEOUT", "Wire", "serve",
                                                  "serve_wire"]

@@ -50,6 +50,7 @@ MORE_AGENT: list[BaseModel] = [
     p.ToolResult(type="tool.result", id="r3", ok=True),
     p.ToolResult(type="tool.result", id="r4", ok=True, result=[None, 1.5, {"é": "ü"}]),
     p.Say(type="say", text="Hi."),
+    p.Say(type="say", text="", reply_to="t1", final=True),
     p.End(type="end"),
     p.ToolsSet(type="tools.set", names=()),
 ]
@@ -66,6 +67,8 @@ SERVER: list[BaseModel] = [
                       idempotency_key="c/2/t2.0", timeout=3.0),
     p.ProtocolErrorMessage(type="error", code="not_supported", field="type", message="say is not applied"),
     p.ProtocolErrorMessage(type="error", code="unexpected"),
+    p.TurnRequest(type="turn.request", id="t1", turn=3, text="when do you open"),
+    p.TurnRequest(type="turn.request", id="t2"),
 ]
 if "transfer" not in PENDING_AGENT:
     MORE_AGENT.append(p.Transfer(type="transfer", to="+15551234567"))
@@ -126,17 +129,24 @@ def test_what_the_client_sends_for_each_command_the_python_parser_reads_as_the_s
 def test_the_client_refuses_to_send_what_the_python_parser_refuses_naming_the_same_field() -> None:
     bad = [{"type": "say", "text": ""}, {"type": "tools.set", "names": ["ok", "not ok"]},
            {"type": "tool.result", "id": "r1", "ok": True, "error": "e" * 4097},
-           {"type": "ready", "v": 1, "tools": [{**SPEC, "timeout": 500}]}, {"type": "end", "farewell": 3}]
+           {"type": "ready", "v": 1, "tools": [{**SPEC, "timeout": 500}]}, {"type": "end", "farewell": 3},
+           {"type": "say", "text": "Hi.", "final": True},
+           {"type": "say", "text": "Hi.", "reply_to": "t1", "interrupt": True},
+           {"type": "say", "text": "", "reply_to": "t1"}]
     got = parse_in_node([{"side": "encode", "message": m} for m in bad])
     for message, result in zip(bad, got, strict=True):
         with pytest.raises(p.ProtocolError) as refused:
-            p.parse_agent_message(json.dumps(message))
+            parsed = p.parse_agent_message(json.dumps(message))
+            # The rules between a say's fields, as the server's link applies them (an agent that answers turns).
+            refusal = p.say_refusal(parsed, True) if isinstance(parsed, p.Say) else None
+            if refusal is not None:
+                raise refusal
         assert result == {"code": refused.value.code.value, "field": refused.value.field}
 
 
 def test_the_client_knows_every_python_message_type_and_only_the_pending_ones_more() -> None:
     known = ["ready", "tool.result", "say", "context.update", "tools.set", "end", "transfer", "ui.command", "ui.message",
-             "session.start", "event", "tool.call", "error", "ui.event", "nope"]
+             "session.start", "event", "tool.call", "error", "ui.event", "turn.request", "nope"]
     got = parse_in_node([{"side": "agent", "text": json.dumps({"type": t})} for t in known] +
                         [{"side": "server", "text": json.dumps({"type": t})} for t in known])
     client_agent = {t for t, g in zip(known, got[:len(known)], strict=True) if g.get("field") != "type"}
@@ -157,7 +167,9 @@ BAD_FRAMES: list[tuple[str, str | bytes]] = [
     ("agent", '{"type":"ready"}'),
     ("agent", '{"type":"say","text":"hi","loud":true}'),
     ("agent", '{"type":"say","loud":true}'),
-    ("agent", '{"type":"say","text":""}'),
+    ("agent", '{"type":"say","text":"hi","reply_to":""}'),
+    ("agent", '{"type":"say","text":"hi","final":"yes"}'),
+    ("agent", '{"type":"ready","v":1,"answers_turns":1}'),
     ("agent", '{"type":"say","text":"hi","interrupt":"yes"}'),
     ("agent", '{"type":"context.update","note":7}'),
     ("agent", '{"type":"tools.set","names":["ok","no way"]}'),
@@ -181,6 +193,8 @@ BAD_FRAMES: list[tuple[str, str | bytes]] = [
     ("server", '{"type":"tool.call","id":"r","name":"n","arguments":[],"idempotency_key":"k","timeout":1}'),
     ("server", '{"type":"tool.call","id":"r","name":"n","arguments":{},"idempotency_key":"k","timeout":"1"}'),
     ("server", '{"type":"error"}'),
+    ("server", '{"type":"turn.request"}'),
+    ("server", '{"type":"turn.request","id":"t1","text":3}'),
 ]
 
 

@@ -336,7 +336,7 @@ async def test_a_server_that_never_sends_session_start_is_given_up_on() -> None:
 
 
 @pytest.mark.realtime
-async def test_a_model_brain_served_over_websocket_answers_a_user_turn_with_say() -> None:
+async def test_a_model_brain_served_over_websocket_answers_a_turn_request_with_its_reply_lines() -> None:
     import websockets
 
     from brisvox.sdk import ModelBrain
@@ -348,10 +348,13 @@ async def test_a_model_brain_served_over_websocket_answers_a_user_turn_with_say(
     async with served(factory) as (_, url), websockets.connect(url) as ws:
         await ws.send(protocol.encode(START))
         ready = protocol.parse_agent_message(await bounded(SystemClock(), 5.0, ws.recv(), "ready"))
-        assert isinstance(ready, protocol.Ready) and ready.tools == ()
+        assert isinstance(ready, protocol.Ready) and ready.tools == () and ready.answers_turns
         await ws.send(protocol.encode(protocol.CallEvent(type="event", kind="user_turn", turn=1, text="hours?")))
+        await ws.send(protocol.encode(protocol.TurnRequest(type="turn.request", id="t1", turn=1, text="hours?")))
         say = protocol.parse_agent_message(await bounded(SystemClock(), 5.0, ws.recv(), "say"))
-        assert say == protocol.Say(type="say", text="Nine to five.")
+        end = protocol.parse_agent_message(await bounded(SystemClock(), 5.0, ws.recv(), "the reply's end"))
+    assert say == protocol.Say(type="say", text="Nine to five.", reply_to="t1")
+    assert end == protocol.Say(type="say", text="", reply_to="t1", final=True)
 
 
 class _ScriptWire:

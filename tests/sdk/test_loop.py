@@ -224,13 +224,29 @@ async def test_the_watchdog_stays_quiet_once_the_turn_has_spoken() -> None:
     assert turn.said == ("Hi.",)
 
 
-async def test_a_speechless_turn_hears_the_watchdog_line_after_it_ended() -> None:
+class SayingCoach(Coach):
+    answers_turns = False  # answers each user_turn with says of its own
+
+
+async def test_a_speechless_turn_of_a_brain_that_says_lines_hears_the_watchdog_line_after_it_ended() -> None:
     model = scripted([call("show", name="meals")])
-    async with BrainDriver(Coach(model)) as driver:
+    async with BrainDriver(SayingCoach(model)) as driver:
+        assert driver.ready is not None and not driver.ready.answers_turns
         turn = await driver.user_says("meals")
         assert turn.said == () and turn.report is not None and turn.report.speechless
         await driver.clock.sleep(10.5)
         assert driver.said == [WATCHDOG_LINE]
+        assert all(m.reply_to is None for m in driver.messages if isinstance(m, protocol.Say))
+
+
+async def test_a_speechless_reply_ends_at_once_and_no_watchdog_line_follows_it() -> None:
+    model = scripted([call("show", name="meals")])
+    async with BrainDriver(Coach(model)) as driver:
+        request = await driver.request_reply("meals")
+        await driver.event("bot_done")
+        assert driver.reply(request) == ()  # ended, nothing said: the call's turn is over
+        await driver.clock.sleep(10.5)
+        assert driver.said == []
 
 
 async def test_a_model_failure_is_logged_and_the_caller_hears_the_fallback(caplog: pytest.LogCaptureFixture) -> None:
@@ -280,7 +296,7 @@ async def test_the_caller_speaking_cuts_the_turn_and_the_context_keeps_what_was_
                      "Sure.")
     brain = Coach(model)
     async with BrainDriver(brain) as driver:
-        await driver._event("user_turn", turn=1, text="tell me")  # the turn starts; it is not awaited
+        await driver.request_reply("tell me")  # the turn starts; it is not awaited
         await driver.clock.sleep(1.0)
         assert driver.said == ["The first thing is long."]
         await driver.barge_in(heard="The first")
@@ -290,6 +306,19 @@ async def test_the_caller_speaking_cuts_the_turn_and_the_context_keeps_what_was_
     handed = turn.requests[0].messages
     assert AssistantMessage(text="The first") in handed
     assert handed[-1] == UserMessage(text="stop")
+
+
+async def test_a_cut_reply_of_several_lines_keeps_what_was_heard_across_them() -> None:
+    model = scripted([Say("One thing. Another thing. A third thing."), Pause(30.0)], "Sure.")
+    brain = Coach(model)
+    async with BrainDriver(brain) as driver:
+        await driver.request_reply("tell me")
+        await driver.clock.sleep(1.0)
+        assert driver.said == ["One thing. ", "Another thing. "]  # the third waits for its end
+        await driver.barge_in(heard="One thing. Anoth")
+        turn = await driver.user_says("stop")
+    handed = turn.requests[0].messages
+    assert [m.text for m in handed if isinstance(m, AssistantMessage)] == ["One thing. Anoth"]
 
 
 async def test_an_answer_from_the_screen_reaches_the_model_with_the_next_message() -> None:
@@ -334,3 +363,14 @@ async def test_a_tool_that_blocks_the_loop_is_warned_about_once(caplog: pytest.L
         await driver.user_says("go")
     lines = [r.getMessage() for r in caplog.records if "budget" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("tool Blocking.block took ")
+
+
+async def test_what_was_heard_of_another_turns_reply_leaves_the_brains_reply_whole() -> None:
+    model = scripted("One thing. Another thing.", "Sure.")
+    brain = Coach(model)
+    async with BrainDriver(brain) as driver:
+        await driver.user_says("tell me")  # turn 1
+        await driver._event("bot_heard", turn=7, text="One")  # another turn's reply (the agent file's model's)
+        turn = await driver.user_says("and?")
+    handed = turn.requests[0].messages
+    assert [m.text for m in handed if isinstance(m, AssistantMessage)] == ["One thing. Another thing."]

@@ -18,6 +18,9 @@ VALID: list[p.AgentMessage] = [
     p.ToolResult(type="tool.result", id="r1", ok=True, result={"x": [1, "two"]}),
     p.ToolResult(type="tool.result", id="r2", ok=False, error="no such day"),
     p.Say(type="say", text="One moment.", interrupt=True),
+    p.Ready(type="ready", v=1, answers_turns=True),
+    p.Say(type="say", text="Monday, nine to five.", reply_to="t1"),
+    p.Say(type="say", text="", reply_to="t1", final=True),
     p.ContextUpdate(type="context.update", note="The user is a member."),
     p.ToolsSet(type="tools.set", names=("lookup",)),
     p.End(type="end", farewell="Bye."),
@@ -32,6 +35,7 @@ SERVER_VALID: list[p.ServerMessage] = [
     p.ProtocolErrorMessage(type="error", code="bad_field", field="ok"),
     p.ProtocolErrorMessage(type="error", code="no_carrier", message="no carrier", command="transfer"),
     p.UiEvent(type="ui.event", event="confirm_answered", payload={"nonce": "n1", "answer": "yes"}),
+    p.TurnRequest(type="turn.request", id="t1", turn=2, text="when do you open"),
 ]
 
 
@@ -52,6 +56,25 @@ def test_a_ui_name_that_is_not_snake_case_is_refused_naming_the_field() -> None:
     with pytest.raises(p.ProtocolError) as refused:
         p.parse_server_message('{"type": "ui.event", "event": "", "payload": null}')
     assert (refused.value.code, refused.value.field) == (p.ErrorCode.BAD_FIELD, "event")
+
+
+@pytest.mark.parametrize(("say", "answers_turns", "code", "field"), [
+    (p.Say(type="say", text=""), False, p.ErrorCode.BAD_FIELD, "text"),
+    (p.Say(type="say", text="hi", final=True), True, p.ErrorCode.BAD_FIELD, "final"),
+    (p.Say(type="say", text="hi", reply_to="t1"), False, p.ErrorCode.UNEXPECTED, "reply_to"),
+    (p.Say(type="say", text="hi", reply_to="t1", interrupt=True), True, p.ErrorCode.BAD_FIELD, "interrupt"),
+    (p.Say(type="say", text="", reply_to="t1"), True, p.ErrorCode.BAD_FIELD, "text"),
+])
+def test_the_rules_between_a_says_fields_refuse_naming_the_field(say: p.Say, answers_turns: bool,
+                                                                   code: p.ErrorCode, field: str) -> None:
+    refusal = p.say_refusal(say, answers_turns)
+    assert refusal is not None and (refusal.code, refusal.field) == (code, field)
+
+
+def test_a_reply_line_and_its_end_pass_the_rules_of_an_agent_that_answers_the_turns() -> None:
+    assert p.say_refusal(p.Say(type="say", text="Hi.", reply_to="t1"), True) is None
+    assert p.say_refusal(p.Say(type="say", text="", reply_to="t1", final=True), True) is None
+    assert p.say_refusal(p.Say(type="say", text="Hi.", interrupt=True), False) is None
 
 
 @pytest.mark.parametrize(("frame", "code", "field"), [
@@ -86,10 +109,12 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                      max_leaves=20)
 _types = st.sampled_from(["ready", "tool.result", "say", "context.update", "tools.set", "end", "transfer", "ui.command",
-                          "ui.message", "session.start", "event", "tool.call", "error", "ui.event", "x", ""])
+                          "ui.message", "session.start", "event", "tool.call", "error", "ui.event", "turn.request", "x",
+                          ""])
 _fields = st.sampled_from(["v", "id", "ok", "result", "error", "text", "interrupt", "note", "names", "farewell",
                            "tools", "resume", "name", "parameters", "kind", "timeout", "command", "payload", "to",
-                           "event", "call_id", "turn", "arguments", "idempotency_key", "code", "field", "data"])
+                           "event", "call_id", "turn", "arguments", "idempotency_key", "code", "field", "data",
+                           "answers_turns", "reply_to", "final"])
 
 
 def _mutate(message: p.AgentMessage | p.ServerMessage, data: st.DataObject) -> Any:
@@ -102,7 +127,9 @@ def _mutate(message: p.AgentMessage | p.ServerMessage, data: st.DataObject) -> A
 
 
 def _fuzz(data: st.DataObject, valid: list[Any], parse: Callable[[str | bytes], Any]) -> None:
-    """A mutated valid message, any JSON or any bytes: parsed, or refused with a documented error."""
+    """A mutated valid message, any JSON or any bytes: parsed, or refused with a documented error;
+    a parsed ``say`` then passes the link's rules between fields (``say_refusal``) or is refused
+    with a documented error too."""
     kind = data.draw(st.sampled_from(["mutated", "json", "bytes"]))
     if kind == "mutated":
         frame: str | bytes = json.dumps(_mutate(data.draw(st.sampled_from(valid)), data))
@@ -116,6 +143,11 @@ def _fuzz(data: st.DataObject, valid: list[Any], parse: Callable[[str | bytes], 
         assert exc.code in p.ErrorCode and isinstance(exc.field, str)
     else:
         assert parse(p.encode(message)) == message
+        if isinstance(message, p.Say):
+            for answers_turns in (False, True):
+                refusal = p.say_refusal(message, answers_turns)
+                assert refusal is None or (refusal.code in p.ErrorCode and refusal.field in
+                                           ("text", "final", "interrupt", "reply_to"))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -15,6 +15,7 @@ new turn is answered from the one still running, not run again).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,7 +24,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -112,8 +113,8 @@ reopen_attempts = 60
 class Proc:
     """A subprocess whose output lines are collected as they come."""
 
-    def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(args, env=ENV, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen(args, env=env if env is not None else ENV, cwd=ROOT, text=True, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True)
@@ -200,31 +201,51 @@ class Caller:
         raise AssertionError(f"the bot did not say it: {self.events[since:]}")
 
 
+async def serving(server: Proc, clock: SystemClock) -> str:
+    """The ``host:port`` of a ``brisvox serve`` process, once its providers are warm."""
+    url = (await server.wait_for(r"listening on http://(127\.0\.0\.1:\d+)", clock)).group(1)
+    await server.wait_for("call providers warm", clock)
+    return url
+
+
+@contextlib.asynccontextmanager
+async def calling(url: str, clock: SystemClock, speech: bytes) -> AsyncIterator[Caller]:
+    """A call on the server's WebSocket at ``url`` with a caller who says ``speech``; stopped at the end."""
+    async with connect(f"ws://{url}/ws", ping_interval=None) as ws, TaskScope("caller") as scope:
+        await ws.send(json.dumps({"type": "start", "encoding": "pcm16", "sample_rate": RATE, "metadata": {}}))
+        started = json.loads(await bounded(clock, 10.0, ws.recv(), "started"))
+        assert started["type"] == "started", started
+        caller = Caller(ws, clock, speech)
+        scope.spawn(caller.receive(), name="receive")
+        scope.spawn(caller.send(), name="send")
+        yield caller
+        await ws.send(json.dumps({"type": "stop"}))
+        await bounded(clock, 10.0, ws.wait_closed(), "the call's end")
+        scope.cancel()
+
+
+def launch(tmp_path: Path, brain_file: Path, code: str, port: int, env: dict[str, str] | None = None,
+           args: tuple[str, ...] = ()) -> tuple[Proc, Proc]:
+    """The brain process (``code`` at ``brain_file``, serving on ``port``, then ``args``) and ``brisvox serve``
+    linked to it."""
+    brain_file.write_text(code)
+    agent_file = tmp_path / "host.toml"
+    agent_file.write_text(AGENT.format(port=port))
+    brain = Proc([sys.executable, str(brain_file), str(port), *args], env=env)
+    return brain, Proc([sys.executable, "-m", "brisvox", "serve", str(agent_file), "--workers", "1"])
+
+
 async def test_a_served_call_answers_from_the_brain_survives_its_death_resumes_and_reports_a_barged_in_side_effect_once(
         tmp_path: Path) -> None:
     clock = SystemClock()
     speech = espeak_wav("a table for two on friday at seven", tmp_path, speed=200, lead=0.1, trail=0.0).pcm
-    brain_file = tmp_path / "brain.py"
-    brain_file.write_text(BRAIN)
-    port = free_port()
-    agent_file = tmp_path / "host.toml"
-    agent_file.write_text(AGENT.format(port=port))
+    brain_file, port = tmp_path / "brain.py", free_port()
     slow = tmp_path / "slow"
-    brain = Proc([sys.executable, str(brain_file), str(port), str(slow)])
-    server = Proc([sys.executable, "-m", "brisvox", "serve", str(agent_file), "--workers", "1"])
+    brain, server = launch(tmp_path, brain_file, BRAIN, port, args=(str(slow),))
     restarted: Proc | None = None
     try:
         await brain.wait_for("serving", clock)
-        url = (await server.wait_for(r"listening on http://(127\.0\.0\.1:\d+)", clock)).group(1)
-        await server.wait_for("call providers warm", clock)
-        async with connect(f"ws://{url}/ws", ping_interval=None) as ws, TaskScope("caller") as scope:
-            await ws.send(json.dumps({"type": "start", "encoding": "pcm16", "sample_rate": RATE, "metadata": {}}))
-            started = json.loads(await bounded(clock, 10.0, ws.recv(), "started"))
-            assert started["type"] == "started", started
-            caller = Caller(ws, clock, speech)
-            scope.spawn(caller.receive(), name="receive")
-            scope.spawn(caller.send(), name="send")
-
+        async with calling(await serving(server, clock), clock, speech) as caller:
             first = await caller.bot_says(caller.say(), lambda t: "21:15" in t)  # the brain's answer
             assert "taken" in first
             brain.stop(signal.SIGKILL)  # the agent process dies mid-call
@@ -250,9 +271,6 @@ async def test_a_served_call_answers_from_the_brain_survives_its_death_resumes_a
             await restarted.wait_for(f"done {call['id']}\n", clock)
             # The late result goes into the context when the next turn starts (the model's next request).
             await caller.bot_says(caller.say(), lambda t: "fully booked" in t)
-            await ws.send(json.dumps({"type": "stop"}))
-            await bounded(clock, 10.0, ws.wait_closed(), "the call's end")
-            scope.cancel()
         assert "check resume=False" in brain.text()
         assert "check resume=True" in restarted.text()  # the reopened link said it resumes
         # The barged-in side effect ran once in the agent's process and finished there ...

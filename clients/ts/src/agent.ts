@@ -24,6 +24,7 @@ import {
   type ServerMessage,
   type SessionStart,
   type ToolCallRequest,
+  type TurnRequest,
   type UiEvent,
 } from "./protocol.js";
 import { type Tool, ToolError } from "./tools.js";
@@ -57,6 +58,12 @@ const LINKS = new WeakMap<Brain, Link>();
 export class Brain {
   /** The server reopens a lost link (a `session.start` with `resume: true`, served by this instance). */
   resume = false;
+  /**
+   * The brain answers the caller's turns itself (`ready.answers_turns`): the call runs no model of its
+   * own while the brain answers, and asks with `onTurnRequest`; a reply whose first line is late is
+   * answered by the agent file's model instead (docs/AGENT_PROTOCOL.md, "Brain mode").
+   */
+  answersTurns = false;
   /** The call's `session.start` (the latest one, after a reopen). */
   session: SessionStart | null = null;
 
@@ -73,6 +80,19 @@ export class Brain {
 
   /** An app event from the caller's screen (RTVI `ui-event`). */
   onUiEvent(_event: UiEvent): void | Promise<void> {}
+
+  /** The call asks for the reply to the caller's turn (only with `answersTurns`): answer with `replyLine`, the last `final`. */
+  onTurnRequest(_request: TurnRequest): void | Promise<void> {
+    throw new AgentError(`${this.constructor.name} sets answersTurns but does not override onTurnRequest`);
+  }
+
+  /** A piece of the reply to the `turn.request` `requestId`; `final` ends the reply (`text` may then be empty). */
+  replyLine(requestId: string, text: string, options: { final?: boolean } = {}): Promise<void> {
+    if (!this.answersTurns) {
+      return Promise.reject(new AgentError("reply_line: the brain does not answer the turns (answersTurns is false)"));
+    }
+    return this.command({ type: "say", text, reply_to: requestId, final: options.final ?? false });
+  }
 
   /** Speak `text` as a bot line; with `interrupt`, cutting what the bot says now. */
   sayLine(text: string, options: { interrupt?: boolean } = {}): Promise<void> {
@@ -272,7 +292,8 @@ class Session {
     let frame: AgentMessage;
     try {
       const tools = this.agent.toolsOf(brain);
-      frame = { type: "ready", v: 1, tools: tools.map((t) => t.spec), resume: brain.resume };
+      frame = { type: "ready", v: 1, tools: tools.map((t) => t.spec), resume: brain.resume,
+        ...(brain.answersTurns ? { answers_turns: true } : {}) };
       this.tools = new Map(tools.map((t) => [t.spec.name, t]));
       encode(frame); // a bad declaration is named here, before anything is sent
     } catch (exc) {
@@ -301,6 +322,10 @@ class Session {
         return;
       case "ui.event":
         this.events = this.events.then(() => guarded(this.agent.log, "onUiEvent", () => call.brain.onUiEvent(message)));
+        return;
+      case "turn.request":
+        this.events = this.events.then(() =>
+          guarded(this.agent.log, "onTurnRequest", () => call.brain.onTurnRequest(message)));
         return;
       case "session.start":
         this.agent.log.warn(`call ${call.callId}: a second session.start on one link is ignored`);

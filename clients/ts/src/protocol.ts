@@ -91,6 +91,8 @@ export interface Ready {
   v: 1;
   tools?: RemoteToolSpec[];
   resume?: boolean;
+  /** The agent answers the caller's turns itself: the server sends a `turn.request` for each reply instead of running its model. */
+  answers_turns?: boolean;
 }
 
 /** The outcome of one `tool.call`: `result` (any JSON) when `ok`, else `error` (read by the model). */
@@ -102,11 +104,17 @@ export interface ToolResult {
   error?: string;
 }
 
-/** Speak a bot line (with `interrupt`, cutting what the bot says now). */
+/**
+ * Speak a bot line (with `interrupt`, cutting what the bot says now).  With `reply_to`: a piece of
+ * the reply to that `turn.request`, `final` ending it (its `text` may then be empty).  The server
+ * refuses an empty `text` that ends nothing, `final` without `reply_to` and `interrupt` with it.
+ */
 export interface Say {
   type: "say";
   text: string;
   interrupt?: boolean;
+  reply_to?: string;
+  final?: boolean;
 }
 
 /** A note added to the model's context. */
@@ -210,7 +218,17 @@ export interface UiEvent {
   payload?: JsonValue;
 }
 
-export type ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage | UiEvent;
+/** The call asks an agent that answers the turns for its reply: `say` lines naming `id` in `reply_to`, the last `final`. */
+export interface TurnRequest {
+  type: "turn.request";
+  id: string;
+  /** The engine's epoch of the caller's turn being answered. */
+  turn?: number;
+  /** The caller's words of that turn. */
+  text: string;
+}
+
+export type ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage | UiEvent | TurnRequest;
 
 // --- the validators -----------------------------------------------------------------------------
 
@@ -358,6 +376,7 @@ const AGENT_MESSAGES: Record<AgentMessage["type"], Check> = {
     v: required(literal(1)),
     tools: withDefault(list(TOOL_SPEC, 128), () => []),
     resume: withDefault(bool(), () => false),
+    answers_turns: withDefault(bool(), () => false),
   }),
   "tool.result": model({
     type: required(literal("tool.result")),
@@ -368,8 +387,10 @@ const AGENT_MESSAGES: Record<AgentMessage["type"], Check> = {
   }),
   say: model({
     type: required(literal("say")),
-    text: required(str({ min: 1, max: 4096 })),
+    text: required(str({ max: 4096 })),
     interrupt: withDefault(bool(), () => false),
+    reply_to: optional(str({ min: 1, max: 128 })),
+    final: withDefault(bool(), () => false),
   }),
   "context.update": model({
     type: required(literal("context.update")),
@@ -436,6 +457,12 @@ const SERVER_MESSAGES: Record<ServerMessage["type"], Check> = {
     event: required(str({ pattern: UI_NAME })),
     payload: optional(anyJson()),
   }),
+  "turn.request": model({
+    type: required(literal("turn.request")),
+    id: required(str()),
+    turn: optional(int()),
+    text: withDefault(str(), () => ""),
+  }),
 };
 
 /** The message types each side sends (what a v1 peer may receive). */
@@ -485,6 +512,25 @@ export function parseAgentMessage(frame: string | Uint8Array): AgentMessage {
   return parse(AGENT_MESSAGES, frame) as AgentMessage;
 }
 
+/**
+ * Why the server refuses `say` as sent (null: a valid line or reply line): the rules between its
+ * fields and the agent's mode (`ready.answers_turns`), as `brisvox.sdk.protocol.say_refusal`.
+ */
+export function sayRefusal(say: Say, answersTurns: boolean): ProtocolError | null {
+  if (say.reply_to === undefined || say.reply_to === null) {
+    if (say.final === true) return bad("final", "final ends a reply: it needs reply_to");
+    if (!say.text) return bad("text", "a line needs text");
+    return null;
+  }
+  if (!answersTurns) {
+    return new ProtocolError(ErrorCode.Unexpected, "reply_to",
+      "a reply needs answers_turns in ready: this agent does not answer the turns");
+  }
+  if (say.interrupt === true) return bad("interrupt", "a reply line cannot interrupt");
+  if (!say.text && say.final !== true) return bad("text", "a reply line needs text unless it is final");
+  return null;
+}
+
 /** A tool declaration checked as the server will check it (a ProtocolError naming the field). */
 export function checkToolSpec(spec: RemoteToolSpec, at: string): RemoteToolSpec {
   return TOOL_SPEC(spec, at) as RemoteToolSpec;
@@ -508,7 +554,10 @@ export function encode(message: AgentMessage): string {
     throw new ProtocolError(ErrorCode.NotJson, "", `${message.type}: not JSON (${(exc as Error).message})`);
   }
   try {
-    parseAgentMessage(frame);
+    const parsed = parseAgentMessage(frame);
+    // The rules between a say's fields (the mode's own rule is the brain's: it knows its mode).
+    const refusal = parsed.type === "say" ? sayRefusal(parsed, true) : null;
+    if (refusal !== null) throw refusal;
   } catch (exc) {
     const refused = exc as ProtocolError;
     throw new ProtocolError(refused.code, refused.field, `${refused.reason} (in a ${message.type} message)`);

@@ -16,6 +16,7 @@ import {
   sideEffect,
   type Tool,
   ToolError,
+  type TurnRequest,
   type UiEvent,
 } from "../src/index.js";
 
@@ -259,7 +260,7 @@ test("the commands go out as their v1 frames, and refusals and screen events rea
     { type: "end", farewell: "Goodbye." },
     { type: "end" },
   ]);
-  await assert.rejects(desk.sayLine(""), /text: expected at least 1 character/);
+  await assert.rejects(desk.sayLine(""), /text: a line needs text/);
   await assert.rejects(desk.sendUiCommand("Show Map"), /command: expected a string matching/);
   fake.send({ type: "error", code: "not_supported", field: "type", message: "say is not applied" });
   fake.send({ type: "error", code: "no_carrier", message: "no phone line", command: "transfer" });
@@ -270,6 +271,27 @@ test("the commands go out as their v1 frames, and refusals and screen events rea
     { type: "error", code: "no_carrier", field: "", message: "no phone line", command: "transfer" },
   ]);
   assert.deepEqual(desk.uiEvents, [{ type: "ui.event", event: "confirm_answered", payload: { answer: "yes" } }]);
+});
+
+test("a brain that answers the turns says so in ready and replies to a turn.request with its lines and end", async () => {
+  class Answering extends Brain {
+    override answersTurns = true;
+    override async onTurnRequest(request: TurnRequest): Promise<void> {
+      await this.replyLine(request.id, `You said: ${request.text}`);
+      await this.replyLine(request.id, "", { final: true });
+    }
+  }
+  const fake = await link(await served(() => new Answering()));
+  fake.start();
+  const ready = await fake.next((f) => f.type === "ready");
+  assert.equal(ready.answers_turns, true);
+  fake.send({ type: "turn.request", id: "t1", turn: 2, text: "hello" });
+  await fake.next((f) => f.type === "say" && f.final === true);
+  assert.deepEqual(fake.frames.slice(1), [
+    { type: "say", text: "You said: hello", reply_to: "t1", final: false },
+    { type: "say", text: "", reply_to: "t1", final: true },
+  ]);
+  await assert.rejects(new Desk().replyLine("t1", "x"), /answersTurns is false/);
 });
 
 test("a brain that serves no call refuses a command, naming it", async () => {

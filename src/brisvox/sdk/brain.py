@@ -99,6 +99,9 @@ class Brain:
 
     resume: ClassVar[bool] = False
     ui: ClassVar[UiContract | None] = None
+    answers_turns: ClassVar[bool] = False
+    """The brain answers the call's turns itself (``ready.answers_turns``): the call runs no model of
+    its own while the brain answers, and asks the brain with :meth:`on_turn_request`."""
 
     def __init__(self, *, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else SystemClock()
@@ -128,6 +131,17 @@ class Brain:
         out a command (``command`` names it): e.g. a ``say`` a newer turn overtook before it was said
         (``overtaken``), or one the call had no room for (``busy``).  Logged already; called in the
         link's reader: return quickly."""
+    async def on_turn_request(self, request: p.TurnRequest) -> None:
+        """The call asks for the reply to the caller's turn (only with ``answers_turns``): send it with
+        :meth:`reply_line`, the last line ``final``.  Called in the link's reader: start the work as a
+        task and return.  A reply whose first line does not come in time is answered by the agent
+        file's model instead (docs/AGENT_PROTOCOL.md, "Brain mode")."""
+        raise BrisvoxError(f"{type(self).__name__} declares answers_turns but does not override on_turn_request")
+
+    async def reply_line(self, request_id: str, text: str, *, final: bool = False) -> None:
+        """A piece of the reply to the ``turn.request`` ``request_id`` (spoken as the model's text
+        would be); ``final`` ends the reply (``text`` may then be empty)."""
+        await self._send("reply_line", p.Say(type="say", text=text, reply_to=request_id, final=final))
 
     async def on_app_event(self, answer: UiAnswer) -> None:
         """An app event from the caller's screen, validated by ``ui`` (never a turn, never spoken).
@@ -271,7 +285,8 @@ class _Session:
         self.results = self.memory.of(start.call_id)  # a reopened link keeps what the call's side effects returned
         if brain.ui is not None:
             self.ui = CallUi(brain.ui, self._post_ui, call_id=start.call_id)
-        ready = p.Ready(type="ready", v=1, tools=tuple(_spec(t) for t in self.tools.values()), resume=brain.resume)
+        ready = p.Ready(type="ready", v=1, tools=tuple(_spec(t) for t in self.tools.values()), resume=brain.resume,
+                        answers_turns=brain.answers_turns)
         try:
             await bounded(self.clock, SEND_TIMEOUT, self.wire.send(p.encode(ready)), "the brain's ready")
             self.scope.spawn(self._write(), name="writer")
@@ -311,6 +326,8 @@ class _Session:
                 await self._hand(self.brain.on_event(message), f"on_event({message.kind})")
             elif isinstance(message, p.UiEvent):
                 await self._app_event(message)
+            elif isinstance(message, p.TurnRequest):
+                await self._hand(self.brain.on_turn_request(message), "on_turn_request")
             elif isinstance(message, p.ProtocolErrorMessage):
                 log.warning("brain: call %s: the server refused %s: %s%s", self._call_id(),
                             message.command or "a frame", message.code, f" ({message.field})" if message.field else "")

@@ -1,17 +1,20 @@
-"""Model-backed brains: a brain that runs its own model and tools, and speaks with ``say``.
+"""Model-backed brains: a brain that runs its own model and tools, and answers the call's turns.
 
-:class:`ModelBrain` answers each caller turn (the ``user_turn`` event) with its own model
-(any :class:`~brisvox.providers.llm.LlmProvider`; :mod:`brisvox.sdk.models` builds the
-OpenAI-compatible, Anthropic and Gemini ones) and its own tools, in its own process; the
-call hears the model's text as ``say`` commands.  Its tools are the brain's
+:class:`ModelBrain` answers each caller turn with its own model (any
+:class:`~brisvox.providers.llm.LlmProvider`; :mod:`brisvox.sdk.models` builds the
+OpenAI-compatible, Anthropic and Gemini ones) and its own tools, in its own process.  It
+declares ``answers_turns`` in ``ready`` (brain mode, docs/AGENT_PROTOCOL.md): the call runs no
+model of its own for the turns, asks the brain with a ``turn.request`` for each, and speaks the
+brain's reply lines (``say`` naming the request in ``reply_to``; the last one ``final``) as a
+model's text.  Its tools are the brain's
 ``brisvox.tool`` methods (:meth:`~brisvox.sdk.brain.Brain.tools`), read **once per turn**
 (override ``tools()`` to offer a different list as the call goes on), and are not offered
 to the call's model (``ready`` declares none).
 
 One turn is this loop (the same for every model):
 
-* One request with the context and the turn's tools.  Its text goes out as ``say``
-  commands, one per sentence as the sentence ends; the text in front of a tool call goes
+* One request with the context and the turn's tools.  Its text goes out as reply lines,
+  one per sentence as the sentence ends; the text in front of a tool call goes
   out before the call runs.  The calls run when the
   response has ended, in stream order; each result goes into the context after its call.
 * The model is **not** asked again for those results (it reads them with the caller's
@@ -31,8 +34,9 @@ One turn is this loop (the same for every model):
 * A model error or a bug in the loop: logged with its traceback, and the caller hears
   :data:`FALLBACK_LINE` rather than silence.
 
-The caller speaking (``turn_started``) cancels the running turn; ``bot_heard`` (what the
-caller heard of a cut line) replaces the line in the context with what was heard.
+The caller speaking (``turn_started``) cancels the running turn (no ``final`` follows: the call
+dropped the request); ``bot_heard`` (what the caller heard of a cut reply, from its start) cuts
+the reply in the context to what was heard, across its lines and messages.
 App events (:attr:`~brisvox.sdk.brain.Brain.ui`) and :meth:`ModelBrain.append_note` become
 system notes in the brain's own context, placed before the next request (after the
 results of an open call).
@@ -45,7 +49,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from brisvox.agent.assemble import InvalidCall, Response, ResponseAssembler
 from brisvox.agent.context import AssistantMessage, Context, SystemMessage, ToolCall
@@ -134,18 +138,21 @@ class TurnReport:
 
 @dataclass(slots=True)
 class _Said:
-    """One ``say`` of the turn: the context index of its assistant message and where in its text it starts."""
+    """One ``say`` of the turn: the context index of its assistant message, where in its text it
+    starts, and its length."""
 
     index: int
     offset: int
+    length: int
 
 
 class _Turn:
     """The counters of the running turn."""
 
-    def __init__(self, number: int, tools: dict[str, FunctionTool]) -> None:
+    def __init__(self, number: int, tools: dict[str, FunctionTool], reply_to: str | None = None) -> None:
         self.number = number
         self.tools = tools
+        self.reply_to = reply_to  # the turn.request this turn answers (None: its lines are says of their own)
         self.specs: tuple[ToolSpec, ...] = tuple(t.spec for t in tools.values())
         self.hops = 0
         self.calls = 0
@@ -157,7 +164,15 @@ class ModelBrain(Brain):
     """A brain that owns its model loop (see the module docs).
 
     ``llm``: the model; ``system``: its instructions (the context's first message);
-    ``max_tool_hops``: re-asks per turn for marked tools' results (at least 1)."""
+    ``max_tool_hops``: re-asks per turn for marked tools' results (at least 1).
+
+    ``answers_turns`` (True): the brain answers the call's turns itself: ``ready`` declares it, the
+    server runs no model of its own for the turns and sends a ``turn.request`` for each, and the
+    brain's reply streams back as ``say`` lines naming it (``reply_to``), the last one ``final``.
+    A subclass that sets it False answers each ``user_turn`` event with says of their own instead,
+    while the call's model answers too."""
+
+    answers_turns: ClassVar[bool] = True
 
     def __init__(self, llm: LlmProvider, *, system: str = "", max_tool_hops: int = MAX_TOOL_HOPS,
                  max_tokens: int | None = None, temperature: float | None = None, clock: Clock | None = None) -> None:
@@ -176,6 +191,7 @@ class ModelBrain(Brain):
         self._task: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._said: list[_Said] = []  # the says of the latest turn, for bot_heard
+        self._asked: int | None = None  # the caller's turn of the latest turn.request (its words are in the context)
 
     def remote_tools(self) -> list[FunctionTool]:
         return []  # the brain runs its tools itself: the call's model is not offered them
@@ -185,17 +201,33 @@ class ModelBrain(Brain):
     async def on_event(self, event: p.CallEvent) -> None:
         if event.kind in ("turn_started", "call_ended"):  # the caller speaks (or is gone): the turn is stale
             await self._stop()
-        elif event.kind == "user_turn" and event.text:
-            await self._stop()
-            self._place_notes()
-            self.context.push_user(event.text)
-            self._turns += 1
-            self._said = []
-            turn = self._turn = _Turn(self._turns, {t.name: t for t in self.tools()})  # read once per turn
-            self._watchdog = self._spawn(self._watch(turn), name=f"watchdog-{turn.number}")
-            self._task = self._spawn(self._run(turn), name=f"turn-{turn.number}")
-        elif event.kind == "bot_heard" and event.text is not None:
+        elif event.kind == "user_turn" and event.text and not self.answers_turns:
+            await self._start(event.text, None)
+        elif event.kind == "bot_heard" and event.text is not None and self._heard_here(event.turn):
             self._heard(event.text)
+
+    def _heard_here(self, turn: int | None) -> bool:
+        """A reply is heard in its request's turn: a cut of another turn's reply (the agent file's
+        model answered it; the brain's own reply was never spoken) is not this context's."""
+        return not self.answers_turns or turn is None or turn == self._asked
+
+    async def on_turn_request(self, request: p.TurnRequest) -> None:
+        """The call asks for the reply to the caller's turn (``answers_turns``): one turn of the loop,
+        its text streamed back as the request's reply lines."""
+        new = request.turn is None or request.turn != self._asked
+        self._asked = request.turn
+        await self._start(request.text if new else "", request.id)
+
+    async def _start(self, text: str, reply_to: str | None) -> None:
+        await self._stop()
+        self._place_notes()
+        if text:
+            self.context.push_user(text)
+        self._turns += 1
+        self._said = []
+        turn = self._turn = _Turn(self._turns, {t.name: t for t in self.tools()}, reply_to)  # read once per turn
+        self._watchdog = self._spawn(self._watch(turn), name=f"watchdog-{turn.number}")
+        self._task = self._spawn(self._run(turn), name=f"turn-{turn.number}")
 
     async def append_note(self, text: str) -> None:
         """Add ``text`` to this brain's context as a system note (before the next request)."""
@@ -253,8 +285,20 @@ class ModelBrain(Brain):
             speechless = not turn.said
             await self._fallback(turn)
             self._report(turn, speechless, failed=True)
+            await self._end_reply(turn)
             return
         self._report(turn, speechless, failed=failed)
+        await self._end_reply(turn)
+
+    async def _end_reply(self, turn: _Turn) -> None:
+        """The reply to a turn.request is complete: its end marker (the call's round ends with it; no
+        watchdog line can follow it).  A turn of says of their own keeps its watchdog."""
+        if turn.reply_to is not None:
+            self._stop_watchdog()
+            try:
+                await self.reply_line(turn.reply_to, "", final=True)
+            except BrisvoxError as exc:  # the link is gone: the session reports it as it ends
+                log.warning("brain: the end of reply %s was not sent: %s", turn.reply_to, exc)
 
     def _report(self, turn: _Turn, speechless: bool, *, failed: bool = False, cancelled: bool = False) -> None:
         self.last_turn = TurnReport(turn=turn.number, hops=turn.hops, calls=turn.calls, awaited=turn.awaited,
@@ -296,7 +340,7 @@ class ModelBrain(Brain):
                         assembler.push(event)
                     elif isinstance(event, LlmError):
                         log.error("brain: turn %d: the model failed: %s", turn.number, event.error)
-                        self._keep_said(said)
+                        self._keep_said(turn, said)
                         await self._fallback(turn)
                         return None
                     elif isinstance(event, Done):
@@ -304,33 +348,41 @@ class ModelBrain(Brain):
             if pending:
                 said.append(await self._say(turn, "".join(pending)))
         except asyncio.CancelledError:
-            self._keep_said(said)
+            self._keep_said(turn, said)
             raise
         response = assembler.finish(turn.number, self.context)
         message = response.assistant_message()
         if message is not None:
             self.context.push(message)
-            self._note_said(len(self.context) - 1, said)
+            self._note_said(turn, len(self.context) - 1, said)
         return response
 
     async def _say(self, turn: _Turn, text: str) -> str:
         if text.strip():
             turn.said = True
             self._stop_watchdog()
-            await self.say_line(text)
+        if _sent(turn, text):
+            await self._line(turn, text)
         return text
 
-    def _keep_said(self, said: list[str]) -> None:
+    async def _line(self, turn: _Turn, text: str) -> None:
+        """A line of the turn: a piece of its reply (``turn.request``), or a ``say`` of its own."""
+        if turn.reply_to is None:
+            await self.say_line(text)
+        else:
+            await self.reply_line(turn.reply_to, text)
+
+    def _keep_said(self, turn: _Turn, said: list[str]) -> None:
         """A response cut short: what was already said stays in the context (the calls never ran)."""
         if said:
             self.context.push(AssistantMessage(text="".join(said)))
-            self._note_said(len(self.context) - 1, said)
+            self._note_said(turn, len(self.context) - 1, said)
 
-    def _note_said(self, index: int, said: list[str]) -> None:
+    def _note_said(self, turn: _Turn, index: int, said: list[str]) -> None:
         offset = 0
         for text in said:
-            if text.strip():
-                self._said.append(_Said(index, offset))
+            if _sent(turn, text):
+                self._said.append(_Said(index, offset, len(text)))
             offset += len(text)
 
     async def _run_calls(self, turn: _Turn, response: Response, *, allowed: bool) -> bool:
@@ -377,12 +429,12 @@ class ModelBrain(Brain):
     async def _fallback(self, turn: _Turn) -> None:
         turn.said = True
         self._stop_watchdog()
-        await self._say_or_log(FALLBACK_LINE)
+        await self._say_or_log(turn, FALLBACK_LINE)
 
-    async def _say_or_log(self, line: str) -> None:
+    async def _say_or_log(self, turn: _Turn, line: str) -> None:
         """A line of the brain's own; a link that cannot carry it is the session's to report (it ends)."""
         try:
-            await self.say_line(line)
+            await self._line(turn, line)
         except BrisvoxError as exc:
             log.warning("brain: %r was not sent: %s", line, exc)
 
@@ -394,7 +446,7 @@ class ModelBrain(Brain):
             log.warning("brain: turn %d said nothing for %.0f s: saying the watchdog line",
                         turn.number, SPEAKING_WATCHDOG)
             turn.said = True
-            await self._say_or_log(WATCHDOG_LINE)
+            await self._say_or_log(turn, WATCHDOG_LINE)
 
     def _stop_watchdog(self) -> None:
         watchdog = self._watchdog
@@ -420,19 +472,46 @@ class ModelBrain(Brain):
             self._notes.clear()
 
     def _heard(self, heard: str) -> None:
-        """The caller heard only ``heard`` of the latest line: the context keeps that, not what was sent."""
-        if not self._said:
+        """The caller heard only ``heard`` of the latest reply (a turn.request's, every line of the
+        turn) or line (a say of its own): the context keeps that, not what was sent."""
+        entries = self._said if self.answers_turns else self._said[-1:]
+        self._said = []  # what came before the cut reply was heard whole; what follows it was not sent
+        keep: dict[int, int] = {}  # message index -> characters kept
+        tail = ""
+        position = 0
+        cut = False
+        first_cut = -1
+        for entry in entries:
+            message = self.context[entry.index] if entry.index < len(self.context) else None
+            if not isinstance(message, AssistantMessage):
+                continue
+            if cut:
+                keep.setdefault(entry.index, entry.offset)
+                continue
+            piece = message.text[entry.offset: entry.offset + entry.length]
+            if position + entry.length < len(heard) and heard[position: position + entry.length] == piece:
+                position += entry.length  # heard whole, and more after it
+                continue
+            cut = True
+            keep[entry.index] = entry.offset
+            tail = heard[position:]
+            first_cut = entry.index
+        if not cut:
             return
-        last = self._said.pop()
-        message = self.context[last.index]
-        if not isinstance(message, AssistantMessage):
-            return
-        text = message.text[: last.offset] + heard
-        if text == message.text:
-            return
-        if text.strip() or message.tool_calls:
-            self.context.replace(last.index, AssistantMessage(text=text, tool_calls=message.tool_calls,
-                                                              provider_data=message.provider_data))
-        else:
-            self.context.remove(last.index)
-        self._said.clear()  # later lines of that turn were not heard at all; earlier ones were whole
+        for index in sorted(keep, reverse=True):
+            message = self.context[index]
+            assert isinstance(message, AssistantMessage)
+            text = message.text[: keep[index]] + (tail if index == first_cut else "")
+            if text == message.text:
+                continue
+            if text.strip() or message.tool_calls:
+                self.context.replace(index, AssistantMessage(text=text, tool_calls=message.tool_calls,
+                                                             provider_data=message.provider_data))
+            else:
+                self.context.remove(index)
+
+
+def _sent(turn: _Turn, text: str) -> bool:
+    """Whether ``text`` goes out as a line: a reply sends every piece (its spaces are the joins
+    between them); a say of its own needs words."""
+    return bool(text) if turn.reply_to is not None else bool(text.strip())

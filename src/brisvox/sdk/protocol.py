@@ -38,12 +38,14 @@ __all__ = [
     "ToolResult",
     "ToolsSet",
     "Transfer",
+    "TurnRequest",
     "UiCommand",
     "UiEvent",
     "UiMessage",
     "encode",
     "parse_agent_message",
     "parse_server_message",
+    "say_refusal",
 ]
 
 PROTOCOL_VERSION = 1
@@ -108,12 +110,15 @@ class RemoteToolSpec(_Message):
 
 
 class Ready(_Message):
-    """The agent's answer to ``session.start``: its tools, and whether a lost link should be reopened."""
+    """The agent's answer to ``session.start``: its tools, whether a lost link should be reopened,
+    and whether the agent answers the caller's turns itself (``answers_turns``: the server sends
+    it a ``turn.request`` for each model request of the call instead of running its own model)."""
 
     type: Literal["ready"]
     v: Literal[1]
     tools: Annotated[tuple[RemoteToolSpec, ...], Field(max_length=128)] = ()
     resume: StrictBool = False
+    answers_turns: StrictBool = False
 
 
 class ToolResult(_Message):
@@ -127,9 +132,37 @@ class ToolResult(_Message):
 
 
 class Say(_Message):
+    """A bot line.  Without ``reply_to``: a line of its own (a bot turn).  With ``reply_to``: a piece
+    of the agent's reply to that ``turn.request``, spoken as the model's text would be; ``final``
+    ends the reply (its ``text`` may then be empty).  The server refuses an empty ``text`` that ends
+    nothing, ``final`` without ``reply_to`` and ``interrupt`` with it (docs/AGENT_PROTOCOL.md)."""
+
     type: Literal["say"]
-    text: Annotated[str, Field(min_length=1, max_length=4096)]
+    text: Annotated[str, Field(max_length=4096)]
     interrupt: StrictBool = False
+    reply_to: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    final: StrictBool = False
+
+
+def say_refusal(say: Say, answers_turns: bool) -> ProtocolError | None:
+    """Why the server refuses ``say`` as sent (None: it is a valid line or reply line).
+
+    The parser checks each field; these are the rules between the fields and the agent's mode
+    (``ready.answers_turns``), checked by the server's link (and the conformance driver)."""
+    if say.reply_to is None:
+        if say.final:
+            return ProtocolError(ErrorCode.BAD_FIELD, "final", "final ends a reply: it needs reply_to")
+        if not say.text:
+            return ProtocolError(ErrorCode.BAD_FIELD, "text", "a line needs text")
+        return None
+    if not answers_turns:
+        return ProtocolError(ErrorCode.UNEXPECTED, "reply_to",
+                               "a reply needs answers_turns in ready: this agent does not answer the turns")
+    if say.interrupt:
+        return ProtocolError(ErrorCode.BAD_FIELD, "interrupt", "a reply line cannot interrupt")
+    if not say.text and not say.final:
+        return ProtocolError(ErrorCode.BAD_FIELD, "text", "a reply line needs text unless it is final")
+    return None
 
 
 class ContextUpdate(_Message):
@@ -228,7 +261,18 @@ class UiEvent(_Message):
     payload: Any = None
 
 
-ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage | UiEvent
+class TurnRequest(_Message):
+    """The call asks an agent that answers the turns (``ready.answers_turns``) for a reply: ``id`` is
+    what its ``say`` lines name in ``reply_to``; ``turn`` and ``text`` are the caller's turn being
+    answered (the engine's epoch and the words, as in the ``user_turn`` event)."""
+
+    type: Literal["turn.request"]
+    id: str
+    turn: int | None = None
+    text: str = ""
+
+
+ServerMessage = SessionStart | CallEvent | ToolCallRequest | ProtocolErrorMessage | UiEvent | TurnRequest
 _SERVER = TypeAdapter[ServerMessage](Annotated[ServerMessage, Field(discriminator="type")])
 
 

@@ -148,7 +148,7 @@ class BrainDriver:
     def said(self) -> list[str]:
         """Every ``say`` line so far."""
         self._take()
-        return [m.text for m in self.messages if isinstance(m, p.Say)]
+        return [m.text for m in self.messages if isinstance(m, p.Say) and m.text]
 
     def _take(self) -> None:
         frames = self._wire.frames
@@ -156,9 +156,16 @@ class BrainDriver:
             frame = frames[self._read]
             self._read += 1
             try:
-                self.messages.append(p.parse_agent_message(frame))
+                message = p.parse_agent_message(frame)
             except p.ProtocolError as exc:
                 self.refused.append(f"{exc.code.value}: {exc}")
+                continue
+            answers = self.ready is not None and self.ready.answers_turns
+            refusal = p.say_refusal(message, answers) if isinstance(message, p.Say) else None
+            if refusal is not None:
+                self.refused.append(f"{refusal.code.value}: {refusal}")
+            else:
+                self.messages.append(message)
 
     async def _wait_for(self, done: Any, what: str) -> None:
         async def until() -> None:
@@ -200,7 +207,7 @@ class BrainDriver:
                 raise AssertionError(f"the brain's session failed: {task.exception()!r}")
             assert not self.refused, f"the server would refuse these frames of the brain: {self.refused}"
 
-    async def _push(self, message: p.SessionStart | p.CallEvent | p.ToolCallRequest | p.UiEvent) -> None:
+    async def _push(self, message: p.ServerMessage) -> None:
         self._wire.waiting.clear()  # set again once the brain has read everything queued
         await self._wire.inbound.put(p.encode(message))
 
@@ -238,11 +245,28 @@ class BrainDriver:
         await self._event("turn_started", turn=self._epoch)
         await self._event("transcript", turn=self._epoch, text=text)
         await self._event("user_turn", turn=self._epoch, text=text)
+        if self.ready is not None and self.ready.answers_turns:  # the server asks the brain for the reply
+            await self.request_reply(text)
         await self._settle()
         report = self.brain.last_turn if isinstance(self.brain, ModelBrain) else None
         asked = tuple(requests[asked_before:]) if isinstance(requests, list) else ()
         return Turn(text=text, said=tuple(self.said[said_before:]), report=report, requests=asked,
                     handler_failed=self._session.handler_failures > failures_before)
+
+    async def request_reply(self, text: str = "") -> str:
+        """The call asks for the reply to the current caller turn (a ``turn.request``, as the server
+        sends one for each model request of a brain with ``answers_turns``); its id.  ``user_says``
+        sends it by itself; a second one for the same turn carries the same words."""
+        request_id = f"t{next(self._ids)}"
+        await self._push(p.TurnRequest(type="turn.request", id=request_id, turn=self._epoch, text=text))
+        return request_id
+
+    def reply(self, request_id: str) -> tuple[str, ...] | None:
+        """The lines of the brain's reply to ``request_id`` so far; None until its ``final`` came."""
+        self._take()
+        lines = [m for m in self.messages if isinstance(m, p.Say) and m.reply_to == request_id]
+        done = any(m.final for m in lines)
+        return tuple(m.text for m in lines if m.text) if done else None
 
     async def barge_in(self, heard: str | None = None) -> None:
         """The caller starts speaking over the brain: ``turn_started``, and with ``heard`` the

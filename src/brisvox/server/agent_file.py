@@ -204,12 +204,15 @@ class _Filler(Section):
 
 
 class _AgentLink(Section):
+    # first_line stays under the engine's 8 s first-token deadline: the agent file's model,
+    # answering a reply the agent missed, has the rest of it.
     ranges = MappingProxyType({"connect_timeout": (0.1, 30.0), "ready_timeout": (0.1, 30.0),
-                               "reopen_attempts": (0, 100)})
+                               "reopen_attempts": (0, 100), "first_line": (0.1, 6.0)})
     url: str = Field(pattern=r"^wss?://[^\s/]+(/\S*)?$", max_length=2048)
     connect_timeout: float = 5.0
     ready_timeout: float = 5.0
     reopen_attempts: int = 5
+    first_line: float = 3.0
 
 
 class _Provider(Section):
@@ -487,7 +490,8 @@ def _build(
         trace_tool_arguments=f.tracing.tool_arguments,
         agent_link=None if f.agent_link is None else AgentLinkConfig(
             url=f.agent_link.url, connect_timeout=f.agent_link.connect_timeout,
-            ready_timeout=f.agent_link.ready_timeout, reopen_attempts=f.agent_link.reopen_attempts),
+            ready_timeout=f.agent_link.ready_timeout, reopen_attempts=f.agent_link.reopen_attempts,
+            first_line=f.agent_link.first_line),
     )
 
 

@@ -39,6 +39,7 @@ from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
 from brisvox.engine.agent_input import AgentCommand, AgentInput, BotLine, Note, OfferTools, Refusal, Transfer
 from brisvox.sdk import protocol as p
+from brisvox.server.agent_brain import BrainReplies
 
 __all__ = ["AgentLink", "AgentLinkConfig", "RemoteTool", "event_message"]
 
@@ -56,7 +57,9 @@ class AgentLinkConfig:
     a tool call waits for room.  ``result_limit``: the longest a remote call waits for its
     result past its own timeout (a SideEffect keeps running after its timeout).  ``reopen_*``: a
     lost link of an agent that declared ``resume`` is reopened in at most ``reopen_attempts``
-    tries, waiting ``reopen_backoff`` before the first and doubling up to ``reopen_backoff_max``."""
+    tries, waiting ``reopen_backoff`` before the first and doubling up to ``reopen_backoff_max``.
+    ``first_line``: an agent that answers the turns (brain mode, :mod:`brisvox.server.agent_brain`)
+    has this long for the first line of each reply."""
 
     url: str
     connect_timeout: float = 5.0
@@ -67,6 +70,7 @@ class AgentLinkConfig:
     reopen_attempts: int = 5
     reopen_backoff: float = 0.2
     reopen_backoff_max: float = 2.0
+    first_line: float = 3.0  # brain mode: the agent's first line of a reply, or the agent file's model answers
 
 
 UiCommandHandler = Callable[[p.UiCommand | p.UiMessage], p.ProtocolErrorMessage | None]
@@ -142,6 +146,8 @@ class AgentLink:
         self.input = AgentInput(self._refused)  # the agent's commands, for run_call(agent=)
         self.commands_refused = 0
         self.on_ui_command: UiCommandHandler | None = None  # the call's screen (brisvox.server.ui_relay)
+        # Brain mode (the agent answers the turns, server/agent_brain.py): its replies by request id.
+        self.replies = BrainReplies(call_id) if ready.answers_turns else None
 
     @classmethod
     async def open(cls, config: AgentLinkConfig, clock: Clock, *, call_id: str, agent: str, transport: str,
@@ -205,8 +211,7 @@ class AgentLink:
         future: asyncio.Future[p.ToolResult] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            await bounded(self.clock, self.config.write_timeout, self._out.send((p.encode(request), False)),
-                          "agent link tool.call")
+            await self.send(request)
             result = await bounded(self.clock, timeout + self.config.result_limit, future, "agent tool result")
         except (ChannelClosed, DeadlineExceeded) as exc:
             raise ToolError("the agent is unavailable") from exc
@@ -215,6 +220,12 @@ class AgentLink:
         if not result.ok:
             raise ToolError(result.error or "the agent's tool failed")
         return result.result
+
+    async def send(self, message: p.ServerMessage) -> None:
+        """Queue a frame that is never dropped (waits for room, bounded by the write timeout);
+        ``ChannelClosed`` once the link is lost, ``DeadlineExceeded`` when no room came in time."""
+        await bounded(self.clock, self.config.write_timeout, self._out.send((p.encode(message), False)),
+                      f"agent link {message.type}")
 
     # --- the connection ---
 
@@ -263,6 +274,8 @@ class AgentLink:
         return False
 
     def _fail_pending(self) -> None:
+        if self.replies is not None:
+            self.replies.lost()
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(ToolError("the agent link was lost"))
@@ -302,8 +315,20 @@ class AgentLink:
                 self._refuse(p.ErrorCode.UNEXPECTED, "type", "ready was already received")
             elif isinstance(message, p.UiCommand | p.UiMessage):
                 self._ui_command(message)
+            elif isinstance(message, p.Say):
+                self._say(message)
             else:
                 self.input.put(_command(message))
+
+    def _say(self, say: p.Say) -> None:
+        """A line of its own goes to the call; a reply line to the request it answers (brain mode)."""
+        refusal = p.say_refusal(say, self.replies is not None)
+        if refusal is not None:
+            self._refuse(refusal.code, refusal.field, str(refusal))
+        elif say.reply_to is None:
+            self.input.put(_command(say))
+        elif self.replies is not None and (busy := self.replies.deliver(say)) is not None:
+            self.input.refuse("say", Refusal.BUSY, busy)
 
     def _ui_command(self, message: p.UiCommand | p.UiMessage) -> None:
         """The agent's UI action or server message, to the call's screen (brisvox.server.ui_relay)."""

@@ -83,6 +83,7 @@ from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsConfig, TtsProvider
 from brisvox.recording.format import Header, RecordSettings, tool_record
 from brisvox.recording.tap import CallRecorder, header
+from brisvox.server.agent_brain import brain_call
 from brisvox.server.agent_file import AgentDefinition
 from brisvox.server.agent_link import AgentLink
 from brisvox.server.app import HttpCallEndpoint
@@ -628,6 +629,12 @@ def engine_runner(
         async with call_recording(definition.record, lambda: head(session, out_rate, link), session, clock, observer,
                                   scope, metrics) as recorder:
             call_tools, call_providers, summarizer = tools, providers.providers, providers.summarizer
+            call_config = config
+            brain = brain_call(link, call_providers, config, summarizer, clock,
+                               _silent_counter(metrics)) if link is not None else None
+            if brain is not None:  # the agent answers the turns: the call's model is the link
+                call_providers, call_config, summarizer = brain.providers, brain.config, brain.summarizer
+                observer.add_listener(brain.llm.listen)
             if recorder is not None:  # off: nothing is wrapped
                 call_tools, call_providers = recorded_tools(tools, recorder), recorder.providers(call_providers)
                 if config.summary.enabled:  # the summaries' requests, recorded apart from the turns'
@@ -639,7 +646,7 @@ def engine_runner(
             # The first call at a rate renders the clips for the later ones (its fillers are text).
             rendering = clips.start(out_rate, scope) if clips is not None else None
             try:
-                return await run_call(session, config, call_providers, clock, cancel=cancel, tools=registry,
+                return await run_call(session, call_config, call_providers, clock, cancel=cancel, tools=registry,
                                       filler=fillers.clone(), observer=observer,
                                       clips=clips.store(out_rate) if clips is not None else None,
                                       summarizer=summarizer, flow=flow_manager(definition, flow, clock), ui=call.ui,
@@ -652,6 +659,13 @@ def engine_runner(
 
     return call_runner(talk, clock, stop_timeout=config.timeouts.stop, info=providers.page_info(definition),
                        metrics=metrics, tracing=tracing, directory=directory, calls=calls)
+
+
+def _silent_counter(metrics: ServerMetrics | None) -> Callable[[], None] | None:
+    """Counts a brain that missed a reply's first line (``brisvox_agent_link_failures_total{kind="silent"}``)."""
+    if metrics is None:
+        return None
+    return lambda: metrics.record_agent_link_failure("silent")
 
 
 def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ: Mapping[str, str],
