@@ -77,6 +77,14 @@ temperature = 0.2
     assert "sk-ant-1" not in repr(d)
 
 
+def test_the_adaptive_turn_keys_map_onto_the_policy_including_the_punctuated_grace() -> None:
+    text = BASE + "\n[turn]\nrequire_final = true\nfinal_grace = 0.6\npunctuated_grace = 0.25\n"
+    d = parse_agent_file(text, source="agent.toml", available_tools=set(), environ={})
+    assert d.turn == Adaptive(require_final=True, final_grace=0.6, punctuated_grace=0.25)
+    text = BASE + "\n[turn]\npunctuated_grace = 11\n"
+    assert problems(text) == ["agent.toml:6:20: turn.punctuated_grace: expected a value from 0 to 10 (got 11)"]
+
+
 LLM = BASE + """
 [llm]
 provider = "openai"
