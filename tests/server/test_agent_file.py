@@ -223,10 +223,13 @@ def test_a_boolean_is_not_an_integer_option_and_an_integer_is_a_number_option() 
     assert options["stability"] == 1.0 and isinstance(options["stability"], float)
 
 
-def test_the_local_stt_takes_only_a_prompt_and_the_local_tts_no_options() -> None:
+def test_the_local_stt_takes_a_prompt_and_its_early_decode_settings_and_the_local_tts_no_options() -> None:
     text = BASE + '\n[stt]\nprovider = "local"\noptions = { model = "tiny" }\n'
     assert problems(text) == ["agent.toml:7:13: stt.options.model: unknown option for stt provider 'local' "
-                              "(known: prompt)"]
+                              "(known: prompt, trailing_quiet, partial_every)"]
+    d = parse_agent_file(BASE + '\n[stt]\nprovider = "local"\noptions = { partial_every = 1.0, trailing_quiet = 0.1 }\n',
+                         source="agent.toml")
+    assert dict(d.stt.options) == {"partial_every": 1.0, "trailing_quiet": 0.1}
     text = BASE + '\n[tts]\nprovider = "local"\noptions = { voice = "heart" }\n'
     assert problems(text) == ["agent.toml:7:13: tts.options.voice: unknown option for tts provider 'local' "
                               "(it takes none)"]
