@@ -251,6 +251,12 @@ async def main_async(args: argparse.Namespace) -> int:
                     total.reasons[reason] = total.reasons.get(reason, 0) + count
         report("all scenarios", total, args.runs * len(args.only or SCENARIOS))
         print(f"  tool calls made: {tool_counts or 'none'}")
+        early = [tuple(map(int, m.groups())) for line in server.lines
+                 if (m := re.search(r"local-whisper session: (\d+) finals, (\d+) of them from an early decode "
+                                    r"\((\d+) early decodes\)", line))]
+        if early:
+            print(f"  Whisper finals: {sum(e[0] for e in early)}, {sum(e[1] for e in early)} of them from an early "
+                  f"decode ({sum(e[2] for e in early)} early decodes)")
         print(f"load average (1, 5, 15 min): {os.getloadavg()} on {os.cpu_count()} cores, shared with other work")
     finally:
         server.stop()

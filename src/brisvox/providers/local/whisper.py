@@ -253,6 +253,7 @@ class WhisperSttSession(SessionBase[SttEvent]):
         self._early_queued = False  # one early decode at a time per session
         self._decoded: _Decoded | None = None
         # Counters (tests, the bench): finals taken from an early decode, and early decodes run.
+        self.finals = 0
         self.early_finals = 0
         self.early_decodes = 0
         # One job per finalized segment, plus room for the one early decode.
@@ -320,6 +321,8 @@ class WhisperSttSession(SessionBase[SttEvent]):
     async def _shutdown(self) -> None:
         self._jobs.abort()
         await self._scope.aclose()
+        log.info("local-whisper session: %d finals, %d of them from an early decode (%d early decodes)",
+                 self.finals, self.early_finals, self.early_decodes)
 
     async def _run(self) -> None:
         try:
@@ -353,6 +356,7 @@ class WhisperSttSession(SessionBase[SttEvent]):
                                         end=start + len(audio) / (2 * SAMPLE_RATE), language=self._config.language))
 
     async def _final(self, job: _Segment) -> SttEvent:
+        self.finals += 1
         decoded, self._decoded = self._decoded, None
         if decoded is not None and decoded.utterance == job.utterance and decoded.audio == job.audio:
             self.early_finals += 1  # decoded while the VAD was still waiting for its stop
