@@ -195,6 +195,10 @@ def transcript(result: ClientResult) -> list[str]:
             lines.append(f"    result: {e['name']} {e['outcome']}: {str(e['content'])[:120]}")
         elif kind == "engine_failure":
             lines.append(f"    failure: {e['stage']}")
+        elif kind == "latency" and e.get("speech_end_to_audio_ms") is not None:
+            turn_end = e.get("speech_end_to_turn_end_ms")
+            lines.append(f"    latency: {e['speech_end_to_audio_ms'] / 1000:.2f} s to audio, turn end "
+                         f"{'-' if turn_end is None else f'{turn_end / 1000:.2f} s'} ({e.get('turn_end_reason')})")
     lines.extend(f"    agent:  {text.strip()}" for text in said.values())
     return lines
 
