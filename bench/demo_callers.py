@@ -195,6 +195,10 @@ def transcript(result: ClientResult) -> list[str]:
             lines.append(f"    result: {e['name']} {e['outcome']}: {str(e['content'])[:120]}")
         elif kind == "engine_failure":
             lines.append(f"    failure: {e['stage']}")
+        elif kind == "latency" and e.get("speech_end_to_audio_ms") is not None:
+            turn_end = e.get("speech_end_to_turn_end_ms")
+            lines.append(f"    latency: {e['speech_end_to_audio_ms'] / 1000:.2f} s to audio, turn end "
+                         f"{'-' if turn_end is None else f'{turn_end / 1000:.2f} s'} ({e.get('turn_end_reason')})")
     lines.extend(f"    agent:  {text.strip()}" for text in said.values())
     return lines
 
@@ -251,6 +255,12 @@ async def main_async(args: argparse.Namespace) -> int:
                     total.reasons[reason] = total.reasons.get(reason, 0) + count
         report("all scenarios", total, args.runs * len(args.only or SCENARIOS))
         print(f"  tool calls made: {tool_counts or 'none'}")
+        early = [tuple(map(int, m.groups())) for line in server.lines
+                 if (m := re.search(r"local-whisper session: (\d+) finals, (\d+) of them from an early decode "
+                                    r"\((\d+) early decodes\)", line))]
+        if early:
+            print(f"  Whisper finals: {sum(e[0] for e in early)}, {sum(e[1] for e in early)} of them from an early "
+                  f"decode ({sum(e[2] for e in early)} early decodes)")
         print(f"load average (1, 5, 15 min): {os.getloadavg()} on {os.cpu_count()} cores, shared with other work")
     finally:
         server.stop()

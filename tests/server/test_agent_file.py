@@ -77,6 +77,14 @@ temperature = 0.2
     assert "sk-ant-1" not in repr(d)
 
 
+def test_the_adaptive_turn_keys_map_onto_the_policy_including_the_punctuated_grace() -> None:
+    text = BASE + "\n[turn]\nrequire_final = true\nfinal_grace = 0.6\npunctuated_grace = 0.25\n"
+    d = parse_agent_file(text, source="agent.toml", available_tools=set(), environ={})
+    assert d.turn == Adaptive(require_final=True, final_grace=0.6, punctuated_grace=0.25)
+    text = BASE + "\n[turn]\npunctuated_grace = 11\n"
+    assert problems(text) == ["agent.toml:6:20: turn.punctuated_grace: expected a value from 0 to 10 (got 11)"]
+
+
 LLM = BASE + """
 [llm]
 provider = "openai"
@@ -215,10 +223,13 @@ def test_a_boolean_is_not_an_integer_option_and_an_integer_is_a_number_option() 
     assert options["stability"] == 1.0 and isinstance(options["stability"], float)
 
 
-def test_the_local_stt_takes_only_a_prompt_and_the_local_tts_no_options() -> None:
+def test_the_local_stt_takes_a_prompt_and_its_early_decode_settings_and_the_local_tts_no_options() -> None:
     text = BASE + '\n[stt]\nprovider = "local"\noptions = { model = "tiny" }\n'
     assert problems(text) == ["agent.toml:7:13: stt.options.model: unknown option for stt provider 'local' "
-                              "(known: prompt)"]
+                              "(known: prompt, trailing_quiet, partial_every)"]
+    d = parse_agent_file(BASE + '\n[stt]\nprovider = "local"\noptions = { partial_every = 1.0, trailing_quiet = 0.1 }\n',
+                         source="agent.toml")
+    assert dict(d.stt.options) == {"partial_every": 1.0, "trailing_quiet": 0.1}
     text = BASE + '\n[tts]\nprovider = "local"\noptions = { voice = "heart" }\n'
     assert problems(text) == ["agent.toml:7:13: tts.options.voice: unknown option for tts provider 'local' "
                               "(it takes none)"]

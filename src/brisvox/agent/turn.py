@@ -13,7 +13,8 @@ confirms it at once.
 
 Policies: :class:`FixedSilence` (the turn ends ``silence`` after the backdated VAD stop)
 and :class:`Adaptive` (a Smart Turn verdict per stop, STT finals, ``require_final``,
-``final_grace``, a punctuated final shortening the wait, and a fallback deadline).
+``final_grace``, a punctuated final shortening the wait to ``punctuated_grace``, and a
+fallback deadline).
 
 A turn that ends before its last STT final (the fallback beat a slow STT) is completed by
 that final when it brings words and the caller is silent: a turn in the next epoch, ended at
@@ -67,6 +68,7 @@ from brisvox.core.errors import ConfigError, InvalidInput
 __all__ = [
     "DEFAULT_FALLBACK_SILENCE",
     "DEFAULT_FINAL_GRACE",
+    "DEFAULT_PUNCTUATED_GRACE",
     "Adaptive",
     "AnalysisState",
     "ArmTimer",
@@ -106,6 +108,10 @@ _log = logging.getLogger(__name__)
 
 DEFAULT_FALLBACK_SILENCE = 3.0
 DEFAULT_FINAL_GRACE = 0.8
+# The wait after a final that ends a sentence: short, because the STT's final already comes
+# some time after the stop (Whisper decodes the utterance), and a caller who goes on resumes
+# the pause before it (docs/DEMO.md measures what it saves).
+DEFAULT_PUNCTUATED_GRACE = 0.3
 
 
 class TurnState(enum.Enum):
@@ -146,15 +152,23 @@ class FixedSilence:
 
 @dataclass(frozen=True, slots=True)
 class Adaptive:
-    """Smart Turn verdicts plus STT finals, bounded by ``fallback_silence``."""
+    """Smart Turn verdicts plus STT finals, bounded by ``fallback_silence``.
+
+    ``final_grace``: with ``require_final``, how long after a complete verdict the turn waits
+    for the pause's final.  ``punctuated_grace``: how long after a final that ends a sentence
+    (``. ? ! …``) the turn waits for more words when Smart Turn has not called it complete; an
+    unpunctuated final waits for the verdict or the fallback.
+    """
 
     fallback_silence: float = DEFAULT_FALLBACK_SILENCE
     require_final: bool = False
     final_grace: float = DEFAULT_FINAL_GRACE
+    punctuated_grace: float = DEFAULT_PUNCTUATED_GRACE
 
     def __post_init__(self) -> None:
         _duration("Adaptive", "fallback_silence", self.fallback_silence)
         _duration("Adaptive", "final_grace", self.final_grace)
+        _duration("Adaptive", "punctuated_grace", self.punctuated_grace)
 
 
 TurnPolicy = FixedSilence | Adaptive
@@ -474,7 +488,7 @@ class TurnMachine:
             p.deadline = min(grace, fallback)
             p.reason = EndReason.FINAL_GRACE
         elif p.final_at is not None and p.final_punctuated:
-            grace = clamped_after(p.final_at, policy.final_grace)
+            grace = clamped_after(p.final_at, policy.punctuated_grace)
             if grace < fallback:
                 p.deadline, p.reason = grace, EndReason.STT_PUNCTUATION
 

@@ -77,7 +77,10 @@ _ELEVENLABS = _options(model=str, voice=str, base_url=str, stability=float, simi
                        inactivity_timeout=int)
 _OPENAI_SPEECH = _options(model=str, voice=str, base_url=str, instructions=str)
 _LOCAL_LLM = _options(temperature=float, max_tokens=int)
-_LOCAL_STT = _options(prompt=str)  # WhisperConfig.prompt: the agent's vocabulary
+# WhisperConfig.prompt: the agent's vocabulary; trailing_quiet and partial_every: the early decode.
+_LOCAL_STT = _options(prompt=str, trailing_quiet=float, partial_every=float)
+_LOCAL_STT_BOUNDS: Mapping[str, Bounds] = MappingProxyType({"trailing_quiet": (0.01, 1.0),
+                                                            "partial_every": (0.2, 10.0)})
 _OPENAI_COMPAT = _options(model=str, temperature=float, max_tokens=int, base_url=str, reasoning_effort=str,
                           parallel_tool_calls=bool)
 _ANTHROPIC = _options(model=str, temperature=float, max_tokens=int, base_url=str, thinking_budget=int)
@@ -104,7 +107,7 @@ _ELEVENLABS_BOUNDS: Mapping[str, Bounds] = MappingProxyType(
 
 
 CATALOG: tuple[ProviderEntry, ...] = (
-    ProviderEntry(Stage.STT, "local", KeyUse.NONE, "local", ("en",), options=_LOCAL_STT),
+    ProviderEntry(Stage.STT, "local", KeyUse.NONE, "local", ("en",), options=_LOCAL_STT, bounds=_LOCAL_STT_BOUNDS),
     ProviderEntry(Stage.STT, "mock", KeyUse.NONE, "", options=_MOCK_STT, bounds=_MOCK_BOUNDS),
     ProviderEntry(Stage.STT, "deepgram", KeyUse.REQUIRED, "deepgram", key_env_hint="DEEPGRAM_API_KEY",
                   options=_DEEPGRAM, bounds=_DEEPGRAM_BOUNDS),

@@ -65,7 +65,8 @@ async def test_the_local_stt_transcribes_espeak_sentences_one_final_per_finalize
     assert sum(accuracies) / len(accuracies) >= ACCURACY_FLOOR
     starts = [f.start for f in finals[:-1]]
     assert starts[0] == 0.0 and starts == sorted(starts)
-    assert all(a.end == pytest.approx(b.start) for a, b in pairwise(finals[:-1]))
+    # A final ends trailing_quiet after its segment's last sound: at or before the next one's start.
+    assert all(a.start < a.end <= b.start for a, b in pairwise(finals[:-1]))
 
 
 async def test_the_local_stt_refuses_a_rate_other_than_16_khz_before_loading_anything() -> None:
