@@ -50,7 +50,7 @@ ROOT = HERE.parents[1]
 SRC = ROOT / "src"
 sys.path.insert(0, str(SRC))  # this checkout's brisvox
 
-from brisvox.loadtest import speech_wav  # noqa: E402
+from brisvox.loadtest import speech_wav as speech_wav  # noqa: E402  (workers.py takes it from here)
 
 PIPECAT_REQUIREMENTS = ("pipecat-ai==1.14.0", "websockets", "fastapi<1,>=0.115.6", "uvicorn<1.0.0,>=0.32.0")
 JITTER_BUFFER_MS = 40.0
@@ -128,20 +128,29 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch
                 proc.wait()
 
 
+def loadtest(label: str, url: str, n: int, turns: int, args: argparse.Namespace, wav: Path, out: Path,
+             *, pin: Sequence[str] = (), server_pid: int | None = None) -> dict[str, Any]:
+    """Run ``brisvox loadtest`` (``pin``: a command prefix such as taskset) for one point; its summary."""
+    cmd = [*pin, sys.executable, "-m", "brisvox", "loadtest", url, "-n", str(n), "--turns", str(turns), "--wav",
+           str(wav), "--json", "--jitter-buffer-ms", str(JITTER_BUFFER_MS), "--stagger", str(args.stagger),
+           "--spread", str(args.spread), "--out", str(out)]
+    if server_pid is not None:
+        cmd += ["--server-pid", str(server_pid)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
+                          timeout=60 + args.stagger + turns * 20)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"{label}: the client printed no summary: {done.stderr[-2000:]}")
+    summary: dict[str, Any] = json.loads(lines[-1])
+    return summary
+
+
 def run_point(framework: str, n: int, turns: int, args: argparse.Namespace, pipecat_python: Path,
               wav: Path) -> dict[str, Any]:
     log = args.out / f"{framework}_n{n}.log"
     with server(framework, pipecat_python, log, args.loop, args.vad_batch) as (pid, url):
-        cmd = ["taskset", "-c", "1", sys.executable, "-m", "brisvox", "loadtest", url, "-n", str(n),
-               "--turns", str(turns), "--server-pid", str(pid), "--wav", str(wav), "--json",
-               "--jitter-buffer-ms", str(JITTER_BUFFER_MS), "--stagger", str(args.stagger), "--spread",
-               str(args.spread), "--out", str(args.out / f"{framework}_n{n}.json")]
-        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
-                              timeout=60 + args.stagger + turns * 20)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"{framework} n={n}: the client printed no summary: {done.stderr[-2000:]}")
-    summary: dict[str, Any] = json.loads(lines[-1])
+        summary = loadtest(f"{framework} n={n}", url, n, turns, args, wav, args.out / f"{framework}_n{n}.json",
+                           pin=("taskset", "-c", "1"), server_pid=pid)
     summary["framework"] = framework
     summary["load_before"] = os.getloadavg()[0]
     return summary
@@ -225,23 +234,42 @@ def _points(spec: str) -> list[tuple[int, int]]:
     return out
 
 
+def report(out: Path, text: str) -> int:
+    """Write the run's table (``out``/table.md) and print it."""
+    (out / "table.md").write_text(text)
+    print(text)
+    return 0
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options every density bench has: how the callers arrive, and where the results go."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stagger", type=float, default=10.0, help="connect the callers over this many s")
+    ap.add_argument("--spread", type=float, default=9.0, help="spread the first turns over this many s")
+    ap.add_argument("--out", type=Path, default=None, help="the results folder (default: under bench/density/results/, named by the UTC time)")
+    return ap
+
+
+def results_dir(args: argparse.Namespace, prefix: str) -> str:
+    """Make ``args.out`` (by default results/<prefix><UTC time>); the time stamp."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    args.out = args.out or HERE / "results" / f"{prefix}{stamp}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    return str(stamp)
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer points, fewer turns (a check, not the result)")
     ap.add_argument("--pipecat-ns", default=None, help="N:turns,... for Pipecat (default: the reference's sweep)")
     ap.add_argument("--brisvox-ns", default=None, help="N:turns,... for brisvox")
     ap.add_argument("--turns", type=int, default=None, help="turns per caller at every N (overrides N:turns)")
-    ap.add_argument("--stagger", type=float, default=10.0)
-    ap.add_argument("--spread", type=float, default=9.0)
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="brisvox's event loop")
     ap.add_argument("--vad-batch", choices=("on", "off"), default="on", help="brisvox's BRISVOX_VAD_BATCH")
     ap.add_argument("--frameworks", default="pipecat,brisvox")
     ap.add_argument("--pipecat-venv", type=Path, default=Path("/work/venv-pipecat"))
-    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    args.out = args.out or HERE / "results" / stamp
-    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = results_dir(args, "")
     specs = QUICK if args.quick else FULL
     frameworks = args.frameworks.split(",")
     pipecat_python = ensure_pipecat_venv(args.pipecat_venv) if "pipecat" in frameworks else Path()
@@ -256,9 +284,7 @@ def main() -> int:
                                                               f"{summary['n_errors']}")
     text = (f"# Density, {stamp}\n\nMachine: {machine()}; server on core 0, client on core 1; load average at the "
             f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}.\n\n{table(points)}\n")
-    (args.out / "table.md").write_text(text)
-    print(text)
-    return 0
+    return report(args.out, text)
 
 
 if __name__ == "__main__":

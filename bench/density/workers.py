@@ -23,17 +23,14 @@ nodes' logs and table.md.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import json
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from run import HERE, JITTER_BUFFER_MS, SRC, machine, passes, record, server, speech_wav
+from run import loadtest, machine, parser, passes, record, report, results_dir, server, speech_wav
 
 LADDERS = {1: "40,50,60,70", 2: "80,100,120,140"}
 SHORT = {1: "50,60", 2: "100,120"}
@@ -73,16 +70,9 @@ def point(workers: int, n: int, turns: int, args: argparse.Namespace, wav: Path)
     with server("brisvox", Path(), log, "asyncio", "on", workers=workers, cpus=None) as (pid, url):
         pids = tree(pid)
         before, t0 = cpu_seconds(pids), time.monotonic()
-        cmd = [sys.executable, "-m", "brisvox", "loadtest", url, "-n", str(n), "--turns", str(turns), "--wav",
-               str(wav), "--json", "--jitter-buffer-ms", str(JITTER_BUFFER_MS), "--stagger", str(args.stagger),
-               "--spread", str(args.spread), "--out", str(args.out / f"workers{workers}_n{n}.json")]
-        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)},
-                              timeout=60 + args.stagger + turns * 20)
+        summary = loadtest(f"workers={workers} n={n}", url, n, turns, args, wav,
+                           args.out / f"workers{workers}_n{n}.json")
         after, t1 = cpu_seconds(pids), time.monotonic()
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"workers={workers} n={n}: the client printed no summary: {done.stderr[-2000:]}")
-    summary: dict[str, Any] = json.loads(lines[-1])
     used = {p: after[p] - before[p] for p in after if p in before}
     wall = t1 - t0
     summary.update({
@@ -117,18 +107,13 @@ def table(points: Sequence[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = parser(__doc__)
     ap.add_argument("--short", action="store_true", help="2 turns per caller, two points per mode")
     ap.add_argument("--ns1", default=None, help="call counts for --workers 1 (comma-separated)")
     ap.add_argument("--ns2", default=None, help="call counts for --workers 2")
     ap.add_argument("--turns", type=int, default=None, help="turns per caller (default 6, 2 with --short)")
-    ap.add_argument("--stagger", type=float, default=10.0)
-    ap.add_argument("--spread", type=float, default=9.0)
-    ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    args.out = args.out or HERE / "results" / f"workers-{stamp}"
-    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = results_dir(args, "workers-")
     ladders = SHORT if args.short else LADDERS
     turns = args.turns or (2 if args.short else 6)
     ns = {1: [int(x) for x in (args.ns1 or ladders[1]).split(",")],
@@ -144,9 +129,7 @@ def main() -> int:
     text = (f"# Calls per machine, --workers 1 and 2, {stamp}\n\nMachine: {machine()}; nothing pinned (node and client "
             f"share the cores); {turns} turns per caller; load average at the end {os.getloadavg()}.\n\n"
             f"{table(points)}\n")
-    (args.out / "table.md").write_text(text)
-    print(text)
-    return 0
+    return report(args.out, text)
 
 
 if __name__ == "__main__":

@@ -316,3 +316,75 @@ async def test_a_refused_frame_and_the_clients_close_in_one_read_get_the_close_a
         assert await closed_within(r, 3.0)
         w.close()
     assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR]
+
+
+class _Transport(asyncio.Transport):
+    """A transport that records what the protocol does with reading."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+        self.pauses = 0
+        self.written = b""
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 1), "peername": ("127.0.0.1", 2)}.get(name, default)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.written += bytes(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+        self.pauses += 1
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def close(self) -> None:
+        pass
+
+
+async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_resumes_once_the_app_took_them() -> None:
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from brisvox.server.edge import RECEIVE_BACKLOG
+
+    taken: list[Any] = []
+    take = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        assert (await receive())["type"] == "websocket.connect"
+        await send({"type": "websocket.accept"})
+        await take.wait()
+        for _ in range(RECEIVE_BACKLOG):
+            taken.append(await receive())
+
+    _http, ws_protocol = Edge(SystemClock()).protocols()
+    config = uvicorn.Config(app, ws_per_message_deflate=False, lifespan="off")
+    config.load()
+    protocol = ws_protocol(config, ServerState(), {})
+    transport = _Transport()
+    protocol.connection_made(transport)
+    key = base64.b64encode(os.urandom(16)).decode()
+    protocol.data_received((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    for _ in range(20):  # the app accepts
+        await asyncio.sleep(0)
+    assert transport.written.startswith(b"HTTP/1.1 101")
+    for i in range(RECEIVE_BACKLOG - 1):  # audio frames, one per socket read, that the app has not taken yet
+        protocol.data_received(frame(0x2, bytes([i]) * 640))
+        assert not transport.paused, f"reading paused at message {i + 1}"
+    protocol.data_received(frame(0x2, bytes(640)))
+    assert transport.paused and transport.pauses == 1  # the backlog is bounded: the socket is not read further
+    take.set()
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(taken) == RECEIVE_BACKLOG and taken[0]["bytes"] == bytes(640)
+    assert not transport.paused  # the app took them all: reading resumed
+    protocol.connection_lost(None)
+    for task in list(protocol.tasks):
+        await task

@@ -1,6 +1,6 @@
 """The server's edge: what uvicorn does with a connection before and around the ASGI app.
 
-uvicorn's own protocols leave four holes that a hostile client can use, and this module
+uvicorn's own protocols leave four holes that a hostile client can use, and one cost per audio frame; this module
 closes them with two protocol classes (:meth:`Edge.protocols`) that :func:`brisvox.server.host.serve`
 gives uvicorn:
 
@@ -24,6 +24,13 @@ gives uvicorn:
   the app's flow control; a client that pings without reading grew the process by 100 MB.
   A pong is dropped (and counted) while the socket's unsent data is over
   ``max_pong_backlog`` bytes.
+
+* **Reading pauses at a backlog, not at every message.** uvicorn pauses the socket's reading
+  after each message and resumes it when the app has taken it: two ``epoll_ctl`` calls per
+  20 ms audio frame, a third of the edge's CPU per frame (``bench/density/edge_lever.py``).
+  Reading pauses when :data:`RECEIVE_BACKLOG` messages wait for the app (and resumes when it
+  has taken them all), so the queue stays bounded and a client that outruns its call still
+  meets TCP backpressure.
 
 A frame the WebSocket layer refuses (invalid UTF-8, bad framing, too big) is closed with
 its code as before, but logged as one short line at most every :data:`brisvox.core.ratelog.LOG_INTERVAL`
@@ -53,7 +60,7 @@ from brisvox.core.clock import Clock, Timer, call_at
 from brisvox.core.errors import ConfigError
 from brisvox.core.ratelog import RateLimitedLog
 
-__all__ = ["PING_EXTENSION", "Edge", "EdgeConfig", "EdgeStats"]
+__all__ = ["PING_EXTENSION", "RECEIVE_BACKLOG", "Edge", "EdgeConfig", "EdgeStats"]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,10 @@ PING_EXTENSION = "brisvox.ping"
 REFUSED_LINGER = 2.0
 """Seconds a connection whose frame was refused keeps reading for the client's close."""
 
+
+RECEIVE_BACKLOG = 16
+"""Received messages the app has not taken yet at which reading pauses (TCP backpressure):
+16 audio frames are 320 ms."""
 
 MAX_PENDING_PINGS = 16
 """Pings of the app awaiting their pong; an older one is given up (cancelled) past it."""
@@ -323,11 +334,14 @@ class Edge:
 
             def send_receive_event_to_app(self) -> None:
                 self._drop_token()
-                if self.curr_msg_data_type != "text" or self.close_sent:
+                if self.close_sent:
                     super().send_receive_event_to_app()
                     return
                 data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
                 self.frames = []
+                if self.curr_msg_data_type != "text":
+                    self._queue_for_app({"type": "websocket.receive", "bytes": data})
+                    return
                 try:
                     text = data.decode()
                 except UnicodeDecodeError:
@@ -341,8 +355,15 @@ class Edge:
                         edge.stats.refused_frames += 1
                         edge.note("frames refused (1007)")
                     return
-                self.queue.put_nowait({"type": "websocket.receive", "text": text})
-                if not self.read_paused:
+                self._queue_for_app({"type": "websocket.receive", "text": text})
+
+            def _queue_for_app(self, message: Any) -> None:
+                # uvicorn pauses reading after every message and resumes when the app has taken
+                # it: two epoll_ctl calls per 20 ms audio frame.  Reading pauses at RECEIVE_BACKLOG
+                # messages instead (resumed by uvicorn's receive() once the app has taken them all),
+                # so the queue stays bounded: RECEIVE_BACKLOG plus the frames of one socket read.
+                self.queue.put_nowait(message)
+                if not self.read_paused and self.queue.qsize() >= RECEIVE_BACKLOG:
                     self.read_paused = True
                     self.transport.pause_reading()
 
