@@ -54,6 +54,12 @@ def test_a_valid_recording_loads_its_records_in_order() -> None:
     ({"t": 1, "k": "s2s_in", "op": "results", "results": [{"call_id": "c", "name": "n", "content": 1}]},
      "line 2 (s2s_in), results[0]: field 'content' must be str, got int"),
     ({"t": 1, "k": "s2s_in", "op": "truncate", "item": None}, "line 2 (s2s_in) truncate: missing field 'ms'"),
+    ({"t": 1, "k": "agent", "cmd": "dance"}, "line 2 (agent): unknown cmd 'dance' (known: context.update, end, say"),
+    ({"t": 1, "k": "agent", "cmd": "say", "text": "x"}, "line 2 (agent) say: missing field 'interrupt'"),
+    ({"t": 1, "k": "agent", "cmd": "tools.set", "names": [1]}, "line 2 (agent): field 'names' must hold strings"),
+    ({"t": 1, "k": "brain"}, "line 2 (brain): missing field 'fallback'"),
+    ({"t": 1, "k": "event", "e": "CallerInput", "epoch": 0, "kind": "text", "text": "x", "reply": "sung"},
+     "field 'reply' must be 'spoken', 'text' or null, got 'sung'"),
 ])
 def test_a_bad_record_is_refused_naming_its_line_and_field(record: object, message: str) -> None:
     with pytest.raises(RecordingError, match=re.escape(message)):
@@ -78,15 +84,36 @@ def test_a_header_without_the_later_fields_reads_as_a_cascaded_call_without_summ
                  "repeatable": False, "timeout": -1}]}, "tools[0]: field 'timeout' must be a number > 0, got -1"),
     ({"tools": [{"name": "x", "kind": "read_only", "description": "d", "parameters": {}, "agent_link": True,
                  "timeout": 2.0}]}, "tools[0]: missing field 'repeatable'"),
+    ({"agent_link": True}, "field 'agent_link' must be an object or null"),
+    ({"agent_link": {"answers_turns": "yes"}}, "agent_link: field 'answers_turns' must be bool, got str"),
 ])
 def test_a_bad_header_field_is_refused_by_name(change: dict[str, object], message: str) -> None:
     with pytest.raises(RecordingError, match=re.escape(message)):
         parse_recording(lines(header={**HEADER, **change}))
 
 
-def test_a_recording_of_another_version_is_refused_saying_which_version_this_brisvox_reads() -> None:
-    with pytest.raises(RecordingError, match=rf"version 7 is not readable by this brisvox \(it reads version {VERSION}\)"):
-        parse_recording(lines(header={**HEADER, "version": 7}))
+def test_a_recording_of_a_newer_version_is_refused_naming_its_version_and_the_ones_this_brisvox_reads() -> None:
+    with pytest.raises(RecordingError, match=re.escape(
+            f"recording format version {VERSION + 1} is not readable by this brisvox (it reads versions 1, 2); "
+            "replay it with the brisvox that made it (0.3.0)")):
+        parse_recording(lines(header={**HEADER, "version": VERSION + 1, "brisvox": "0.3.0"}))
+
+
+def test_a_version_1_recording_still_loads_but_may_not_hold_the_records_version_2_added() -> None:
+    v1 = {**HEADER, "version": 1}
+    assert parse_recording(lines({"t": 0.5, "k": "stop"}, header=v1)).header.version == 1
+    with pytest.raises(RecordingError, match=re.escape(
+            "line 2 (agent): record kind 'agent' came in format version 2; this recording says version 1")):
+        parse_recording(lines({"t": 1, "k": "agent", "cmd": "end", "farewell": ""}, header=v1))
+
+
+def test_a_linked_agents_commands_and_brain_fallbacks_load_with_the_link_in_the_header() -> None:
+    rec = parse_recording(lines({"t": 1, "k": "agent", "cmd": "say", "text": "Hi", "interrupt": False},
+                                {"t": 2, "k": "agent", "cmd": "tools.set", "names": ["a"]},
+                                {"t": 3, "k": "brain", "fallback": "the agent sent no line in time"},
+                                header={**HEADER, "agent_link": {"answers_turns": True}}))
+    assert [r["k"] for r in rec.records] == ["agent", "agent", "brain"] and rec.header.brain
+    assert not parse_recording(lines(header={**HEADER, "agent_link": {"answers_turns": False}})).header.brain
 
 
 def test_a_file_that_is_not_a_recording_says_so() -> None:
@@ -103,7 +130,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | s
                                                                                  max_size=4), max_leaves=12)
 _records = st.fixed_dictionaries({"t": st.one_of(st.floats(), st.integers()),
                                   "k": st.sampled_from(["audio", "stt", "llm", "tts", "tool", "event", "s2s",
-                                                        "s2s_in", "end", "x"])},
+                                                        "s2s_in", "agent", "brain", "end", "x"])},
                                  optional={"pcm": st.text(max_size=8), "text": _json, "final": _json,
                                            "ev": st.sampled_from(["audio", "transcript", "tool_call", "error",
                                                                   "tools_cancelled", "x"]) | _json,
@@ -114,10 +141,14 @@ _records = st.fixed_dictionaries({"t": st.one_of(st.floats(), st.integers()),
                                            "events": _json, "chars": _json, "audio": _json,
                                            "name": _json, "result": _json, "raised": _json, "message": _json,
                                            "e": _json, "epoch": _json, "dropped": _json, "speech_final": _json,
-                                           "from_finalize": _json})
+                                           "from_finalize": _json, "cmd": st.sampled_from(
+                                               ["say", "end", "context.update", "tools.set", "transfer"]) | _json,
+                                           "interrupt": _json, "farewell": _json, "note": _json, "names": _json,
+                                           "to": _json, "fallback": _json, "reply": _json, "kind": _json})
 
 
-_headers = st.fixed_dictionaries({}, optional={"pipeline": _json, "summaries": _json, "tools": _json}).map(
+_headers = st.fixed_dictionaries({}, optional={"pipeline": _json, "summaries": _json, "tools": _json,
+                                               "agent_link": _json, "version": st.sampled_from([1, 2, 3])}).map(
     lambda extra: {**HEADER, **extra})
 
 

@@ -14,6 +14,12 @@ commands of this module and :meth:`AgentInput.put` s them without ever waiting o
 * :class:`Note` is a ``ContextNoteFrame`` (the path of the caller screen's app events).
 * :class:`OfferTools` narrows the tools the model is offered (``ToolEngine.offer``).
 * :class:`Transfer` goes through the call's phone line (``PhoneLine.transfer``).
+* :class:`EndWhenSilent` (``end`` without a farewell) is not queued: :attr:`AgentInput.ended`
+  is set once the bot is silent (at once, or at the end of the reply playing now; ``listen``
+  hears the call's events), and the server stops the call on it.
+
+``tap`` (the call's recorder, when it records) is told every command as it enters the call,
+before it is carried out or refused: a replay puts the same commands at the same times.
 
 A command the call cannot carry out is refused once through the ``on_refused`` the link
 gave (:class:`Refusal` says why): the link answers the agent with an ``error`` and logs it.
@@ -21,6 +27,7 @@ gave (:class:`Refusal` says why): the link answers the agent with an ``error`` a
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,12 +35,14 @@ from typing import Final
 
 from brisvox.core.channel import Channel, Overflow
 from brisvox.core.errors import ChannelClosed
+from brisvox.engine import events as ev
 
 __all__ = [
     "HELD_LINES",
     "AgentCommand",
     "AgentInput",
     "BotLine",
+    "EndWhenSilent",
     "Note",
     "OfferTools",
     "Refusal",
@@ -76,7 +85,13 @@ class Transfer:
         return "Transfer(<destination>)"
 
 
-AgentCommand = BotLine | Note | OfferTools | Transfer
+@dataclass(frozen=True, slots=True)
+class EndWhenSilent:
+    """The agent's ``end`` without a farewell: the call stops once the bot is silent."""
+
+
+Queued = BotLine | Note | OfferTools | Transfer  # what the call carries out in order (``commands``)
+AgentCommand = Queued | EndWhenSilent
 
 
 class Refusal(enum.Enum):
@@ -98,7 +113,7 @@ Refused = Callable[[str, Refusal, str], None]
 def command_name(command: AgentCommand) -> str:
     """The agent protocol's name of the message ``command`` came from."""
     match command:
-        case BotLine(farewell=True):
+        case BotLine(farewell=True) | EndWhenSilent():
             return "end"
         case BotLine():
             return "say"
@@ -115,10 +130,22 @@ class AgentInput:
 
     def __init__(self, on_refused: Refused, capacity: int = 32) -> None:
         self._on_refused = on_refused
-        self.commands: Channel[AgentCommand] = Channel(capacity, Overflow.BACKPRESSURE, name="agent-input")
+        self.commands: Channel[Queued] = Channel(capacity, Overflow.BACKPRESSURE, name="agent-input")
+        self.ended = asyncio.Event()  # the agent's end without a farewell, once the bot is silent
+        self._end_asked = False
+        self._bot_busy = False
+        self.tap: Callable[[AgentCommand], None] | None = None  # the call's recorder
 
     def put(self, command: AgentCommand) -> None:
-        """Queue ``command`` without waiting (refused ``busy`` when full, ``call_ended`` once closed)."""
+        """Queue ``command`` without waiting (refused ``busy`` when full, ``call_ended`` once closed);
+        an :class:`EndWhenSilent` sets ``ended`` now or once the bot is silent."""
+        if self.tap is not None:
+            self.tap(command)
+        if isinstance(command, EndWhenSilent):
+            self._end_asked = True
+            if not self._bot_busy:
+                self.ended.set()
+            return
         try:
             queued = self.commands.try_send(command)
         except ChannelClosed:
@@ -126,6 +153,15 @@ class AgentInput:
             return
         if not queued:
             self.refuse(command, Refusal.BUSY, "too many commands are waiting for the call")
+
+    def listen(self, event: ev.EngineEvent) -> None:
+        """An engine event listener: whether the bot speaks (an end waits for its silence)."""
+        if isinstance(event, ev.BotText | ev.BotAudible):
+            self._bot_busy = True
+        elif isinstance(event, ev.BotDone | ev.TurnStarted):
+            self._bot_busy = False
+            if self._end_asked:
+                self.ended.set()
 
     def refuse(self, command: AgentCommand | str, why: Refusal, message: str) -> None:
         """``command`` (or its protocol name) was not carried out: the link tells the agent."""

@@ -635,7 +635,7 @@ async def _pump_events(session: TransportSession, running: RunningPipeline, mark
                 marks.resolve(event)  # the engine's own marks (end_after_echo); no other mark is the engine's
             elif isinstance(event, TypedText):
                 fault.events.emit(CallerInput(epoch=fault.epoch(), at=event.at, kind=CallerInputKind.TEXT,
-                                              text=event.text))
+                                              text=event.text, reply=event.reply))
                 await running.send(UserTextFrame(epoch=0, text=event.text, reply=event.reply))  # a turn (the driver)
             elif isinstance(event, ContextNote):
                 fault.events.emit(CallerInput(epoch=fault.epoch(), at=event.at, kind=CallerInputKind.NOTE,

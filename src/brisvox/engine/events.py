@@ -107,10 +107,12 @@ class CallerInputKind(enum.Enum):
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class CallerInput(_Event):
     """The caller typed ``text``, pressed a key (``kind`` KEY: ``text`` is the key, 0-9 * # A-D)
-    or their screen sent an app event (``kind`` NOTE: ``text`` is the note it became)."""
+    or their screen sent an app event (``kind`` NOTE: ``text`` is the note it became).
+    ``reply``: how typed text asked to be answered (spoken, or shown as text); None for the others."""
 
     kind: CallerInputKind
     text: str
+    reply: ReplyMode | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, repr=False)

@@ -1,12 +1,13 @@
-"""The recording format (version 1): one call in one gzip-compressed JSON-lines file.
+"""The recording format (version 2): one call in one gzip-compressed JSON-lines file.
 
 Line 1 is the header::
 
-    {"format": "brisvox-recording", "version": 1, "brisvox": "0.1.0", "agent": "demo",
+    {"format": "brisvox-recording", "version": 2, "brisvox": "0.1.0", "agent": "demo",
      "agent_file": "/srv/agent.toml", "clock": "real", "rates": {"input": 16000, "output": 24000},
      "started": "2026-12-04T09:00:00+00:00", "vad": "silero", "smart_turn": true,
      "pipeline": "cascade", "summaries": true,
-     "tools": [{"name": "lookup", "kind": "read_only", "description": "...", "parameters": {...}}]}
+     "tools": [{"name": "lookup", "kind": "read_only", "description": "...", "parameters": {...}}],
+     "agent_link": {"answers_turns": false}}
 
 ``clock`` is ``virtual`` for a call run on virtual time (a simulation, a test: its replay
 must match to the millisecond) and ``real`` for a production call (its replay is compared
@@ -22,6 +23,8 @@ agent whose tools changed says which; a tool its agent link served (docs/AGENT_P
 ``agent_link: true``, its ``timeout`` and ``repeatable`` (the replay, which has no link, offers
 it as recorded).  The last three came later in version 1: a
 recording without them is a cascaded call without summaries whose tools were not stored.
+``agent_link`` (version 2) is null, or the call's agent link was open: ``answers_turns`` says
+whether its agent answered the turns (brain mode: the call's model requests went to the agent).
 
 Every further line is a record ``{"t": seconds since the call started, "k": kind, ...}``:
 
@@ -48,14 +51,21 @@ Every further line is a record ``{"t": seconds since the call started, "k": kind
 * ``s2s_in``: what the call sent a speech-to-speech model, ``op``: ``results`` (``results``:
   ``call_id``, ``name``, ``content``, ``is_error`` each), ``request``, ``cancel``, ``note``
   (``text``), ``truncate`` (``item``, ``ms``);
+* ``agent`` (version 2): a command of the call's linked agent as it entered the call, ``cmd``
+  its protocol name: ``say`` (``text``, ``interrupt``), ``end`` (``farewell``: "" ends the call
+  once the bot is silent), ``context.update`` (``note``), ``tools.set`` (``names``),
+  ``transfer`` (``to``);
+* ``brain`` (version 2): in brain mode, the agent file's model answered a request in the
+  agent's place: ``fallback``, why;
 * ``stop``: the call stopped hearing the caller (its speech-to-text closed: the caller hung
   up, or the call ended); the replay hangs up then;
 * ``end``: the last line: ``dropped`` records the bounded writer lost (0: complete).
 
 :func:`parse_recording` is the pure loader: it checks every line and raises
 :class:`RecordingError` naming the line and the field that is wrong.  A recording whose
-``version`` is not :data:`VERSION` is refused with a message saying which versions this
-brisvox reads.  Recordings hold the caller's audio and words: see docs/OBSERVABILITY.md.
+``version`` is not one of :data:`READABLE` is refused with a message naming its version and
+the ones this brisvox reads; a version 1 recording reads as before (it holds no ``agent`` or
+``brain`` records: a linked agent's commands were not recorded then).  Recordings hold the caller's audio and words: see docs/OBSERVABILITY.md.
 """
 
 from __future__ import annotations
@@ -76,6 +86,7 @@ __all__ = [
     "FORMAT",
     "KINDS",
     "PIPELINES",
+    "READABLE",
     "SUMMARY",
     "VERSION",
     "Header",
@@ -89,8 +100,11 @@ __all__ = [
 ]
 
 FORMAT: Final = "brisvox-recording"
-VERSION: Final = 1
-KINDS: Final = frozenset({"audio", "stt", "llm", "tts", "tool", "event", "s2s", "s2s_in", "stop", "end"})
+VERSION: Final = 2
+READABLE: Final = (1, 2)  # the versions this brisvox replays
+KINDS: Final = frozenset({"audio", "stt", "llm", "tts", "tool", "event", "s2s", "s2s_in", "agent", "brain",
+                          "stop", "end"})
+_SINCE: Final = {"agent": 2, "brain": 2}  # record kinds a version added
 _CLOCKS: Final = frozenset({"virtual", "real"})
 PIPELINES: Final = frozenset({"cascade", "s2s"})
 SUMMARY: Final = "summary"  # an ``llm`` record's ``use`` for a window summary's request
@@ -123,13 +137,20 @@ class Header:
     pipeline: str = "cascade"  # or "s2s": a speech-to-speech model heard and spoke
     summaries: bool = False  # the call made window summaries
     tools: tuple[dict[str, Any], ...] | None = None  # the offered tools (tool_record); None: not stored
+    agent_link: dict[str, Any] | None = None  # the open agent link: {"answers_turns": bool}; None: none
+
+    @property
+    def brain(self) -> bool:
+        """The call's agent answered its turns (brain mode)."""
+        return self.agent_link is not None and self.agent_link.get("answers_turns") is True
 
     def line(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": self.version, "brisvox": self.brisvox, "agent": self.agent,
                 "agent_file": self.agent_file, "clock": self.clock,
                 "rates": {"input": self.input_rate, "output": self.output_rate}, "started": self.started,
                 "vad": self.vad, "smart_turn": self.smart_turn, "pipeline": self.pipeline,
-                "summaries": self.summaries, "tools": list(self.tools) if self.tools is not None else None}
+                "summaries": self.summaries, "tools": list(self.tools) if self.tools is not None else None,
+                "agent_link": self.agent_link}
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,10 +239,10 @@ def _header(raw: Any) -> Header:
     if raw.get("format") != FORMAT:
         raise RecordingError(f"{where}: field 'format' must be {FORMAT!r}: this is not a brisvox recording")
     version = _need(raw, "version", int, where)
-    if version != VERSION:
+    if version not in READABLE:
         raise RecordingError(f"{where}: recording format version {version} is not readable by this brisvox "
-                             f"(it reads version {VERSION}); replay it with the brisvox that made it "
-                             f"({raw.get('brisvox', 'unknown')})")
+                             f"(it reads versions {', '.join(map(str, READABLE))}); replay it with the brisvox "
+                             f"that made it ({raw.get('brisvox', 'unknown')})")
     rates = _need(raw, "rates", dict, where)
     rate_in = _need(rates, "input", int, f"{where}, rates")
     rate_out = _need(rates, "output", int, f"{where}, rates")
@@ -249,7 +270,17 @@ def _header(raw: Any) -> Header:
     return Header(version=version, brisvox=_need(raw, "brisvox", str, where), agent=_need(raw, "agent", str, where),
                   agent_file=agent_file, clock=clock, input_rate=rate_in, output_rate=rate_out,
                   started=_need(raw, "started", str, where), vad=vad, smart_turn=smart_turn, pipeline=pipeline,
-                  summaries=summaries, tools=_tools(raw.get("tools"), where))
+                  summaries=summaries, tools=_tools(raw.get("tools"), where),
+                  agent_link=_agent_link(raw.get("agent_link"), where))
+
+
+def _agent_link(raw: Any, where: str) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise RecordingError(f"{where}: field 'agent_link' must be an object or null")
+    _need(raw, "answers_turns", bool, f"{where}, agent_link")
+    return raw
 
 
 def _tools(raw: Any, where: str) -> tuple[dict[str, Any], ...] | None:
@@ -343,6 +374,8 @@ def _check(record: dict[str, Any], where: str) -> None:
     elif kind == "event":
         _need(record, "e", str, where)
         _need(record, "epoch", int, where)
+        if record["e"] == "CallerInput" and record.get("reply") not in (None, "spoken", "text"):
+            raise RecordingError(f"{where}: field 'reply' must be 'spoken', 'text' or null, got {record['reply']!r}")
     elif kind == "s2s":
         _fields(record, _S2S_EVENTS, "ev", where)
     elif kind == "s2s_in":
@@ -351,6 +384,12 @@ def _check(record: dict[str, Any], where: str) -> None:
             if not isinstance(result, dict):
                 raise RecordingError(f"{where}, results[{i}]: expected an object")
             _fields_of(result, _RESULT, f"{where}, results[{i}]")
+    elif kind == "agent":
+        _fields(record, _AGENT, "cmd", where)
+        if record["cmd"] == "tools.set" and not all(isinstance(n, str) for n in record["names"]):
+            raise RecordingError(f"{where}: field 'names' must hold strings")
+    elif kind == "brain":
+        _need(record, "fallback", str, where)
     elif kind == "end":
         _need(record, "dropped", int, where)
     elif kind == "stop":
@@ -378,6 +417,10 @@ _S2S_EVENTS: Final[Mapping[str, _Fields]] = {
 _S2S_INPUTS: Final[Mapping[str, _Fields]] = {
     "results": {"results": list}, "request": {}, "cancel": {}, "note": {"text": str},
     "truncate": {"item": _OPT_STR, "ms": int},
+}
+_AGENT: Final[Mapping[str, _Fields]] = {
+    "say": {"text": str, "interrupt": bool}, "end": {"farewell": str}, "context.update": {"note": str},
+    "tools.set": {"names": list}, "transfer": {"to": str},
 }
 _RESULT: Final[_Fields] = {"call_id": str, "name": str, "content": str, "is_error": bool}
 _SPEAKERS: Final = frozenset({"caller", "model"})
@@ -428,6 +471,9 @@ def parse_recording(lines: Iterable[str | bytes]) -> Recording:
         if not isinstance(raw, dict):
             raise RecordingError(f"line {number}: expected a JSON object, got {type(raw).__name__}")
         _check(raw, f"line {number}")
+        if _SINCE.get(raw["k"], 1) > header.version:
+            raise RecordingError(f"line {number} ({raw['k']}): record kind {raw['k']!r} came in format version "
+                                 f"{_SINCE[raw['k']]}; this recording says version {header.version}")
         if raw["k"] == "end":
             dropped = raw["dropped"]
         records.append(raw)

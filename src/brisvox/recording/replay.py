@@ -9,6 +9,8 @@ with these in place of the real providers and tools:
 * :class:`ReplayTts` gives each synthesis context, in order, audio of the recorded length
   on the recorded schedule (the audio spread over the text as it comes);
 * :func:`recorded_tool` returns a tool's recorded results in order (or raises the recorded error);
+* :func:`agent_command` is the command of a linked agent's ``agent`` record, which the replay
+  puts into the call at its recorded time (it opens no link);
 * :class:`ReplayS2s` (a speech-to-speech call) gives the model's recorded events at their
   recorded times (its audio as sound of the recorded length) and notes what the call sends
   it (``s2s_in`` records), whatever that is: the model's side is played back, not re-asked.
@@ -41,6 +43,7 @@ from typing import Any, Final
 from brisvox.agent.tools import Tool, ToolCallContext, ToolError
 from brisvox.core.clock import Clock
 from brisvox.core.tasks import TaskScope
+from brisvox.engine.agent_input import AgentCommand, BotLine, EndWhenSilent, Note, OfferTools, Transfer
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
 from brisvox.providers.llm import (
     Done,
@@ -94,6 +97,7 @@ __all__ = [
     "ReplayStt",
     "ReplayTts",
     "Seen",
+    "agent_command",
     "compare",
     "compared_events",
     "judge",
@@ -377,6 +381,20 @@ def s2s_event(r: dict[str, Any], provider: str) -> S2sEvent:
     return S2sReady()
 
 
+def agent_command(r: dict[str, Any]) -> AgentCommand:
+    """The command of an ``agent`` record (checked by the loader)."""
+    cmd = r["cmd"]
+    if cmd == "say":
+        return BotLine(r["text"], interrupt=r["interrupt"])
+    if cmd == "end":
+        return BotLine(r["farewell"], farewell=True) if r["farewell"] else EndWhenSilent()
+    if cmd == "context.update":
+        return Note(r["note"])
+    if cmd == "tools.set":
+        return OfferTools(tuple(r["names"]))
+    return Transfer(r["to"])
+
+
 class ReplayedToolError(ToolError):
     """A tool call the recording has no result for, or whose recorded run raised."""
 
@@ -397,7 +415,7 @@ def recorded_tool(name: str, results: list[dict[str, Any]]) -> Tool:
 # --- the comparison -------------------------------------------------------------------------
 
 _COMPARED: Final = {
-    "CallerInput": ("kind", "text"),
+    "CallerInput": ("kind", "text", "reply"),
     "FlowEntered": ("node", "previous"),
     "TurnStarted": ("barge_in",),
     "TurnEnded": ("reason",),
@@ -438,6 +456,8 @@ def _seen(record: dict[str, Any]) -> Seen | None:
     keys = _COMPARED.get(name)
     if keys is None:
         return None
+    if name == "CallerInput" and record.get("kind") == "text" and record.get("reply") is None:
+        record = {**record, "reply": "spoken"}  # typed before the reply mode was recorded: it was replayed spoken
     line = " ".join([f"{name} epoch={record['epoch']}", *(f"{k}={record.get(k)!r}" for k in keys)])
     return Seen(t, line, str(record.get("text")) if name == "BotHeard" else None)
 

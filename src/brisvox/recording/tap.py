@@ -5,7 +5,9 @@ TTS providers (each wrapper passes everything through and notes what it saw, wit
 clock's time), ``summarizer`` the call's window summarizer (its requests are ``llm`` records
 with ``use: "summary"``), ``s2s`` a speech-to-speech model (the caller audio it heard, its
 events, what the call sent it), ``tool`` wraps one of the agent's tool functions, and
-``listen`` is an event listener for the call's observer. Every note becomes one JSON line
+``listen`` is an event listener for the call's observer; ``agent`` is the tap of a linked
+agent's commands (``AgentInput.tap``: each as it enters the call) and ``brain_fallback`` that
+of brain mode's fallback (``BrainLlm.tap``: the agent file's model answered a request). Every note becomes one JSON line
 (:mod:`brisvox.recording.format`) put on a bounded queue (``QUEUE_LINES``) without waiting:
 when the queue is full the line is dropped and counted (``dropped``, logged once per call,
 written in the ``end`` record) — the call never waits on the disk. The writer task (``run``,
@@ -38,6 +40,7 @@ from brisvox.core.clock import Clock, bounded, hold_time_for
 from brisvox.core.errors import DeadlineExceeded
 from brisvox.engine import Providers
 from brisvox.engine import events as ev
+from brisvox.engine.agent_input import AgentCommand, BotLine, EndWhenSilent, Note, OfferTools, Transfer
 from brisvox.providers.llm import (
     Done,
     LlmError,
@@ -71,7 +74,7 @@ from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.providers.tts import TtsAudio, TtsConfig, TtsEvent, TtsProvider, TtsSession
 from brisvox.recording.format import SUMMARY, VERSION, Header, RecordSettings, encode_line, event_record
 
-__all__ = ["QUEUE_LINES", "WRITE_EVERY", "CallRecorder", "header", "s2s_fields", "s2s_results"]
+__all__ = ["QUEUE_LINES", "WRITE_EVERY", "CallRecorder", "agent_fields", "header", "s2s_fields", "s2s_results"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -118,6 +121,14 @@ class CallRecorder:
     def listen(self, event: ev.EngineEvent) -> None:
         """The observer listener: every engine event."""
         self.note(event_record(event, round(event.at - self._start, 6)))
+
+    def agent(self, command: AgentCommand) -> None:
+        """``AgentInput.tap``: a command of the linked agent, as it enters the call."""
+        self.note({"t": self.t(), "k": "agent", **agent_fields(command)})
+
+    def brain_fallback(self, why: str) -> None:
+        """``BrainLlm.tap``: the agent file's model answers a request in the agent's place."""
+        self.note({"t": self.t(), "k": "brain", "fallback": why})
 
     # --- the writer -------------------------------------------------------------------------
 
@@ -199,13 +210,31 @@ class CallRecorder:
 
 def header(agent: str, agent_file: str | None, *, virtual: bool, input_rate: int, output_rate: int,
            started: str, vad: str | None = None, smart_turn: bool = False, pipeline: str = "cascade",
-           summaries: bool = False, tools: tuple[dict[str, Any], ...] = ()) -> Header:
+           summaries: bool = False, tools: tuple[dict[str, Any], ...] = (), brain: bool | None = None) -> Header:
+    """``brain``: None when the call has no open agent link, else whether its agent answers the turns."""
     from brisvox import __version__
 
     return Header(version=VERSION, brisvox=__version__, agent=agent, agent_file=agent_file,
                   clock="virtual" if virtual else "real", input_rate=input_rate, output_rate=output_rate,
                   started=started, vad=vad, smart_turn=smart_turn, pipeline=pipeline, summaries=summaries,
-                  tools=tools)
+                  tools=tools, agent_link=None if brain is None else {"answers_turns": brain})
+
+
+def agent_fields(command: AgentCommand) -> dict[str, Any]:
+    """A linked agent's command as an ``agent`` record's fields (its protocol name and arguments)."""
+    match command:
+        case BotLine(text=text, farewell=True):
+            return {"cmd": "end", "farewell": text}
+        case BotLine(text=text, interrupt=interrupt):
+            return {"cmd": "say", "text": text, "interrupt": interrupt}
+        case EndWhenSilent():
+            return {"cmd": "end", "farewell": ""}
+        case Note(text=text):
+            return {"cmd": "context.update", "note": text}
+        case OfferTools(names=names):
+            return {"cmd": "tools.set", "names": list(names)}
+        case Transfer(to=to):
+            return {"cmd": "transfer", "to": to}
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:

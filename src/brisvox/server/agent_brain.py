@@ -57,7 +57,7 @@ from brisvox.sdk import protocol as p
 if TYPE_CHECKING:
     from brisvox.server.agent_link import AgentLink
 
-__all__ = ["REPLY_LINES", "BrainCall", "BrainLlm", "BrainReplies", "brain_call"]
+__all__ = ["REPLY_LINES", "BrainCall", "BrainLlm", "BrainReplies", "brain_call", "brain_config"]
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,7 @@ class BrainLlm:
         self.answered = 0  # replies that came from the brain
         self.fell_back = 0  # requests the agent file's model answered
         self.missed = 0  # first lines that missed their deadline
+        self.tap: Callable[[str], None] | None = None  # the call's recorder: told each fallback and why
 
     @property
     def name(self) -> str:
@@ -236,6 +237,8 @@ class BrainLlm:
 
     async def _fall_back(self, request: LlmRequest, why: str) -> AsyncGenerator[LlmEvent, None]:
         self.fell_back += 1
+        if self.tap is not None:
+            self.tap(why)
         log.info("call %s: the agent file's model answers this request: %s", self.link.call_id, why)
         async with self.fallback.stream(request) as stream:
             async for event in stream:
@@ -264,6 +267,11 @@ def brain_call(link: AgentLink, providers: Providers, config: EngineConfig, summ
     llm = BrainLlm(link, link.replies, providers.llm, clock, first_line=link.config.first_line, on_silent=on_silent)
     if summarizer is None and config.summary.enabled:
         summarizer = LlmSummarizer(provider=providers.llm)
-    return BrainCall(providers=dataclasses.replace(providers, llm=llm),
-                     config=dataclasses.replace(config, speculation=SpeculationMode.OFF),
+    return BrainCall(providers=dataclasses.replace(providers, llm=llm), config=brain_config(config),
                      summarizer=summarizer, llm=llm)
+
+
+def brain_config(config: EngineConfig) -> EngineConfig:
+    """A brain-mode call's config: no speculation (a speculative request would reach the agent);
+    a replay of such a call runs with it too."""
+    return dataclasses.replace(config, speculation=SpeculationMode.OFF)

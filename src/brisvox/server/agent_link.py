@@ -37,7 +37,16 @@ from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import BrisvoxError, ChannelClosed, DeadlineExceeded
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import events as ev
-from brisvox.engine.agent_input import AgentCommand, AgentInput, BotLine, Note, OfferTools, Refusal, Transfer
+from brisvox.engine.agent_input import (
+    AgentCommand,
+    AgentInput,
+    BotLine,
+    EndWhenSilent,
+    Note,
+    OfferTools,
+    Refusal,
+    Transfer,
+)
 from brisvox.sdk import protocol as p
 from brisvox.server.agent_brain import BrainReplies
 
@@ -139,11 +148,9 @@ class AgentLink:
         self.protocol_errors = 0
         self.reopened = 0
         self._on_failure: FailureListener | None = None
-        self.ended = asyncio.Event()  # the agent's end, once the bot is silent: the runner stops the call
-        self._end_asked = False
-        self._bot_busy = False
         self._start = p.SessionStart(type="session.start", v=1, call_id=call_id, agent="", transport="")
         self.input = AgentInput(self._refused)  # the agent's commands, for run_call(agent=)
+        self.ended = self.input.ended  # the agent's end, once the bot is silent: the runner stops the call
         self.commands_refused = 0
         self.on_ui_command: UiCommandHandler | None = None  # the call's screen (brisvox.server.ui_relay)
         # Brain mode (the agent answers the turns, server/agent_brain.py): its replies by request id.
@@ -187,12 +194,7 @@ class AgentLink:
 
     def listen(self, event: ev.EngineEvent) -> None:
         """An engine event listener: the event goes out if the agent takes it (never blocks)."""
-        if isinstance(event, ev.BotText | ev.BotAudible):
-            self._bot_busy = True
-        elif isinstance(event, ev.BotDone | ev.TurnStarted):
-            self._bot_busy = False
-            if self._end_asked:
-                self.ended.set()
+        self.input.listen(event)
         message = event_message(event)
         if message is not None and not self.lost:
             self._out.try_send((p.encode(message), True))
@@ -307,10 +309,6 @@ class AgentLink:
                     self._refuse(p.ErrorCode.UNEXPECTED, "id", "a result for no pending call")
                 else:
                     future.set_result(message)
-            elif isinstance(message, p.End) and not message.farewell:
-                self._end_asked = True
-                if not self._bot_busy:
-                    self.ended.set()
             elif isinstance(message, p.Ready):
                 self._refuse(p.ErrorCode.UNEXPECTED, "type", "ready was already received")
             elif isinstance(message, p.UiCommand | p.UiMessage):
@@ -388,6 +386,8 @@ def _command(message: p.Say | p.ContextUpdate | p.ToolsSet | p.End | p.Transfer)
     match message:
         case p.Say(text=text, interrupt=interrupt):
             return BotLine(text, interrupt=interrupt)
+        case p.End(farewell=""):
+            return EndWhenSilent()
         case p.End(farewell=farewell):
             return BotLine(farewell, farewell=True)
         case p.ContextUpdate(note=note):

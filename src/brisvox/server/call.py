@@ -621,7 +621,8 @@ def engine_runner(
         return recording_header(definition, tools, clock, input_rate=in_rate, output_rate=out_rate,
                                 vad=providers.vad_label, smart_turn=providers.providers.end_of_turn is not None,
                                 summaries=config.summary.enabled,
-                                remote=link.tools_into(None).specs() if link is not None else ())
+                                remote=link.tools_into(None).specs() if link is not None else (),
+                                brain=link.replies is not None if link is not None else None)
 
     async def converse(session: TransportSession, call: EngineCall, observer: CallObserver, cancel: asyncio.Event,
                        scope: TaskScope, link: AgentLink | None) -> CallReport:
@@ -637,6 +638,10 @@ def engine_runner(
                 observer.add_listener(brain.llm.listen)
             if recorder is not None:  # off: nothing is wrapped
                 call_tools, call_providers = recorded_tools(tools, recorder), recorder.providers(call_providers)
+                if link is not None:  # the agent's commands as they enter the call; brain mode's fallbacks
+                    link.input.tap = recorder.agent
+                    if brain is not None:
+                        brain.llm.tap = recorder.brain_fallback
                 if config.summary.enabled:  # the summaries' requests, recorded apart from the turns'
                     summarizer = recorder.summarizer(summarizer or LlmSummarizer(provider=providers.providers.llm))
             registry = (call_tools.registry(definition.tools, definition.confirm_tools)
@@ -690,11 +695,12 @@ def phone_plan(definition: AgentDefinition, metadata: Mapping[str, str], environ
 
 def recording_header(definition: AgentDefinition, tools: ToolSet, clock: Clock, *, input_rate: int,
                      output_rate: int, vad: str | None, smart_turn: bool = False, pipeline: str = "cascade",
-                     summaries: bool = False, remote: Sequence[ToolSpec] = ()) -> Header:
+                     summaries: bool = False, remote: Sequence[ToolSpec] = (), brain: bool | None = None) -> Header:
     """A call's recording header: the agent (its file, absolute, so a replay finds it from
     anywhere; None for a Python agent), the clock, the rates, and the tools it offers: its
     own, then ``remote``, its agent link's (marked, with their timing: a replay has no link
-    and offers them as recorded)."""
+    and offers them as recorded); ``brain``: None without an open agent link, else whether its
+    agent answers the turns."""
     source = definition.source
     agent_file = str(source.resolve()) if source.is_file() else None
     offered = tools.registry(definition.tools, definition.confirm_tools).specs() if definition.tools else ()
@@ -702,7 +708,7 @@ def recording_header(definition: AgentDefinition, tools: ToolSet, clock: Clock, 
     return header(definition.name, agent_file, virtual=virtual, input_rate=input_rate, output_rate=output_rate,
                   started=clock.wall().isoformat(), vad=vad, smart_turn=smart_turn, pipeline=pipeline,
                   summaries=summaries, tools=(*(tool_record(spec) for spec in offered),
-                                              *(tool_record(spec, remote=True) for spec in remote)))
+                                              *(tool_record(spec, remote=True) for spec in remote)), brain=brain)
 
 
 @contextlib.asynccontextmanager

@@ -38,19 +38,31 @@ from brisvox.agent.tools import FillerPolicy, Tool, ToolKind, ToolRegistry, Tool
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import Clock, SystemClock, run_virtual
 from brisvox.core.errors import ChannelClosed, ConfigError
+from brisvox.core.frames import ReplyMode
 from brisvox.core.tasks import TaskScope
 from brisvox.engine import CallFailed, CallObserver, CallReport, Providers, run_call
 from brisvox.engine import events as ev
+from brisvox.engine.agent_input import AgentInput, Refusal
 from brisvox.engine.s2s import run_s2s_call
 from brisvox.inference.vad import energy_vad
 from brisvox.providers.s2s import BargeIn
 from brisvox.providers.summarizer import LlmSummarizer
 from brisvox.recording.format import SUMMARY, Recording, RecordingError, event_record, tool_record
 from brisvox.recording.io import load_recording
-from brisvox.recording.replay import ReplayLlm, ReplayS2s, ReplayStt, ReplayTts, judge, recorded_tool, render
+from brisvox.recording.replay import (
+    ReplayLlm,
+    ReplayS2s,
+    ReplayStt,
+    ReplayTts,
+    agent_command,
+    judge,
+    recorded_tool,
+    render,
+)
 from brisvox.server.agent import Agent
+from brisvox.server.agent_brain import brain_config
 from brisvox.server.agent_file import AgentDefinition, AgentFileError, load_agent_file
-from brisvox.server.call import agent_flow, engine_config, flow_manager
+from brisvox.server.call import agent_flow, engine_config, flow_manager, phone_plan
 from brisvox.server.call_providers import close_all
 from brisvox.server.tools import ToolSet
 from brisvox.transport import LoopbackTransport, TransportSession
@@ -187,13 +199,38 @@ def _cascaded_call(recording: Recording, definition: AgentDefinition, tools: Too
             registry.register(spec, tool)
     providers = Providers(stt=ReplayStt(clock, recording, start), llm=ReplayLlm(clock, recording),
                           tts=ReplayTts(clock, recording), vad=vad, end_of_turn=end_of_turn)
+    if recording.header.brain:  # the call's model was its agent: configured as brain_call did
+        config = brain_config(config)
+    linked = recording.header.agent_link is not None
+    agent = AgentInput(_refused) if linked else None
+    if agent is not None:  # it ends the call as the link's end did: once the bot is silent
+        observer.add_listener(agent.listen)
 
     async def run(session: TransportSession) -> CallReport:
-        return await run_call(session, config, providers, clock, tools=registry,
-                              filler=FillerPolicy.from_config(config.llm.filler), observer=observer,
-                              summarizer=summarizer, flow=flow_manager(definition, flow, clock))
+        async with TaskScope("replay-agent") as scope:
+            if agent is not None:
+                scope.spawn(_agent_commands(agent, recording, clock, start), name="agent-commands")
+            try:
+                return await run_call(session, config, providers, clock, tools=registry,
+                                      filler=FillerPolicy.from_config(config.llm.filler), observer=observer,
+                                      summarizer=summarizer, flow=flow_manager(definition, flow, clock),
+                                      phone=phone_plan(definition, {}, {}, None, linked=True) if linked else None,
+                                      agent=agent, cancel=agent.ended if agent is not None else None)
+            finally:
+                scope.cancel()
 
     return run
+
+
+def _refused(command: str, why: Refusal, message: str) -> None:
+    log.info("the replayed agent's %s was not carried out: %s (%s)", command, why.value, message)
+
+
+async def _agent_commands(agent: AgentInput, recording: Recording, clock: Clock, start: float) -> None:
+    """The linked agent's recorded commands, each put into the call at its recorded time (no link)."""
+    for r in recording.of("agent"):
+        await clock.sleep_until(start + r["t"])
+        agent.put(agent_command(r))
 
 
 def _s2s_call(recording: Recording, definition: AgentDefinition, tools: ToolSet, clock: Clock, model: ReplayS2s,
@@ -239,8 +276,8 @@ async def _speak(client: Any, recording: Recording, clock: Clock, start: float) 
                     await client.send_dtmf(str(r.get("text")))
                 elif kind == ev.CallerInputKind.NOTE.value:
                     await client.send_note(str(r.get("text")))
-                else:
-                    await client.send_text(str(r.get("text")))
+                else:  # typed text, answered as it asked (a recording made before it said: spoken)
+                    await client.send_text(str(r.get("text")), ReplyMode(r.get("reply") or ReplyMode.SPOKEN.value))
         stops = recording.of("stop")
         await clock.sleep_until(start + (stops[0]["t"] if stops else last))
         await client.hangup()
