@@ -10,8 +10,17 @@ from brisvox.agent.tools import ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.engine import EngineConfig
-from brisvox.engine.agent_input import AgentInput, BotLine, Note, OfferTools, Refusal, Transfer
-from brisvox.engine.events import BotHeard, CallObserver, EngineEvent
+from brisvox.engine.agent_input import (
+    AgentCommand,
+    AgentInput,
+    BotLine,
+    EndWhenSilent,
+    Note,
+    OfferTools,
+    Refusal,
+    Transfer,
+)
+from brisvox.engine.events import BotDone, BotHeard, BotText, CallObserver, EngineEvent
 from brisvox.engine.phone import PhonePlan
 from brisvox.sim import Call, ScenarioBuilder, ScriptedLlm
 from brisvox.sim import Say as Speak
@@ -225,3 +234,19 @@ async def test_a_say_overtaken_by_an_interrupting_say_before_it_is_spoken_is_ref
                                       (1.0, BotLine("Second line.", interrupt=True))))
     assert said(result) == ["Second line."]
     assert agent.refused == [("say", Refusal.OVERTAKEN)]  # the agent learns the first line's fate
+
+
+def test_an_end_without_a_farewell_waits_for_the_bot_to_fall_silent_and_the_tap_hears_every_command() -> None:
+    agent = Agent()
+    tapped: list[AgentCommand] = []
+    agent.input.tap = tapped.append
+    agent.input.listen(BotText(epoch=1, at=0.0, round=0, text="Hello"))
+    agent.input.put(Note("n"))
+    agent.input.put(EndWhenSilent())
+    assert not agent.input.ended.is_set()  # the bot speaks: the end waits
+    agent.input.listen(BotDone(epoch=1, at=0.5))
+    assert agent.input.ended.is_set()
+    assert tapped == [Note("n"), EndWhenSilent()]
+    silent = Agent()
+    silent.input.put(EndWhenSilent())
+    assert silent.input.ended.is_set()  # nothing spoke: at once

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from brisvox.core.clock import SystemClock
+from brisvox.providers.llm import GeneratorLlmStream, LlmRequest
 from brisvox.recording import load_recording
-from brisvox.sdk import serve
+from brisvox.recording.replay import ReplayLlm
+from brisvox.sdk import protocol, serve
 from brisvox.server.agent_file import load_agent_file
 from brisvox.server.replay import run_replay
 from brisvox.server.tools import ToolSet
@@ -52,3 +54,81 @@ def test_a_call_whose_agent_link_serves_a_tool_is_recorded_and_replays_without_t
     code = run_replay(argparse.Namespace(recording=path, agent=None, silence=None, tolerance=None), ToolSet(), out=out)
     assert code == 0, out.getvalue()
     assert "ToolCallSettled" in out.getvalue() and "the replay matches" in out.getvalue()
+
+
+class Desk(Shop):
+    """A brain that acts on its own: after the caller's first turn it adds a note and offers only
+    ``opening_hours``, after the first reply it says a line, and after the tool's refusal it ends the
+    call with a farewell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = 0
+
+    async def on_event(self, event: protocol.CallEvent) -> None:
+        await super().on_event(event)
+        if event.kind == "user_turn" and event.text == "hello":
+            await self.append_note("The caller is a member.")
+            await self._send("tools_set", protocol.ToolsSet(type="tools.set", names=("opening_hours",)))
+        elif event.kind == "bot_done":
+            self.done += 1
+            if self.done == 1:
+                await self.say_line("We are open until five today.")
+        elif event.kind == "tool_settled":
+            await self.end("Goodbye.")
+
+
+async def _acting_call(directory: Path) -> None:
+    """A virtual-time call of a recording agent whose linked brain (on 127.0.0.1, in this process) says
+    a line, updates the context, sets the tools and ends the call."""
+    server = await serve(Desk, "127.0.0.1", 0)
+    try:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        (directory / "agent.toml").write_text(
+            '[agent]\nname = "shop"\nprompt = "p"\n\n[turn]\npolicy = "fixed_silence"\nsilence = 0.4\n\n'
+            f'[agent_link]\nurl = "{url}"\nconnect_timeout = 2\n\n[record]\nenabled = true\ndir = "{directory}"\n')
+        agent = load_agent_file(directory / "agent.toml", available_tools=set())
+        scenario = (ScenarioBuilder().pause(0.4).say("hello").pause(4.0).say("book me in for monday")
+                    .pause(6.0).build())
+        llm = ScriptedLlm(SystemClock(), [[Say("Hello, how can I help?")],
+                                          [Call(name="book", arguments={"day": "monday"})],
+                                          [Say("I cannot book that.")]])
+        await scenario_call(agent, ToolSet(), scenario, llm)
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_virtual_time_call_whose_agent_says_notes_sets_tools_and_ends_replays_identically(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    await _acting_call(tmp_path)
+    [path] = recordings(tmp_path)
+    recording = load_recording(path)
+    assert recording.header.clock == "virtual" and recording.header.agent_link == {"answers_turns": False}
+    commands = [{k: v for k, v in r.items() if k != "t"} for r in recording.of("agent")]
+    assert commands == [
+        {"k": "agent", "cmd": "context.update", "note": "The caller is a member."},
+        {"k": "agent", "cmd": "tools.set", "names": ["opening_hours"]},
+        {"k": "agent", "cmd": "say", "text": "We are open until five today.", "interrupt": False},
+        {"k": "agent", "cmd": "end", "farewell": "Goodbye."}]
+    events = recording.of("event")
+    settled = [r for r in events if r["e"] == "ToolCallSettled"]
+    assert [(r["name"], r["outcome"]) for r in settled] == [("book", "unknown_tool")]  # tools.set narrowed them
+    said = "".join(r["text"] for r in events if r["e"] == "BotText")
+    assert "We are open until five today." in said and said.endswith("Goodbye.")
+    asked: list[LlmRequest] = []
+    stream = ReplayLlm.stream
+
+    def spy(self: ReplayLlm, request: LlmRequest) -> GeneratorLlmStream:
+        asked.append(request)
+        return stream(self, request)
+
+    monkeypatch.setattr(ReplayLlm, "stream", spy)
+    out = io.StringIO()
+    code = await asyncio.to_thread(  # brisvox replay runs its own virtual-time loop
+        run_replay, argparse.Namespace(recording=path, agent=None, silence=None, tolerance=None), ToolSet(), out=out)
+    assert code == 0, out.getvalue()
+    assert "the replay matches" in out.getvalue()
+    # The replay put the agent's note into the context, as the call did: the model was asked with it.
+    assert any("The caller is a member." in str(getattr(message, "text", "")) for message in asked[-1].messages)
+    assert [tool.name for tool in asked[-1].tools] == ["opening_hours"]  # and offered only the tools it set
