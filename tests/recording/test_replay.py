@@ -10,6 +10,7 @@ import pytest
 from brisvox.agent.context import SystemMessage
 from brisvox.agent.window import SummaryRequest
 from brisvox.core.clock import SystemClock
+from brisvox.core.frames import ReplyMode
 from brisvox.inference.vad import energy_vad
 from brisvox.providers.llm import LlmRequest
 from brisvox.providers.summarizer import LlmSummarizer
@@ -202,3 +203,25 @@ async def test_a_call_whose_screen_sends_notes_records_them_and_replays_them_ide
     _rows, differences = compare(recorded, replayed, VIRTUAL_TOLERANCE)
     assert differences == [], "\n".join(map(str, differences))
     assert recorded == replayed
+
+
+async def test_a_typed_turn_that_asked_for_a_text_answer_is_answered_in_text_again_in_the_replay(
+        tmp_path: Path) -> None:
+    agent, tools = recording_agent(tmp_path), lookup_tools()
+    scenario = ScenarioBuilder().pause(0.4).say("hello there").pause(5.0).build()
+    llm = ScriptedLlm(SystemClock(), [[Say("Hello, type if you like.")], [Say("Here is the answer in text.")]])
+
+    async def typed(client: LoopbackClient) -> None:
+        await client.send_text("show me the answer", ReplyMode.TEXT)
+
+    await scenario_call(agent, tools, scenario, llm, at={3.0: typed})
+    recording = load_recording(recordings(tmp_path)[0])
+    [typed_in] = [r for r in recording.of("event") if r["e"] == "CallerInput"]
+    assert (typed_in["kind"], typed_in["reply"]) == ("text", "text")
+    answer = {r["epoch"] for r in recording.of("event") if r["e"] == "BotText" and r["reply"] == "text"}
+    assert answer  # the call answered it in text
+    replayed = await replay_recording(recording, agent, tools, SystemClock())
+    assert {r["epoch"] for r in replayed if r["e"] == "BotText" and r["reply"] == "text"} == answer
+    _rows, differences = compare(compared_events(list(recording.records)), compared_events(replayed),
+                                 VIRTUAL_TOLERANCE)
+    assert differences == [], "\n".join(map(str, differences))
