@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -50,3 +52,24 @@ def test_the_recording_package_and_the_test_kit_export_these_names() -> None:
     assert sorted(brisvox.recording.__all__) == sorted(["VERSION", "Recording", "RecordingError", "load_recording",
                                                         "parse_recording"])
     assert "Replay" in brisvox.testing.__all__
+
+
+def _as_version(path: Path, version: int, out: Path) -> Path:
+    """``path`` rewritten as a recording of format ``version`` (its header says so; no link field)."""
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    header = json.loads(lines[0])
+    header["version"] = version
+    header.pop("agent_link")
+    out.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    return out
+
+
+def test_a_version_1_recording_still_replays_and_a_newer_one_is_refused_naming_both_versions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _recorded(tmp_path)
+    assert main(["replay", str(_as_version(path, 1, tmp_path / "v1.jsonl"))], tools=lookup_tools()) == 0
+    assert "the replay matches" in capsys.readouterr().out
+    newer = _as_version(path, brisvox.recording.VERSION + 1, tmp_path / "v3.jsonl")
+    assert main(["replay", str(newer)], tools=lookup_tools()) == EXIT_UNREADABLE
+    assert (f"recording format version {brisvox.recording.VERSION + 1} is not readable by this brisvox "
+            "(it reads versions 1, 2)") in capsys.readouterr().err
