@@ -14,7 +14,7 @@ from brisvox.core.clock import SystemClock
 from brisvox.providers.llm import GeneratorLlmStream, LlmRequest
 from brisvox.recording import load_recording
 from brisvox.recording.replay import ReplayLlm
-from brisvox.sdk import protocol, serve
+from brisvox.sdk import Brain, protocol, serve
 from brisvox.server.agent_file import load_agent_file
 from brisvox.server.replay import run_replay
 from brisvox.server.tools import ToolSet
@@ -132,3 +132,58 @@ async def test_a_virtual_time_call_whose_agent_says_notes_sets_tools_and_ends_re
     # The replay put the agent's note into the context, as the call did: the model was asked with it.
     assert any("The caller is a member." in str(getattr(message, "text", "")) for message in asked[-1].messages)
     assert [tool.name for tool in asked[-1].tools] == ["opening_hours"]  # and offered only the tools it set
+
+
+class Kitchen(Brain):
+    """A brain that answers the turns (brain mode): the first reply in two lines, the second never
+    (the agent file's model answers it once the first line is late)."""
+
+    answers_turns = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+
+    async def on_turn_request(self, request: protocol.TurnRequest) -> None:
+        self.requests += 1
+        if self.requests == 1:
+            self._spawn(self._reply(request.id), name="reply")
+
+    async def _reply(self, request_id: str) -> None:
+        await self.clock.sleep(0.3)
+        await self.reply_line(request_id, "The kitchen opens ")
+        await self.clock.sleep(0.2)
+        await self.reply_line(request_id, "at noon.", final=True)
+
+
+async def test_a_brain_mode_call_records_the_agents_reply_lines_and_the_fallback_and_replays_identically(
+        tmp_path: Path) -> None:
+    server = await serve(Kitchen, "127.0.0.1", 0)
+    try:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        # Speculation on: the call turns it off in brain mode, and its replay does too (the header says brain).
+        (tmp_path / "agent.toml").write_text(
+            '[agent]\nname = "shop"\nprompt = "p"\n\n[turn]\npolicy = "fixed_silence"\nsilence = 0.4\n\n'
+            '[speculation]\nenabled = true\n\n'
+            f'[agent_link]\nurl = "{url}"\nconnect_timeout = 2\nfirst_line = 1.0\n\n'
+            f'[record]\nenabled = true\ndir = "{tmp_path}"\n')
+        agent = load_agent_file(tmp_path / "agent.toml", available_tools=set())
+        scenario = (ScenarioBuilder().pause(0.4).say("when does the kitchen open").pause(4.0)
+                    .say("and the bar").pause(5.0).build())
+        await scenario_call(agent, ToolSet(), scenario, ScriptedLlm(SystemClock(), [[Say("The bar opens at five.")]]))
+    finally:
+        server.close()
+        await server.wait_closed()
+    [path] = recordings(tmp_path)
+    recording = load_recording(path)
+    assert recording.header.brain
+    replies = [[event for _dt, event in r["events"]] for r in recording.of("llm")]
+    assert replies[0] == [{"text": "The kitchen opens "}, {"text": "at noon."}, {"done": "stop", "usage": None}]
+    assert [dt for dt, _event in recording.of("llm")[0]["events"]][:2] == pytest.approx([0.3, 0.2], abs=0.002)
+    # The agent file's model, in the agent's place.
+    assert "".join(event.get("text", "") for event in replies[1]) == "The bar opens at five."
+    assert [r["fallback"] for r in recording.of("brain")] == ["the agent sent no line in time"]
+    out = io.StringIO()
+    code = await asyncio.to_thread(  # brisvox replay runs its own virtual-time loop
+        run_replay, argparse.Namespace(recording=path, agent=None, silence=None, tolerance=None), ToolSet(), out=out)
+    assert code == 0, out.getvalue()
