@@ -10,11 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from brisvox.core.clock import SystemClock
 from brisvox.recording import load_recording
 from brisvox.transport.websocket.client import ClientOptions, run
 from tests._speech import espeak_wav
 from tests.recording._calls import recordings
 from tests.server._nodes import AGENT, ROOT, Node
+from tests.server.test_agent_brain_e2e import BRAIN
+from tests.server.test_agent_link_e2e import AGENT as LINKED
+from tests.server.test_agent_link_e2e import ENV, Proc, calling, free_port, serving
 
 
 @pytest.mark.realtime
@@ -36,8 +40,41 @@ def test_a_websocket_call_through_serve_is_recorded_and_replays(tmp_path: Path) 
     assert any(r["e"] == "TurnEnded" for r in recording.of("event"))
     # The served call's models (VAD, Smart Turn, Whisper) took real time on a machine shared with
     # other tests, which the replay on virtual time does not spend: a wide tolerance.
+    assert "TurnEnded epoch=0" in _replays(path)
+
+
+@pytest.mark.realtime
+@pytest.mark.slow
+async def test_a_served_brain_mode_call_is_recorded_and_replays(tmp_path: Path) -> None:
+    """``brisvox serve`` linked to an SDK brain that answers the turns (each a process on 127.0.0.1)."""
+    clock = SystemClock()
+    speech = espeak_wav("a table for two on friday at seven", tmp_path, speed=200, lead=0.1, trail=0.0).pcm
+    port, calls = free_port(), tmp_path / "calls"
+    (tmp_path / "brain.py").write_text(BRAIN)
+    agent = tmp_path / "host.toml"
+    agent.write_text(LINKED.format(port=port) + f'\n[record]\nenabled = true\ndir = "{calls}"\n')
+    brain = Proc([sys.executable, str(tmp_path / "brain.py"), str(port)],
+                 env={**ENV, "PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"})
+    server = Proc([sys.executable, "-m", "brisvox", "serve", str(agent), "--workers", "1"])
+    try:
+        await brain.wait_for("serving", clock)
+        async with calling(await serving(server, clock), clock, speech) as caller:
+            assert "noon" in await caller.bot_says(caller.say(), lambda t: "noon" in t)
+    finally:
+        for proc in (brain, server):
+            proc.stop()
+    [path] = recordings(calls)
+    recording = load_recording(path)
+    assert recording.header.brain and recording.header.clock == "real"
+    assert "noon" in "".join(event.get("text", "") for r in recording.of("llm") for _dt, event in r["events"])
+    await asyncio.to_thread(_replays, path)
+
+
+def _replays(path: Path) -> str:
+    """``brisvox replay`` of ``path`` (a served call: a 1.5 s tolerance) in a process; its output, once it matched."""
     replay = subprocess.run([sys.executable, "-m", "brisvox", "replay", str(path), "--tolerance", "1.5"],
                             capture_output=True, text=True,
                             timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert replay.returncode == 0, replay.stdout + replay.stderr
-    assert "the replay matches" in replay.stdout and "TurnEnded epoch=0" in replay.stdout
+    assert "the replay matches" in replay.stdout
+    return replay.stdout
