@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,26 +20,35 @@ from brisvox.server.agent_file import load_agent_file
 from brisvox.server.replay import run_replay
 from brisvox.server.tools import ToolSet
 from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim.scenario import CallerScenario
 from tests.recording._calls import recordings, scenario_call
 from tests.server.test_agent_link_call import Shop
 
 
-async def _linked_call(directory: Path) -> None:
-    """One call of a recording agent whose link serves the shop's tools; the model calls ``opening_hours``."""
-    server = await serve(Shop, "127.0.0.1", 0)
+async def linked_call(directory: Path, brain: Callable[[], Brain], scenario: CallerScenario, llm: ScriptedLlm,
+                      sections: str = "", link: str = "") -> None:
+    """One call of a recording agent (``sections`` added) linked to ``brain`` served on 127.0.0.1
+    in this process (``link``: more of its ``[agent_link]``)."""
+    server = await serve(brain, "127.0.0.1", 0)
     try:
         url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
         (directory / "agent.toml").write_text(
             '[agent]\nname = "shop"\nprompt = "p"\n\n[turn]\npolicy = "fixed_silence"\nsilence = 0.4\n\n'
-            f'[agent_link]\nurl = "{url}"\nconnect_timeout = 2\n\n[record]\nenabled = true\ndir = "{directory}"\n')
+            f'{sections}[agent_link]\nurl = "{url}"\nconnect_timeout = 2\n{link}\n'
+            f'[record]\nenabled = true\ndir = "{directory}"\n')
         agent = load_agent_file(directory / "agent.toml", available_tools=set())
-        scenario = ScenarioBuilder().pause(0.4).say("when are you open on monday").pause(2.0).build()
-        llm = ScriptedLlm(SystemClock(), [[Call(name="opening_hours", arguments={"day": "monday"})],
-                                          [Say("Nine to five.")]])
         await scenario_call(agent, ToolSet(), scenario, llm)
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def _linked_call(directory: Path) -> None:
+    """One call of a recording agent whose link serves the shop's tools; the model calls ``opening_hours``."""
+    scenario = ScenarioBuilder().pause(0.4).say("when are you open on monday").pause(2.0).build()
+    llm = ScriptedLlm(SystemClock(), [[Call(name="opening_hours", arguments={"day": "monday"})],
+                                      [Say("Nine to five.")]])
+    await linked_call(directory, Shop, scenario, llm)
 
 
 @pytest.mark.realtime
@@ -81,22 +91,10 @@ class Desk(Shop):
 async def _acting_call(directory: Path) -> None:
     """A virtual-time call of a recording agent whose linked brain (on 127.0.0.1, in this process) says
     a line, updates the context, sets the tools and ends the call."""
-    server = await serve(Desk, "127.0.0.1", 0)
-    try:
-        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        (directory / "agent.toml").write_text(
-            '[agent]\nname = "shop"\nprompt = "p"\n\n[turn]\npolicy = "fixed_silence"\nsilence = 0.4\n\n'
-            f'[agent_link]\nurl = "{url}"\nconnect_timeout = 2\n\n[record]\nenabled = true\ndir = "{directory}"\n')
-        agent = load_agent_file(directory / "agent.toml", available_tools=set())
-        scenario = (ScenarioBuilder().pause(0.4).say("hello").pause(4.0).say("book me in for monday")
-                    .pause(6.0).build())
-        llm = ScriptedLlm(SystemClock(), [[Say("Hello, how can I help?")],
-                                          [Call(name="book", arguments={"day": "monday"})],
-                                          [Say("I cannot book that.")]])
-        await scenario_call(agent, ToolSet(), scenario, llm)
-    finally:
-        server.close()
-        await server.wait_closed()
+    scenario = ScenarioBuilder().pause(0.4).say("hello").pause(4.0).say("book me in for monday").pause(6.0).build()
+    llm = ScriptedLlm(SystemClock(), [[Say("Hello, how can I help?")], [Call(name="book", arguments={"day": "monday"})],
+                                      [Say("I cannot book that.")]])
+    await linked_call(directory, Desk, scenario, llm)
 
 
 async def test_a_virtual_time_call_whose_agent_says_notes_sets_tools_and_ends_replays_identically(
@@ -158,22 +156,11 @@ class Kitchen(Brain):
 
 async def test_a_brain_mode_call_records_the_agents_reply_lines_and_the_fallback_and_replays_identically(
         tmp_path: Path) -> None:
-    server = await serve(Kitchen, "127.0.0.1", 0)
-    try:
-        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-        # Speculation on: the call turns it off in brain mode, and its replay does too (the header says brain).
-        (tmp_path / "agent.toml").write_text(
-            '[agent]\nname = "shop"\nprompt = "p"\n\n[turn]\npolicy = "fixed_silence"\nsilence = 0.4\n\n'
-            '[speculation]\nenabled = true\n\n'
-            f'[agent_link]\nurl = "{url}"\nconnect_timeout = 2\nfirst_line = 1.0\n\n'
-            f'[record]\nenabled = true\ndir = "{tmp_path}"\n')
-        agent = load_agent_file(tmp_path / "agent.toml", available_tools=set())
-        scenario = (ScenarioBuilder().pause(0.4).say("when does the kitchen open").pause(4.0)
-                    .say("and the bar").pause(5.0).build())
-        await scenario_call(agent, ToolSet(), scenario, ScriptedLlm(SystemClock(), [[Say("The bar opens at five.")]]))
-    finally:
-        server.close()
-        await server.wait_closed()
+    scenario = (ScenarioBuilder().pause(0.4).say("when does the kitchen open").pause(4.0)
+                .say("and the bar").pause(5.0).build())
+    # Speculation on: the call turns it off in brain mode, and its replay does too (the header says brain).
+    await linked_call(tmp_path, Kitchen, scenario, ScriptedLlm(SystemClock(), [[Say("The bar opens at five.")]]),
+                      sections="[speculation]\nenabled = true\n\n", link="first_line = 1.0\n")
     [path] = recordings(tmp_path)
     recording = load_recording(path)
     assert recording.header.brain
