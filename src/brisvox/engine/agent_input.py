@@ -1,7 +1,7 @@
 """Commands from an agent process into a running call (docs/AGENT_PROTOCOL.md, "Agent to server").
 
 The server's agent link (:mod:`brisvox.server.agent_link`) turns the agent's ``say``,
-``context.update``, ``tools.set``, ``end`` with a farewell and ``transfer`` into the typed
+``context.update``, ``tools.set``, ``end`` and ``transfer`` into the typed
 commands of this module and :meth:`AgentInput.put` s them without ever waiting on the call;
 ``run_call(agent=...)`` applies them through the engine's own inputs:
 

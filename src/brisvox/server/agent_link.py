@@ -6,7 +6,7 @@
 tools, so the tool engine's ReadOnly/SideEffect rules, timeouts and idempotency apply to
 them unchanged.  The engine's events go out through a bounded queue (events drop-oldest,
 tool calls back-pressure); the reader resolves ``tool.result`` s and never waits on the call.
-The agent's commands (``say``, ``context.update``, ``tools.set``, ``end`` with a farewell,
+The agent's commands (``say``, ``context.update``, ``tools.set``, ``end``,
 ``transfer``) go to the call's :class:`~brisvox.engine.agent_input.AgentInput` (``input``,
 handed to ``run_call``) without waiting; its ``ui.command`` and ``ui.message`` go to the call's
 screen (``on_ui_command``, set by :mod:`brisvox.server.ui_relay`), and the screen's app events
