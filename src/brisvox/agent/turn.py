@@ -68,6 +68,7 @@ from brisvox.core.errors import ConfigError, InvalidInput
 __all__ = [
     "DEFAULT_FALLBACK_SILENCE",
     "DEFAULT_FINAL_GRACE",
+    "DEFAULT_FINAL_TIMEOUT",
     "DEFAULT_MIN_PAUSE",
     "DEFAULT_PUNCTUATED_GRACE",
     "Adaptive",
@@ -118,6 +119,11 @@ DEFAULT_PUNCTUATED_GRACE = 0.3
 # please") lasts 0.2-0.4 s, and the VAD reports the resumed speech about 0.1 s after it
 # starts.  LiveKit's min_endpointing_delay is 0.5 s; docs/TURN_TAKING.md measures the cost.
 DEFAULT_MIN_PAUSE = 0.5
+# With require_final, how long after the stop a pause waits for its own final when the
+# fallback (or the grace after "complete") comes first: a turn ended without it is answered
+# on part of the request, and the late final then replaces that answer after the caller heard
+# some of it.  Whisper's final took up to about 3.5 s on the busy demo machine (docs/DEMO.md).
+DEFAULT_FINAL_TIMEOUT = 6.0
 
 
 class TurnState(enum.Enum):
@@ -166,7 +172,9 @@ class Adaptive:
     unpunctuated final waits for the verdict or the fallback.  ``min_pause``: no turn ends
     on a verdict or a punctuated final sooner than this after the (backdated) VAD stop, so a
     caller who draws breath inside a request keeps the turn (only the fallback ends sooner,
-    when it is shorter).
+    when it is shorter).  ``final_timeout`` (only with ``require_final``): a pause whose own
+    final has not come does not end on the fallback or the grace after "complete" but waits
+    for it, ending when it comes, up to this long after the stop (0: no wait).
     """
 
     fallback_silence: float = DEFAULT_FALLBACK_SILENCE
@@ -174,12 +182,14 @@ class Adaptive:
     final_grace: float = DEFAULT_FINAL_GRACE
     punctuated_grace: float = DEFAULT_PUNCTUATED_GRACE
     min_pause: float = DEFAULT_MIN_PAUSE
+    final_timeout: float = DEFAULT_FINAL_TIMEOUT
 
     def __post_init__(self) -> None:
         _duration("Adaptive", "fallback_silence", self.fallback_silence)
         _duration("Adaptive", "final_grace", self.final_grace)
         _duration("Adaptive", "punctuated_grace", self.punctuated_grace)
         _duration("Adaptive", "min_pause", self.min_pause)
+        _duration("Adaptive", "final_timeout", self.final_timeout)
 
 
 TurnPolicy = FixedSilence | Adaptive
@@ -506,6 +516,9 @@ class TurnMachine:
             grace = max(clamped_after(p.final_at, policy.punctuated_grace), floor)
             if grace < fallback:
                 p.deadline, p.reason = grace, EndReason.STT_PUNCTUATION
+        if policy.require_final and p.final_at is None:
+            # The words are not in yet: hold the end for the final (see final_timeout).
+            p.deadline = max(p.deadline, clamped_after(p.stop_at, policy.final_timeout))
 
     def _complete(self, p: _Pause, at: float, out: list[TurnAction]) -> None:
         """Smart Turn called the pause complete (and the final it waits for is in): the turn
@@ -587,8 +600,10 @@ class TurnMachine:
         p.final_punctuated = ends_sentence(inp.text)
         if p.analysis is AnalysisState.COMPLETE:
             self._complete(p, inp.at, out)  # require_final was waiting for it
-        else:
-            self._update_deadline(p)
+            return True
+        self._update_deadline(p)
+        if inp.at >= p.deadline:  # a held pause: the fallback passed while the final was owed
+            self._end_turn(inp.at, p.reason, out)
         return True
 
     def _on_verdict(self, inp: Verdict, out: list[TurnAction]) -> bool:
