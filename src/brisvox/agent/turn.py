@@ -13,8 +13,9 @@ confirms it at once.
 
 Policies: :class:`FixedSilence` (the turn ends ``silence`` after the backdated VAD stop)
 and :class:`Adaptive` (a Smart Turn verdict per stop, STT finals, ``require_final``,
-``final_grace``, a punctuated final shortening the wait to ``punctuated_grace``, and a
-fallback deadline).
+``final_grace``, a punctuated final shortening the wait to ``punctuated_grace``, no early end
+within ``min_pause`` of the stop, and a fallback deadline, held for a pause's own final up to
+``final_timeout`` with ``require_final``).
 
 A turn that ends before its last STT final (the fallback beat a slow STT) is completed by
 that final when it brings words and the caller is silent: a turn in the next epoch, ended at
