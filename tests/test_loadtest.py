@@ -100,6 +100,7 @@ min_silence = 0.192
 [turn]
 final_grace = 0.0
 punctuated_grace = 0.0
+min_pause = 0.0
 
 [window]
 enabled = false

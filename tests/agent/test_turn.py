@@ -10,6 +10,7 @@ import pytest
 from brisvox.agent._deadline import MAX_DELAY
 from brisvox.agent.interrupt import InterruptionPolicy
 from brisvox.agent.turn import (
+    DEFAULT_MIN_PAUSE,
     Adaptive,
     AnalysisState,
     ArmTimer,
@@ -46,7 +47,7 @@ from brisvox.core.frames import TurnEndReason
 
 S = TurnState
 FIXED = FixedSilence(0.5)
-ADAPTIVE = Adaptive()
+ADAPTIVE = Adaptive(min_pause=0.0)  # the spec's table: a complete verdict ends the turn at once
 POLICIES: dict[str, TurnPolicy] = {"fixed": FIXED, "adaptive": ADAPTIVE}
 
 
@@ -264,7 +265,10 @@ def test_a_typed_message_as_the_first_input_is_a_turn_in_epoch_zero() -> None:
 # --- the pause table --------------------------------------------------------------------------
 
 STOP = 10.0
-REQ = Adaptive(require_final=True)
+REQ = Adaptive(require_final=True, min_pause=0.0, final_timeout=0.0)  # the spec's
+MIN = Adaptive(min_pause=0.5)
+REQ_MIN = Adaptive(require_final=True, min_pause=0.5, final_timeout=0.0)
+HOLD = Adaptive(require_final=True, final_timeout=6.0)
 
 
 def paused(policy: TurnPolicy) -> TurnMachine:
@@ -304,6 +308,28 @@ PAUSE_ROWS: list[tuple[str, TurnPolicy, list[TurnInput], AnalysisState | None, t
      AnalysisState.COMPLETE, (13.0, EndReason.FINAL_GRACE)),
     ("complete, require_final: a punctuated final ends it", REQ, [Verdict(10.3, 1, True), SttFinal(10.9, "Yes.")],
      None, EndReason.VERDICT),
+    ("min pause: a complete verdict inside it ends the turn at its end", MIN, [Verdict(10.2, 1, True)],
+     AnalysisState.COMPLETE, (10.5, EndReason.VERDICT)),
+    ("min pause: a complete verdict after it ends at once", MIN, [Verdict(10.6, 1, True)], None, EndReason.VERDICT),
+    ("min pause: a punctuated final's grace ends no sooner", Adaptive(min_pause=0.5, punctuated_grace=0.1),
+     [SttFinal(10.1, "Yes.")], AnalysisState.PENDING, (10.5, EndReason.STT_PUNCTUATION)),
+    ("min pause, require_final: the final inside it ends the turn at its end", REQ_MIN,
+     [Verdict(10.1, 1, True), SttFinal(10.2, "yes")], AnalysisState.COMPLETE, (10.5, EndReason.VERDICT)),
+    ("min pause, require_final: the wait for the final is at least the min pause", Adaptive(
+        require_final=True, final_grace=0.1, min_pause=0.5, final_timeout=0.0), [Verdict(10.1, 1, True)], AnalysisState.COMPLETE,
+     (10.5, EndReason.FINAL_GRACE)),
+    ("final owed, require_final: the fallback waits for it", HOLD, [Verdict(10.2, 1, False)],
+     AnalysisState.INCOMPLETE, (16.0, EndReason.FALLBACK)),
+    ("final owed, require_final: it ends the held pause when it comes", HOLD,
+     [Verdict(10.2, 1, False), SttFinal(13.5, "for two at seven")], None, EndReason.FALLBACK),
+    ("final owed, require_final: a complete verdict waits for it past the grace", HOLD, [Verdict(10.2, 1, True)],
+     AnalysisState.COMPLETE, (16.0, EndReason.FINAL_GRACE)),
+    ("final owed, require_final: it ends a complete pause past the grace", HOLD,
+     [Verdict(10.2, 1, True), SttFinal(12.0, "yes")], None, EndReason.VERDICT),
+    ("final in, require_final: the fallback is not held", HOLD, [SttFinal(10.2, "yes"), Verdict(10.3, 1, False)],
+     AnalysisState.INCOMPLETE, (13.0, EndReason.FALLBACK)),
+    ("min pause longer than the fallback: the fallback ends it", Adaptive(min_pause=5.0), [Verdict(10.2, 1, True)],
+     AnalysisState.COMPLETE, (13.0, EndReason.FALLBACK)),
     ("a verdict for another analysis is stale", ADAPTIVE, [Verdict(10.3, 7, True)], AnalysisState.PENDING,
      (13.0, EndReason.FALLBACK)),
     ("a second verdict for the same analysis is ignored", ADAPTIVE, [Verdict(10.2, 1, False), Verdict(10.3, 1, True)],
@@ -335,6 +361,29 @@ def test_the_pause_ends_or_shortens_by_analysis_sub_state(
     assert m.timer == pause.deadline
     # Ticking at the deadline ends the turn with that reason.
     assert m.handle(Tick(pause.deadline)) == [EndUserTurn(0, reason, pause.deadline)]
+
+
+def test_a_caller_who_goes_on_within_the_min_pause_after_a_complete_verdict_keeps_one_turn() -> None:
+    # "A table for two, tomorrow at seven" | 0.3 s | "please": Smart Turn calls the first half
+    # complete and Whisper's final is already in (the early decode), yet the turn stays open.
+    m = TurnMachine(REQ_MIN)
+    run(m, VadStart(9.0), VadStop(STOP), SttFinal(10.1, "A table for two, tomorrow at seven."))
+    assert run(m, Verdict(10.15, 1, True)) == [] and m.timer == pytest.approx(10.5)
+    assert m.pause is not None and m.pause.reason is EndReason.VERDICT
+    assert run(m, VadStart(10.3)) == [CancelTimer()]  # the caller goes on: the same turn, no end
+    assert m.state is S.USER_SPEAKING and m.epoch == 0
+    actions = run(m, VadStop(10.8), SttFinal(10.9, "Please."), Verdict(11.0, 2, True), Tick(11.3))
+    assert [a for a in actions if isinstance(a, EndUserTurn)] == [EndUserTurn(0, EndReason.VERDICT, 11.3)]
+    # Without the min pause the first verdict ends the turn and "please" is a second one.
+    m0 = TurnMachine(REQ)
+    run(m0, VadStart(9.0), VadStop(STOP), SttFinal(10.1, "A table for two, tomorrow at seven."))
+    assert run(m0, Verdict(10.15, 1, True))[0] == EndUserTurn(0, EndReason.VERDICT, 10.15)
+
+
+def test_the_default_min_pause_is_livekit_s_half_second_and_a_negative_one_is_refused() -> None:
+    assert Adaptive().min_pause == DEFAULT_MIN_PAUSE == 0.5
+    with pytest.raises(ConfigError, match="min_pause"):
+        Adaptive(min_pause=-0.1)
 
 
 def test_extra_inputs_in_a_pause_are_counted_as_ignored() -> None:
@@ -455,9 +504,11 @@ def test_huge_durations_clamp_instead_of_raising(huge: float) -> None:
     m = paused(Adaptive(fallback_silence=huge, final_grace=huge, require_final=True))
     run(m, Verdict(10.2, 1, True))
     assert m.timer == STOP + MAX_DELAY and m.pause is not None and m.pause.reason is EndReason.FINAL_GRACE
-    m = paused(Adaptive(fallback_silence=huge, final_grace=2.0, require_final=True))
+    m = paused(Adaptive(fallback_silence=huge, final_grace=2.0, require_final=True, final_timeout=0.0))
     run(m, Verdict(10.2, 1, True))
     assert m.timer == pytest.approx(12.2)
+    m = paused(Adaptive(final_timeout=huge, require_final=True))  # the wait for a final that never comes
+    assert m.timer == STOP + MAX_DELAY and m.pause is not None and m.pause.reason is EndReason.FALLBACK
     # The recheck of a barge-in candidate.
     for policy in (
         InterruptionPolicy(min_speech=huge),
@@ -556,6 +607,15 @@ def test_a_late_final_with_words_completes_its_turn_in_the_next_epoch_with_the_t
     assert actions == [*replaces, StartUserTurn(1, 5.0), EndUserTurn(1, EndReason.FALLBACK, 5.0)]
     assert m.state is S.AWAITING_RESPONSE and m.owed_finals == 0 and not m.owes_ended_turn
     assert m.stats.total_ignored == 0
+
+
+def test_a_final_later_than_the_final_timeout_still_completes_its_turn() -> None:
+    m = TurnMachine(HOLD)
+    run(m, VadStart(0.0), VadStop(1.0), Verdict(1.1, 1, False))
+    assert run(m, Tick(4.0)) == [ArmTimer(7.0)]  # the fallback is held: the final is owed
+    assert EndUserTurn(0, EndReason.FALLBACK, 7.0) in run(m, Tick(7.0)) and m.owes_ended_turn
+    assert run(m, SttFinal(7.5, "a table for two")) == [  # the answer to no words is dropped
+        Interrupt(1), StartUserTurn(1, 7.5), EndUserTurn(1, EndReason.FALLBACK, 7.5)]
 
 
 def test_a_late_final_without_words_changes_nothing() -> None:

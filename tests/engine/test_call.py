@@ -507,3 +507,59 @@ def test_the_fallback_restates_the_callers_last_words_or_falls_back_to_the_plain
     assert LlmConfig(heard_fallback=None).fallback_for("hello") == DEFAULT_FALLBACK_LINE
     with pytest.raises(ConfigError, match="heard"):
         LlmConfig(heard_fallback="Sorry, say it again.")
+
+
+async def _paused_request(min_pause: float) -> tuple[SimResult, list[EngineEvent], ScriptedLlm]:
+    """"a table for two tomorrow at seven" | 0.4 s | "please", the demo's policy, Smart Turn
+    calling every pause complete 0.05 s after the stop and the final at once (the early decode)."""
+    from brisvox.agent.turn import Adaptive
+
+    clock = SimClock()
+    scenario = (ScenarioBuilder().pause(0.5).say("a table for two tomorrow at seven", duration=1.8).pause(0.4)
+                .say("please", duration=0.4).pause(5.0).build())
+    llm = ScriptedLlm(clock, [[Say("Let me check that for you.")], [Say("Let me check that for you.")]])
+    events: list[EngineEvent] = []
+    config = EngineConfig(turn=Adaptive(require_final=True, min_pause=min_pause))
+    result = await simulate(clock, scenario, llm, config=config, end_of_turn=FixedVerdict(clock, True, 0.05),
+                            observer=CallObserver(listener=events.append))
+    return result, events, llm
+
+
+async def test_a_breath_inside_a_request_within_the_min_pause_keeps_one_turn_answered_once() -> None:
+    from brisvox.engine.events import TurnEnded
+
+    result, events, llm = await _paused_request(0.5)
+    users = [m.text for m in result.report.context.messages if isinstance(m, UserMessage)]
+    assert users == ["a table for two tomorrow at seven please"]
+    assert len(llm.requests) == 1 and result.report.interrupts == 0
+    assert len([e for e in events if isinstance(e, TurnEnded)]) == 1
+    # Without the min pause the same call is two turns: the first reply is cut by "please".
+    result, events, llm = await _paused_request(0.0)
+    assert len([e for e in events if isinstance(e, TurnEnded)]) == 2 and len(llm.requests) == 2
+
+
+async def test_a_final_3_5_s_after_the_stop_ends_the_held_turn_answered_once_as_one_turn() -> None:
+    """The demo's policy (require_final) with Smart Turn calling the flat voice unfinished: the
+    second stretch's final comes 3.5 s after the stop, past the 3 s fallback.  The turn waits
+    for it (final_timeout) instead of answering "a table for two" and cutting that answer."""
+    from brisvox.agent.turn import Adaptive
+    from brisvox.engine.events import BotHeard, TurnEnded, TurnStarted
+
+    clock = SimClock()
+    scenario = (ScenarioBuilder().pause(0.5).say("a table for two", duration=1.0).pause(1.0)
+                .say("tomorrow at seven please", duration=1.5).pause(10.0).build())
+    llm = ScriptedLlm(clock, [[Say("For two, when would you like to come?")], [Say("Two at seven, let me check.")]],
+                      latency=LatencyProfile(first_event=0.08, per_event=0.02))
+    events: list[EngineEvent] = []
+    stt = MockStt.for_scenario(clock, scenario, final_latencies=(0.05, 3.5))
+    result = await simulate(clock, scenario, llm, config=EngineConfig(turn=Adaptive(require_final=True)), stt=stt,
+                            end_of_turn=FixedVerdict(clock, False), observer=CallObserver(listener=events.append))
+    users = [m.text for m in result.report.context.messages if isinstance(m, UserMessage)]
+    assert users == ["a table for two tomorrow at seven please"]
+    assert len(llm.requests) == 1 and result.report.interrupts == 0 and result.clears() == []
+    assert [type(e) for e in events if isinstance(e, TurnStarted | TurnEnded)] == [TurnStarted, TurnEnded]
+    assert not [e for e in events if isinstance(e, BotHeard)]  # no reply was cut
+    ended = next(e for e in events if isinstance(e, TurnEnded))
+    assert ended.reason is TurnEndReason.FALLBACK and ended.speech_ended is not None
+    assert ended.at - ended.speech_ended == pytest.approx(0.3 + 3.5, abs=0.1)  # the VAD's hangover, then the final
+    assert {epoch for _, epoch in result.audio_at()} == {0}

@@ -85,6 +85,19 @@ def test_the_adaptive_turn_keys_map_onto_the_policy_including_the_punctuated_gra
     assert problems(text) == ["agent.toml:6:20: turn.punctuated_grace: expected a value from 0 to 10 (got 11)"]
 
 
+def test_the_min_pause_and_final_timeout_keys_set_the_policy_within_their_ranges() -> None:
+    text = BASE + "\n[turn]\nmin_pause = 0.3\nfinal_timeout = 4.5\n"
+    d = parse_agent_file(text, source="agent.toml", available_tools=set(), environ={})
+    assert d.turn == Adaptive(min_pause=0.3, final_timeout=4.5)
+    assert problems(BASE + "\n[turn]\nfinal_timeout = 31\n") == [
+        "agent.toml:6:17: turn.final_timeout: expected a value from 0 to 30 (got 31)"]
+    assert parse_agent_file(BASE, source="agent.toml", available_tools=set(), environ={}).turn == Adaptive()
+    assert problems(BASE + "\n[turn]\nmin_pause = 11\n") == [
+        "agent.toml:6:13: turn.min_pause: expected a value from 0 to 10 (got 11)"]
+    assert problems(BASE + "\n[turn]\npolicy = \"fixed_silence\"\nmin_pause = 0.3\n") == [
+        "agent.toml:7:1: turn.min_pause: applies only to policy = \"adaptive\""]
+
+
 LLM = BASE + """
 [llm]
 provider = "openai"

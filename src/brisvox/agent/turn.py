@@ -13,8 +13,9 @@ confirms it at once.
 
 Policies: :class:`FixedSilence` (the turn ends ``silence`` after the backdated VAD stop)
 and :class:`Adaptive` (a Smart Turn verdict per stop, STT finals, ``require_final``,
-``final_grace``, a punctuated final shortening the wait to ``punctuated_grace``, and a
-fallback deadline).
+``final_grace``, a punctuated final shortening the wait to ``punctuated_grace``, no early end
+within ``min_pause`` of the stop, and a fallback deadline, held for a pause's own final up to
+``final_timeout`` with ``require_final``).
 
 A turn that ends before its last STT final (the fallback beat a slow STT) is completed by
 that final when it brings words and the caller is silent: a turn in the next epoch, ended at
@@ -68,6 +69,8 @@ from brisvox.core.errors import ConfigError, InvalidInput
 __all__ = [
     "DEFAULT_FALLBACK_SILENCE",
     "DEFAULT_FINAL_GRACE",
+    "DEFAULT_FINAL_TIMEOUT",
+    "DEFAULT_MIN_PAUSE",
     "DEFAULT_PUNCTUATED_GRACE",
     "Adaptive",
     "AnalysisState",
@@ -112,6 +115,16 @@ DEFAULT_FINAL_GRACE = 0.8
 # some time after the stop (Whisper decodes the utterance), and a caller who goes on resumes
 # the pause before it (docs/DEMO.md measures what it saves).
 DEFAULT_PUNCTUATED_GRACE = 0.3
+# The shortest pause (from the end of speech) that Smart Turn's "complete" or a punctuated
+# final may end: a caller's breath inside a request ("A table for two, tomorrow at seven |
+# please") lasts 0.2-0.4 s, and the VAD reports the resumed speech about 0.1 s after it
+# starts.  LiveKit's min_endpointing_delay is 0.5 s; docs/TURN_TAKING.md measures the cost.
+DEFAULT_MIN_PAUSE = 0.5
+# With require_final, how long after the stop a pause waits for its own final when the
+# fallback (or the grace after "complete") comes first: a turn ended without it is answered
+# on part of the request, and the late final then replaces that answer after the caller heard
+# some of it.  Whisper's final took up to about 3.5 s on the busy demo machine (docs/DEMO.md).
+DEFAULT_FINAL_TIMEOUT = 6.0
 
 
 class TurnState(enum.Enum):
@@ -157,18 +170,27 @@ class Adaptive:
     ``final_grace``: with ``require_final``, how long after a complete verdict the turn waits
     for the pause's final.  ``punctuated_grace``: how long after a final that ends a sentence
     (``. ? ! …``) the turn waits for more words when Smart Turn has not called it complete; an
-    unpunctuated final waits for the verdict or the fallback.
+    unpunctuated final waits for the verdict or the fallback.  ``min_pause``: no turn ends
+    on a verdict or a punctuated final sooner than this after the (backdated) VAD stop, so a
+    caller who draws breath inside a request keeps the turn (only the fallback ends sooner,
+    when it is shorter).  ``final_timeout`` (only with ``require_final``): a pause whose own
+    final has not come does not end on the fallback or the grace after "complete" but waits
+    for it, ending when it comes, up to this long after the stop (0: no wait).
     """
 
     fallback_silence: float = DEFAULT_FALLBACK_SILENCE
     require_final: bool = False
     final_grace: float = DEFAULT_FINAL_GRACE
     punctuated_grace: float = DEFAULT_PUNCTUATED_GRACE
+    min_pause: float = DEFAULT_MIN_PAUSE
+    final_timeout: float = DEFAULT_FINAL_TIMEOUT
 
     def __post_init__(self) -> None:
         _duration("Adaptive", "fallback_silence", self.fallback_silence)
         _duration("Adaptive", "final_grace", self.final_grace)
         _duration("Adaptive", "punctuated_grace", self.punctuated_grace)
+        _duration("Adaptive", "min_pause", self.min_pause)
+        _duration("Adaptive", "final_timeout", self.final_timeout)
 
 
 TurnPolicy = FixedSilence | Adaptive
@@ -481,16 +503,30 @@ class TurnMachine:
             p.reason = EndReason.FIXED_SILENCE
             return
         fallback = clamped_after(p.stop_at, policy.fallback_silence)
+        floor = clamped_after(p.stop_at, policy.min_pause)  # no earlier end but the fallback
         p.deadline, p.reason = fallback, EndReason.FALLBACK
         if p.analysis is AnalysisState.COMPLETE:
-            # Only reached with require_final: waiting for this pause's final.
-            grace = clamped_after(p.verdict_at, policy.final_grace)
-            p.deadline = min(grace, fallback)
-            p.reason = EndReason.FINAL_GRACE
+            if policy.require_final and p.final_at is None:
+                # Waiting for this pause's final, at most final_grace after the verdict.
+                grace = max(clamped_after(p.verdict_at, policy.final_grace), floor)
+                p.deadline = min(grace, fallback)
+                p.reason = EndReason.FINAL_GRACE
+            elif floor <= fallback:
+                p.deadline, p.reason = floor, EndReason.VERDICT
         elif p.final_at is not None and p.final_punctuated:
-            grace = clamped_after(p.final_at, policy.punctuated_grace)
+            grace = max(clamped_after(p.final_at, policy.punctuated_grace), floor)
             if grace < fallback:
                 p.deadline, p.reason = grace, EndReason.STT_PUNCTUATION
+        if policy.require_final and p.final_at is None:
+            # The words are not in yet: hold the end for the final (see final_timeout).
+            p.deadline = max(p.deadline, clamped_after(p.stop_at, policy.final_timeout))
+
+    def _complete(self, p: _Pause, at: float, out: list[TurnAction]) -> None:
+        """Smart Turn called the pause complete (and the final it waits for is in): the turn
+        ends now, or at the end of the minimum pause."""
+        self._update_deadline(p)
+        if p.reason is EndReason.VERDICT and at >= p.deadline:
+            self._end_turn(at, EndReason.VERDICT, out)
 
     # --- handlers (return False: ignored and counted) ------------------------------------
 
@@ -564,9 +600,11 @@ class TurnMachine:
         p.final_at = inp.at
         p.final_punctuated = ends_sentence(inp.text)
         if p.analysis is AnalysisState.COMPLETE:
-            self._end_turn(inp.at, EndReason.VERDICT, out)  # require_final was waiting for it
-        else:
-            self._update_deadline(p)
+            self._complete(p, inp.at, out)  # require_final was waiting for it
+            return True
+        self._update_deadline(p)
+        if inp.at >= p.deadline:  # a held pause: the fallback passed while the final was owed
+            self._end_turn(inp.at, p.reason, out)
         return True
 
     def _on_verdict(self, inp: Verdict, out: list[TurnAction]) -> bool:
@@ -579,12 +617,9 @@ class TurnMachine:
             p.analysis = AnalysisState.INCOMPLETE
             self._update_deadline(p)
             return True
-        if not policy.require_final or p.final_at is not None:
-            self._end_turn(inp.at, EndReason.VERDICT, out)
-            return True
         p.analysis = AnalysisState.COMPLETE
         p.verdict_at = inp.at
-        self._update_deadline(p)
+        self._complete(p, inp.at, out)
         return True
 
     def _on_tick(self, inp: Tick, out: list[TurnAction]) -> bool:

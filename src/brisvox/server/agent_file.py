@@ -48,6 +48,8 @@ from brisvox.agent.tools.spec import ToolKind
 from brisvox.agent.turn import (
     DEFAULT_FALLBACK_SILENCE,
     DEFAULT_FINAL_GRACE,
+    DEFAULT_FINAL_TIMEOUT,
+    DEFAULT_MIN_PAUSE,
     DEFAULT_PUNCTUATED_GRACE,
     Adaptive,
     FixedSilence,
@@ -157,13 +159,16 @@ class _Agent(Section):
 
 class _Turn(Section):
     ranges = MappingProxyType({"silence": (0.0, 10.0), "fallback_silence": (0.0, 30.0), "final_grace": (0.0, 10.0),
-                                "punctuated_grace": (0.0, 10.0)})
+                                "punctuated_grace": (0.0, 10.0), "min_pause": (0.0, 10.0),
+                                "final_timeout": (0.0, 30.0)})
     policy: Literal["adaptive", "fixed_silence"] = "adaptive"
     silence: float | None = None
     fallback_silence: float | None = None
     require_final: bool | None = None
     final_grace: float | None = None
     punctuated_grace: float | None = None
+    min_pause: float | None = None
+    final_timeout: float | None = None
 
 
 class _Interruption(Section):
@@ -579,7 +584,8 @@ def _check_tools(tools: list[str], confirm: list[str], report: _Report, availabl
 def _turn_policy(t: _Turn, report: _Report) -> TurnPolicy | None:
     base: KeyPath = ("turn",)
     if t.policy == "fixed_silence":
-        for key in ("fallback_silence", "require_final", "final_grace", "punctuated_grace"):
+        for key in ("fallback_silence", "require_final", "final_grace", "punctuated_grace", "min_pause",
+                    "final_timeout"):
             if getattr(t, key) is not None:
                 report.at_key((*base, key), "applies only to policy = \"adaptive\"")
         return FixedSilence(silence=t.silence if t.silence is not None else 0.8)
@@ -590,6 +596,8 @@ def _turn_policy(t: _Turn, report: _Report) -> TurnPolicy | None:
         require_final=bool(t.require_final),
         final_grace=t.final_grace if t.final_grace is not None else DEFAULT_FINAL_GRACE,
         punctuated_grace=t.punctuated_grace if t.punctuated_grace is not None else DEFAULT_PUNCTUATED_GRACE,
+        min_pause=t.min_pause if t.min_pause is not None else DEFAULT_MIN_PAUSE,
+        final_timeout=t.final_timeout if t.final_timeout is not None else DEFAULT_FINAL_TIMEOUT,
     )
 
 
