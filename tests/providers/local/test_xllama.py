@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -214,7 +215,9 @@ async def test_warming_the_prefix_evaluates_the_requests_prompt_with_its_tools_a
     finally:
         await llm.aclose()
     warmed, turn = backend.bodies
-    assert warmed["max_tokens"] == 1 and warmed["cache_prompt"] and "grammar" not in warmed
+    assert warmed["max_tokens"] == 1 and warmed["cache_prompt"]
+    # The grammar too: llguidance sets itself up on the first constrained request, at start.
+    assert warmed["grammar"] == turn["grammar"]
     # The turn begins with the very system message the warm-up evaluated (its tools' section included).
     assert warmed["messages"][0] == turn["messages"][0] and "get_weather" in warmed["messages"][0]["content"]
     assert isinstance(llm, PrefixWarm)
@@ -251,6 +254,31 @@ async def test_closing_the_stream_stops_the_generation_at_the_next_token() -> No
         await llm.aclose()
     assert isinstance(first, TextDelta)
     assert backend.stopped_after is not None and backend.stopped_after < 20
+
+
+@pytest.mark.realtime  # the model's thread is real: its wait is measured on the real clock
+async def test_each_request_logs_its_queue_wait_prompt_tokens_first_token_and_rate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+    backend = FakeBackend(["Hi"], gate=gate)
+    llm = _llm(backend)
+    caplog.set_level(logging.INFO, logger="brisvox.providers.local.xllama")
+    try:
+        running = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        assert await asyncio.to_thread(backend.started.wait, 10)
+        waiting = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        await asyncio.sleep(0.2)  # the second request waits this long behind the first
+        gate.set()
+        await running, await waiting
+    finally:
+        await llm.aclose()
+    lines = [r.getMessage() for r in caplog.records if "queued" in r.getMessage()]
+    assert len(lines) == 2
+    assert all("prompt 5 evaluated + 40 cached" in line and "1 tokens in" in line for line in lines)
+    queued = [int(line.split("queued ")[1].split(" ms")[0]) for line in lines]
+    assert queued[0] < 100 <= queued[1]  # the second one's wait for the model is counted
+    assert all("first token -" not in line for line in lines)
 
 
 def _model_or_skip() -> XLlamaLlm:
