@@ -174,3 +174,34 @@ async def test_a_side_effect_booking_finishing_while_the_filler_plays_is_answere
     results = [m for m in result.report.context.messages if isinstance(m, ToolMessage)]
     assert len(results) == 1 and not results[0].is_error
     result.report.context.validate()
+
+
+async def test_a_slow_call_round_then_a_quick_tool_gets_the_model_filler_as_the_next_round_starts() -> None:
+    # A local model writes the call's name at once, then its arguments token by token: the
+    # caller hears nothing for the whole round, then the tool (too quick for its own filler),
+    # then the next round's first token.  The filler bounds that silence from the turn's end.
+    clock = SimClock()
+    tool = Counter(clock, seconds=0.1, answer={"sky": "sunny"})
+    llm = ScriptedLlm(clock, [[Call(name="get_weather", arguments={"day": "friday"})], [Say(ANSWER)]],
+                      latency=LatencyProfile(first_event=0.3, per_event=1.0))
+    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(8.0).build()
+    result = await simulate(clock, scenario, llm, tools=registry(w=(WEATHER, tool)))
+    assert result.report.fillers == 1
+    at = filler_at(result)
+    record = next(r for r in result.report.timeline if r.epoch == 0)
+    turn_end = record.at(TurnEvent.USER_TURN_ENDED)
+    assert at is not None and turn_end is not None and at - turn_end > 2.0  # the call's round was slow
+    # It started with the second request (the tool's end), not the delay after it.
+    assert tool.started and at == pytest.approx(tool.started[0] + 0.1, abs=0.01)
+    assert assistant_texts(result) == [DEFAULT_FILLER_TEXT, ANSWER]
+
+
+async def test_a_round_that_spoke_keeps_its_own_model_delay_for_the_next_round() -> None:
+    clock = SimClock()
+    tool = Counter(clock, seconds=0.1, answer={"sky": "sunny"})
+    llm = ScriptedLlm(clock, [[Say("Let me check."), Call(name="get_weather", arguments={"day": "friday"})],
+                              [Say(ANSWER)]], latency=LatencyProfile(first_event=0.3, per_event=1.0))
+    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(15.0).build()
+    result = await simulate(clock, scenario, llm, tools=registry(w=(WEATHER, tool)))
+    assert result.report.fillers == 0
+    assert assistant_texts(result) == ["Let me check.", ANSWER]

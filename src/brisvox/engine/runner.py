@@ -35,8 +35,11 @@ message was built without it), or when the turn is settled (after the open calls
 closed, before the next user message); from then on it is cut to what was heard like
 any round.  A model round gets a filler the same way when its first token has not come
 ``FillerPolicy.model_delay`` seconds after the request (``FillerStarted`` with an empty
-``tool``): the round is opened (``LlmResponseStarted``) only at its first token, so the
-filler, once started, is spoken whole as the round before it.
+``tool``), counted from the turn's end while the caller has heard nothing of the turn (a
+round that only wrote a call, then a quick tool: the next round fills at once when that
+silence already passed the delay, ``TurnRounds.quiet_since``): the round is opened
+(``LlmResponseStarted``) only at its first token, so the filler, once started, is spoken
+whole as the round before it.
 
 Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round task that
 speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
@@ -455,7 +458,7 @@ class LlmRunner(Processor):
         self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
-        self._round_task = self._scope.spawn(self._respond(TurnRounds(epoch, reply), ctx, head), name=f"turn-{epoch}")
+        self._round_task = self._scope.spawn(self._respond(TurnRounds(epoch, reply, ctx.clock.now()), ctx, head), name=f"turn-{epoch}")
 
     async def _start_line(self, frame: BotLineFrame, ctx: ProcessorContext) -> None:
         """An agent's bot line in its own epoch (see the module docs)."""
@@ -696,6 +699,7 @@ class LlmRunner(Processor):
         if choice is None:
             return
         state.speaking = True
+        turn.quiet_since = None
         round_ = turn.take()
         self.stats.fillers += 1
         if choice.clip is not None:
@@ -791,6 +795,10 @@ class LlmRunner(Processor):
         self.stats.rounds += 1
         opening = Opening()
         delay = self.filler.model_delay if turn.reply is ReplyMode.SPOKEN else None  # nothing to fill in a text
+        if delay is not None and turn.quiet_since is not None:
+            # The caller has waited since the turn's end (a round that only wrote a call, a
+            # tool): the silence is what the filler bounds, so a later round fills sooner.
+            delay = max(0.0, delay - (ctx.clock.now() - turn.quiet_since))
         if delay is not None:
             opening.filler = self._scope.spawn(self._filler_after(delay, "", turn, opening.state, ctx),
                                                name="model-filler")
@@ -838,6 +846,8 @@ class LlmRunner(Processor):
             await ctx.push(LlmTextFrame(epoch=epoch, text=fallback, round=await open_round()))
             spoken.append(fallback)
         round_ = await open_round()  # a round with no text (a call only) opens too: its message is kept
+        if spoken:
+            turn.quiet_since = None
         done = ctx.clock.now()
         self.timeline.llm_done(epoch, timed, done)
         usage = seen.usage

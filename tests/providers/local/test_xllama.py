@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from brisvox.agent import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
+from brisvox.core.errors import ConfigError
 from brisvox.inference import model_path
 from brisvox.inference.models import QWEN_CODER_0_5B
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
@@ -343,3 +344,12 @@ async def test_in_auto_mode_the_real_model_calls_the_tool_through_the_grammar_an
     assert json.loads("".join(d.arguments_fragment for d in deltas)) == {"city": "Paris"}
     assert not "".join(e.text for e in events if isinstance(e, TextDelta)).strip()
     assert isinstance(events[-1], Done) and events[-1].finish_reason is FinishReason.TOOL_CALLS
+
+
+def test_the_model_generates_and_evaluates_on_one_thread_by_default() -> None:
+    # Two threads wait for each other at every layer: on two cores shared with the call's
+    # Whisper, Silero and TTS, generation fell to 2 to 6 tokens a second (docs/DEMO.md).
+    config = XLlamaConfig()
+    assert (config.threads, config.batch_threads) == (1, 1)
+    with pytest.raises(ConfigError, match="batch_threads"):
+        XLlamaConfig(batch_threads=0)

@@ -76,16 +76,22 @@ _END = None  # end of a generation's chunks (the job also resolves its future)
 class XLlamaConfig:
     model_path: str | os.PathLike[str] | None = None  # default: the fetched Qwen GGUF
     n_ctx: int = 4096
-    threads: int = 2
+    # Generation on one thread: with two, llama.cpp's threads wait for each other at every
+    # layer, and on two cores shared with Whisper, Silero and the TTS the generation fell
+    # to 2 to 6 tokens a second in a call against 15 to 23 with one (docs/DEMO.md).
+    threads: int = 1
+    # The prompt (a caller's words, a tool's result) is evaluated as one batch on these; two
+    # were slower in a call too (39 tokens in 2.6 s against 38 in 0.9 s with one, docs/DEMO.md).
+    batch_threads: int = 1
     max_tokens: int = 160  # when the request sets none (a call of the demo's tools is about 50)
     temperature: float = 0.0  # when the request sets none: a small model decides best greedily
     queue: int = 2  # requests that may wait while one generates; more are refused (kind busy)
 
     def __post_init__(self) -> None:
-        if self.n_ctx < 256 or self.threads < 1 or self.max_tokens < 1 or self.queue < 1:
+        if self.n_ctx < 256 or min(self.threads, self.batch_threads, self.max_tokens, self.queue) < 1:
             raise ConfigError(
-                "XLlamaConfig: n_ctx >= 256, threads >= 1, max_tokens >= 1, queue >= 1; got "
-                f"{self.n_ctx}, {self.threads}, {self.max_tokens}, {self.queue}"
+                "XLlamaConfig: n_ctx >= 256, threads >= 1, batch_threads >= 1, max_tokens >= 1, queue >= 1; got "
+                f"{self.n_ctx}, {self.threads}, {self.batch_threads}, {self.max_tokens}, {self.queue}"
             )
 
 
@@ -129,7 +135,7 @@ class _XLlamaBackend:
         params.n_ctx = config.n_ctx
         params.n_parallel = 1  # one slot: its KV cache is the conversation's prefix
         params.cpuparams.n_threads = config.threads
-        params.cpuparams_batch.n_threads = config.threads
+        params.cpuparams_batch.n_threads = config.batch_threads
         self._server: Any = xllamacpp.Server(params)
 
     def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
