@@ -159,7 +159,6 @@ async def stream_answer(
                     seen.first_token = ctx.clock.now()
                 if open_round is not None:
                     timeline.llm_first_token(epoch, timed, ctx.clock.now())
-                    await open_round()
             if isinstance(event, TextDelta):
                 assembler.push(event)
                 spoken.append(event.text)

@@ -38,8 +38,9 @@ any round.  A model round gets a filler the same way when its first token has no
 ``tool``), counted from the turn's end while the caller has heard nothing of the turn (a
 round that only wrote a call, then a quick tool: the next round fills at once when that
 silence already passed the delay, ``TurnRounds.quiet_since``): the round is opened
-(``LlmResponseStarted``) only at its first token, so the filler, once started, is spoken
-whole as the round before it.
+(``LlmResponseStarted``) only at its first text (a round that only writes a call, which a
+local model does token by token for seconds, opens at its end), so the filler, once
+started, is spoken whole as the round before it.
 
 Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round task that
 speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
@@ -790,8 +791,9 @@ class LlmRunner(Processor):
     async def _round(self, turn: TurnRounds, ctx: ProcessorContext) -> tuple[Assembled, ...]:
         """One request: its text spoken as it streams, its message pushed before any call runs.
 
-        The round opens (``LlmResponseStarted``) at its first token, so a filler that a slow
-        first token let start is spoken whole before it (see the module docs)."""
+        The round opens (``LlmResponseStarted``) at its first text (a call-only round at its
+        end), so a filler that a slow first token or a slowly written call let start is spoken
+        whole before it (see the module docs)."""
         self.stats.rounds += 1
         opening = Opening()
         delay = self.filler.model_delay if turn.reply is ReplyMode.SPOKEN else None  # nothing to fill in a text
