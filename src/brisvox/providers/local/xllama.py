@@ -7,7 +7,8 @@ Q4_K_M (``brisvox models fetch qwen2_5_coder_0_5b_q4``; the default fetch leaves
 Off the event loop: one generation is one job on an :class:`~brisvox.inference.InferencePool`
 of one thread (a thread, not a process: both kept a 20 ms asyncio ticker's p95 lateness
 at 4 ms while the model generated, docs/DECISIONS.md), so the model serves one request at
-a time and at most ``queue`` more wait; a request beyond that is refused at once with a
+a time and at most ``queue`` more wait (llama.cpp itself on one thread: two stall each
+other on cores shared with the call's audio, docs/DECISIONS.md); a request beyond that is refused at once with a
 :class:`ProviderError` of kind ``busy`` (the engine speaks its fallback line).  Tokens come
 back to the loop through a bounded queue; closing the stream stops the generation at the
 next token.
@@ -22,6 +23,9 @@ every call of the agent begins with the same bytes, and the one slot keeps them.
 Tool calls: the output is constrained by :func:`tool_grammar` (text, or one call of an
 offered tool whose arguments satisfy its schema), and :class:`ReplyParser` turns a call
 into :class:`ToolCallDelta` events; a call is never spoken and never left as JSON text.
+
+Each request logs one :class:`RequestStats` line (queue wait, prompt tokens evaluated and
+cached, first token, tokens generated and their rate): where a turn's time went.
 """
 
 from __future__ import annotations
