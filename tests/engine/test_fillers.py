@@ -177,16 +177,23 @@ async def test_a_side_effect_booking_finishing_while_the_filler_plays_is_answere
     result.report.context.validate()
 
 
+async def slow_model_call(
+    tool_seconds: float, latency: LatencyProfile, first: tuple[Say, ...] = ()
+) -> tuple[SimResult, Counter]:
+    """A weather call by a model that streams at ``latency``: ``first`` text, the call, then the answer."""
+    clock = SimClock()
+    tool = Counter(clock, seconds=tool_seconds, answer={"sky": "sunny"})
+    llm = ScriptedLlm(clock, [[*first, Call(name="get_weather", arguments={"day": "friday"})], [Say(ANSWER)]],
+                      latency=latency)
+    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(15.0).build()
+    return await simulate(clock, scenario, llm, tools=registry(w=(WEATHER, tool))), tool
+
+
 async def test_a_round_that_only_writes_a_slow_call_gets_the_model_filler_while_it_writes() -> None:
     # A local model writes the call's name at once, then its arguments token by token: the
     # caller would hear nothing for the whole round, the quick tool (no tool filler) and the
     # next round's first token.  The model filler bounds that silence from the turn's end.
-    clock = SimClock()
-    tool = Counter(clock, seconds=0.1, answer={"sky": "sunny"})
-    llm = ScriptedLlm(clock, [[Call(name="get_weather", arguments={"day": "friday"})], [Say(ANSWER)]],
-                      latency=LatencyProfile(first_event=0.3, per_event=1.0))
-    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(8.0).build()
-    result = await simulate(clock, scenario, llm, tools=registry(w=(WEATHER, tool)))
+    result, tool = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=1.0))
     assert result.report.fillers == 1
     at = filler_at(result)
     record = next(r for r in result.report.timeline if r.epoch == 0)
@@ -202,12 +209,7 @@ async def test_a_round_that_only_writes_a_slow_call_gets_the_model_filler_while_
 async def test_a_round_after_a_quick_call_and_tool_fills_at_once_when_the_silence_already_passed_the_delay() -> None:
     # Each step is under its own delay (the call's round 1.8 s, the tool 1.0 s), but the caller
     # has heard nothing for 2.8 s when the second round starts: its filler does not wait again.
-    clock = SimClock()
-    tool = Counter(clock, seconds=1.0, answer={"sky": "sunny"})
-    llm = ScriptedLlm(clock, [[Call(name="get_weather", arguments={"day": "friday"})], [Say(ANSWER)]],
-                      latency=LatencyProfile(first_event=0.9, per_event=0.3))
-    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(8.0).build()
-    result = await simulate(clock, scenario, llm, tools=registry(w=(WEATHER, tool)))
+    result, tool = await slow_model_call(1.0, LatencyProfile(first_event=0.9, per_event=0.3))
     assert result.report.fillers == 1
     at = filler_at(result)
     assert at is not None and tool.started and at == pytest.approx(tool.started[0] + 1.0, abs=0.01)
@@ -215,11 +217,6 @@ async def test_a_round_after_a_quick_call_and_tool_fills_at_once_when_the_silenc
 
 
 async def test_a_round_that_spoke_keeps_its_own_model_delay_for_the_next_round() -> None:
-    clock = SimClock()
-    tool = Counter(clock, seconds=0.1, answer={"sky": "sunny"})
-    llm = ScriptedLlm(clock, [[Say("Let me check."), Call(name="get_weather", arguments={"day": "friday"})],
-                              [Say(ANSWER)]], latency=LatencyProfile(first_event=0.3, per_event=1.0))
-    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(15.0).build()
-    result = await simulate(clock, scenario, llm, tools=registry(w=(WEATHER, tool)))
+    result, _ = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=1.0), (Say("Let me check."),))
     assert result.report.fillers == 0
     assert assistant_texts(result) == ["Let me check.", ANSWER]
