@@ -261,10 +261,34 @@ async def main_async(args: argparse.Namespace) -> int:
         if early:
             print(f"  Whisper finals: {sum(e[0] for e in early)}, {sum(e[1] for e in early)} of them from an early "
                   f"decode ({sum(e[2] for e in early)} early decodes)")
+        llm_requests(server.lines)
         print(f"load average (1, 5, 15 min): {os.getloadavg()} on {os.cpu_count()} cores, shared with other work")
     finally:
         server.stop()
     return 0
+
+
+_LLM_LINE = re.compile(r"local-llama: queued (\d+) ms, prompt (\d+) evaluated \+ (\d+) cached in (\d+) ms, "
+                       r"first token (\d+|-)(?: ms)?, (\d+) tokens in (\d+) ms \(([\d.]+)/s\), total (\d+) ms")
+
+
+def llm_requests(lines: list[str]) -> None:
+    """The local model's requests (its per-request log line, ``XLlamaLlm``): where the model's time went."""
+    rows = [m.groups() for line in lines if (m := _LLM_LINE.search(line))]
+    if not rows:
+        return
+    cols = list(zip(*rows, strict=True))
+
+    def med(i: int) -> str:
+        values = [float(v) for v in cols[i] if v != "-"]
+        return f"{statistics.median(values):.0f}" if values else "-"
+
+    print(f"  local model: {len(rows)} requests; medians: queued {med(0)} ms, prompt "
+          f"{med(1)} evaluated + {med(2)} cached in {med(3)} ms, first token {med(4)} ms, {med(5)} tokens generated "
+          f"at {float(med(7)):.1f}/s, request total {med(8)} ms")
+    for row in rows:
+        print(f"    queued {row[0]} ms, prompt {row[1]}+{row[2]} cached ({row[3]} ms), first {row[4]} ms, "
+              f"{row[5]} tokens in {row[6]} ms ({row[7]}/s), total {row[8]} ms")
 
 
 def main(argv: list[str] | None = None) -> int:

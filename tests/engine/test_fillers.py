@@ -7,6 +7,7 @@ import pytest
 from brisvox.agent.context import AssistantMessage, ToolMessage
 from brisvox.agent.played import CUT_MARKER
 from brisvox.agent.tools import DEFAULT_FILLER_TEXT, FillerConfig, FillerPolicy, ToolKind, ToolSpec
+from brisvox.agent.tools.filler import DEFAULT_MODEL_FILLER_DELAY
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.tasks import live_tasks, wait_for_task_baseline
@@ -174,3 +175,48 @@ async def test_a_side_effect_booking_finishing_while_the_filler_plays_is_answere
     results = [m for m in result.report.context.messages if isinstance(m, ToolMessage)]
     assert len(results) == 1 and not results[0].is_error
     result.report.context.validate()
+
+
+async def slow_model_call(
+    tool_seconds: float, latency: LatencyProfile, first: tuple[Say, ...] = ()
+) -> tuple[SimResult, Counter]:
+    """A weather call by a model that streams at ``latency``: ``first`` text, the call, then the answer."""
+    clock = SimClock()
+    tool = Counter(clock, seconds=tool_seconds, answer={"sky": "sunny"})
+    llm = ScriptedLlm(clock, [[*first, Call(name="get_weather", arguments={"day": "friday"})], [Say(ANSWER)]],
+                      latency=latency)
+    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(15.0).build()
+    return await simulate(clock, scenario, llm, tools=registry(w=(WEATHER, tool))), tool
+
+
+async def test_a_round_that_only_writes_a_slow_call_gets_the_model_filler_while_it_writes() -> None:
+    # A local model writes the call's name at once, then its arguments token by token: the
+    # caller would hear nothing for the whole round, the quick tool (no tool filler) and the
+    # next round's first token.  The model filler bounds that silence from the turn's end.
+    result, tool = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=1.0))
+    assert result.report.fillers == 1
+    at = filler_at(result)
+    record = next(r for r in result.report.timeline if r.epoch == 0)
+    request, first = record.at(TurnEvent.LLM_REQUEST), record.at(TurnEvent.LLM_FIRST_TOKEN)
+    assert at is not None and request is not None and first is not None
+    assert first < request + DEFAULT_MODEL_FILLER_DELAY  # the call's name came in time ...
+    assert at == pytest.approx(request + DEFAULT_MODEL_FILLER_DELAY, abs=0.01)  # ... its arguments did not
+    assert tool.started and at < tool.started[0]
+    assert assistant_texts(result) == [DEFAULT_FILLER_TEXT, ANSWER]
+    result.report.context.validate()
+
+
+async def test_a_round_after_a_quick_call_and_tool_fills_at_once_when_the_silence_already_passed_the_delay() -> None:
+    # Each step is under its own delay (the call's round 1.8 s, the tool 1.0 s), but the caller
+    # has heard nothing for 2.8 s when the second round starts: its filler does not wait again.
+    result, tool = await slow_model_call(1.0, LatencyProfile(first_event=0.9, per_event=0.3))
+    assert result.report.fillers == 1
+    at = filler_at(result)
+    assert at is not None and tool.started and at == pytest.approx(tool.started[0] + 1.0, abs=0.01)
+    assert assistant_texts(result) == [DEFAULT_FILLER_TEXT, ANSWER]
+
+
+async def test_a_round_that_spoke_keeps_its_own_model_delay_for_the_next_round() -> None:
+    result, _ = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=1.0), (Say("Let me check."),))
+    assert result.report.fillers == 0
+    assert assistant_texts(result) == ["Let me check.", ANSWER]

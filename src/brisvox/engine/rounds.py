@@ -75,12 +75,15 @@ class TurnRounds:
     """One turn's round ordinals: every round (model, filler, canned line) takes the next; ``reply``:
     how every round of the turn reaches the caller."""
 
-    __slots__ = ("epoch", "next_round", "reply")
+    __slots__ = ("epoch", "next_round", "quiet_since", "reply")
 
-    def __init__(self, epoch: int, reply: ReplyMode = ReplyMode.SPOKEN) -> None:
+    def __init__(self, epoch: int, reply: ReplyMode = ReplyMode.SPOKEN, quiet_since: float | None = None) -> None:
         self.epoch = epoch
         self.next_round = 0
         self.reply = reply
+        # Since when the caller has heard nothing of this turn (its end); None once a round
+        # spoke or a filler started.  A slow model's filler counts from here, not from its round.
+        self.quiet_since = quiet_since
 
     def take(self) -> int:
         n = self.next_round
@@ -156,7 +159,6 @@ async def stream_answer(
                     seen.first_token = ctx.clock.now()
                 if open_round is not None:
                     timeline.llm_first_token(epoch, timed, ctx.clock.now())
-                    await open_round()
             if isinstance(event, TextDelta):
                 assembler.push(event)
                 spoken.append(event.text)

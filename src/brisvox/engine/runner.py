@@ -35,8 +35,12 @@ message was built without it), or when the turn is settled (after the open calls
 closed, before the next user message); from then on it is cut to what was heard like
 any round.  A model round gets a filler the same way when its first token has not come
 ``FillerPolicy.model_delay`` seconds after the request (``FillerStarted`` with an empty
-``tool``): the round is opened (``LlmResponseStarted``) only at its first token, so the
-filler, once started, is spoken whole as the round before it.
+``tool``), counted from the turn's end while the caller has heard nothing of the turn (a
+round that only wrote a call, then a quick tool: the next round fills at once when that
+silence already passed the delay, ``TurnRounds.quiet_since``): the round is opened
+(``LlmResponseStarted``) only at its first text (a round that only writes a call, which a
+local model does token by token for seconds, opens at its end), so the filler, once
+started, is spoken whole as the round before it.
 
 Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round task that
 speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
@@ -455,7 +459,7 @@ class LlmRunner(Processor):
         self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
             self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
-        self._round_task = self._scope.spawn(self._respond(TurnRounds(epoch, reply), ctx, head), name=f"turn-{epoch}")
+        self._round_task = self._scope.spawn(self._respond(TurnRounds(epoch, reply, ctx.clock.now()), ctx, head), name=f"turn-{epoch}")
 
     async def _start_line(self, frame: BotLineFrame, ctx: ProcessorContext) -> None:
         """An agent's bot line in its own epoch (see the module docs)."""
@@ -696,6 +700,7 @@ class LlmRunner(Processor):
         if choice is None:
             return
         state.speaking = True
+        turn.quiet_since = None
         round_ = turn.take()
         self.stats.fillers += 1
         if choice.clip is not None:
@@ -786,11 +791,16 @@ class LlmRunner(Processor):
     async def _round(self, turn: TurnRounds, ctx: ProcessorContext) -> tuple[Assembled, ...]:
         """One request: its text spoken as it streams, its message pushed before any call runs.
 
-        The round opens (``LlmResponseStarted``) at its first token, so a filler that a slow
-        first token let start is spoken whole before it (see the module docs)."""
+        The round opens (``LlmResponseStarted``) at its first text (a call-only round at its
+        end), so a filler that a slow first token or a slowly written call let start is spoken
+        whole before it (see the module docs)."""
         self.stats.rounds += 1
         opening = Opening()
         delay = self.filler.model_delay if turn.reply is ReplyMode.SPOKEN else None  # nothing to fill in a text
+        if delay is not None and turn.quiet_since is not None:
+            # The caller has waited since the turn's end (a round that only wrote a call, a
+            # tool): the silence is what the filler bounds, so a later round fills sooner.
+            delay = max(0.0, delay - (ctx.clock.now() - turn.quiet_since))
         if delay is not None:
             opening.filler = self._scope.spawn(self._filler_after(delay, "", turn, opening.state, ctx),
                                                name="model-filler")
@@ -838,6 +848,8 @@ class LlmRunner(Processor):
             await ctx.push(LlmTextFrame(epoch=epoch, text=fallback, round=await open_round()))
             spoken.append(fallback)
         round_ = await open_round()  # a round with no text (a call only) opens too: its message is kept
+        if spoken:
+            turn.quiet_since = None
         done = ctx.clock.now()
         self.timeline.llm_done(epoch, timed, done)
         usage = seen.usage

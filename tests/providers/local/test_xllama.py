@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from brisvox.agent import AssistantMessage, SystemMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
+from brisvox.core.errors import ConfigError
 from brisvox.inference import model_path
 from brisvox.inference.models import QWEN_CODER_0_5B
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
@@ -214,7 +216,9 @@ async def test_warming_the_prefix_evaluates_the_requests_prompt_with_its_tools_a
     finally:
         await llm.aclose()
     warmed, turn = backend.bodies
-    assert warmed["max_tokens"] == 1 and warmed["cache_prompt"] and "grammar" not in warmed
+    assert warmed["max_tokens"] == 1 and warmed["cache_prompt"]
+    # The grammar too: llguidance sets itself up on the first constrained request, at start.
+    assert warmed["grammar"] == turn["grammar"]
     # The turn begins with the very system message the warm-up evaluated (its tools' section included).
     assert warmed["messages"][0] == turn["messages"][0] and "get_weather" in warmed["messages"][0]["content"]
     assert isinstance(llm, PrefixWarm)
@@ -251,6 +255,31 @@ async def test_closing_the_stream_stops_the_generation_at_the_next_token() -> No
         await llm.aclose()
     assert isinstance(first, TextDelta)
     assert backend.stopped_after is not None and backend.stopped_after < 20
+
+
+@pytest.mark.realtime  # the model's thread is real: its wait is measured on the real clock
+async def test_each_request_logs_its_queue_wait_prompt_tokens_first_token_and_rate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+    backend = FakeBackend(["Hi"], gate=gate)
+    llm = _llm(backend)
+    caplog.set_level(logging.INFO, logger="brisvox.providers.local.xllama")
+    try:
+        running = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        assert await asyncio.to_thread(backend.started.wait, 10)
+        waiting = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        await asyncio.sleep(0.2)  # the second request waits this long behind the first
+        gate.set()
+        await running, await waiting
+    finally:
+        await llm.aclose()
+    lines = [r.getMessage() for r in caplog.records if "queued" in r.getMessage()]
+    assert len(lines) == 2
+    assert all("prompt 5 evaluated + 40 cached" in line and "1 tokens in" in line for line in lines)
+    queued = [int(line.split("queued ")[1].split(" ms")[0]) for line in lines]
+    assert queued[0] < 100 <= queued[1]  # the second one's wait for the model is counted
+    assert all("first token -" not in line for line in lines)
 
 
 def _model_or_skip() -> XLlamaLlm:
@@ -315,3 +344,12 @@ async def test_in_auto_mode_the_real_model_calls_the_tool_through_the_grammar_an
     assert json.loads("".join(d.arguments_fragment for d in deltas)) == {"city": "Paris"}
     assert not "".join(e.text for e in events if isinstance(e, TextDelta)).strip()
     assert isinstance(events[-1], Done) and events[-1].finish_reason is FinishReason.TOOL_CALLS
+
+
+def test_the_model_generates_and_evaluates_on_one_thread_by_default() -> None:
+    # Two threads wait for each other at every layer: on two cores shared with the call's
+    # Whisper, Silero and TTS, generation fell to 2 to 6 tokens a second (docs/DEMO.md).
+    config = XLlamaConfig()
+    assert (config.threads, config.batch_threads) == (1, 1)
+    with pytest.raises(ConfigError, match="batch_threads"):
+        XLlamaConfig(batch_threads=0)

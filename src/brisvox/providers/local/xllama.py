@@ -7,7 +7,8 @@ Q4_K_M (``brisvox models fetch qwen2_5_coder_0_5b_q4``; the default fetch leaves
 Off the event loop: one generation is one job on an :class:`~brisvox.inference.InferencePool`
 of one thread (a thread, not a process: both kept a 20 ms asyncio ticker's p95 lateness
 at 4 ms while the model generated, docs/DECISIONS.md), so the model serves one request at
-a time and at most ``queue`` more wait; a request beyond that is refused at once with a
+a time and at most ``queue`` more wait (llama.cpp itself on one thread: two stall each
+other on cores shared with the call's audio, docs/DECISIONS.md); a request beyond that is refused at once with a
 :class:`ProviderError` of kind ``busy`` (the engine speaks its fallback line).  Tokens come
 back to the loop through a bounded queue; closing the stream stops the generation at the
 next token.
@@ -22,6 +23,9 @@ every call of the agent begins with the same bytes, and the one slot keeps them.
 Tool calls: the output is constrained by :func:`tool_grammar` (text, or one call of an
 offered tool whose arguments satisfy its schema), and :class:`ReplyParser` turns a call
 into :class:`ToolCallDelta` events; a call is never spoken and never left as JSON text.
+
+Each request logs one :class:`RequestStats` line (queue wait, prompt tokens evaluated and
+cached, first token, tokens generated and their rate): where a turn's time went.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from brisvox.agent import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from brisvox.core.clock import Clock, SystemClock
 from brisvox.core.errors import ConfigError
 from brisvox.inference import InferencePool, PoolConfig, model_path
 from brisvox.inference.errors import InferenceError, PoolFull
@@ -62,7 +67,7 @@ from brisvox.providers.local._tool_grammar import (
     tools_prompt,
 )
 
-__all__ = ["Backend", "XLlamaConfig", "XLlamaLlm", "to_chat_messages"]
+__all__ = ["Backend", "RequestStats", "XLlamaConfig", "XLlamaLlm", "to_chat_messages"]
 
 log = logging.getLogger(__name__)
 
@@ -75,17 +80,46 @@ _END = None  # end of a generation's chunks (the job also resolves its future)
 class XLlamaConfig:
     model_path: str | os.PathLike[str] | None = None  # default: the fetched Qwen GGUF
     n_ctx: int = 4096
-    threads: int = 2
+    # Generation on one thread: with two, llama.cpp's threads wait for each other at every
+    # layer, and on two cores shared with Whisper, Silero and the TTS the generation fell
+    # to 2 to 6 tokens a second in a call against 15 to 23 with one (docs/DEMO.md).
+    threads: int = 1
+    # The prompt (a caller's words, a tool's result) is evaluated as one batch on these; two
+    # were slower in a call too (39 tokens in 2.6 s against 38 in 0.9 s with one, docs/DEMO.md).
+    batch_threads: int = 1
     max_tokens: int = 160  # when the request sets none (a call of the demo's tools is about 50)
     temperature: float = 0.0  # when the request sets none: a small model decides best greedily
     queue: int = 2  # requests that may wait while one generates; more are refused (kind busy)
 
     def __post_init__(self) -> None:
-        if self.n_ctx < 256 or self.threads < 1 or self.max_tokens < 1 or self.queue < 1:
+        if self.n_ctx < 256 or min(self.threads, self.batch_threads, self.max_tokens, self.queue) < 1:
             raise ConfigError(
-                "XLlamaConfig: n_ctx >= 256, threads >= 1, max_tokens >= 1, queue >= 1; got "
-                f"{self.n_ctx}, {self.threads}, {self.max_tokens}, {self.queue}"
+                "XLlamaConfig: n_ctx >= 256, threads >= 1, batch_threads >= 1, max_tokens >= 1, queue >= 1; got "
+                f"{self.n_ctx}, {self.threads}, {self.batch_threads}, {self.max_tokens}, {self.queue}"
             )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestStats:
+    """Where one request's time went (logged once per request: the line ``bench/demo_callers.py``
+    and ``bench/local_llm_warm.py`` read).  Seconds on the loop's clock from the submission;
+    token counts and the model's own times from llama.cpp's ``timings``."""
+
+    queued_s: float  # submitted -> the model's thread took it (another request was generating)
+    first_token_s: float | None  # submitted -> the first content piece reached the loop
+    total_s: float  # submitted -> the last chunk
+    prompt_evaluated: int  # prompt tokens this request evaluated
+    prompt_cached: int  # prompt tokens taken from the slot's cache (the kept prefix)
+    prompt_ms: float
+    generated: int
+    generate_ms: float
+
+    def line(self) -> str:
+        first = "-" if self.first_token_s is None else f"{self.first_token_s * 1000:.0f} ms"
+        rate = self.generated / (self.generate_ms / 1000) if self.generate_ms > 0 else 0.0
+        return (f"queued {self.queued_s * 1000:.0f} ms, prompt {self.prompt_evaluated} evaluated + "
+                f"{self.prompt_cached} cached in {self.prompt_ms:.0f} ms, first token {first}, "
+                f"{self.generated} tokens in {self.generate_ms:.0f} ms ({rate:.1f}/s), total {self.total_s * 1000:.0f} ms")
 
 
 class Backend(Protocol):
@@ -105,7 +139,7 @@ class _XLlamaBackend:
         params.n_ctx = config.n_ctx
         params.n_parallel = 1  # one slot: its KV cache is the conversation's prefix
         params.cpuparams.n_threads = config.threads
-        params.cpuparams_batch.n_threads = config.threads
+        params.cpuparams_batch.n_threads = config.batch_threads
         self._server: Any = xllamacpp.Server(params)
 
     def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
@@ -169,8 +203,10 @@ class XLlamaLlm(LlmProvider):
         *,
         load: Callable[[str, XLlamaConfig], Backend] = load_xllamacpp,
         path: str | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self._clock = clock or SystemClock()
         self._load = load
         self._path_override = path
         # One thread: llama.cpp's slot serves one request at a time; `queue` may wait.
@@ -212,7 +248,9 @@ class XLlamaLlm(LlmProvider):
         """Evaluate ``request``'s prompt (one token generated) so the slot keeps it; logs what it cost."""
         backend = await self._loaded()
         body = self._body(request, _offered(request))
-        body.pop("grammar", None)  # the tools' section is in the prompt; one token needs no grammar
+        # The grammar stays: llguidance builds its view of the model's vocabulary on the
+        # first constrained request of the process (0.7 to 1 s measured), so the first
+        # call's first turn would pay it (docs/DEMO.md, "The local LLM's time").
         body["max_tokens"] = 1
         timings: dict[str, Any] = {}
 
@@ -273,7 +311,12 @@ class XLlamaLlm(LlmProvider):
                 loop.call_soon_threadsafe(offer, chunk)
             return stop.is_set()
 
+        submitted = self._clock.now()
+        started: list[float] = []  # when the model's thread took the job (loop time)
+        first: float | None = None
+
         def generate() -> None:  # the job
+            loop.call_soon_threadsafe(lambda: started.append(self._clock.now()))
             try:
                 backend.complete(body, on_chunk)
             finally:
@@ -289,19 +332,21 @@ class XLlamaLlm(LlmProvider):
         named: str | None = None  # the call's name, once sent
         finish: str | None = None
         usage = Usage()
+        timings: dict[str, Any] = {}
         try:
             while (chunk := await chunks.get()) is not _END:
                 for choice in chunk.get("choices") or ():
                     finish = choice.get("finish_reason") or finish
                     content = (choice.get("delta") or {}).get("content")
                     if content:
+                        first = self._clock.now() if first is None else first
                         text = parser.feed(content)
                         if text:
                             yield TextDelta(text=text)
                         elif named is None and (named := parser.call_name()) is not None:
                             yield call_deltas(named)
-                timings = chunk.get("timings")
-                if isinstance(timings, dict):
+                if isinstance(chunk.get("timings"), dict):
+                    timings = chunk["timings"]
                     usage = Usage(
                         input_tokens=int(timings.get("prompt_n", 0)) + int(timings.get("cache_n", 0)),
                         output_tokens=int(timings.get("predicted_n", 0)),
@@ -316,6 +361,9 @@ class XLlamaLlm(LlmProvider):
             # A closed stream stops at the next token; a job still queued is skipped.
             stop.set()
             job.cancel()
+            # Every request, a stopped one too (a dropped speculation, a barge-in): its cost.
+            stats = _stats(submitted, started, first, self._clock.now(), timings)
+            log.info("%s: %s%s", self.name, stats.line(), "" if timings else " (stopped before its end)")
         try:
             call = parser.finish()
         except MalformedCall as exc:
@@ -325,3 +373,16 @@ class XLlamaLlm(LlmProvider):
             yield call_deltas(named, call)
         reason = FinishReason.TOOL_CALLS if call is not None else _FINISH.get(finish or "stop", FinishReason.OTHER)
         yield Done(finish_reason=reason, usage=usage)
+
+
+def _stats(submitted: float, started: list[float], first: float | None, end: float, timings: dict[str, Any]) -> RequestStats:
+    return RequestStats(
+        queued_s=(started[0] if started else end) - submitted,
+        first_token_s=None if first is None else first - submitted,
+        total_s=end - submitted,
+        prompt_evaluated=int(timings.get("prompt_n", 0)),
+        prompt_cached=int(timings.get("cache_n", 0)),
+        prompt_ms=float(timings.get("prompt_ms", 0.0)),
+        generated=int(timings.get("predicted_n", 0)),
+        generate_ms=float(timings.get("predicted_ms", 0.0)),
+    )
