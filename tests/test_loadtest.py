@@ -170,3 +170,4 @@ def test_loadtest_drives_two_callers_against_a_mock_agent_and_prints_their_row(
     assert all(0.55 < t["v2v"] < 3.0 and t["bot_audio_s"] > 0.2 for t in result["turns"])
     assert summary["cpu_steady_pct"] > 0 and summary["rss_max_mb"] >= summary["rss_idle_mb"] > 10
     assert summary["setup_cpu_ms"] is not None and summary["cpu_ms_per_call_s"] > 0
+
