@@ -22,6 +22,13 @@ whose numbers it reproduces):
   CPU they cost, over the idle rate, to their set-up.  The pid is one process's: measure a
   server started with ``brisvox serve --workers 1`` (a node's supervisor does no call work).
 
+The client is lean so that it measures the server, not itself (on a 2-core machine it shares
+the cores with the node under test): one task sends every caller's frames (the callers' send
+phases on a 2 ms grid of the 20 ms frame), each frame is encoded and masked once for every
+caller (``loadtest_wire``), a send is one socket write, and the server's frames are read as
+views without a WebSocket library (``loadtest_conn``).  The summary gives the client's own
+CPU (``client_cpu_pct``, ``client_cpu_ms_per_call_s``) and its worst send lag.
+
 The agent under test should use ``provider = "mock"`` for the stages it does not want to
 pay for (docs/CONFIG.md): the row then measures the framework, not the vendors.  The
 speech WAV defaults to one made with ``espeak-ng`` and ``sox`` (the reference's recipe),
