@@ -281,6 +281,15 @@ class _Ticker:
                 slot.remove(caller)
 
     async def _run(self) -> None:
+        try:
+            await self._serve()
+        except Exception as exc:  # a bug here: every call still on the ticker ends with it, named
+            for slot in self._slots:
+                for caller in tuple(slot):
+                    caller.end(exc)
+            raise
+
+    async def _serve(self) -> None:
         j = 0
         while True:
             j += 1
@@ -303,7 +312,7 @@ class _Phase(enum.Enum):
 @dataclass(slots=True)
 class Caller:
     """One simulated caller: its stream is a state machine the ticker steps frame by frame;
-    its connection hands it the bot's audio (``heard``)."""
+    its connection hands it the bot's messages (``_received``)."""
 
     idx: int
     plan: Plan
@@ -363,11 +372,12 @@ class Caller:
                 self.lag = max(self.lag, now - target)
                 self._k += 1
                 self._after_send(_CLOCK.now())
-            self._end(None)
+            self.end(None)
         except Exception as exc:  # the server ended the call, or a bug: this call ends with it, named
-            self._end(exc)
+            self.end(exc)
 
-    def _end(self, failure: BaseException | None) -> None:
+    def end(self, failure: BaseException | None) -> None:
+        """The call is over (``failure``: why, None for a hang-up): off the ticker, ``run`` returns."""
         if self._ticker is not None:
             self._ticker.leave(self)
         if self._ended is not None and not self._ended.done():
