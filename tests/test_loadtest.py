@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -210,7 +211,7 @@ async def test_a_caller_streams_real_time_frames_turns_on_160_ms_boundaries_and_
     assert [round(t["v2v"], 3) for t in result.turns] == [0.76, 0.76]
     assert all(t["bot_audio_s"] == 0.4 and t["underrun_s"] == 0 for t in result.turns)
     times = [t for t, _ in sent]
-    assert all(abs(b - a - 0.02) < 1e-6 for a, b in zip(times, times[1:], strict=False))  # real time, no gap
+    assert all(abs(b - a - 0.02) < 1e-6 for a, b in itertools.pairwise(times))  # real time, no gap
     starts = [k for k, (_, f) in enumerate(sent) if f == speech[0]]
     assert len(starts) == 2 and all(k % 8 == 0 for k in starts) and times[starts[0]] >= times[0] + 2.0
     # after a turn's speech: at least 100 frames (2 s) of silence, and the reply's playout + 0.5 s
