@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -171,3 +172,49 @@ def test_loadtest_drives_two_callers_against_a_mock_agent_and_prints_their_row(
     assert all(0.55 < t["v2v"] < 3.0 and t["bot_audio_s"] > 0.2 for t in result["turns"])
     assert summary["cpu_steady_pct"] > 0 and summary["rss_max_mb"] >= summary["rss_idle_mb"] > 10
     assert summary["setup_cpu_ms"] is not None and summary["cpu_ms_per_call_s"] > 0
+
+
+
+async def test_a_caller_streams_real_time_frames_turns_on_160_ms_boundaries_and_times_each_reply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    import brisvox.loadtest as lt
+    from brisvox.loadtest_conn import OnBinary
+
+    loop = asyncio.get_running_loop()
+    pcm = [bytes((i + 1, 0)) * 320 for i in range(5)]
+    silence, speech = lt._audio_frame(bytes(640)), [lt._audio_frame(p) for p in pcm]
+    loud = encode_audio(b"\x00\x10" * 640, 16000)  # 40 ms of audio at peak 4096
+    sent: list[tuple[float, bytes]] = []
+
+    class FakeCall:
+        def __init__(self, on_binary: OnBinary) -> None:
+            self.on_binary = on_binary
+
+        def send(self, frame: bytes) -> None:
+            sent.append((loop.time(), frame))
+            if frame == speech[-1]:  # the bot answers 0.76 s after the turn's last frame, 0.4 s of audio
+                for i in range(10):
+                    loop.call_later(0.76 + 0.04 * i, lambda: self.on_binary(loop.time(), memoryview(loud)))
+
+        async def close(self) -> None:
+            return None
+
+    async def fake_open(url: str, timeout: float, on_binary: OnBinary) -> FakeCall:
+        return FakeCall(on_binary)
+
+    monkeypatch.setattr(lt, "open_call", fake_open)
+    plan = lt.Plan(url="ws://x/rtvi", n=1, turns=2, stagger=0.0, spread=0.0, reply_timeout=6.0, jitter_buffer=0.04)
+    result = await lt.run_load(plan, pcm, server_pid=None, ideal_ms=760.0)
+    assert result.summary["n_errors"] == 0 and result.summary["replies"] == 2
+    assert [round(t["v2v"], 3) for t in result.turns] == [0.76, 0.76]
+    assert all(t["bot_audio_s"] == 0.4 and t["underrun_s"] == 0 for t in result.turns)
+    times = [t for t, _ in sent]
+    assert all(abs(b - a - 0.02) < 1e-6 for a, b in itertools.pairwise(times))  # real time, no gap
+    starts = [k for k, (_, f) in enumerate(sent) if f == speech[0]]
+    assert len(starts) == 2 and all(k % 8 == 0 for k in starts) and times[starts[0]] >= times[0] + 2.0
+    # after a turn's speech: at least 100 frames (2 s) of silence, and the reply's playout + 0.5 s
+    assert starts[1] - (starts[0] + 5) >= 100
+    assert sent[-1][1] == silence and result.summary["client_send_lag_max_ms"] == 0.0

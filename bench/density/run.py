@@ -55,7 +55,26 @@ from brisvox.loadtest import speech_wav as speech_wav  # noqa: E402  (workers.py
 PIPECAT_REQUIREMENTS = ("pipecat-ai==1.14.0", "websockets", "fastapi<1,>=0.115.6", "uvicorn<1.0.0,>=0.32.0")
 JITTER_BUFFER_MS = 40.0
 OVERHEAD_LIMIT_MS = 100.0
-PORT = 8790
+PORT = 8790  # the servers' port: --port (use_port) when another bench on the machine has it
+
+
+def use_port(port: int) -> None:
+    """Serve the benches' servers on ``port`` from now on."""
+    global PORT
+    PORT = port
+
+
+def _check_port_free() -> None:
+    # a server that cannot bind exits, but a server another bench left on the port would answer
+    # the readiness check and be measured in its place: refuse to start instead
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers: a closed call's TIME_WAIT is no server
+        try:
+            probe.bind(("127.0.0.1", PORT))
+        except OSError as exc:
+            raise RuntimeError(f"port {PORT} is in use ({exc}): another server is there; pass --port") from None
 FULL = {"pipecat": "1:12,2:9,4:6,6:6,8:6,10:6,12:6,14:6,16:3,20:3,24:3", "brisvox": "1:12,10:6,20:6,40:6,60:6,80:6,100:3,120:3,150:3"}
 QUICK = {"pipecat": "1:3,4:2,6:2,8:2", "brisvox": "1:3,10:2,20:2,40:2,60:2"}
 
@@ -112,6 +131,7 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch
         for name in ("BRISVOX_AGENT_FILE", "BRISVOX_AUTH", "BRISVOX_HOST"):
             env.pop(name, None)
         ready, url = f"http://127.0.0.1:{PORT}/readyz", f"ws://127.0.0.1:{PORT}/rtvi"
+    _check_port_free()
     with log.open("wb") as out:
         pin = ["taskset", "-c", cpus] if cpus is not None else []
         proc = subprocess.Popen([*pin, *cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -247,6 +267,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     ap.add_argument("--stagger", type=float, default=10.0, help="connect the callers over this many s")
     ap.add_argument("--spread", type=float, default=9.0, help="spread the first turns over this many s")
     ap.add_argument("--out", type=Path, default=None, help="the results folder (default: under bench/density/results/, named by the UTC time)")
+    ap.add_argument("--port", type=int, default=PORT, help="the servers' port on 127.0.0.1 (default %(default)s)")
     return ap
 
 
@@ -270,6 +291,7 @@ def main() -> int:
     ap.add_argument("--pipecat-venv", type=Path, default=Path("/work/venv-pipecat"))
     args = ap.parse_args()
     stamp = results_dir(args, "")
+    use_port(args.port)
     specs = QUICK if args.quick else FULL
     frameworks = args.frameworks.split(",")
     pipecat_python = ensure_pipecat_venv(args.pipecat_venv) if "pipecat" in frameworks else Path()

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from run import loadtest, machine, parser, passes, record, report, results_dir, server, speech_wav
+from run import loadtest, machine, parser, passes, record, report, results_dir, server, speech_wav, use_port
 
 LADDERS = {1: "40,50,60,70", 2: "80,100,120,140"}
 SHORT = {1: "50,60", 2: "100,120"}
@@ -96,12 +96,12 @@ def table(points: Sequence[dict[str, Any]]) -> str:
     rows.append("\nEvery point (node CPU: the supervisor and its workers, % of one core, over the client's run; "
                 "client CPU: the load client's own process, the same window):\n")
     rows.append("| workers | calls | replies | overhead p50 / p95 ms | underrun turns (40 ms) | node CPU % | "
-                "per process % | client CPU % | client lag max ms | load avg | pass |")
-    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                "per process % | client CPU % | client CPU ms per call-second | client lag max ms | load avg | pass |")
+    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for p in points:
         rows.append(f"| {p['workers']} | {p['n']} | {p['replies']}/{p['turns']} | {p['ovh_p50_ms']} / {p['ovh_p95_ms']} | "
                     f"{p['underrun_turns']} | {p['node_cpu_pct']} | {' + '.join(map(str, p['process_cpu_pct']))} | "
-                    f"{p['client_cpu_pct']} | {p['client_send_lag_max_ms']} | {p['load_before']:.2f} | "
+                    f"{p['client_cpu_pct']} | {p.get('client_cpu_ms_per_call_s', '-')} | {p['client_send_lag_max_ms']} | {p['load_before']:.2f} | "
                     f"{'yes' if passes(p) else 'no'} |")
     return "\n".join(rows)
 
@@ -114,6 +114,7 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=None, help="turns per caller (default 6, 2 with --short)")
     args = ap.parse_args()
     stamp = results_dir(args, "workers-")
+    use_port(args.port)
     ladders = SHORT if args.short else LADDERS
     turns = args.turns or (2 if args.short else 6)
     ns = {1: [int(x) for x in (args.ns1 or ladders[1]).split(",")],

@@ -22,6 +22,13 @@ whose numbers it reproduces):
   CPU they cost, over the idle rate, to their set-up.  The pid is one process's: measure a
   server started with ``brisvox serve --workers 1`` (a node's supervisor does no call work).
 
+The client is lean so that it measures the server, not itself (on a 2-core machine it shares
+the cores with the node under test): one task sends every caller's frames (the callers' send
+phases on a 2 ms grid of the 20 ms frame), each frame is encoded and masked once for every
+caller (``loadtest_wire``), a send is one socket write, and the server's frames are read as
+views without a WebSocket library (``loadtest_conn``).  The summary gives the client's own
+CPU (``client_cpu_pct``, ``client_cpu_ms_per_call_s``) and its worst send lag.
+
 The agent under test should use ``provider = "mock"`` for the stages it does not want to
 pay for (docs/CONFIG.md): the row then measures the framework, not the vendors.  The
 speech WAV defaults to one made with ``espeak-ng`` and ``sox`` (the reference's recipe),
@@ -32,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import enum
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -44,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 from brisvox.core.clock import SystemClock
+from brisvox.loadtest_conn import Connection, open_call
+from brisvox.loadtest_wire import Kind, ServerBytesError, client_frame, frame_audio
 
 __all__ = [
     "LoadtestError", "LoadtestResult", "add_loadtest_parser", "bot_audio", "format_row", "run_loadtest", "speech_wav",
@@ -149,32 +160,33 @@ def _cpu_pct(a: ProcSample, b: ProcSample, main: bool = False) -> float:
 
 
 def _audio_frame(pcm: bytes) -> bytes:
+    """One 20 ms microphone frame: the bytes of its masked WebSocket frame, ready to write."""
     from brisvox.transport.rtvi.wire import encode_audio
 
-    return encode_audio(pcm, RATE)
+    return client_frame(Kind.BINARY, encode_audio(pcm, RATE))
+
+
+def _audio_of(message: memoryview) -> tuple[memoryview, int] | None:
+    try:
+        audio = frame_audio(message)
+    except ServerBytesError:
+        raise LoadtestError(f"the server sent {len(message)} bytes that are not a pipecat Frame") from None
+    if audio is None:
+        return None
+    pcm, rate = audio
+    if len(pcm) % 2:
+        raise LoadtestError(f"the server sent {len(pcm)} bytes of PCM16 audio: half a sample")
+    return pcm, rate or RATE
 
 
 def bot_audio(message: bytes) -> tuple[bytes, int] | None:
     """The PCM and rate of an audio frame from the server (None for any other frame); raises
     LoadtestError for bytes that are not a pipecat Frame or audio that is not whole PCM16 samples."""
-    from google.protobuf.message import DecodeError
-
-    from brisvox.transport.rtvi import frames_pb2
-
-    frame = frames_pb2.Frame()
-    try:
-        frame.ParseFromString(message)
-    except (DecodeError, RecursionError, ValueError):
-        raise LoadtestError(f"the server sent {len(message)} bytes that are not a pipecat Frame") from None
-    if frame.WhichOneof("frame") != "audio":
-        return None
-    pcm = frame.audio.audio
-    if len(pcm) % 2:
-        raise LoadtestError(f"the server sent {len(pcm)} bytes of PCM16 audio: half a sample")
-    return pcm, frame.audio.sample_rate or RATE
+    audio = _audio_of(memoryview(message))
+    return None if audio is None else (bytes(audio[0]), audio[1])
 
 
-def _peak(pcm: bytes) -> int:
+def _peak(pcm: memoryview) -> int:
     import numpy as np  # here, not at the top: ``brisvox --help`` imports this module's parser
 
     return int(np.abs(np.frombuffer(pcm, "<i2").astype(np.int32)).max())
@@ -230,110 +242,209 @@ class _Playout:
         return max(p.play_end for p in self.players)
 
 
+FRAME_S = 0.02  # s: one microphone frame
+SLOT = 0.002  # s: the grid of the callers' send phases (10 per frame)
+_SLOTS = round(FRAME_S / SLOT)
+
+
+class _Ticker:
+    """One task sends every caller's frames.  A caller joining is given the next 2 ms phase of
+    the 20 ms frame; each tick serves the callers of its phase, which send the frames that are
+    due (more than one when the tick ran late, as a late caller catches up).  So the client
+    wakes at most 500 times a second whatever the number of calls (50 for one call: phases
+    no caller has are skipped), and the callers' frames stay spread over the frame as their
+    connects were."""
+
+    def __init__(self) -> None:
+        self._slots: list[list[Caller]] = [[] for _ in range(_SLOTS)]
+        self._base = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._base = _CLOCK.now()
+        self._task = asyncio.create_task(self._run(), name="loadtest-ticker")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def join(self, caller: Caller) -> float:
+        """Serve ``caller`` from its next phase on; that phase's instant (its frame k is due k * 20 ms later)."""
+        j = math.ceil((_CLOCK.now() - self._base) / SLOT)
+        self._slots[j % _SLOTS].append(caller)
+        return self._base + j * SLOT
+
+    def leave(self, caller: Caller) -> None:
+        for slot in self._slots:
+            if caller in slot:
+                slot.remove(caller)
+
+    async def _run(self) -> None:
+        try:
+            await self._serve()
+        except Exception as exc:  # a bug here: every call still on the ticker ends with it, named
+            for slot in self._slots:
+                for caller in tuple(slot):
+                    caller.end(exc)
+            raise
+
+    async def _serve(self) -> None:
+        j = 0
+        while True:
+            j += 1
+            for _ in range(_SLOTS - 1):  # skip the phases no caller has (a new caller's first frame is 20 ms out)
+                if self._slots[j % _SLOTS]:
+                    break
+                j += 1
+            await _CLOCK.sleep_until(self._base + j * SLOT)
+            for caller in tuple(self._slots[j % _SLOTS]):
+                caller.tick()
+
+
+class _Phase(enum.Enum):
+    LEAD = "lead"  # silence until the first turn
+    SPEAK = "speak"  # the speech WAV
+    LISTEN = "listen"  # silence until the reply has played
+    DONE = "done"
+
+
 @dataclass(slots=True)
 class Caller:
+    """One simulated caller: its stream is a state machine the ticker steps frame by frame;
+    its connection hands it the bot's messages (``_received``)."""
+
     idx: int
     plan: Plan
-    speech: Sequence[bytes]
+    speech: Sequence[bytes]  # ready frames (_audio_frame)
+    silence: bytes
     turns: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     lag: float = 0.0  # the worst lateness of a frame this caller sent: the client's own health
     hangup_at: float | None = None
     connected_s: float = 0.0  # how long this caller's call was up
+    st: _Playout = field(default_factory=lambda: _Playout((_Player(0.0), _Player(0.0))))
+    _conn: Connection | None = None
+    _ticker: _Ticker | None = None
+    _ended: asyncio.Future[BaseException | None] | None = None
+    _t0: float = 0.0
+    _k: int = 0  # frames sent
+    _next: bytes = b""
+    _phase: _Phase = _Phase.LEAD
+    _first_turn_at: float = 0.0
+    _i: int = 0  # the speech frame next
+    _n_sil: int = 0
+    _turn: int = 0
+    _t_eos: float = 0.0
 
-    async def run(self, t_start: float) -> None:
+    async def run(self, t_start: float, ticker: _Ticker) -> None:
         p = self.plan
+        self.st = _Playout((_Player(0.0), _Player(p.jitter_buffer)))
         await _CLOCK.sleep(self.idx * p.stagger / p.n)  # callers connect one by one
-        first_turn_at = t_start + p.stagger + 2 + self.idx * p.spread / p.n
+        self._first_turn_at = t_start + p.stagger + 2 + self.idx * p.spread / p.n
         try:
-            await self._call(first_turn_at)
+            conn = await open_call(p.url, p.connect_timeout, self._received)
+            opened = _CLOCK.now()
+            try:
+                self._conn, self._ticker, self._next = conn, ticker, self.silence
+                self._ended = asyncio.get_running_loop().create_future()
+                self._t0 = ticker.join(self)
+                failure = await self._ended
+                if failure is not None:
+                    raise failure
+            finally:
+                ticker.leave(self)
+                self.connected_s = _CLOCK.now() - opened
+                await conn.close()
         except Exception as exc:  # refused, closed mid-call, timed out: counted in n_errors, shown, exit 1
             self.errors.append(f"caller{self.idx}: {exc!r}")
 
-    async def _call(self, first_turn_at: float) -> None:
-        from websockets.asyncio.client import connect
-
-        p = self.plan
-        async with connect(p.url, max_size=None, compression=None, open_timeout=p.connect_timeout) as ws:
-            opened = _CLOCK.now()
-            try:
-                await self._converse(ws, first_turn_at)
-            finally:
-                self.connected_s = _CLOCK.now() - opened
-
-    async def _converse(self, ws: Any, first_turn_at: float) -> None:
-        p = self.plan
-        st = _Playout((_Player(0.0), _Player(p.jitter_buffer)))
-        receiver = asyncio.create_task(self._receive(ws, st))
-        t0, k = _CLOCK.now(), 0
-        silence = _audio_frame(bytes(FRAME))
-        speech = [_audio_frame(f) for f in self.speech]
-
-        async def send(frame: bytes) -> None:
-            nonlocal k
-            if receiver.done():  # the server closed the call: stop here, say why
-                raise ConnectionError(f"the server ended the call ({receiver.exception()!r})")
-            k += 1
-            target = t0 + k * 0.02  # frame k is "captured" at its end
-            now = _CLOCK.now()
-            if target > now:
-                await _CLOCK.sleep(target - now)
-            self.lag = max(self.lag, _CLOCK.now() - target)
-            await ws.send(frame)
-
+    def tick(self) -> None:
+        """Send every frame that is due; the call ends here on a failure (this caller only)."""
         try:
-            while k < 3 * ALIGN or k % ALIGN or _CLOCK.now() < first_turn_at:
-                await send(silence)
-            for turn in range(p.turns):
-                for f in speech:
-                    await send(f)
-                t_eos = _CLOCK.now()
-                st.arm(t_eos)
-                n_sil = 0
-                while True:
-                    await send(silence)
-                    n_sil += 1
-                    now = _CLOCK.now()
-                    if n_sil < 100 or k % ALIGN:
-                        continue
-                    if st.first is None and now - t_eos < p.reply_timeout:
-                        continue
-                    if st.first is not None and now < st.play_end + 0.5:
-                        continue
-                    break
-                self.turns.append({
-                    "caller": self.idx, "turn": turn, "t_eos": t_eos,
-                    "v2v": None if st.first is None else st.first - t_eos,
-                    "bot_audio_s": round(st.audio_s, 3), "underrun_s": round(st.players[1].underrun_s, 3),
-                    "underrun_unbuffered_s": round(st.players[0].underrun_s, 3),
-                })
-                if st.first is None:
-                    self.errors.append(f"caller{self.idx} turn{turn}: no reply")
-                st.armed = None
-            self.hangup_at = _CLOCK.now()
-        finally:
-            receiver.cancel()
+            while self._phase is not _Phase.DONE:
+                target = self._t0 + (self._k + 1) * FRAME_S  # frame k is "captured" at its end
+                now = _CLOCK.now()
+                if target > now:
+                    return
+                assert self._conn is not None
+                self._conn.send(self._next)
+                self.lag = max(self.lag, now - target)
+                self._k += 1
+                self._after_send(_CLOCK.now())
+            self.end(None)
+        except Exception as exc:  # the server ended the call, or a bug: this call ends with it, named
+            self.end(exc)
 
-    async def _receive(self, ws: Any, st: _Playout) -> None:
-        async for message in ws:
-            now = _CLOCK.now()
-            if isinstance(message, str):
-                continue
-            audio = bot_audio(message)
-            if audio is None or st.armed is None:
-                continue
-            pcm, rate = audio
-            if not pcm:
-                continue
-            first = st.first is None
-            if first:
-                if _peak(pcm) < LOUD:
-                    continue
-                st.first = now
-            duration = len(pcm) / (2 * rate)
-            for player in st.players:
-                player.arrived(now, duration, first)
-            st.audio_s += duration
+    def end(self, failure: BaseException | None) -> None:
+        """The call is over (``failure``: why, None for a hang-up): off the ticker, ``run`` returns."""
+        if self._ticker is not None:
+            self._ticker.leave(self)
+        if self._ended is not None and not self._ended.done():
+            self._ended.set_result(failure)
+
+    def _after_send(self, now: float) -> None:
+        """Choose the next frame (``now``: just after this one was sent): the stream's rules."""
+        p, st, k = self.plan, self.st, self._k
+        if self._phase is _Phase.LEAD:
+            if k < 3 * ALIGN or k % ALIGN or now < self._first_turn_at:
+                return  # silence until every caller is connected, then turns on a 160 ms boundary
+            self._speak()
+        elif self._phase is _Phase.SPEAK:
+            self._i += 1
+            if self._i < len(self.speech):
+                self._next = self.speech[self._i]
+                return
+            self._t_eos = now
+            st.arm(now)
+            self._phase, self._n_sil, self._next = _Phase.LISTEN, 0, self.silence
+        elif self._phase is _Phase.LISTEN:
+            self._n_sil += 1
+            if self._n_sil < 100 or k % ALIGN:
+                return
+            if st.first is None and now - self._t_eos < p.reply_timeout:
+                return
+            if st.first is not None and now < st.play_end + 0.5:
+                return
+            self._record()
+            self._turn += 1
+            if self._turn < p.turns:
+                self._speak()
+            else:
+                self.hangup_at, self._phase = now, _Phase.DONE
+
+    def _speak(self) -> None:
+        self._phase, self._i, self._next = _Phase.SPEAK, 0, self.speech[0]
+
+    def _record(self) -> None:
+        st = self.st
+        self.turns.append({
+            "caller": self.idx, "turn": self._turn, "t_eos": self._t_eos,
+            "v2v": None if st.first is None else st.first - self._t_eos,
+            "bot_audio_s": round(st.audio_s, 3), "underrun_s": round(st.players[1].underrun_s, 3),
+            "underrun_unbuffered_s": round(st.players[0].underrun_s, 3),
+        })
+        if st.first is None:
+            self.errors.append(f"caller{self.idx} turn{self._turn}: no reply")
+        st.armed = None
+
+    def _received(self, now: float, message: memoryview) -> None:
+        """A message from the bot, read at ``now``: the reply's first loud audio times the turn;
+        every audio frame feeds the simulated playout; LoadtestError ends the call."""
+        st = self.st
+        audio = _audio_of(message)  # parsed even between turns: bad bytes end the call at once
+        if audio is None or st.armed is None or not audio[0]:
+            return
+        pcm, rate = audio
+        first = st.first is None
+        if first:
+            if _peak(pcm) < LOUD:
+                return
+            st.first = now
+        duration = len(pcm) / (2 * rate)
+        for player in st.players:
+            player.arrived(now, duration, first)
+        st.audio_s += duration
 
 
 # --- the run ----------------------------------------------------------------------------------
@@ -354,8 +465,6 @@ async def probe_setup(url: str, pid: int, calls: int, connect_timeout: float = 3
     """Seconds of server CPU one call's set-up costs (``calls`` calls opened one after another on
     the idle server, over the idle CPU rate; each is closed afterwards), and that idle rate
     (CPU seconds per second)."""
-    from websockets.asyncio.client import connect
-
     idle_a = proc_sample(pid, _CLOCK.now())
     await _CLOCK.sleep(1.0)
     idle_b = proc_sample(pid, _CLOCK.now())
@@ -365,9 +474,9 @@ async def probe_setup(url: str, pid: int, calls: int, connect_timeout: float = 3
     async with _Sockets() as sockets:
         for _ in range(calls):
             try:
-                ws = await connect(url, max_size=None, compression=None, open_timeout=connect_timeout)
-                sockets.add(ws)
-                await ws.send(silence)
+                conn = await open_call(url, connect_timeout)
+                sockets.add(conn)
+                conn.send(silence)
             except Exception as exc:  # refused or closed: the probe cannot measure, the run stops here
                 raise LoadtestError(f"the set-up probe could not open a call at {url}: {exc!r}") from exc
             await _CLOCK.sleep(0.25)  # the server builds the call
@@ -377,19 +486,19 @@ async def probe_setup(url: str, pid: int, calls: int, connect_timeout: float = 3
 
 
 class _Sockets:
-    """The probe's open sockets, closed on the way out whatever happened."""
+    """The probe's open calls, hung up on the way out whatever happened."""
 
     def __init__(self) -> None:
-        self._open: list[Any] = []
+        self._open: list[Connection] = []
 
-    def add(self, ws: Any) -> None:
-        self._open.append(ws)
+    def add(self, conn: Connection) -> None:
+        self._open.append(conn)
 
     async def __aenter__(self) -> _Sockets:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await asyncio.gather(*(ws.close() for ws in self._open), return_exceptions=True)
+        await asyncio.gather(*(conn.close() for conn in self._open))
 
 
 async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | None, ideal_ms: float,
@@ -400,7 +509,12 @@ async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | Non
         setup, idle_rate = await probe_setup(plan.url, server_pid, setup_probe)
         setup_cpu_ms = 1000 * setup
         await _CLOCK.sleep(2.0)  # the probe's calls end
-    callers = [Caller(i, plan, speech) for i in range(plan.n)]
+    # every caller sends the same frames: encoded and masked once, here (and numpy imported for
+    # _peak), so the client's CPU below is its steady per-frame cost
+    silence, frames = _audio_frame(bytes(FRAME)), [_audio_frame(f) for f in speech]
+    _peak(memoryview(bytes(2)))
+    callers = [Caller(i, plan, frames, silence) for i in range(plan.n)]
+    ticker = _Ticker()
     samples: list[ProcSample] = []
     if server_pid is not None:
         samples.append(proc_sample(server_pid, _CLOCK.now()))
@@ -414,15 +528,20 @@ async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | Non
             samples.append(proc_sample(server_pid, _CLOCK.now()))
 
     sampling = asyncio.create_task(sampler()) if server_pid is not None else None
+    ticker.start()
     try:
-        await asyncio.gather(*(c.run(t_start) for c in callers))
+        await asyncio.gather(*(c.run(t_start, ticker) for c in callers))
     finally:
+        await ticker.stop()
         if sampling is not None:
             sampling.cancel()
+            await asyncio.gather(sampling, return_exceptions=True)
     if server_pid is not None:
         samples.append(proc_sample(server_pid, _CLOCK.now()))
     cpu1 = os.times()
     wall = _CLOCK.now() - t_start
+    client_cpu = cpu1.user + cpu1.system - cpu0.user - cpu0.system
+    call_seconds = sum(c.connected_s for c in callers)
     turns = [t for c in callers for t in c.turns]
     v2v = [t["v2v"] * 1000 for t in turns if t["v2v"] is not None]
     p50, p95 = _pct(v2v, 50), _pct(v2v, 95)
@@ -441,7 +560,9 @@ async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | Non
         "errors": [e for c in callers for e in c.errors][:20],
         "n_errors": sum(len(c.errors) for c in callers),
         "client_send_lag_max_ms": 1000 * max((c.lag for c in callers), default=0.0),
-        "client_cpu_pct": 100 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / wall,
+        "client_cpu_pct": 100 * client_cpu / wall,
+        # the client's CPU per call-second: what one more simulated caller costs the machine
+        "client_cpu_ms_per_call_s": 1000 * client_cpu / call_seconds if call_seconds else None,
         "wall_s": wall, "setup_cpu_ms": setup_cpu_ms,
     }
     if samples:
@@ -452,7 +573,6 @@ async def run_load(plan: Plan, speech: Sequence[bytes], *, server_pid: int | Non
         if len(window) < 2:
             window = samples
         rss0 = samples[0].rss_kb
-        call_seconds = sum(c.connected_s for c in callers)
         # CPU per call-second over the whole run (over the idle rate when the probe measured it):
         # what a call costs even when the server was starved and fell behind
         used = samples[-1].cpu - samples[0].cpu - (idle_rate or 0.0) * (samples[-1].at - samples[0].at)
