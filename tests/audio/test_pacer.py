@@ -217,7 +217,7 @@ async def test_a_ticked_pacer_releases_one_frame_per_tick_on_the_same_grid() -> 
     await _run_pacer(pacer, body())
     assert [n for n, _ in out] == list(range(50))
     assert [round(t - t0, 6) for _, t in out] == [round(i * 0.02, 6) for i in range(50)]
-    assert ticker.wakeups == 49  # the first frame went out in push(), one wake-up per later frame
+    assert ticker.wakeups == 49  # the first frame went out as the task started, one wake-up per later frame
 
 
 async def test_the_ticker_releases_frames_of_many_calls_due_close_together_in_one_wake_up() -> None:

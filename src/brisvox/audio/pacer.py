@@ -177,8 +177,11 @@ class OutputPacer(Generic[F]):
         now = self._clock.now()
         self._queue.append((frame, now))
         self._notify_item()
-        if self._ticking and self._held is None and self._stalled is None:
-            self._kick(now)
+        if self._ticking and self._held is None and self._stalled is None and self._armed is None:
+            # Released by the ticker's next callback, not here: as the per-call pacer's task
+            # would, after the pusher's step (it may push a mark behind the frame first).
+            assert self._ticker is not None
+            self._ticker.arm(self, now)
 
     def interrupt(self, new_epoch: int) -> int:
         """Drop queued frames older than ``new_epoch`` and abandon the one being waited on.
