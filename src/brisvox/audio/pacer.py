@@ -18,6 +18,17 @@ Two parts:
   apply backpressure).  :meth:`interrupt` is the system lane: it purges queued frames of
   older epochs and abandons the frame the loop is waiting on; it never waits.
 
+* :class:`PaceTicker` (optional, one per process): one loop timer for the pacers of every
+  call.  A pacer given a ticker (and a ``try_sink`` that takes a frame without waiting)
+  does not sleep per frame: the ticker wakes at the earliest due frame of all its pacers
+  and releases, in that one callback, every frame due within ``window`` of it (frames go
+  out at most ``window`` early, never late by the ticker; the grid keeps its phase).  The
+  pacer's own task then only wakes when the sink is full (it awaits ``sink``:
+  backpressure, and the wait counts as the sink's, as above), on close, or when releasing
+  failed (it raises that failure).  An interrupt drops the frame waiting for its slot at
+  once.  At 60 calls that is a few hundred wake-ups a second instead of one timer and one
+  task wake-up per frame per call.
+
 Frames are anything with ``epoch`` and ``duration`` (``OutputAudioFrame``).  Callers
 cut audio into frames of at most one tick (20 ms) before pushing, so the wire never sees
 more than one tick of audio ahead of real time.
@@ -26,17 +37,23 @@ more than one tick of audio ahead of real time.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import math
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-from brisvox.core.clock import Clock
+from brisvox.core.clock import Clock, Timer, call_at
 from brisvox.core.errors import ChannelClosed, ConfigError
 
-__all__ = ["FRAME_DURATION", "OutputPacer", "PaceGrid", "PacedFrame", "PacerStats"]
+__all__ = ["FRAME_DURATION", "TICK_WINDOW", "OutputPacer", "PaceGrid", "PaceTicker", "PacedFrame", "PacerStats"]
 
 FRAME_DURATION = 0.02
+# How early the shared ticker may release a frame so that frames of many calls due close
+# together go out in one wake-up (bench/density/tick_lever.py measured the choice).
+TICK_WINDOW = 0.005
 
 
 class PacedFrame(Protocol):
@@ -101,9 +118,13 @@ class OutputPacer(Generic[F]):
         *,
         capacity: int = 64,
         resync_after: float = FRAME_DURATION,
+        ticker: PaceTicker | None = None,
+        try_sink: Callable[[F], bool] | None = None,
     ) -> None:
         if capacity < 1:
             raise ConfigError(f"OutputPacer: capacity must be at least 1, got {capacity}")
+        if ticker is not None and try_sink is None:
+            raise ConfigError("OutputPacer: a ticker needs try_sink (a sink that takes a frame without waiting)")
         self._clock = clock
         self._sink = sink
         self._capacity = capacity
@@ -114,6 +135,18 @@ class OutputPacer(Generic[F]):
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self.grid = PaceGrid(resync_after=resync_after)
         self.stats = PacerStats()
+        # Ticked mode (see module docs): the frame waiting for its slot and its release time,
+        # the frame the sink refused (the run task awaits the sink with it), a failure of the
+        # ticker's release, and the due time the ticker holds for this pacer.
+        self._ticker = ticker
+        self._try_sink = try_sink
+        self._ticking = False
+        self._held: tuple[F, float] | None = None
+        self._stalled: F | None = None
+        self._failure: Exception | None = None
+        self._sink_done = -math.inf
+        self._armed: float | None = None
+        self._attention: asyncio.Future[None] | None = None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -141,8 +174,14 @@ class OutputPacer(Generic[F]):
             finally:
                 if fut in self._room_waiters:
                     self._room_waiters.remove(fut)
-        self._queue.append((frame, self._clock.now()))
+        now = self._clock.now()
+        self._queue.append((frame, now))
         self._notify_item()
+        if self._ticking and self._held is None and self._stalled is None and self._armed is None:
+            # Released by the ticker's next callback, not here: as the per-call pacer's task
+            # would, after the pusher's step (it may push a mark behind the frame first).
+            assert self._ticker is not None
+            self._ticker.arm(self, now)
 
     def interrupt(self, new_epoch: int) -> int:
         """Drop queued frames older than ``new_epoch`` and abandon the one being waited on.
@@ -155,15 +194,26 @@ class OutputPacer(Generic[F]):
         purged = before - len(self._queue)
         self.stats.purged += purged
         self._notify_room(all_of_them=True)
+        held = self._held
+        if held is not None and held[0].epoch < new_epoch:
+            self._held = None  # abandoned at once, its slot with it
+            self._armed = None
+            self.stats.abandoned += 1
+            if self._ticking and self._stalled is None:
+                self._kick(self._clock.now())
         return purged
 
     def close(self) -> None:
         self._closed = True
         self._notify_item()
         self._notify_room(all_of_them=True)
+        self._signal()
 
     async def run(self) -> None:
         """Release frames until close(); the caller owns the task that runs this."""
+        if self._ticker is not None:
+            await self._run_ticked()
+            return
         clock = self._clock
         sink_done = clock.now()  # when the last hand-off to the sink returned
         while True:
@@ -183,6 +233,82 @@ class OutputPacer(Generic[F]):
             self.stats.underruns = self.grid.underruns
             await self._sink(frame)
             sink_done = clock.now()
+
+    async def _run_ticked(self) -> None:
+        """The pacer's task in ticked mode: the ticker releases the frames; this task takes
+        over only what must wait (a full sink), and ends on close or a failed release."""
+        clock, loop = self._clock, asyncio.get_running_loop()
+        self._ticking = True
+        try:
+            self._kick(clock.now())
+            while True:
+                if self._failure is not None:
+                    raise self._failure
+                frame = self._stalled
+                if frame is not None:
+                    await self._sink(frame)  # backpressure: the wire is slow
+                    self._stalled = None
+                    self._sink_done = clock.now()
+                    self._kick(self._sink_done)
+                    continue
+                if self._closed and self._held is None and not self._queue:
+                    raise ChannelClosed("output pacer is closed")
+                fut = self._attention = loop.create_future()
+                try:
+                    await fut
+                finally:
+                    self._attention = None
+        finally:
+            self._ticking = False
+            self._armed = None  # the ticker skips this pacer's entries from now on
+
+    def _signal(self) -> None:
+        w = self._attention
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _kick(self, now: float) -> None:
+        """Release what is due and hand the ticker the next due time (ticked mode)."""
+        ticker = self._ticker
+        assert ticker is not None
+        try:
+            due = self._pump(now, now + ticker.window)
+        except Exception as exc:  # the run task raises it: this call ends, the others go on
+            self._failure = exc
+            self._signal()
+            return
+        if due is not None and due != self._armed:
+            ticker.arm(self, due)
+
+    def _pump(self, now: float, horizon: float) -> float | None:
+        """Release every frame due by ``horizon``; the next due time, or None when nothing
+        waits for a slot (idle, stalled on the sink, or closed and drained)."""
+        try_sink = self._try_sink
+        assert try_sink is not None
+        while True:
+            held = self._held
+            if held is None:
+                if not self._queue:
+                    if self._closed:
+                        self._signal()
+                    return None
+                frame, pushed_at = self._queue.popleft()
+                self._notify_room()
+                if frame.epoch < self._floor:
+                    self.stats.abandoned += 1
+                    continue
+                held = self._held = (frame, self.grid.schedule(max(pushed_at, self._sink_done), frame.duration))
+            frame, release = held
+            if release > horizon:
+                return release
+            self._held = None
+            self.stats.released += 1
+            self.stats.underruns = self.grid.underruns
+            if not try_sink(frame):
+                self._stalled = frame
+                self._signal()
+                return None
+            self._sink_done = now
 
     async def _next(self) -> tuple[F, float]:
         while not self._queue:
@@ -210,3 +336,58 @@ class OutputPacer(Generic[F]):
                 fut.set_result(None)
                 if not all_of_them:
                     return
+
+
+class PaceTicker:
+    """One loop timer for the output pacers of every call of a process (see module docs).
+
+    It owns no task: the timer is armed only while some pacer has a frame waiting for its
+    slot, so a ticker with no calls holds nothing.  ``wakeups`` counts its callbacks."""
+
+    __slots__ = ("_clock", "_firing", "_heap", "_seq", "_timer", "_timer_at", "wakeups", "window")
+
+    def __init__(self, clock: Clock, *, window: float = TICK_WINDOW) -> None:
+        if not 0 <= window < FRAME_DURATION:
+            raise ConfigError(f"PaceTicker: window must be >= 0 and under one frame, got {window}")
+        self._clock = clock
+        self.window = window
+        self._heap: list[tuple[float, int, OutputPacer[Any]]] = []
+        self._seq = itertools.count()
+        self._timer: Timer | None = None
+        self._timer_at = math.inf
+        self._firing = False
+        self.wakeups = 0
+
+    def arm(self, pacer: OutputPacer[Any], due: float) -> None:
+        """Release ``pacer``'s next frame at ``due`` (replaces what it armed before)."""
+        pacer._armed = due
+        heapq.heappush(self._heap, (due, next(self._seq), pacer))
+        if not self._firing and due < self._timer_at:
+            self._set_timer(due)
+
+    def _set_timer(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = call_at(self._clock, at, self._fire)
+
+    def _fire(self) -> None:
+        self._timer, self._timer_at = None, math.inf
+        self.wakeups += 1
+        now = self._clock.now()
+        heap, due_now = self._heap, []
+        while heap and heap[0][0] <= now + self.window:
+            due, _, pacer = heapq.heappop(heap)
+            if pacer._armed == due:  # else stale: re-armed, interrupted or ended since
+                pacer._armed = None
+                due_now.append(pacer)
+        self._firing = True
+        try:
+            for pacer in due_now:
+                pacer._kick(now)  # a failure ends that pacer's call, never the tick
+        finally:
+            self._firing = False
+        while heap and heap[0][2]._armed != heap[0][0]:
+            heapq.heappop(heap)
+        if heap:
+            self._set_timer(heap[0][0])

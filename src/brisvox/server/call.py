@@ -58,6 +58,7 @@ from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
 from brisvox.agent.tools import FillerPolicy, ToolSpec
 from brisvox.agent.ui import UiChannel
+from brisvox.audio.pacer import PaceTicker
 from brisvox.core.clock import Clock, VirtualTimeLoop, bounded, deadline
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import BusyStage
@@ -488,9 +489,10 @@ def call_runner(
     engine's events to it, the metrics, the trace and the call's timeline in ``calls`` (``/calls``),
     and logs the call's end once."""
     listener = metrics_listener(metrics) if metrics is not None else None
+    ticker = PaceTicker(clock)  # one pacing tick for every call of this runner (the server's)
 
     async def run(call: EngineCall, cancel: SessionCancel) -> None:
-        session = await TransportSession.open(clock, call.link)
+        session = await TransportSession.open(clock, call.link, ticker=ticker)
         try:
             await serve(session, call, cancel)
         except (asyncio.CancelledError, CallFailed):

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from brisvox.audio.pacer import FRAME_DURATION, OutputPacer
+from brisvox.audio.pacer import FRAME_DURATION, OutputPacer, PaceTicker
 from brisvox.core.channel import Channel, ItemPolicy, Overflow
 from brisvox.core.clock import Clock, bounded
 from brisvox.core.errors import ChannelClosed, ConfigError, DeadlineExceeded
@@ -246,7 +246,7 @@ class CommandSender:
 class TransportSession:
     """One call's transport session (see module docs)."""
 
-    def __init__(self, clock: Clock, link: CallLink, config: SessionConfig) -> None:
+    def __init__(self, clock: Clock, link: CallLink, config: SessionConfig, ticker: PaceTicker | None = None) -> None:
         config.validate()
         self._clock = clock
         self._link = link
@@ -257,7 +257,9 @@ class TransportSession:
         self._sink: Channel[OutputAudioFrame] = Channel(config.sink_capacity, name="pacer sink")
         self._pacer: OutputPacer[OutputAudioFrame] = OutputPacer(clock, self._sink.send,
                                                                  capacity=config.pacer_capacity,
-                                                                 resync_after=config.pacer_resync_after)
+                                                                 resync_after=config.pacer_resync_after,
+                                                                 ticker=ticker,
+                                                                 try_sink=self._sink.try_send if ticker else None)
         self._reason: StopReason | None = None
         self._failure: BaseException | None = None
         self._ending: CallFailure | None = None  # the engine's failure, told to the caller with the hang-up
@@ -279,8 +281,11 @@ class TransportSession:
     # --- public API ------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, clock: Clock, link: CallLink, config: SessionConfig | None = None) -> TransportSession:
-        session = cls(clock, link, config or SessionConfig())
+    async def open(cls, clock: Clock, link: CallLink, config: SessionConfig | None = None,
+                   ticker: PaceTicker | None = None) -> TransportSession:
+        """``ticker``: the process's shared pacing tick (a server's calls share one); without
+        it the session's pacer sleeps per frame on its own."""
+        session = cls(clock, link, config or SessionConfig(), ticker)
         session._start()
         return session
 
