@@ -11,7 +11,9 @@ The recurrent state drifts during long non-speech (music, long silence, noise, m
 model measured it and resets the state periodically.  :class:`SileroReset` does the
 same: once ``interval`` seconds of audio have passed since the last reset, the next run
 of ``quiet_windows`` windows all below ``max_probability`` clears the state and the
-context (never inside speech, where a reset would cost confidence).
+context (never inside speech, where a reset would cost confidence).  A window the quiet gate
+skipped (``VoiceActivityDetector``'s ``quiet_floor``) clears the state too (``on_skip``), as a
+long silence would have: measured to give the same decisions as scoring it (bench/density/quiet_gate.py).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class SileroReset:
     interval: float | None = 2.0
     max_probability: float = 0.1
     quiet_windows: int = 5
+    on_skip: bool = True
+    """Whether a skipped (quiet, unscored) window clears the state; False keeps the last one."""
 
 
 class SileroModel:
@@ -152,6 +156,21 @@ class SileroScorer:
         buf[self._ctx :] = window
         buf[self._ctx :] *= np.float32(1.0 / 32768.0)
         return buf
+
+    def skip(self, window: npt.NDArray[np.int16]) -> None:
+        """A quiet window taken as silence without a model run: it becomes the next window's context,
+        and the state is cleared (``SileroReset.on_skip``) or kept."""
+        if window.shape != (self._win,):
+            raise ConfigError(f"Silero VAD windows hold {self._win} samples, got {window.shape}")
+        tail = self._input[0, -self._ctx :]
+        tail[:] = window[-self._ctx :]
+        tail *= np.float32(1.0 / 32768.0)
+        if self._policy.on_skip:
+            self._state = np.zeros((2, 1, 128), dtype=np.float32)
+            self._since_reset = 0
+            self._low_run = 0
+        else:
+            self._maybe_reset(0.0)
 
     def accept(self, prob: float, state: npt.NDArray[np.float32]) -> None:
         """Take the model's answer for the window just loaded: its probability and the new (2, 1, 128) state."""
