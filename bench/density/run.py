@@ -146,11 +146,12 @@ def loadtest(label: str, url: str, n: int, turns: int, args: argparse.Namespace,
 
 
 def agent_file(args: argparse.Namespace) -> Path:
-    """The bench's agent file, or (``--vad-gate off``) a copy of it that scores every window."""
+    """The bench's agent file, or (``--vad-gate off``) a copy of it that scores every window, digital
+    silence included."""
     if args.vad_gate == "on":
         return HERE / "agent.toml"
     off = args.out / "agent-no-gate.toml"
-    off.write_text((HERE / "agent.toml").read_text().replace("[vad]", '[vad]\nquiet_floor = "off"', 1))
+    off.write_text((HERE / "agent.toml").read_text().replace("[vad]", "[vad]\nskip_silence = false", 1))
     return off
 
 
@@ -276,7 +277,7 @@ def main() -> int:
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="brisvox's event loop")
     ap.add_argument("--vad-batch", choices=("on", "off"), default="on", help="brisvox's BRISVOX_VAD_BATCH")
     ap.add_argument("--vad-gate", choices=("on", "off"), default="on",
-                    help="brisvox's quiet gate ([vad] quiet_floor: the default, or \"off\")")
+                    help="brisvox's [vad] skip_silence (on: the default)")
     ap.add_argument("--frameworks", default="pipecat,brisvox")
     ap.add_argument("--pipecat-venv", type=Path, default=Path("/work/venv-pipecat"))
     args = ap.parse_args()
@@ -294,7 +295,7 @@ def main() -> int:
                 record(sink, points, summary, f"{fw} n={n}", f"cpu {summary.get('cpu_steady_pct')} %, errors "
                                                               f"{summary['n_errors']}")
     text = (f"# Density, {stamp}\n\nMachine: {machine()}; server on core 0, client on core 1; load average at the "
-            f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}, quiet gate {args.vad_gate}.\n\n{table(points)}\n")
+            f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}, silence skip {args.vad_gate}.\n\n{table(points)}\n")
     return report(args.out, text)
 
 

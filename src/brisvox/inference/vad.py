@@ -12,14 +12,13 @@ Three parts:
 * :class:`VoiceActivityDetector` feeds PCM16 frames of any size through both, scoring on
   the inference pool's VAD lane when given a pool (never on the event loop for a model).
 
-The quiet gate (``VadParams.quiet_floor``): while the caller is not speaking, a window whose
-RMS level is below the floor (digital silence, a noise suppressor's silence, a quiet line)
-is not scored: it counts as silence (probability 0) and the scorer is told it was skipped
-(:meth:`WindowScorer.skip`: Silero keeps the window as the next one's context and clears
-its recurrent state).  A silent caller then costs no model run and no pool job; the start
-and stop decisions on speech with silences and noise are the same as without the gate
-(tests/inference/test_vad_gate.py, bench/density/quiet_gate.py).  Inside speech every window is
-scored, so the stop's timing stays the model's.
+Digital silence costs no model run (``VadParams.skip_silence``, on by default): a window of
+zeros is offered to the scorer first (:meth:`WindowScorer.skip`), and a scorer that knows its
+answer exactly takes it without running (Silero, while its state is on the path that zeros
+since its last reset take: :class:`~brisvox.inference.silero.SileroScorer`).  The decisions
+are the same as scoring every window (tests/inference/test_vad_gate.py,
+bench/density/quiet_gate.py); a level floor that also skipped quiet noise was measured and
+dropped (docs/PERFORMANCE.md).
 
 Events are :class:`~brisvox.core.frames.VadStartedFrame` and
 :class:`~brisvox.core.frames.VadStoppedFrame`.  Time comes in with the audio: the caller
@@ -62,8 +61,6 @@ log = logging.getLogger(__name__)
 
 VadEvent = VadStartedFrame | VadStoppedFrame
 Int16Array = npt.NDArray[np.int16]
-QUIET_FLOOR_RANGE = (-100.0, -30.0)  # dBFS: below any speech the VAD must hear, above nothing
-REPLAY_WINDOWS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +78,8 @@ class VadParams:
     hysteresis: float = 0.15
     min_speech: float = 0.064
     min_silence: float = 0.1
-    quiet_floor: float | None = -70.0
-    """RMS level (dBFS) below which a window outside speech is silence without being scored
-    (the quiet gate, see the module docs); None scores every window."""
+    skip_silence: bool = True
+    """Digital silence without a model run where the scorer knows its answer (module docs)."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -94,22 +90,14 @@ class VadParams:
             raise ConfigError(
                 f"VAD min_speech and min_silence cannot be negative, got {self.min_speech}, {self.min_silence}"
             )
-        if self.quiet_floor is not None and not QUIET_FLOOR_RANGE[0] <= self.quiet_floor <= QUIET_FLOOR_RANGE[1]:
-            raise ConfigError(
-                f"VAD quiet_floor must be in {list(QUIET_FLOOR_RANGE)} dBFS (or None: off), got {self.quiet_floor}"
-            )
 
-    def updated(self, overrides: Mapping[str, float | None]) -> VadParams:
+    def updated(self, overrides: Mapping[str, float | bool]) -> VadParams:
         """These params with ``overrides`` (an agent file's ``[vad]`` keys) over them."""
         unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise ConfigError(f"unknown VAD parameters {unknown}")
         changes: dict[str, Any] = dict(overrides)
         return dataclasses.replace(self, **changes)
-
-    def quiet_mean_square(self) -> float | None:
-        """The gate's floor as a mean square in int16 units (compared without a log per window)."""
-        return None if self.quiet_floor is None else (32768.0 * 10 ** (self.quiet_floor / 20)) ** 2
 
     @classmethod
     def energy(cls) -> VadParams:
@@ -208,8 +196,9 @@ class WindowScorer(Protocol):
 
     def score(self, window: Int16Array) -> float: ...
 
-    def skip(self, window: Int16Array) -> None:
-        """``window`` was quiet and is taken as silence without :meth:`score` (the quiet gate)."""
+    def skip(self, window: Int16Array) -> float | None:
+        """``window``'s probability without a model run, advancing the state as :meth:`score` would,
+        when the scorer knows it exactly (None: score it)."""
         ...
 
     def reset(self) -> None: ...
@@ -247,8 +236,6 @@ class VoiceActivityDetector:
         self._rate = scorer.sample_rate
         self._win = scorer.window_samples
         self._tracker = VadTracker(self._params, self._rate)
-        self._quiet_ms = self._params.quiet_mean_square()
-        self._held: list[_Window] = []  # gated windows to replay when the gate opens (REPLAY_WINDOWS)
         self._pending = b""  # samples of the next window, not yet whole
         self._anchor_at = 0.0  # clock time of the sample at _anchor_pos == 0
         self._anchor_pos = 0  # samples consumed since the anchor
@@ -257,8 +244,8 @@ class VoiceActivityDetector:
         self._score_lock = threading.Lock()
         self.dropped_windows = 0
         self.scored_windows = 0
-        self.gated_windows = 0
-        """Quiet windows taken as silence without a model run (the quiet gate)."""
+        self.silent_windows = 0
+        """Windows of digital silence answered without a model run (``VadParams.skip_silence``)."""
         self.saturated = False
         """Whether the last frame's windows were refused by a full pool (dropped)."""
 
@@ -310,36 +297,28 @@ class VoiceActivityDetector:
                 events.append(event)
         return events
 
-    def _gate(self, windows: list[_Window]) -> tuple[list[VadEvent], list[_Window], int]:
-        """The leading quiet windows outside speech, taken as silence without scoring.
-
-        Returns their events, the windows still to score (from the first one the gate lets
-        through) and how many of those lead with replayed quiet windows: the last
-        ``REPLAY_WINDOWS`` gated windows are held back and scored (their probabilities unused)
-        just before the window that opens the gate, so the model's state at the speech's start
-        is the state a scored silence would have left (older ones are :meth:`WindowScorer.skip`-ped).
-        """
+    def _skip_silence(self, windows: list[_Window]) -> tuple[list[VadEvent], list[_Window]]:
+        """The leading windows of digital silence the scorer answers without a model run; returns
+        their events and the windows still to score (from the first one it cannot answer)."""
         events: list[VadEvent] = []
-        if self._quiet_ms is None:
-            return events, windows, 0
+        if not self._params.skip_silence:
+            return events, windows
         for i, w in enumerate(windows):
-            x = w.samples.astype(np.float32)
-            if self._tracker.speaking or float(np.dot(x, x)) >= self._quiet_ms * self._win:
-                replay, self._held = self._held, []
-                return events, replay + windows[i:], len(replay)
-            self._held.append(w)
-            if len(self._held) > REPLAY_WINDOWS:
-                with self._score_lock:
-                    self._scorer.skip(self._held.pop(0).samples)
-            self.gated_windows += 1
-            event = self._tracker.observe(w.at, self._win, 0.0)
+            if w.samples.any():
+                return events, windows[i:]
+            with self._score_lock:
+                prob = self._scorer.skip(w.samples)
+            if prob is None:
+                return events, windows[i:]
+            self.silent_windows += 1
+            event = self._tracker.observe(w.at, self._win, prob)
             if event is not None:
                 events.append(event)
-        return events, [], 0
+        return events, []
 
     async def process(self, pcm: bytes, at: float) -> list[VadEvent]:
         """Feed one frame whose first sample was heard at ``at``; returns the events it caused."""
-        events, windows, replayed = self._gate(self._windows(pcm, at))
+        events, windows = self._skip_silence(self._windows(pcm, at))
         if not windows:
             self.saturated = False
             return events
@@ -355,12 +334,12 @@ class VoiceActivityDetector:
                     assert self._pool is not None
                     probs = await self._pool.run(self._score_all, arrays, lane=Lane.VAD)
             except PoolFull:
-                self.dropped_windows += len(windows) - replayed
+                self.dropped_windows += len(windows)
                 self.saturated = True
                 log.debug("VAD windows dropped: the inference pool is full")
                 return events
             self.saturated = False
-        return events + self._track(windows[replayed:], probs[replayed:])
+        return events + self._track(windows, probs)
 
     async def process_frame(self, frame: InputAudioFrame, at: float) -> list[VadEvent]:
         """:meth:`process` for a caller audio frame; its rate must be the detector's."""
@@ -372,11 +351,8 @@ class VoiceActivityDetector:
 
     def process_sync(self, pcm: bytes, at: float) -> list[VadEvent]:
         """:meth:`process` scoring inline, for tests, benchmarks and offline use."""
-        events, windows, replayed = self._gate(self._windows(pcm, at))
-        if not windows:
-            return events
-        probs = self._score_all([w.samples for w in windows])
-        return events + self._track(windows[replayed:], probs[replayed:])
+        events, windows = self._skip_silence(self._windows(pcm, at))
+        return events + self._track(windows, self._score_all([w.samples for w in windows])) if windows else events
 
     def finish(self, at: float) -> VadEvent | None:
         """End of the stream: drop the partial window, close open speech."""
@@ -386,7 +362,6 @@ class VoiceActivityDetector:
     def reset(self) -> None:
         """Forget everything (a new stream)."""
         self._pending = b""
-        self._held = []
         self._tracker.reset()
         with self._score_lock:
             self._scorer.reset()

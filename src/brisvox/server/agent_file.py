@@ -57,7 +57,7 @@ from brisvox.core.errors import ConfigError
 from brisvox.core.secret import Secret
 from brisvox.engine.hooks import Hook
 from brisvox.engine.phone import CARRIER_TIMEOUT
-from brisvox.inference.vad import QUIET_FLOOR_RANGE, VadParams
+from brisvox.inference.vad import VadParams
 from brisvox.providers.choice import CASCADE, ProviderChoice
 from brisvox.providers.s2s import BargeIn, S2sPolicy
 from brisvox.recording.format import RecordSettings
@@ -185,12 +185,12 @@ class _Interruption(Section):
 
 class _Vad(Section):
     ranges = MappingProxyType({"threshold": (0.05, 1.0), "hysteresis": (0.0, 0.5), "min_speech": (0.0, 2.0),
-                               "min_silence": (0.0, 5.0), "quiet_floor": QUIET_FLOOR_RANGE})
+                               "min_silence": (0.0, 5.0)})
     threshold: float | None = None
     hysteresis: float | None = None
     min_speech: float | None = None
     min_silence: float | None = None
-    quiet_floor: float | Literal["off"] | None = None  # dBFS, or "off": score every window
+    skip_silence: bool | None = None
 
 
 class _Speculation(Section):
@@ -299,7 +299,7 @@ class AgentDefinition:
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
     # The [vad] keys the file set (VadParams field -> value); the rest keep the detector's defaults.
-    vad: Mapping[str, float | None] = field(default_factory=lambda: MappingProxyType({}))
+    vad: Mapping[str, float | bool] = field(default_factory=lambda: MappingProxyType({}))
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
     s2s: ProviderChoice | None = None  # a speech-to-speech model in place of stt, llm and tts
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
@@ -478,7 +478,7 @@ def _build(
     window = window_settings(f.window, takes_model, report.at_key)
     flow = flow_settings(f.flow, a.tools, report.at_key) if f.flow is not None else None
     telephony = _telephony(f.telephony, report, environ) if f.telephony is not None else None
-    vad = MappingProxyType({k: None if v == "off" else float(v) for k, v in f.vad.model_dump().items()
+    vad = MappingProxyType({k: v if isinstance(v, bool) else float(v) for k, v in f.vad.model_dump().items()
                             if v is not None})
     try:
         VadParams().updated(vad)  # the keys together: hysteresis must stay below threshold
