@@ -14,6 +14,7 @@ of its events; "same" means equal to the list of the detector that scores every 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -127,27 +128,14 @@ def main() -> int:
                 for speech_dbfs in SPEECH_DBFS:
                     for k, noise in enumerate(NOISE_DBFS):
                         pcm, spans = stream(sentences, rate, speech_dbfs, noise, seed=k)
-                        base, _, _ = decisions(model, pcm, rate, VadParams(**{**_fields(params), "skip_silence": False}))
-                        heard, false, d_start, d_stop = truth(base, spans)
-                        acc = accuracy[None]
-                        acc[0] += heard
-                        acc[1] += len(spans)
-                        acc[2] += false
-                        acc[3] += d_start
-                        acc[4] += d_stop
+                        base, _, _ = decisions(model, pcm, rate, dataclasses.replace(params, skip_silence=False))
+                        _tally(accuracy[None], base, spans)
                         cells = []
                         for c in configs:
                             skip, interval = c
                             got, scored, gated = decisions(model, pcm, rate,
-                                                           VadParams(**{**_fields(params), "skip_silence": skip}),
-                                                           interval)
-                            heard, false, d_start, d_stop = truth(got, spans)
-                            acc = accuracy[c]
-                            acc[0] += heard
-                            acc[1] += len(spans)
-                            acc[2] += false
-                            acc[3] += d_start
-                            acc[4] += d_stop
+                                                           dataclasses.replace(params, skip_silence=skip), interval)
+                            _tally(accuracy[c], got, spans)
                             same = got == base
                             shift = _shift(base, got)
                             tot = totals[c]
@@ -188,9 +176,13 @@ def _shift(a: list[VadEvent], b: list[VadEvent]) -> float | None:
     return max((abs(x.at - y.at) for x, y in zip(a, b, strict=True)), default=0.0)
 
 
-def _fields(p: VadParams) -> dict[str, float | bool]:
-    return {"threshold": p.threshold, "hysteresis": p.hysteresis, "min_speech": p.min_speech,
-            "min_silence": p.min_silence}
+def _tally(acc: list, events: list[VadEvent], spans: list[tuple[float, float]]) -> None:
+    heard, false, d_start, d_stop = truth(events, spans)
+    acc[0] += heard
+    acc[1] += len(spans)
+    acc[2] += false
+    acc[3] += d_start
+    acc[4] += d_stop
 
 
 def _diff(a: list[VadEvent], b: list[VadEvent]) -> str:
