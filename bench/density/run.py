@@ -111,7 +111,7 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch: str, *, workers: int = 1,
-           cpus: str | None = "0") -> Iterator[tuple[int, str]]:
+           cpus: str | None = "0", agent: Path = HERE / "agent.toml") -> Iterator[tuple[int, str]]:
     """A fresh server pinned to ``cpus`` (None: not pinned): (its pid, the call URL).  brisvox serves
     with ``--workers workers``; with more than one the pid is the node's supervisor."""
     env = dict(os.environ)
@@ -125,7 +125,7 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch
                              "runpy.run_module('brisvox', run_name='__main__')"]
         else:
             python += ["-m", "brisvox"]
-        cmd = [*python, "serve", "--workers", str(workers), str(HERE / "agent.toml")]  # 1: its pid is the one measured
+        cmd = [*python, "serve", "--workers", str(workers), str(agent)]  # 1: its pid is the one measured
         env.update(PYTHONPATH=str(SRC), BRISVOX_PORT=str(PORT), BRISVOX_MAX_CALLS="1000", BRISVOX_LOG_LEVEL="WARNING",
                    BRISVOX_VAD_BATCH=vad_batch, BRISVOX_SMART_TURN_PATH=str(HERE / "no-smart-turn.onnx"))  # the reference runs no Smart Turn
         for name in ("BRISVOX_AGENT_FILE", "BRISVOX_AUTH", "BRISVOX_HOST"):
@@ -165,10 +165,20 @@ def loadtest(label: str, url: str, n: int, turns: int, args: argparse.Namespace,
     return summary
 
 
+def agent_file(args: argparse.Namespace) -> Path:
+    """The bench's agent file, or (``--vad-gate off``) a copy of it that scores every window, digital
+    silence included."""
+    if args.vad_gate == "on":
+        return HERE / "agent.toml"
+    off = args.out / "agent-no-gate.toml"
+    off.write_text((HERE / "agent.toml").read_text().replace("[vad]", "[vad]\nskip_silence = false", 1))
+    return off
+
+
 def run_point(framework: str, n: int, turns: int, args: argparse.Namespace, pipecat_python: Path,
               wav: Path) -> dict[str, Any]:
     log = args.out / f"{framework}_n{n}.log"
-    with server(framework, pipecat_python, log, args.loop, args.vad_batch) as (pid, url):
+    with server(framework, pipecat_python, log, args.loop, args.vad_batch, agent=agent_file(args)) as (pid, url):
         summary = loadtest(f"{framework} n={n}", url, n, turns, args, wav, args.out / f"{framework}_n{n}.json",
                            pin=("taskset", "-c", "1"), server_pid=pid)
     summary["framework"] = framework
@@ -287,6 +297,8 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=None, help="turns per caller at every N (overrides N:turns)")
     ap.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio", help="brisvox's event loop")
     ap.add_argument("--vad-batch", choices=("on", "off"), default="on", help="brisvox's BRISVOX_VAD_BATCH")
+    ap.add_argument("--vad-gate", choices=("on", "off"), default="on",
+                    help="brisvox's [vad] skip_silence (on: the default)")
     ap.add_argument("--frameworks", default="pipecat,brisvox")
     ap.add_argument("--pipecat-venv", type=Path, default=Path("/work/venv-pipecat"))
     args = ap.parse_args()
@@ -305,7 +317,7 @@ def main() -> int:
                 record(sink, points, summary, f"{fw} n={n}", f"cpu {summary.get('cpu_steady_pct')} %, errors "
                                                               f"{summary['n_errors']}")
     text = (f"# Density, {stamp}\n\nMachine: {machine()}; server on core 0, client on core 1; load average at the "
-            f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}.\n\n{table(points)}\n")
+            f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}, silence skip {args.vad_gate}.\n\n{table(points)}\n")
     return report(args.out, text)
 
 

@@ -6,7 +6,9 @@ every 20 ms in real time (calls staggered over the 20 ms), in this process, per 
   that asks while a job runs scored together in the next job; ``batch:5``: the same with a
   5 ms linger (an idle batcher waits 5 ms for more calls before it starts a job);
 
-each on asyncio and on uvloop.  Prints the CPU per call-second (process CPU over the calls'
+each on asyncio and on uvloop, with digital silence answered without a model run
+(``VadParams.skip_silence``, the default) and without (``--gates off,on``; the audio is the
+loadtest's utterance, then as much digital silence).  Prints the CPU per call-second (process CPU over the calls'
 audio seconds), the jobs and ONNX runs per second, and how late the detectors answered
 (p50/p95 of the time from a frame's due moment to its probabilities).
 
@@ -36,12 +38,13 @@ from brisvox.loadtest import speech_wav
 FRAME = 640
 
 
-async def run(mode: str, calls: int, seconds: float, speech: bytes) -> dict[str, float]:
+async def run(mode: str, calls: int, seconds: float, speech: bytes, gate: bool) -> dict[str, float]:
     model = SileroModel.load()
     async with InferencePool(PoolConfig(name="bench-vad", threads=1, jobs_per_thread=4096)) as pool:
         linger = float(mode.partition(":")[2] or 0) / 1000
         batcher = SileroBatcher(model, pool, clock=SystemClock(), linger=linger) if mode.startswith("batch") else None
-        detectors = [silero_vad(model, pool, params=VadParams(), batcher=batcher) for _ in range(calls)]
+        params = VadParams(skip_silence=gate)
+        detectors = [silero_vad(model, pool, params=params, batcher=batcher) for _ in range(calls)]
         frames = len(speech) // FRAME
         late: list[float] = []
         t0 = time.monotonic() + 0.1
@@ -80,23 +83,25 @@ def main() -> int:
     ap.add_argument("--loops", default="asyncio,uvloop")
     ap.add_argument("--modes", default="pool,batch,batch:5,batch:10",
                     help="pool, or batch[:linger ms] (the batcher waiting that long for more calls)")
+    ap.add_argument("--gates", default="off,on", help="skipping digital silence off and/or on")
     args = ap.parse_args()
     with wave.open(str(speech_wav(Path("/tmp")))) as w:
         speech = w.readframes(w.getnframes())
     speech += bytes(len(speech))  # speech, then as much silence
     print(f"{args.calls} calls x {args.seconds} s, cpu {os.sched_getaffinity(0)}, load {os.getloadavg()[0]:.2f}")
-    print("| loop | VAD | CPU ms per call-second | pool jobs/s | ONNX runs/s | answer late p50 / p95 ms |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| loop | VAD | silence skip | CPU ms per call-second | pool jobs/s | ONNX runs/s | answer late p50 / p95 ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for loop in args.loops.split(","):
         for mode in args.modes.split(","):
-            if loop == "uvloop":
-                import uvloop
+            for gate in args.gates.split(","):
+                if loop == "uvloop":
+                    import uvloop
 
-                r = uvloop.run(run(mode, args.calls, args.seconds, speech))
-            else:
-                r = asyncio.run(run(mode, args.calls, args.seconds, speech))
-            print(f"| {loop} | {mode} | {r['cpu_ms_per_call_s']:.2f} | {r['jobs_per_s']:.0f} | {r['runs_per_s']:.0f} | "
-                  f"{r['late_p50_ms']:.1f} / {r['late_p95_ms']:.1f} |", flush=True)
+                    r = uvloop.run(run(mode, args.calls, args.seconds, speech, gate == "on"))
+                else:
+                    r = asyncio.run(run(mode, args.calls, args.seconds, speech, gate == "on"))
+                print(f"| {loop} | {mode} | {gate} | {r['cpu_ms_per_call_s']:.2f} | {r['jobs_per_s']:.0f} | "
+                      f"{r['runs_per_s']:.0f} | {r['late_p50_ms']:.1f} / {r['late_p95_ms']:.1f} |", flush=True)
     return 0
 
 

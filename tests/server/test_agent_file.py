@@ -397,6 +397,12 @@ def test_the_vad_section_sets_the_detectors_timing_and_leaves_the_rest_at_its_de
     assert dict(parse_agent_file(BASE, source="agent.toml").vad) == {}
 
 
+def test_the_vad_silence_skip_can_be_turned_off() -> None:
+    assert dict(parse_agent_file(BASE + "\n[vad]\nskip_silence = false\n", source="agent.toml").vad) == {
+        "skip_silence": False}
+    assert problems(BASE + "\n[vad]\nskip_silence = 0\n")[0].startswith("agent.toml:6:16: vad.skip_silence:")
+
+
 def test_a_vad_hysteresis_not_below_the_threshold_is_refused_at_its_key() -> None:
     assert problems(BASE + "\n[vad]\nthreshold = 0.3\nhysteresis = 0.3\n") == [
         "agent.toml:7:1: vad.hysteresis: VAD hysteresis must be in [0, threshold), got 0.3"]
@@ -405,5 +411,6 @@ def test_a_vad_hysteresis_not_below_the_threshold_is_refused_at_its_key() -> Non
 def test_a_vad_value_out_of_its_range_or_an_unknown_vad_key_is_refused() -> None:
     assert problems(BASE + "\n[vad]\nmin_silence = 6.0\nstop_secs = 0.2\n") == [
         "agent.toml:6:15: vad.min_silence: expected a value from 0 to 5 (got 6.0)",
-        "agent.toml:7:1: vad.stop_secs: unknown key (known keys: threshold, hysteresis, min_speech, min_silence)",
+        "agent.toml:7:1: vad.stop_secs: unknown key (known keys: threshold, hysteresis, min_speech, min_silence, "
+        "skip_silence)",
     ]

@@ -12,11 +12,19 @@ model measured it and resets the state periodically.  :class:`SileroReset` does 
 same: once ``interval`` seconds of audio have passed since the last reset, the next run
 of ``quiet_windows`` windows all below ``max_probability`` clears the state and the
 context (never inside speech, where a reset would cost confidence).
+
+Digital silence without a model run: from a reset, the model sees zeros (a zero context and
+zero windows) until the first sound, so the states and probabilities it goes through are the
+same for every stream: :meth:`SileroModel.silence` computes them once per rate and reset
+policy, and :meth:`SileroScorer.skip` answers a window of zeros from that table while the
+stream is on that path (every window since its last reset was zeros), resets included.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,10 +37,20 @@ from brisvox.inference.errors import ModelError
 from brisvox.inference.models import SILERO_VAD, require_model
 from brisvox.inference.onnx import load_session
 
-__all__ = ["SileroModel", "SileroReset", "SileroScorer"]
+__all__ = ["SilencePath", "SileroModel", "SileroReset", "SileroScorer"]
 
 _WINDOW = {16000: 512, 8000: 256}
 _CONTEXT = {16000: 64, 8000: 32}
+_SILENCE_WITHOUT_RESET = 256  # windows of the silence table when the policy never resets
+
+
+@dataclass(frozen=True, slots=True)
+class SilencePath:
+    """What zeros after a reset do: ``states[j]`` and ``probabilities[j]`` after j zero windows
+    (``states[0]`` is the cleared state; ``probabilities[0]`` is unused)."""
+
+    states: npt.NDArray[np.float32]  # (windows + 1, 2, 1, 128), read-only
+    probabilities: tuple[float, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,11 +65,13 @@ class SileroReset:
 class SileroModel:
     """The loaded Silero VAD network (one per process is enough)."""
 
-    __slots__ = ("_session", "path")
+    __slots__ = ("_session", "_silence", "_silence_lock", "path")
 
     def __init__(self, session: Any, path: Path | None = None) -> None:
         self._session = session
         self.path = path
+        self._silence: dict[tuple[int, SileroReset], SilencePath] = {}
+        self._silence_lock = threading.Lock()
 
     @classmethod
     def load(cls, path: str | os.PathLike[str] | None = None, threads: int = 1) -> SileroModel:
@@ -84,6 +104,34 @@ class SileroModel:
             raise ModelError(f"silero VAD inference failed: {exc}") from exc
         return np.asarray(out, dtype=np.float32)[:, 0], np.asarray(new_state, dtype=np.float32)
 
+    def silence(self, sample_rate: int, reset: SileroReset) -> SilencePath:
+        """The path of zeros from a cleared state at ``sample_rate`` under ``reset``, computed once
+        (one model run per window of the reset's cycle: about 11 ms at 16 kHz; at start-up or the
+        first silence of that rate)."""
+        key = (sample_rate, reset)
+        with self._silence_lock:
+            path = self._silence.get(key)
+            if path is None:
+                path = self._silence[key] = self._silence_path(sample_rate, reset)
+        return path
+
+    def _silence_path(self, sample_rate: int, reset: SileroReset) -> SilencePath:
+        win, ctx = _WINDOW[sample_rate], _CONTEXT[sample_rate]
+        if reset.interval is None:
+            windows = _SILENCE_WITHOUT_RESET
+        else:  # the cycle: the reset comes back after this many windows of zeros (a quiet run)
+            windows = max(math.ceil(round(reset.interval * sample_rate) / win), reset.quiet_windows)
+        x = np.zeros((1, ctx + win), dtype=np.float32)
+        states = [np.zeros((2, 1, 128), dtype=np.float32)]
+        probs = [0.0]
+        for _ in range(windows):
+            prob, state = self.run(x, states[-1], sample_rate)
+            states.append(state)
+            probs.append(prob)
+        table = np.stack(states)
+        table.flags.writeable = False
+        return SilencePath(table, tuple(probs))
+
     def scorer(self, sample_rate: int = 16000, reset: SileroReset | None = None) -> SileroScorer:
         return SileroScorer(self, sample_rate, reset)
 
@@ -100,6 +148,7 @@ class SileroScorer:
     __slots__ = (
         "_ctx",
         "_input",
+        "_loaded_zeros",
         "_low_run",
         "_model",
         "_policy",
@@ -108,6 +157,7 @@ class SileroScorer:
         "_since_reset",
         "_state",
         "_win",
+        "_zeros_since_reset",
         "resets",
     )
 
@@ -126,6 +176,9 @@ class SileroScorer:
         self._reset_after = None if interval is None else round(interval * sample_rate)
         self._input = np.zeros((1, self._ctx + self._win), dtype=np.float32)
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
+        # Windows since the last reset, while every one of them was zeros (None: off that path).
+        self._zeros_since_reset: int | None = 0
+        self._loaded_zeros = False
 
     @property
     def sample_rate(self) -> int:
@@ -146,6 +199,7 @@ class SileroScorer:
         this one, scaled to [-1, 1) (a view of this scorer's buffer: use it before the next load)."""
         if window.shape != (self._win,):
             raise ConfigError(f"Silero VAD windows hold {self._win} samples, got {window.shape}")
+        self._loaded_zeros = not window.any()
         buf: npt.NDArray[np.float32] = self._input[0]
         # Context: the last samples of the previous window, already at the end of the buffer.
         buf[: self._ctx] = buf[-self._ctx :]
@@ -153,9 +207,28 @@ class SileroScorer:
         buf[self._ctx :] *= np.float32(1.0 / 32768.0)
         return buf
 
+    def skip(self, window: npt.NDArray[np.int16]) -> float | None:
+        """A window of zeros while every window since the last reset was zeros: its probability and
+        state from the model's silence path, as :meth:`score` would give them; else None."""
+        if window.shape != (self._win,):
+            raise ConfigError(f"Silero VAD windows hold {self._win} samples, got {window.shape}")
+        if self._zeros_since_reset is None or window.any():
+            return None
+        path = self._model.silence(self._rate, self._policy)
+        step = self._zeros_since_reset + 1
+        if step >= len(path.probabilities):  # never resets: past the table, score it
+            return None
+        prob = path.probabilities[step]
+        self._state = path.states[step]  # read-only: states are replaced, never written in place
+        self._zeros_since_reset = step
+        self._maybe_reset(prob)
+        return prob
+
     def accept(self, prob: float, state: npt.NDArray[np.float32]) -> None:
         """Take the model's answer for the window just loaded: its probability and the new (2, 1, 128) state."""
         self._state = state
+        on_path = self._zeros_since_reset is not None and self._loaded_zeros
+        self._zeros_since_reset = self._zeros_since_reset + 1 if on_path and self._zeros_since_reset is not None else None
         self._maybe_reset(prob)
 
     def _maybe_reset(self, prob: float) -> None:
@@ -179,3 +252,4 @@ class SileroScorer:
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
         self._since_reset = 0
         self._low_run = 0
+        self._zeros_since_reset = 0

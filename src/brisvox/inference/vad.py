@@ -12,6 +12,14 @@ Three parts:
 * :class:`VoiceActivityDetector` feeds PCM16 frames of any size through both, scoring on
   the inference pool's VAD lane when given a pool (never on the event loop for a model).
 
+Digital silence costs no model run (``VadParams.skip_silence``, on by default): a window of
+zeros is offered to the scorer first (:meth:`WindowScorer.skip`), and a scorer that knows its
+answer exactly takes it without running (Silero, while its state is on the path that zeros
+since its last reset take: :class:`~brisvox.inference.silero.SileroScorer`).  The decisions
+are the same as scoring every window (tests/inference/test_vad_gate.py,
+bench/density/quiet_gate.py); a level floor that also skipped quiet noise was measured and
+dropped (docs/PERFORMANCE.md).
+
 Events are :class:`~brisvox.core.frames.VadStartedFrame` and
 :class:`~brisvox.core.frames.VadStoppedFrame`.  Time comes in with the audio: the caller
 passes the clock time of each frame's first sample.
@@ -19,11 +27,12 @@ passes the clock time of each frame's first sample.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -69,6 +78,8 @@ class VadParams:
     hysteresis: float = 0.15
     min_speech: float = 0.064
     min_silence: float = 0.1
+    skip_silence: bool = True
+    """Digital silence without a model run where the scorer knows its answer (module docs)."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -79,6 +90,14 @@ class VadParams:
             raise ConfigError(
                 f"VAD min_speech and min_silence cannot be negative, got {self.min_speech}, {self.min_silence}"
             )
+
+    def updated(self, overrides: Mapping[str, float | bool]) -> VadParams:
+        """These params with ``overrides`` (an agent file's ``[vad]`` keys) over them."""
+        unknown = sorted(set(overrides) - {f.name for f in dataclasses.fields(self)})
+        if unknown:
+            raise ConfigError(f"unknown VAD parameters {unknown}")
+        changes: dict[str, Any] = dict(overrides)
+        return dataclasses.replace(self, **changes)
 
     @classmethod
     def energy(cls) -> VadParams:
@@ -177,6 +196,11 @@ class WindowScorer(Protocol):
 
     def score(self, window: Int16Array) -> float: ...
 
+    def skip(self, window: Int16Array) -> float | None:
+        """``window``'s probability without a model run, advancing the state as :meth:`score` would,
+        when the scorer knows it exactly (None: score it)."""
+        ...
+
     def reset(self) -> None: ...
 
 
@@ -220,6 +244,8 @@ class VoiceActivityDetector:
         self._score_lock = threading.Lock()
         self.dropped_windows = 0
         self.scored_windows = 0
+        self.silent_windows = 0
+        """Windows of digital silence answered without a model run (``VadParams.skip_silence``)."""
         self.saturated = False
         """Whether the last frame's windows were refused by a full pool (dropped)."""
 
@@ -271,11 +297,31 @@ class VoiceActivityDetector:
                 events.append(event)
         return events
 
+    def _skip_silence(self, windows: list[_Window]) -> tuple[list[VadEvent], list[_Window]]:
+        """The leading windows of digital silence the scorer answers without a model run; returns
+        their events and the windows still to score (from the first one it cannot answer)."""
+        events: list[VadEvent] = []
+        if not self._params.skip_silence:
+            return events, windows
+        for i, w in enumerate(windows):
+            if w.samples.any():
+                return events, windows[i:]
+            with self._score_lock:
+                prob = self._scorer.skip(w.samples)
+            if prob is None:
+                return events, windows[i:]
+            self.silent_windows += 1
+            event = self._tracker.observe(w.at, self._win, prob)
+            if event is not None:
+                events.append(event)
+        return events, []
+
     async def process(self, pcm: bytes, at: float) -> list[VadEvent]:
         """Feed one frame whose first sample was heard at ``at``; returns the events it caused."""
-        windows = self._windows(pcm, at)
+        events, windows = self._skip_silence(self._windows(pcm, at))
         if not windows:
-            return []
+            self.saturated = False
+            return events
         arrays = [w.samples for w in windows]
         if self._pool is None and self._batcher is None:
             probs = self._score_all(arrays)
@@ -291,9 +337,9 @@ class VoiceActivityDetector:
                 self.dropped_windows += len(windows)
                 self.saturated = True
                 log.debug("VAD windows dropped: the inference pool is full")
-                return []
+                return events
             self.saturated = False
-        return self._track(windows, probs)
+        return events + self._track(windows, probs)
 
     async def process_frame(self, frame: InputAudioFrame, at: float) -> list[VadEvent]:
         """:meth:`process` for a caller audio frame; its rate must be the detector's."""
@@ -305,8 +351,8 @@ class VoiceActivityDetector:
 
     def process_sync(self, pcm: bytes, at: float) -> list[VadEvent]:
         """:meth:`process` scoring inline, for tests, benchmarks and offline use."""
-        windows = self._windows(pcm, at)
-        return self._track(windows, self._score_all([w.samples for w in windows])) if windows else []
+        events, windows = self._skip_silence(self._windows(pcm, at))
+        return events + self._track(windows, self._score_all([w.samples for w in windows])) if windows else events
 
     def finish(self, at: float) -> VadEvent | None:
         """End of the stream: drop the partial window, close open speech."""

@@ -195,6 +195,7 @@ class _Vad(Section):
     hysteresis: float | None = None
     min_speech: float | None = None
     min_silence: float | None = None
+    skip_silence: bool | None = None
 
 
 class _Speculation(Section):
@@ -303,7 +304,7 @@ class AgentDefinition:
     window: WindowSettings = field(default_factory=WindowSettings)
     flow: FlowSettings | None = None  # the call runs as this flow (the prompt is its role)
     # The [vad] keys the file set (VadParams field -> value); the rest keep the detector's defaults.
-    vad: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    vad: Mapping[str, float | bool] = field(default_factory=lambda: MappingProxyType({}))
     hooks: tuple[Hook, ...] = ()  # custom processing (brisvox.Agent's; a file has none)
     s2s: ProviderChoice | None = None  # a speech-to-speech model in place of stt, llm and tts
     s2s_policy: S2sPolicy = field(default_factory=S2sPolicy)
@@ -482,9 +483,10 @@ def _build(
     window = window_settings(f.window, takes_model, report.at_key)
     flow = flow_settings(f.flow, a.tools, report.at_key) if f.flow is not None else None
     telephony = _telephony(f.telephony, report, environ) if f.telephony is not None else None
-    vad = MappingProxyType({k: float(v) for k, v in f.vad.model_dump().items() if v is not None})
+    vad = MappingProxyType({k: v if isinstance(v, bool) else float(v) for k, v in f.vad.model_dump().items()
+                            if v is not None})
     try:
-        VadParams(**vad)  # the keys together: hysteresis must stay below threshold
+        VadParams().updated(vad)  # the keys together: hysteresis must stay below threshold
     except ConfigError as exc:
         report.at_key(("vad", "hysteresis" if "hysteresis" in vad else "threshold"), str(exc))
     if report.problems or turn is None or interruption is None:

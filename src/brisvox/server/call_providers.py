@@ -181,20 +181,22 @@ async def close_all(closers: list[Callable[[], Any]]) -> None:
 
 
 def vad_factory(
-    overrides: Mapping[str, float], batch: bool = True,
+    overrides: Mapping[str, float | bool], batch: bool = True,
 ) -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
     """Each call's detector; ``overrides``: the agent file's ``[vad]`` keys, over the detector's
     defaults; ``batch``: Silero scores every call's windows together (SileroBatcher)."""
     try:
-        from brisvox.inference.silero import SileroModel
+        from brisvox.inference.silero import SileroModel, SileroReset
 
         model = SileroModel.load()
     except (BrisvoxError, ImportError, OSError) as exc:
         log.warning("Silero VAD unavailable (%s); the calls use the energy detector", exc)
-        energy_params = dataclasses.replace(VadParams.energy(), **overrides)
+        energy_params = VadParams.energy().updated(overrides)
         return (lambda rate: energy_vad(rate, params=energy_params)), "energy", None
     pool = InferencePool(PoolConfig(name="brisvox-vad", threads=1))
-    params = dataclasses.replace(VadParams(), **overrides)
+    params = VadParams().updated(overrides)
+    for rate in (16000, 8000):  # the silence path once, here, not on the loop in the first call
+        model.silence(rate, SileroReset())
     batcher = SileroBatcher(model, pool) if batch else None
     return (lambda rate: silero_vad(model, pool, sample_rate=rate, params=params, batcher=batcher)), "silero", pool
 
