@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosedOK
 
 from brisvox.core.clock import SystemClock, bounded
 from brisvox.core.tasks import TaskScope
@@ -163,6 +164,7 @@ class Caller:
         self.ws, self.clock, self.speech = ws, clock, speech
         self.events: list[dict[str, Any]] = []
         self._pending = bytearray()
+        self.hung_up = False  # set before the caller's stop: the server's close then ends the sending
 
     def say(self) -> int:
         """Start saying the request; the index of the next event."""
@@ -174,7 +176,12 @@ class Caller:
         for n in range(1 << 30):
             chunk = bytes(self._pending[:FRAME]) or bytes(FRAME)
             del self._pending[:FRAME]
-            await self.ws.send(chunk)
+            try:
+                await self.ws.send(chunk)
+            except ConnectionClosedOK:
+                if self.hung_up:  # the close answering our stop can come before the sender is cancelled
+                    return
+                raise
             await self.clock.sleep_until(start + (n + 1) * 0.02)
 
     async def receive(self) -> None:
@@ -219,6 +226,7 @@ async def calling(url: str, clock: SystemClock, speech: bytes) -> AsyncIterator[
         scope.spawn(caller.receive(), name="receive")
         scope.spawn(caller.send(), name="send")
         yield caller
+        caller.hung_up = True
         await ws.send(json.dumps({"type": "stop"}))
         await bounded(clock, 10.0, ws.wait_closed(), "the call's end")
         scope.cancel()
