@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import socket
 
@@ -75,3 +76,18 @@ async def test_serve_prints_its_url_applies_the_settings_edge_limits_and_exits_0
         stops.request("test stop")
         code = await asyncio.wait_for(server, 30)
     assert code == 0 and "stopped (drained, exit status 0)" in out.getvalue()
+
+
+async def test_serve_freezes_the_startup_heap_while_it_listens_and_gives_it_back_when_stopped() -> None:
+    # A full collection on the loop walked the start-up heap too: a stall in every reply playing (heap.py).
+    clock = SystemClock()
+    stops = StopRequests()
+    frozen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    server = asyncio.ensure_future(serve(Settings(port=0), _parts(clock), clock=clock, stops=stops,
+                                         out=io.StringIO(), on_ready=lambda _port: frozen.set_result(gc.get_freeze_count())))
+    try:
+        assert await asyncio.wait_for(frozen, 20) > 1000  # the modules, the app, uvicorn: thousands of objects
+    finally:
+        stops.request("test stop")
+        assert await asyncio.wait_for(server, 30) == 0
+    assert gc.get_freeze_count() == 0

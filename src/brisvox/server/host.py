@@ -40,6 +40,7 @@ from brisvox.server.app import CallEndpoint, HttpCallEndpoint, build_app
 from brisvox.server.capacity import default_max_calls, saturated_pools
 from brisvox.server.directory import CallDirectory
 from brisvox.server.edge import Edge
+from brisvox.server.heap import frozen_startup_heap
 from brisvox.server.lifecycle import EXIT_STARTUP_FAILURE, StopRequests, drain_on_stop, install_stop_signals
 from brisvox.server.metrics import ServerMetrics
 from brisvox.server.node import PUBLISH_INTERVAL, NodeSeat
@@ -189,7 +190,7 @@ async def serve(
     remove_signals = install_stop_signals(loop, stops)
     port = int(sock.getsockname()[1])
     try:
-        async with TaskScope("server") as scope:
+        async with contextlib.AsyncExitStack() as heap, TaskScope("server") as scope:
             http_task = scope.spawn(http.serve(sockets=[sock]), name="http")
             while not http.started and not http_task.done():
                 await clock.sleep(0.01)
@@ -197,6 +198,7 @@ async def serve(
                 print("brisvox serve: the HTTP server did not start", file=sys.stderr)
                 return EXIT_STARTUP_FAILURE
             publisher = None
+            heap.enter_context(frozen_startup_heap())  # it listens: the start-up heap is built (see heap.py)
             if seat is None:
                 url = f"http://{settings.host}:{port}"
                 print(f"brisvox serve: listening on {url} (calls on ws://{settings.host}:{port}{settings.ws_path}; "
