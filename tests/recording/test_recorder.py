@@ -114,3 +114,29 @@ def test_a_recording_is_a_regression_test_with_brisvox_testing(tmp_path: Path) -
     assert any(d.recorded is not None and "TurnEnded" in d.recorded.line for d in changed.differences)
     with pytest.raises(AssertionError, match="the replay differs"):
         changed.expect_same()
+
+
+
+async def test_caller_audio_heard_while_the_call_set_up_is_recorded_at_a_time_from_the_sessions_opening(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent link opens before the pipeline and its recorder (seconds on a loaded machine)
+    while the caller already speaks: the recording counts from the session's opening, so none
+    of its times is negative and it loads (before: "field 't' must be >= 0")."""
+    import contextlib
+    from collections.abc import AsyncIterator
+
+    import brisvox.server.call as served
+
+    real = served.call_recording
+
+    @contextlib.asynccontextmanager
+    async def slow_set_up(*args: Any) -> AsyncIterator[Any]:
+        await SystemClock().sleep(1.0)  # the link's opening, as the caller speaks
+        async with real(*args) as recorder:
+            yield recorder
+
+    monkeypatch.setattr(served, "call_recording", slow_set_up)
+    await recorded_call(recording_agent(tmp_path), lookup_tools())
+    [path] = recordings(tmp_path)
+    recording = load_recording(path)
+    assert recording.of("event") and min(r["t"] for r in recording.records) >= 0.0

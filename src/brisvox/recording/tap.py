@@ -87,10 +87,13 @@ _SUFFIX: Final = ".jsonl.gz"
 class CallRecorder:
     """One call's recording (see the module docs)."""
 
-    def __init__(self, settings: RecordSettings, call_id: str, clock: Clock, header: Header) -> None:
+    def __init__(self, settings: RecordSettings, call_id: str, clock: Clock, header: Header,
+                 origin: float | None = None) -> None:
         self._settings = settings
         self._clock = clock
-        self._start = clock.now()
+        # Times count from ``origin``, the call's start (its transport session's opening): caller
+        # audio stamped while an agent link was still opening comes before the recorder exists.
+        self._start = clock.now() if origin is None else min(origin, clock.now())
         self.path = settings.dir / f"{_safe(call_id)}{_SUFFIX}"
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()  # bounded by note(); the end passes
         self.dropped = 0

@@ -722,7 +722,7 @@ async def call_recording(settings: RecordSettings | None, head: Callable[[], Hea
     if settings is None:
         yield None
         return
-    recorder = CallRecorder(settings, session.info.call_id, clock, head())
+    recorder = CallRecorder(settings, session.info.call_id, clock, head(), origin=session.opened_at)
     observer.add_listener(recorder.listen)
     writing = scope.spawn(recorder.run(), name="recorder")
     try:

@@ -249,6 +249,7 @@ class TransportSession:
     def __init__(self, clock: Clock, link: CallLink, config: SessionConfig, ticker: PaceTicker | None = None) -> None:
         config.validate()
         self._clock = clock
+        self.opened_at = clock.now()  # the call's origin: recordings count from here
         self._link = link
         self._config = config
         self._ledger = Ledger(position_interval=config.position_interval)
