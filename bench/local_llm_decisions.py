@@ -18,7 +18,7 @@ without a free check) is counted as stopped.  Prints each miss and the rates:
 * stopped: of the wrong calls, how many the engine refused with a message (none ran);
 * first token and total time per case (medians), for the record.
 
-Usage: ``python bench/local_llm_decisions.py [--agent FILE] [--only N] [--offer state|all]``
+Usage: ``python bench/local_llm_decisions.py [--agent FILE] [--only N] [--first N] [--offer state|all]``
 (needs the ``local-llm`` extra and ``brisvox models fetch qwen2_5_coder_0_5b_q4``).
 """
 
@@ -193,7 +193,7 @@ async def _engine_in_state(registry: ToolRegistry, agent: dict[str, Any], case: 
     return engine, epoch
 
 
-async def run(agent_path: Path, only: int | None, offer: str) -> int:
+async def run(agent_path: Path, only: int | None, offer: str, first_case: int = 1) -> int:
     agent = agent_file(agent_path)
     registry = demo_tools().registry(agent["tools"], confirm=agent.get("confirm_tools", ()))
     system = agent_prompt(agent)
@@ -202,9 +202,11 @@ async def run(agent_path: Path, only: int | None, offer: str) -> int:
     firsts: list[float] = []
     totals: list[float] = []
     cases = CASES[:only] if only else CASES
+    if first_case > 1:
+        cases = cases[first_case - 1:]
     try:
         await llm.warm()
-        for n, case in enumerate(cases, 1):
+        for n, case in enumerate(cases, first_case):
             engine, epoch = await _engine_in_state(registry, agent, case)
             specs = tuple(registry.specs()) if offer == "all" else tuple(engine.offered_specs())
             request = LlmRequest(messages=_messages(system, case), tools=specs)
@@ -259,10 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--agent", type=Path, default=DEMO_AGENT_FILE, help="agent file whose prompt to use")
     parser.add_argument("--only", type=int, default=None, help="run only the first N cases")
+    parser.add_argument("--first", type=int, default=1, help="start at case N (1-based)")
     parser.add_argument("--offer", choices=("state", "all"), default="state",
                         help="offer the tools the engine offers in each case's state, or every registered tool")
     args = parser.parse_args(argv)
-    return asyncio.run(run(args.agent, args.only, args.offer))
+    return asyncio.run(run(args.agent, args.only, args.offer, args.first))
 
 
 if __name__ == "__main__":

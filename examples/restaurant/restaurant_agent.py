@@ -28,6 +28,10 @@ HERE = Path(__file__).resolve().parent
 AGENT_FILE = HERE / "agent.toml"
 
 
+# The caller's words that drop a booking waiting for the yes ("no", "don't book it", "cancel").
+DECLINES = ("no", "not", "don't", "dont", "nope", "cancel", "stop", "instead")
+
+
 class Slot(BaseModel):
     date: str = Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", max_length=10, description="the day, as YYYY-MM-DD")
     time: str = Field(pattern=r"^[0-9]{2}:[0-9]{2}$", max_length=5, description="the time, as 24-hour HH:MM")
@@ -70,8 +74,9 @@ class Restaurant:
 
     # Offered only after check_availability said free, with its date, time and party as
     # constants (the model writes only the name); the name must be one the caller said, and
-    # not the restaurant's (docs/TOOLS.md, "Offered now").
-    @brisvox.tool.side_effect(timeout=3.0, from_caller=("name",),
+    # not the restaurant's; a no in the caller's reply drops the booking waiting for the yes
+    # (docs/TOOLS.md, "Offered now").
+    @brisvox.tool.side_effect(timeout=3.0, from_caller=("name",), declined_by=DECLINES,
                               requires=brisvox.tool.Requirement("check_availability", {"free": True},
                                                                 bind=("date", "time", "party_size")))
     async def book_table(self, args: Booking, ctx: ToolContext) -> dict[str, object]:

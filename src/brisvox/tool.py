@@ -228,6 +228,7 @@ def declare(
     repeatable: bool = False,
     requires: Requirement | None = None,
     from_caller: tuple[str, ...] = (),
+    declined_by: tuple[str, ...] = (),
 ) -> FunctionTool:
     """The :class:`FunctionTool` of ``fn`` (what the decorators return)."""
     tool_name = name or getattr(fn, "__name__", "")
@@ -245,7 +246,7 @@ def declare(
     shape = _shape(fn, tool_name)
     spec = ToolSpec(name=tool_name, description=text.strip(), parameters=_schema(shape.model, tool_name), kind=kind,
                     timeout=timeout, filler_after=filler_after, confirm=confirm, repeatable=repeatable,
-                    requires=requires, from_caller=tuple(from_caller))
+                    requires=requires, from_caller=tuple(from_caller), declined_by=tuple(declined_by))
     return FunctionTool(spec, fn, shape)
 
 
@@ -283,7 +284,7 @@ def side_effect(fn: _F, /) -> FunctionTool: ...
 def side_effect(
     *, name: str | None = ..., description: str | None = ..., timeout: float = ...,
     filler_after: float | None = ..., confirm: bool = ..., repeatable: bool = ...,
-    requires: Requirement | None = ..., from_caller: tuple[str, ...] = ...,
+    requires: Requirement | None = ..., from_caller: tuple[str, ...] = ..., declined_by: tuple[str, ...] = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def side_effect(
     fn: Callable[..., Any] | None = None,
@@ -297,16 +298,18 @@ def side_effect(
     repeatable: bool = False,
     requires: Requirement | None = None,
     from_caller: tuple[str, ...] = (),
+    declined_by: tuple[str, ...] = (),
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """A SideEffect tool: changes the world; runs once per idempotency key, keeps running past its
     ``timeout`` (the result comes later); ``confirm=True`` waits for the caller's yes.  ``requires``:
     offered only after another tool's answer (``Requirement("check_availability", {"free": True},
-    bind=("date", "time"))``); ``from_caller``: arguments the caller must have said (a name)."""
+    bind=("date", "time"))``); ``from_caller``: arguments the caller must have said (a name);
+    ``declined_by``: words that, in the caller's reply, drop a call waiting for the yes."""
 
     def make(f: Callable[..., Any]) -> FunctionTool:
         return declare(f, kind=ToolKind.SIDE_EFFECT, name=name, description=description, timeout=timeout,
                        filler_after=filler_after, confirm=confirm, repeatable=repeatable, requires=requires,
-                       from_caller=from_caller)
+                       from_caller=from_caller, declined_by=declined_by)
 
     return make(fn) if fn is not None else make
 

@@ -148,3 +148,24 @@ def test_the_callers_words_are_not_checked_where_they_come_after_the_call() -> N
     grounds = Grounds("agent")
     grounds.check_words = False
     assert grounds.refusal(spec("book", SE, params=BOOK, from_caller=("name",)), {"name": "John Doe"}) is None
+
+
+@pytest.mark.parametrize(("said", "declined"), [
+    ("No, cancel it.", True), ("I don't want it", True), ("yes please", False), ("a donut, yes", False),
+])
+def test_declines_match_whole_words_and_phrases(said: str, declined: bool) -> None:
+    assert Grounds.declines(said, ("no", "don't", "cancel")) is declined
+
+
+async def test_a_no_in_the_callers_turn_drops_the_call_waiting_for_the_yes() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    reg = ToolRegistry()
+    reg.register(spec("transfer", SE, confirm=True, declined_by=("no",)), scripted(probe, "transfer", result="done"))
+    async with _engine(reg, clock) as eng:
+        eng.note_user_turn("transfer me")
+        await deliver_round(eng, Context(), [call("t1.0", "transfer")], 1)
+        eng.note_user_turn("No!")
+        assert len(eng.confirmations) == 0 and CONFIRM_PENDING not in _offered(eng)
+        ex = await deliver_round(eng, Context(), [call("t2.0", CONFIRM_PENDING, call_id="t1.0")], 2)
+        assert kind(ex.results[0]) == "confirmation_refused" and probe.count("start", "transfer") == 0

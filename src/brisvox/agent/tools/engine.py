@@ -131,10 +131,15 @@ class ToolEngine:
         return self.grounds.offer(listed, {p.call.id: p.call.name for p in self.confirmations.pending()})
 
     def note_user_turn(self, text: str) -> None:
-        """A caller's turn entered the context: confirmations may follow it, and its words may
-        be ``from_caller`` arguments."""
+        """A caller's turn entered the context: confirmations may follow it, its words may be
+        ``from_caller`` arguments, and its no (a confirm tool's ``declined_by``) drops that
+        tool's waiting calls."""
         self.confirmations.note_user_turn()
         self.grounds.note_user_text(text)
+        for p in self.confirmations.pending():
+            spec = self.registry.spec(p.call.name)
+            if spec is not None and spec.declined_by and self.grounds.declines(text, spec.declined_by):
+                self.confirmations.drop(p.call.id)  # the caller said no: nothing can confirm it now
 
     def _context(self, epoch: int, call: ToolCall, cancel: CancelToken) -> ToolCallContext:
         """The context one tool call runs with (ReadOnly and SideEffect alike)."""

@@ -17,6 +17,8 @@ call to an unknown tool gets, or a refusal naming what to do.  The rules:
   A call that breaks the rule anyway is refused with what to do.
 * A ``from_caller`` argument must be words the caller said in this call (normalised:
   case, accents and punctuation do not count), and not the agent's own name.
+* A confirm tool's ``declined_by`` words in the caller's turn drop its waiting call (the
+  engine does it as the turn is noted): a small model "confirmed" on a no (measured).
 
 See docs/TOOLS.md, "Offered now".
 """
@@ -72,6 +74,17 @@ class Grounds:
             if len(self._heard) >= MAX_WORDS:
                 return
             self._heard.add(w)
+
+    @staticmethod
+    def declines(text: str, phrases: Iterable[str]) -> bool:
+        """Whether ``text`` holds one of ``phrases`` as whole words ("don't" matches "I don't", not "donut")."""
+        said = words(text)
+        for phrase in phrases:
+            want = words(phrase)
+            n = len(want)
+            if n and any(said[i:i + n] == want for i in range(len(said) - n + 1)):
+                return True
+        return False
 
     def note_answer(self, tool: str, arguments: Mapping[str, Any], result: Any) -> None:
         """A ReadOnly call answered ``result`` (the tool's own value, before it became text)."""

@@ -62,6 +62,8 @@ class ToolSpec:
     * ``requires``: offered (and run) only after the :class:`Requirement` held.
     * ``from_caller``: arguments whose value must be words the caller said in the call
       (a name), and not the agent's own name; a call otherwise is refused before it runs.
+    * ``declined_by``: for a ``confirm`` tool, words or phrases ("no", "cancel", "don't")
+      that, in the caller's next turn, drop its waiting call (nothing can confirm it then).
     """
 
     name: str
@@ -76,6 +78,7 @@ class ToolSpec:
     confirm: bool = False
     requires: Requirement | None = None
     from_caller: tuple[str, ...] = ()
+    declined_by: tuple[str, ...] = ()
 
     @property
     def is_side_effect(self) -> bool:
