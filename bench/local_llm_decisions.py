@@ -209,7 +209,8 @@ async def run(agent_path: Path, only: int | None, offer: str, first_case: int = 
         for n, case in enumerate(cases, first_case):
             engine, epoch = await _engine_in_state(registry, agent, case)
             specs = tuple(registry.specs()) if offer == "all" else tuple(engine.offered_specs())
-            request = LlmRequest(messages=_messages(system, case), tools=specs)
+            # The prompt describes the agent's tools, as the runner's requests do; the grammar the offer.
+            request = LlmRequest(messages=_messages(system, case), tools=specs, described=tuple(engine.listed_specs()))
             text, name, args, error = "", None, "", None
             t0 = perf_counter()
             first: float | None = None

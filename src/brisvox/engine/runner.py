@@ -777,13 +777,17 @@ class LlmRunner(Processor):
         messages = self.memory.request_messages(context) if self.memory is not None else context.messages
         messages = with_date(messages, today)
         tools = self.tools
+        node = self.flow.tool_specs() if self.flow is not None else None
         if tools is None:
-            specs: tuple[ToolSpec, ...] = tuple(self.flow.tool_specs()) if self.flow is not None else ()
+            specs: tuple[ToolSpec, ...] = tuple(node) if node is not None else ()
+            described = specs
         else:
-            specs = tuple(tools.offered_specs(self.flow.tool_specs() if self.flow is not None else None))
+            specs = tuple(tools.offered_specs(node))
+            described = tuple(tools.listed_specs(node))
         return LlmRequest(
             messages=messages,
             tools=specs,
+            described=described,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
         )

@@ -344,8 +344,9 @@ def warm_request(definition: AgentDefinition, tools: ToolSet, today: datetime.da
     prompt = engine_config(definition).llm.system_prompt
     system = (SystemMessage(text=prompt),) if prompt else ()
     # The tools a call's tool engine offers before anything happened (docs/TOOLS.md, "Offered now").
-    offered = Grounds().offer(registry.specs(), {}) if registry is not None else ()
-    return LlmRequest(messages=(*with_date(system, today), UserMessage(text="Hello.")), tools=tuple(offered))
+    listed = registry.specs() if registry is not None else []
+    return LlmRequest(messages=(*with_date(system, today), UserMessage(text="Hello.")),
+                      tools=tuple(Grounds().offer(listed, {})), described=tuple(listed))
 
 
 def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:

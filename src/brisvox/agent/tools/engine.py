@@ -126,9 +126,13 @@ class ToolEngine:
         allows them (:mod:`brisvox.agent.tools.offer`: ``confirm_pending`` only while a call
         waits, a required answer, bound arguments as constants).  ``specs``: a flow node's
         tools in place of every registered one."""
+        return self.grounds.offer(self.listed_specs(specs), {p.call.id: p.call.name for p in self.confirmations.pending()})
+
+    def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
+        """The agent's tools whatever the state (``offer``'s list, or a flow node's ``specs``):
+        what a prompt describes, so its bytes do not change with the offer."""
         base = self.registry.specs() if specs is None else specs
-        listed = [spec for spec in base if self.offered is None or spec.name in self.offered]
-        return self.grounds.offer(listed, {p.call.id: p.call.name for p in self.confirmations.pending()})
+        return [spec for spec in base if self.offered is None or spec.name in self.offered]
 
     def note_user_turn(self, text: str) -> None:
         """A caller's turn entered the context: confirmations may follow it, its words may be
