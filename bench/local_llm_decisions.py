@@ -4,14 +4,22 @@ Each case is a caller's utterance with a short context (earlier turns, tool resu
 the expected decision: a spoken reply (no tool), or one tool call with its arguments.
 The system prompt is the demo agent's (examples/restaurant/agent.toml), or the
 file given with ``--agent``, followed by the date line the cases assume.  The tools are
-the demo's own.  Prints each miss and the rates:
+the demo's own, behind the agent file's confirmation gate, in a real tool engine: each
+case's context is replayed through it (the caller's turns noted, the context's calls
+executed), and the model is offered what the engine offers in that state
+(``ToolEngine.offered_specs``: docs/TOOLS.md, "Offered now").  ``--offer all`` offers
+every registered tool in every state instead (what the agent offered before "Offered
+now"), for the comparison.  The call the model makes is then planned by the same engine:
+a wrong call the engine refuses before it runs (a name the caller did not say, a booking
+without a free check) is counted as stopped.  Prints each miss and the rates:
 
 * decision: the right kind of answer (text, or the right tool);
 * exact: the right tool with exactly the expected arguments (text counts when it is text);
+* stopped: of the wrong calls, how many the engine refused with a message (none ran);
 * first token and total time per case (medians), for the record.
 
-Usage: ``python bench/local_llm_decisions.py [--agent FILE] [--only N]`` (needs the
-``local-llm`` extra and ``brisvox models fetch qwen2_5_coder_0_5b_q4``).
+Usage: ``python bench/local_llm_decisions.py [--agent FILE] [--only N] [--first N] [--offer state|all]``
+(needs the ``local-llm`` extra and ``brisvox models fetch qwen2_5_coder_0_5b_q4``).
 """
 
 from __future__ import annotations
@@ -29,6 +37,9 @@ from time import perf_counter
 from typing import Any
 
 from brisvox.agent import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from brisvox.agent.tools import CallMeta, CancelToken, Outcome, ToolEngine, ToolRegistry
+from brisvox.agent.tools.confirm import confirmation_required_body
+from brisvox.core.clock import SystemClock
 from brisvox.engine.rounds import date_note
 from brisvox.providers.llm import Done, LlmError, LlmRequest, TextDelta, ToolCallDelta
 from brisvox.providers.local.xllama import XLlamaLlm
@@ -72,6 +83,26 @@ FREE_4 = _checked("Four people, December 7th at 19:30.", "2026-12-07", "19:30", 
 FULL_2 = _checked("Two people tomorrow at eight.", "2026-12-05", "20:00", 2, False, ["18:30", "19:00", "21:00"],
                   "Sorry, 20:00 is full. I can offer 18:30, 19:00 or 21:00.")
 
+# The caller gave a name after a free check; the booking waits for the yes (call c2).
+PENDING = (*FREE_2,
+           UserMessage(text="It's Ayse."),
+           AssistantMessage(text="", tool_calls=(ToolCall(id="c2", name="book_table",
+                                                          arguments={"name": "Ayse", "date": "2026-12-05", "time": "19:00",
+                                                                     "party_size": 2}),)),
+           ToolMessage(call_id="c2", content=confirmation_required_body("book_table", "c2")),
+           AssistantMessage(text="Just to confirm: a table for two on 2026-12-05 at 19:00 under Ayse. Shall I book it?"))
+# The caller said yes and the booking was made.
+BOOKED = (*PENDING,
+          UserMessage(text="Yes, please."),
+          AssistantMessage(text="", tool_calls=(ToolCall(id="c3", name="confirm_pending", arguments={"call_id": "c2"}),)),
+          ToolMessage(call_id="c3", content=json.dumps({"status": "confirmed", "reservation_id": "R001"})),
+          AssistantMessage(text="Booked: two at 19:00 on 2026-12-05 under Ayse. See you then!"))
+
+
+def _confirm(call_id: str) -> tuple[str, dict[str, Any]]:
+    return ("confirm_pending", {"call_id": call_id})
+
+
 CASES: tuple[Case, ...] = (
     # A spoken reply: nothing to look up yet, or nothing to look up at all.
     Case("Hello?", TEXT),
@@ -112,12 +143,30 @@ CASES: tuple[Case, ...] = (
     # A tool result just arrived: tell the caller.
     Case("", TEXT, FREE_2[:3]),
     Case("", TEXT, FULL_2[:3]),
+    # The booking waits for the caller's yes: confirm it on a yes, never on a no.
+    Case("Yes, please.", _confirm("c2"), PENDING),
+    Case("Yes, that's right.", _confirm("c2"), PENDING),
+    Case("Sure, go ahead.", _confirm("c2"), PENDING),
+    Case("No, cancel it.", TEXT, PENDING),
+    Case("Actually no, don't book it.", TEXT, PENDING),
+    # Free, but no name yet: ask for it (a name nobody said is not one to book under).
+    Case("Great, book it please.", TEXT, FREE_2),
+    Case("Yes, I'll take it.", TEXT, FREE_4),
+    # Booked: nothing more to call.
+    Case("Thank you, goodbye.", TEXT, BOOKED),
+    Case("Great, thanks!", TEXT, BOOKED),
 )
 
 
-def agent_prompt(path: Path) -> str:
+def agent_file(path: Path) -> dict[str, Any]:
     with path.open("rb") as f:
-        prompt = tomllib.load(f)["agent"]["prompt"]
+        agent = tomllib.load(f)["agent"]
+    assert isinstance(agent, dict)
+    return agent
+
+
+def agent_prompt(agent: dict[str, Any]) -> str:
+    prompt = agent["prompt"]
     assert isinstance(prompt, str)
     return f"{prompt.strip()}\n\n{TODAY}"  # as the engine's with_date joins them
 
@@ -127,19 +176,41 @@ def _messages(system: str, case: Case) -> tuple[Message, ...]:
     return (SystemMessage(text=system), *case.context, *said)
 
 
-async def run(agent: Path, only: int | None) -> int:
-    tools = demo_tools()
-    specs = tuple(tools.spec(n) for n in tools.names())
+async def _engine_in_state(registry: ToolRegistry, agent: dict[str, Any], case: Case) -> tuple[ToolEngine, int]:
+    """A tool engine that lived through ``case``'s context (the caller's turns, its calls);
+    returns it and the epoch of the case's own turn."""
+    engine = ToolEngine(registry, "bench", SystemClock(), meta=CallMeta(call_id="bench", agent=agent["name"]))
+    epoch = 0
+    for m in case.context:
+        if isinstance(m, UserMessage):
+            epoch += 1
+            engine.note_user_turn(m.text)
+        elif isinstance(m, AssistantMessage) and m.tool_calls:
+            await engine.execute(m.tool_calls, epoch, CancelToken())
+    if case.said:
+        epoch += 1
+        engine.note_user_turn(case.said)
+    return engine, epoch
+
+
+async def run(agent_path: Path, only: int | None, offer: str, first_case: int = 1) -> int:
+    agent = agent_file(agent_path)
+    registry = demo_tools().registry(agent["tools"], confirm=agent.get("confirm_tools", ()))
     system = agent_prompt(agent)
     llm = XLlamaLlm()
-    decided = exact = 0
+    decided = exact = wrong_calls = stopped = 0
     firsts: list[float] = []
     totals: list[float] = []
     cases = CASES[:only] if only else CASES
+    if first_case > 1:
+        cases = cases[first_case - 1:]
     try:
         await llm.warm()
-        for n, case in enumerate(cases, 1):
-            request = LlmRequest(messages=_messages(system, case), tools=specs)
+        for n, case in enumerate(cases, first_case):
+            engine, epoch = await _engine_in_state(registry, agent, case)
+            specs = tuple(registry.specs()) if offer == "all" else tuple(engine.offered_specs())
+            # The prompt describes the agent's tools, as the runner's requests do; the grammar the offer.
+            request = LlmRequest(messages=_messages(system, case), tools=specs, described=tuple(engine.listed_specs()))
             text, name, args, error = "", None, "", None
             t0 = perf_counter()
             first: float | None = None
@@ -164,15 +235,24 @@ async def run(agent: Path, only: int | None) -> int:
             ok_exact = ok_kind and got == case.expect
             decided += ok_kind
             exact += ok_exact
+            refusal = ""
+            if got is not None and not ok_exact:
+                wrong_calls += 1
+                # The engine plans the call as it would in the call: a refused one never runs.
+                ran = await engine.execute([ToolCall(id="m1", name=got[0], arguments=got[1])], epoch, CancelToken())
+                if ran.outcomes[0] in (Outcome.INVALID_ARGUMENTS, Outcome.UNKNOWN_TOOL):
+                    stopped += 1
+                    refusal = f" (refused: {json.loads(ran.results[0].content)['detail'][:90]})"
+            await engine.aclose()
             if not ok_exact:
                 shown = f"error {error}" if error else (f"{got[0]} {json.dumps(got[1])}" if got else f"text {text[:70]!r}")
                 want = f"{case.expect[0]} {json.dumps(case.expect[1])}" if case.expect else "text"
-                print(f"  miss {n:2d} {case.said[:50]!r}: got {shown}; want {want}")
+                print(f"  miss {n:2d} {case.said[:50]!r}: got {shown}; want {want}{refusal}")
     finally:
         await llm.aclose()
     total = len(cases)
-    print(f"cases {total}: decision {decided}/{total} ({100 * decided / total:.0f}%), "
-          f"exact {exact}/{total} ({100 * exact / total:.0f}%)")
+    print(f"offer {offer}, cases {total}: decision {decided}/{total} ({100 * decided / total:.0f}%), "
+          f"exact {exact}/{total} ({100 * exact / total:.0f}%), wrong calls {wrong_calls}, refused by the engine {stopped}")
     print(f"first token p50 {statistics.median(firsts):.2f} s; whole answer p50 {statistics.median(totals):.2f} s, "
           f"max {max(totals):.2f} s")
     return 0
@@ -182,8 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--agent", type=Path, default=DEMO_AGENT_FILE, help="agent file whose prompt to use")
     parser.add_argument("--only", type=int, default=None, help="run only the first N cases")
+    parser.add_argument("--first", type=int, default=1, help="start at case N (1-based)")
+    parser.add_argument("--offer", choices=("state", "all"), default="state",
+                        help="offer the tools the engine offers in each case's state, or every registered tool")
     args = parser.parse_args(argv)
-    return asyncio.run(run(args.agent, args.only))
+    return asyncio.run(run(args.agent, args.only, args.offer, args.first))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ def test_the_demo_says_where_the_page_is_then_serves_the_demo_agent(
     # The local model is warmed with how every call of the demo agent begins (its prompt and tools).
     (prefix,) = prefixes
     assert "Lokanta Deniz" in prefix.messages[0].text
-    assert [t.name for t in prefix.tools] == ["book_table", "check_availability", "confirm_pending"]
+    # Offered at the start: the look-up only (docs/TOOLS.md, "Offered now"); the prompt describes all three.
+    assert [t.name for t in prefix.tools] == ["check_availability"]
+    assert [t.name for t in prefix.described] == ["book_table", "check_availability", "confirm_pending"]
 
 
 def test_a_demo_whose_providers_cannot_be_built_fails_before_printing_its_url(

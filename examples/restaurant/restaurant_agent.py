@@ -7,7 +7,8 @@ Copy the directory to start your own agent; ``python restaurant_agent.py console
 
 Tools are methods of one ``Restaurant`` (they share its bookings, as they would share a
 database pool): ``check_availability`` (ReadOnly) and ``book_table`` (SideEffect; the agent
-file lists it in ``confirm_tools``, so it runs only after the caller's yes).  The restaurant
+file lists it in ``confirm_tools``, so it runs only after the caller's yes; it is offered only
+after ``check_availability`` said free, for that slot, under a name the caller said).  The restaurant
 is in memory: one table per hour from 18:00 to 21:00, 20:00 always full, so asking for
 eight shows the alternatives.
 """
@@ -25,6 +26,10 @@ from brisvox import ToolContext
 
 HERE = Path(__file__).resolve().parent
 AGENT_FILE = HERE / "agent.toml"
+
+
+# The caller's words that drop a booking waiting for the yes ("no", "don't book it", "cancel").
+DECLINES = ("no", "not", "don't", "dont", "nope", "cancel", "stop", "instead")
 
 
 class Slot(BaseModel):
@@ -67,7 +72,13 @@ class Restaurant:
         alternatives = [t for t in self.times if t != args.time and self.is_free(args.date, t)]
         return {"free": free, "date": args.date, "time": args.time, "alternatives": alternatives[:3]}
 
-    @brisvox.tool.side_effect(timeout=3.0)
+    # Offered only after check_availability said free, with its date, time and party as
+    # constants (the model writes only the name); the name must be one the caller said, and
+    # not the restaurant's; a no in the caller's reply drops the booking waiting for the yes
+    # (docs/TOOLS.md, "Offered now").
+    @brisvox.tool.side_effect(timeout=3.0, from_caller=("name",), declined_by=DECLINES,
+                              requires=brisvox.tool.Requirement("check_availability", {"free": True},
+                                                                bind=("date", "time", "party_size")))
     async def book_table(self, args: Booking, ctx: ToolContext) -> dict[str, object]:
         """Book a table for a name at a date and time. The caller confirms before it is made."""
         key = ctx.idempotency_key().hex()

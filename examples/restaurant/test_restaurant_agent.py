@@ -11,6 +11,9 @@ sys.path.insert(0, str(HERE))
 
 from restaurant_agent import Restaurant, build_agent  # noqa: E402
 
+from brisvox.core.clock import SimClock  # noqa: E402
+from brisvox.providers.llm import LlmRequest  # noqa: E402
+from brisvox.sim.mock_llm import Call, Say, ScriptedLlm  # noqa: E402
 from brisvox.testing import AgentTest, call  # noqa: E402
 
 SLOT = {"date": "2026-12-04", "time": "19:00", "party_size": 2}
@@ -57,3 +60,88 @@ async def test_a_party_too_large_is_not_free_and_not_booked() -> None:
         turn = await test.user_says("a table for twelve at seven")
     content = turn.expect.tool_call("check_availability").content
     assert content is not None and json.loads(content)["free"] is False and r.bookings == {}
+
+
+def _offered(request: LlmRequest) -> dict[str, dict[str, object]]:
+    """The tools a request offers, each with its argument schemas."""
+    return {t.name: dict(t.parameters.get("properties", {})) for t in request.tools}
+
+
+async def test_book_table_is_offered_only_after_a_free_check_with_its_slot_fixed() -> None:
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [
+        [Call(name="book_table", arguments={"name": "Ada", **SLOT})], [Say("Let me check first.")],
+        [Call(name="check_availability", arguments=SLOT)], [Say("Seven is free. Your name?")],
+    ])
+    r = Restaurant()
+    async with AgentTest(build_agent(r), llm=llm, clock=clock) as test:
+        first = await test.user_says("Ada here, a table for two on friday at seven")
+        second = await test.user_says("please check")
+    # Before any check: only the lookup is offered, and a booking the model writes anyway is refused.
+    assert set(_offered(llm.requests[0])) == {"check_availability"}
+    refused = first.expect.tool_call("book_table")
+    assert refused.outcome == "invalid_arguments" and refused.content is not None
+    assert "call check_availability" in refused.content and test.tool_runs("book_table") == 0
+    second.expect.tool_call("check_availability")
+    # After the free check: book_table with the checked date, time and party as constants.
+    after = _offered(llm.requests[-1])
+    assert set(after) == {"check_availability", "book_table"}
+    assert {k: after["book_table"][k].get("const") for k in SLOT} == SLOT  # type: ignore[attr-defined]
+    assert r.bookings == {}
+
+
+async def test_a_name_the_caller_did_not_say_or_the_restaurants_own_is_refused() -> None:
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [
+        [Call(name="check_availability", arguments=SLOT)], [Say("Free. Your name?")],
+        [Call(name="book_table", arguments={"name": "John Doe", **SLOT})], [Say("Sorry, your name?")],
+        [Call(name="book_table", arguments={"name": "Lokanta Deniz", **SLOT})], [Say("Sorry, your name?")],
+    ])
+    r = Restaurant()
+    async with AgentTest(build_agent(r), llm=llm, clock=clock) as test:
+        await test.user_says("is lokanta deniz free for two on friday at seven")
+        invented = await test.user_says("yes please")
+        ours = await test.user_says("book it")
+    for turn in (invented, ours):
+        seen = turn.expect.tool_call("book_table")
+        assert seen.outcome == "invalid_arguments" and seen.content is not None
+        assert "ask the caller for their name" in seen.content
+    assert "agent's own name" in (ours.expect.tool_call("book_table").content or "")
+    assert test.tool_runs("book_table") == 0 and r.bookings == {}
+
+
+async def test_while_a_booking_waits_only_confirm_pending_is_offered_and_a_no_drops_it() -> None:
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [
+        [Call(name="check_availability", arguments=SLOT)], [Say("Free. Your name?")],
+        [Call(name="book_table", arguments={"name": "Ada", **SLOT})], [Say("Two at seven for Ada: shall I book?")],
+        # the caller says no; a small model books again instead of listening
+        [Call(name="book_table", arguments={"name": "Ada", **SLOT})], [Say("All right, nothing is booked.")],
+    ])
+    r = Restaurant()
+    async with AgentTest(build_agent(r), llm=llm, clock=clock) as test:
+        await test.user_says("a table for two on friday at seven")
+        await test.user_says("Ada")
+        no = await test.user_says("no, cancel that")
+    waiting = _offered(llm.requests[3])  # the round that asks for the yes
+    assert set(waiting) == {"check_availability", "confirm_pending"}
+    assert waiting["confirm_pending"]["call_id"] == {"enum": ["t2.0"]}
+    assert set(_offered(llm.requests[4])) == {"check_availability"}  # the no dropped the waiting booking
+    again = no.expect.tool_call("book_table")
+    assert again.outcome == "invalid_arguments" and "check_availability" in (again.content or "")
+    assert test.tool_runs("book_table") == 0 and r.bookings == {}
+
+
+async def test_a_confirmation_after_the_callers_no_finds_nothing_to_confirm() -> None:
+    r = Restaurant()
+    llm = [
+        [call("check_availability", **SLOT)], "Free. Your name?",
+        [call("book_table", name="Ada", **SLOT)], "Two at seven for Ada: shall I book?",
+        [call("confirm_pending", call_id="t2.0")], "Sorry, I could not book it.",  # a small model confirms on a no
+    ]
+    async with AgentTest(build_agent(r), llm=llm) as test:
+        await test.user_says("a table for two on friday at seven")
+        await test.user_says("Ada")
+        no = await test.user_says("no, don't book it")
+    assert no.expect.tool_call("confirm_pending").outcome == "confirmation_refused"
+    assert test.tool_runs("book_table") == 0 and r.bookings == {}

@@ -557,7 +557,9 @@ class AgentTest:
 
     @property
     def offered(self) -> tuple[str, ...]:
-        """The tools the model is offered now: the flow node's, or every tool of the agent."""
+        """The agent's tools now: the flow node's, or every tool of the agent.  Each request offers
+        those the tool engine's state allows (docs/TOOLS.md, "Offered now": a scripted LLM's
+        ``requests`` show them)."""
         if self._flow is not None:
             return tuple(spec.name for spec in self._flow.tool_specs())
         return tuple(t.name for t in self.agent.tools)

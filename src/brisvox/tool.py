@@ -52,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from brisvox.agent.tools import (
     DEFAULT_FILLER_AFTER,
     DEFAULT_TOOL_TIMEOUT,
+    Requirement,
     ToolCallContext,
     ToolError,
     ToolKind,
@@ -60,7 +61,7 @@ from brisvox.agent.tools import (
 from brisvox.core.clock import monotonic_ns
 from brisvox.core.errors import ConfigError
 
-__all__ = ["TOOL_BUDGET", "FunctionTool", "ToolContext", "read_only", "side_effect"]
+__all__ = ["TOOL_BUDGET", "FunctionTool", "Requirement", "ToolContext", "read_only", "side_effect"]
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,9 @@ def declare(
     filler_after: float | None = DEFAULT_FILLER_AFTER,
     confirm: bool = False,
     repeatable: bool = False,
+    requires: Requirement | None = None,
+    from_caller: tuple[str, ...] = (),
+    declined_by: tuple[str, ...] = (),
 ) -> FunctionTool:
     """The :class:`FunctionTool` of ``fn`` (what the decorators return)."""
     tool_name = name or getattr(fn, "__name__", "")
@@ -241,7 +245,8 @@ def declare(
         raise ConfigError(f"tool {tool_name!r} needs a docstring: it is the description the model reads")
     shape = _shape(fn, tool_name)
     spec = ToolSpec(name=tool_name, description=text.strip(), parameters=_schema(shape.model, tool_name), kind=kind,
-                    timeout=timeout, filler_after=filler_after, confirm=confirm, repeatable=repeatable)
+                    timeout=timeout, filler_after=filler_after, confirm=confirm, repeatable=repeatable,
+                    requires=requires, from_caller=tuple(from_caller), declined_by=tuple(declined_by))
     return FunctionTool(spec, fn, shape)
 
 
@@ -250,7 +255,7 @@ def read_only(fn: _F, /) -> FunctionTool: ...
 @overload
 def read_only(
     *, name: str | None = ..., description: str | None = ..., timeout: float = ...,
-    filler_after: float | None = ...,
+    filler_after: float | None = ..., requires: Requirement | None = ..., from_caller: tuple[str, ...] = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def read_only(
     fn: Callable[..., Any] | None = None,
@@ -260,12 +265,15 @@ def read_only(
     description: str | None = None,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
     filler_after: float | None = DEFAULT_FILLER_AFTER,
+    requires: Requirement | None = None,
+    from_caller: tuple[str, ...] = (),
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """A ReadOnly tool: only looks things up; may run speculatively, is dropped at its ``timeout``."""
+    """A ReadOnly tool: only looks things up; may run speculatively, is dropped at its ``timeout``.
+    ``requires`` and ``from_caller``: see :class:`~brisvox.agent.tools.ToolSpec` (docs/TOOLS.md, "Offered now")."""
 
     def make(f: Callable[..., Any]) -> FunctionTool:
         return declare(f, kind=ToolKind.READ_ONLY, name=name, description=description, timeout=timeout,
-                       filler_after=filler_after)
+                       filler_after=filler_after, requires=requires, from_caller=from_caller)
 
     return make(fn) if fn is not None else make
 
@@ -276,6 +284,7 @@ def side_effect(fn: _F, /) -> FunctionTool: ...
 def side_effect(
     *, name: str | None = ..., description: str | None = ..., timeout: float = ...,
     filler_after: float | None = ..., confirm: bool = ..., repeatable: bool = ...,
+    requires: Requirement | None = ..., from_caller: tuple[str, ...] = ..., declined_by: tuple[str, ...] = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def side_effect(
     fn: Callable[..., Any] | None = None,
@@ -287,13 +296,20 @@ def side_effect(
     filler_after: float | None = DEFAULT_FILLER_AFTER,
     confirm: bool = False,
     repeatable: bool = False,
+    requires: Requirement | None = None,
+    from_caller: tuple[str, ...] = (),
+    declined_by: tuple[str, ...] = (),
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """A SideEffect tool: changes the world; runs once per idempotency key, keeps running past its
-    ``timeout`` (the result comes later); ``confirm=True`` waits for the caller's yes."""
+    ``timeout`` (the result comes later); ``confirm=True`` waits for the caller's yes.  ``requires``:
+    offered only after another tool's answer (``Requirement("check_availability", {"free": True},
+    bind=("date", "time"))``); ``from_caller``: arguments the caller must have said (a name);
+    ``declined_by``: words that, in the caller's reply, drop a call waiting for the yes."""
 
     def make(f: Callable[..., Any]) -> FunctionTool:
         return declare(f, kind=ToolKind.SIDE_EFFECT, name=name, description=description, timeout=timeout,
-                       filler_after=filler_after, confirm=confirm, repeatable=repeatable)
+                       filler_after=filler_after, confirm=confirm, repeatable=repeatable, requires=requires,
+                       from_caller=from_caller, declined_by=declined_by)
 
     return make(fn) if fn is not None else make
 

@@ -50,6 +50,8 @@ def test_the_tools_package_exports_exactly_its_public_api() -> None:
             "FillerPhrase",
             "FillerPlan",
             "FillerPolicy",
+            "Grounds",
+            "Requirement",
             "StaticClips",
             "DEFAULT_FILLER_AFTER",
             "DEFAULT_TOOL_TIMEOUT",

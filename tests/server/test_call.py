@@ -583,4 +583,4 @@ async def test_the_warm_request_begins_exactly_as_the_engines_first_request_for_
     assert warm is not None
     first = llm.requests[-1]
     assert warm.messages[0] == first.messages[0]  # the prompt with the date line: the same bytes
-    assert warm.tools == first.tools
+    assert warm.tools == first.tools and warm.described == first.described  # the prompt describes the same tools

@@ -109,6 +109,7 @@ from brisvox.agent.tools import (
     FillerPolicy,
     Speculation,
     ToolEngine,
+    ToolSpec,
 )
 from brisvox.core.clock import Clock
 from brisvox.core.errors import BrisvoxError
@@ -458,7 +459,7 @@ class LlmRunner(Processor):
         self._turn_epoch = epoch
         self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
         if self.tools is not None:
-            self.tools.confirmations.note_user_turn()  # a confirmation needs a later user turn
+            self.tools.note_user_turn(text)  # a confirmation needs a later user turn; its words ground names
         self._round_task = self._scope.spawn(self._respond(TurnRounds(epoch, reply, ctx.clock.now()), ctx, head), name=f"turn-{epoch}")
 
     async def _start_line(self, frame: BotLineFrame, ctx: ProcessorContext) -> None:
@@ -776,14 +777,17 @@ class LlmRunner(Processor):
         messages = self.memory.request_messages(context) if self.memory is not None else context.messages
         messages = with_date(messages, today)
         tools = self.tools
-        if self.flow is not None:
-            offered = tools.offered if tools is not None else None
-            specs = tuple(s for s in self.flow.tool_specs() if offered is None or s.name in offered)
+        node = self.flow.tool_specs() if self.flow is not None else None
+        if tools is None:
+            specs: tuple[ToolSpec, ...] = tuple(node) if node is not None else ()
+            described = specs
         else:
-            specs = tuple(tools.offered_specs()) if tools is not None else ()
+            specs = tuple(tools.offered_specs(node))
+            described = tuple(tools.listed_specs(node))
         return LlmRequest(
             messages=messages,
             tools=specs,
+            described=described,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,
         )

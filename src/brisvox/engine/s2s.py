@@ -250,6 +250,10 @@ class S2sStage(Processor):
                  engine: ToolEngine | None, events: CallEvents, commands: CommandSender, scope: TaskScope,
                  clock: Clock, stats: _S2sStats, vad: VoiceActivityDetector | None, patterns: ClaimPatterns) -> None:
         self._s2s, self._config, self._book, self._engine = s2s, config, book, engine
+        if engine is not None:
+            # The vendor's transcript of the caller may come after the model's call: the words
+            # are not known when a from_caller argument is checked, so the check is off here.
+            engine.grounds.check_words = False
         self._events, self._commands, self._scope, self._clock, self._stats = events, commands, scope, clock, stats
         self._vad = vad if config.barge_in is BargeIn.OURS else None
         self._in = ResampleStream(in_rate, config.input_rate) if in_rate != config.input_rate else None
@@ -315,7 +319,7 @@ class S2sStage(Processor):
         now, turn = self._clock.now(), self._stats.turns
         self._events.emit(UserTranscript(epoch=turn, at=now, text=text, final=True))
         if self._engine is not None:
-            self._engine.confirmations.note_user_turn()
+            self._engine.note_user_turn(text)
         self._events.emit(TurnEnded(epoch=turn, at=now, reason=TurnEndReason.TEXT))
         await self._s2s.add_user_text(text)
         await self._request()

@@ -95,6 +95,11 @@ class LlmRequest:
     tool_choice: ToolChoice = ToolChoice.AUTO
     max_tokens: int | None = None
     temperature: float | None = None
+    # The agent's tools as a prompt describes them, whatever this request offers (empty: the
+    # offered ones).  A provider that writes the tools into its prompt (the embedded LLM)
+    # describes these, so the prompt's prefix stays the same while the offer follows the
+    # state (docs/TOOLS.md, "Offered now"); the offer itself is ``tools``.
+    described: tuple[ToolSpec, ...] = ()
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]

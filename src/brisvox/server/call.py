@@ -56,7 +56,7 @@ from starlette.websockets import WebSocket
 
 from brisvox.agent.context import SystemMessage, UserMessage
 from brisvox.agent.flows import Flow, FlowConfig, FlowManager
-from brisvox.agent.tools import FillerPolicy, ToolSpec
+from brisvox.agent.tools import FillerPolicy, Grounds, ToolSpec
 from brisvox.agent.ui import UiChannel
 from brisvox.audio.pacer import PaceTicker
 from brisvox.core.clock import Clock, VirtualTimeLoop, bounded, deadline
@@ -336,15 +336,17 @@ def engine_config(definition: AgentDefinition) -> EngineConfig:
 
 def warm_request(definition: AgentDefinition, tools: ToolSet, today: datetime.date) -> LlmRequest | None:
     """The request every call's first turn begins with, as the engine builds it (system prompt,
-    date line, the registry's tools) and a short caller line; None for a flow (each node has
+    date line, the tools offered at the start) and a short caller line; None for a flow (each node has
     its own prompt)."""
     if definition.flow is not None:
         return None
     registry = tools.registry(definition.tools, definition.confirm_tools) if definition.tools else None
     prompt = engine_config(definition).llm.system_prompt
     system = (SystemMessage(text=prompt),) if prompt else ()
+    # The tools a call's tool engine offers before anything happened (docs/TOOLS.md, "Offered now").
+    listed = registry.specs() if registry is not None else []
     return LlmRequest(messages=(*with_date(system, today), UserMessage(text="Hello.")),
-                      tools=tuple(registry.specs()) if registry is not None else ())
+                      tools=tuple(Grounds().offer(listed, {})), described=tuple(listed))
 
 
 def filler_clips(config: EngineConfig, tts: TtsProvider, clock: Clock) -> ClipCache | None:

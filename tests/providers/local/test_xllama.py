@@ -144,6 +144,24 @@ async def test_forced_choice_drops_the_text_alternative_and_none_sends_no_gramma
     assert "grammar" not in none and none["messages"][0]["content"] == "Be brief."
 
 
+async def test_the_prompt_describes_the_agents_tools_while_the_grammar_holds_the_offer() -> None:
+    backend = FakeBackend(["ok"])
+    llm = _llm(backend)
+    book = ToolSpec(name="book", description="Book a table",
+                    parameters={"type": "object", "properties": {"day": {"type": "string"}}})
+    fixed = ToolSpec(name="book", description="Book a table",
+                     parameters={"type": "object", "properties": {"day": {"type": "string", "const": "fri"}}})
+    try:
+        await _events(llm, _ask(tools=(WEATHER,), described=(WEATHER, book)))
+        await _events(llm, _ask(tools=(WEATHER, fixed), described=(WEATHER, book)))
+    finally:
+        await llm.aclose()
+    before, after = backend.bodies
+    # The same prompt bytes (a cached prefix) whatever the state offers; only the grammar changes.
+    assert before["messages"][0] == after["messages"][0] and "- book: Book a table" in before["messages"][0]["content"]
+    assert '"book"' not in before["grammar"] and '"const": "fri"' in after["grammar"]
+
+
 async def test_a_call_cut_by_the_token_limit_is_a_protocol_error_not_spoken_json() -> None:
     llm = _llm(FakeBackend(['<call>{"name": "get_weather", "argu'], finish="length"))
     try:

@@ -16,6 +16,7 @@ from brisvox.agent.tools.filler import (
     FillerPolicy,
     StaticClips,
 )
+from brisvox.agent.tools.offer import Grounds
 from brisvox.agent.tools.registry import (
     CONFIRM_PENDING,
     CallMeta,
@@ -28,7 +29,13 @@ from brisvox.agent.tools.registry import (
     UiUnavailable,
 )
 from brisvox.agent.tools.results import ErrorKind, Outcome
-from brisvox.agent.tools.spec import DEFAULT_FILLER_AFTER, DEFAULT_TOOL_TIMEOUT, ToolKind, ToolSpec
+from brisvox.agent.tools.spec import (
+    DEFAULT_FILLER_AFTER,
+    DEFAULT_TOOL_TIMEOUT,
+    Requirement,
+    ToolKind,
+    ToolSpec,
+)
 from brisvox.agent.tools.stats import ToolStatsSnapshot
 from brisvox.agent.tools.store import IdempotencyKey, IdempotencyUsage
 
@@ -49,12 +56,14 @@ __all__ = [
     "FillerPhrase",
     "FillerPlan",
     "FillerPolicy",
+    "Grounds",
     "IdempotencyKey",
     "IdempotencyUsage",
     "LateNote",
     "Outcome",
     "RegistryError",
     "RegistryErrorKind",
+    "Requirement",
     "Speculation",
     "StaticClips",
     "Tool",

@@ -100,6 +100,10 @@ class Confirmations:
         self._pending.clear()
         return n
 
+    def drop(self, call_id: str) -> bool:
+        """Drops one pending request (the caller declined it); returns whether it was there."""
+        return self._pending.pop(call_id, None) is not None
+
     def __len__(self) -> int:
         return len(self._pending)
 

@@ -33,13 +33,14 @@ from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
 from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render
 from brisvox.agent.tools._calls import Raised, guarded
-from brisvox.agent.tools._plan import plan_calls
+from brisvox.agent.tools._plan import malformed, plan_calls
 from brisvox.agent.tools._race import Ended, race
 from brisvox.agent.tools._records import LateNote, Record, Slot
 from brisvox.agent.tools._side_effects import SideEffects
 from brisvox.agent.tools.cancel import CancelToken
 from brisvox.agent.tools.confirm import DEFAULT_CONFIRM_TTL, Confirmations
 from brisvox.agent.tools.execution import Execution, Receipt, Speculation
+from brisvox.agent.tools.offer import Grounds
 from brisvox.agent.tools.registry import CallMeta, RegisteredTool, ToolCallContext, ToolRegistry
 from brisvox.agent.tools.results import ErrorKind, Outcome
 from brisvox.agent.tools.spec import ToolSpec
@@ -109,6 +110,7 @@ class ToolEngine:
         self._invalid = 0
         self._runs = 0
         self.offered: frozenset[str] | None = None  # None: every registered tool (see offer)
+        self.grounds = Grounds(self.meta.agent)  # what the state allows (docs/TOOLS.md, "Offered now")
 
     def offer(self, names: Sequence[str]) -> list[str]:
         """Offer only ``names`` from now on (an agent's ``tools.set``): later requests list only
@@ -119,9 +121,29 @@ class ToolEngine:
             self.offered = frozenset(names)
         return unknown
 
-    def offered_specs(self) -> list[ToolSpec]:
-        """The specs of the tools the model is offered now, in name order."""
-        return [spec for spec in self.registry.specs() if self.offered is None or spec.name in self.offered]
+    def offered_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
+        """The specs of the tools the model is offered now (name order), as the session's state
+        allows them (:mod:`brisvox.agent.tools.offer`: ``confirm_pending`` only while a call
+        waits, a required answer, bound arguments as constants).  ``specs``: a flow node's
+        tools in place of every registered one."""
+        return self.grounds.offer(self.listed_specs(specs), {p.call.id: p.call.name for p in self.confirmations.pending()})
+
+    def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
+        """The agent's tools whatever the state (``offer``'s list, or a flow node's ``specs``):
+        what a prompt describes, so its bytes do not change with the offer."""
+        base = self.registry.specs() if specs is None else specs
+        return [spec for spec in base if self.offered is None or spec.name in self.offered]
+
+    def note_user_turn(self, text: str) -> None:
+        """A caller's turn entered the context: confirmations may follow it, its words may be
+        ``from_caller`` arguments, and its no (a confirm tool's ``declined_by``) drops that
+        tool's waiting calls."""
+        self.confirmations.note_user_turn()
+        self.grounds.note_user_text(text)
+        for p in self.confirmations.pending():
+            spec = self.registry.spec(p.call.name)
+            if spec is not None and spec.declined_by and self.grounds.declines(text, spec.declined_by):
+                self.confirmations.drop(p.call.id)  # the caller said no: nothing can confirm it now
 
     def _context(self, epoch: int, call: ToolCall, cancel: CancelToken) -> ToolCallContext:
         """The context one tool call runs with (ReadOnly and SideEffect alike)."""
@@ -233,6 +255,7 @@ class ToolEngine:
             elif self._invalid > self.config.max_invalid_rounds:
                 for s in held:
                     self._answers.refuse(s, epoch, ErrorKind.BUDGET_EXHAUSTED, Outcome.BUDGET_EXHAUSTED, texts.EXHAUSTED)
+            self._refuse_ungrounded([s for s in held if s.answer is None], use=True, epoch=epoch)
         run_id = self._next_run()
         ran = await self._run([s for s in held if s.answer is None], epoch, cancel, run_id)
         exhausted = speculation.budget_exhausted or any(s.outcome is Outcome.BUDGET_EXHAUSTED for s in held)
@@ -245,10 +268,32 @@ class ToolEngine:
         return self._runs
 
     def _plan(self, calls: Sequence[ToolCall | InvalidCall], *, speculative: bool) -> list[Slot]:
-        return plan_calls(
+        slots = plan_calls(
             calls, self.registry, max_argument_bytes=self.config.max_argument_bytes, speculative=speculative,
             offered=self.offered,
         )
+        # A held call is checked when it is committed (the state may change before).
+        self._refuse_ungrounded([s for s in slots if not s.held], use=not speculative)
+        return slots
+
+    def _refuse_ungrounded(self, slots: list[Slot], *, use: bool, epoch: int | None = None) -> None:
+        """Refuses the calls the state does not allow (a requirement, a ``from_caller``
+        argument); ``use``: a call that passes uses the answer it stands on.  ``epoch``: a
+        committed held call's turn (answered and traced at once; a planned call is answered
+        as malformed and admitted with its round)."""
+        for s in slots:
+            if s.answer is not None or s.registered is None or s.call is None:
+                continue
+            spec = s.registered.spec
+            if spec.requires is None and not spec.from_caller:
+                continue
+            why = self.grounds.refusal(spec, s.call.arguments)
+            if why is not None and epoch is not None:
+                self._answers.refuse(s, epoch, ErrorKind.INVALID_ARGUMENTS, Outcome.INVALID_ARGUMENTS, why)
+            elif why is not None:
+                malformed(s, ErrorKind.INVALID_ARGUMENTS, Outcome.INVALID_ARGUMENTS, why)
+            elif use:
+                self.grounds.note_used(spec)
 
     def _admit(self, slots: list[Slot], epoch: int) -> bool:
         """Applies stale turns and the retry budget; returns whether the round is exhausted."""
@@ -346,6 +391,7 @@ class ToolEngine:
             detail = f"the tool's result exceeds {limit} bytes"
             settle_error(slot, epoch, start, ErrorKind.RESULT_TOO_LARGE, Outcome.RESULT_TOO_LARGE, detail)
             return
+        self.grounds.note_answer(registered.spec.name, slot.call.arguments, value.value)
         self._answers.settle(slot, epoch, start, ToolMessage(call_id=slot.call_id, content=text), Outcome.OK,
                              delivered_of(value.value))
 

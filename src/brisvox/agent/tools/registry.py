@@ -222,6 +222,14 @@ class ToolRegistry:
             schema = compile_schema(spec.parameters)
         except SchemaError as e:
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: {e}") from None
+        props = spec.parameters.get("properties", {})
+        named = (*spec.from_caller, *(spec.requires.bind if spec.requires is not None else ()))
+        missing = [arg for arg in named if arg not in props]
+        if missing:
+            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA,
+                                f"tool {name!r}: from_caller/requires name arguments it does not have: {', '.join(missing)}")
+        if spec.requires is not None and spec.requires.tool in (name, CONFIRM_PENDING):
+            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: it cannot require {spec.requires.tool!r}")
         self._tools[name] = RegisteredTool(spec, tool, schema)
         if spec.confirm and CONFIRM_PENDING not in self._tools:
             self._add_confirm_pending()

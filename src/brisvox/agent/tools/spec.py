@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "DEFAULT_FILLER_AFTER",
     "DEFAULT_TOOL_TIMEOUT",
+    "Requirement",
     "ToolKind",
     "ToolSpec",
 ]
@@ -33,6 +34,19 @@ class ToolKind(enum.Enum):
     SIDE_EFFECT = "side_effect"
 
 
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """What must have happened before a tool is offered: a call of ``tool`` (a ReadOnly one)
+    whose result is a JSON object holding every key of ``result`` with that value (``free:
+    true``), not yet used by a call of the requiring tool.  ``bind``: the requiring tool's
+    arguments that must equal that call's arguments of the same name (the model is offered
+    them as constants).  See docs/TOOLS.md, "Offered now"."""
+
+    tool: str
+    result: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    bind: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSpec:
     """Name, description, JSON Schema of the arguments, kind and timing of one tool.
@@ -45,6 +59,11 @@ class ToolSpec:
     * ``repeatable``: a SideEffect tool whose identical call may repeat in later
       responses of one turn (pressing the same IVR digit twice).
     * ``confirm``: a SideEffect tool held until the user confirms in a later turn.
+    * ``requires``: offered (and run) only after the :class:`Requirement` held.
+    * ``from_caller``: arguments whose value must be words the caller said in the call
+      (a name), and not the agent's own name; a call otherwise is refused before it runs.
+    * ``declined_by``: for a ``confirm`` tool, words or phrases ("no", "cancel", "don't")
+      that, in the caller's next turn, drop its waiting call (nothing can confirm it then).
     """
 
     name: str
@@ -57,6 +76,9 @@ class ToolSpec:
     filler_after: float | None = DEFAULT_FILLER_AFTER
     repeatable: bool = False
     confirm: bool = False
+    requires: Requirement | None = None
+    from_caller: tuple[str, ...] = ()
+    declined_by: tuple[str, ...] = ()
 
     @property
     def is_side_effect(self) -> bool:

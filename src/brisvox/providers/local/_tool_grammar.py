@@ -121,7 +121,9 @@ def _argument(name: str, schema: Mapping[str, Any], required: bool) -> str:
     kind = str(schema.get("type", "value"))
     if "minimum" in schema and "maximum" in schema:
         kind += f", {schema['minimum']} to {schema['maximum']}"
-    if "enum" in schema:
+    if "const" in schema:  # fixed by the state (docs/TOOLS.md, "Offered now"): the grammar writes it
+        kind += f", fixed: {json.dumps(schema['const'])}"
+    elif "enum" in schema:
         kind += ", one of " + ", ".join(json.dumps(v) for v in schema["enum"])
     described = f": {schema['description']}" if schema.get("description") else ""
     return f"{name} ({kind}{'' if required else ', optional'}){described}"

@@ -278,8 +278,11 @@ class XLlamaLlm(LlmProvider):
         self._backend = None
 
     def _body(self, request: LlmRequest, tools: tuple[ToolSchema, ...]) -> dict[str, Any]:
+        # The prompt describes the agent's tools (stable bytes, a cached prefix); the grammar
+        # holds the offer of this request (docs/TOOLS.md, "Offered now").
+        described = tuple(ToolSchema(t.name, t.description, t.parameters) for t in request.described) or tools
         body: dict[str, Any] = {
-            "messages": to_chat_messages(request.messages, tools_prompt(tools) if tools else None),
+            "messages": to_chat_messages(request.messages, tools_prompt(described) if tools else None),
             "stream": True,
             "max_tokens": request.max_tokens or self.config.max_tokens,
             "temperature": self.config.temperature if request.temperature is None else request.temperature,

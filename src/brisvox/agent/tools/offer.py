@@ -1,0 +1,174 @@
+"""Offered now: which tools the model may call in the session's present state, and the
+argument rules that do not depend on the schema alone.  Pure (no I/O, no clock).
+
+A small model (the embedded 0.5B one) picks badly among tools that cannot be right: it
+booked again instead of confirming, booked before looking the table up, booked under a
+name nobody said.  A grammar-constrained model can only write a call of an offered tool,
+so what is not offered is impossible; a cloud model that calls it anyway gets the error a
+call to an unknown tool gets, or a refusal naming what to do.  The rules:
+
+* ``confirm_pending`` is offered only while a call waits for the caller's yes, its
+  ``call_id`` narrowed to the waiting ids; a confirm tool is not offered while a call of
+  it waits (the model confirms or talks, it does not ask again).
+* A tool with a :class:`~brisvox.agent.tools.spec.Requirement` is offered only after a
+  call of the required tool answered with the required values, and once a call of it
+  used that answer, not again until a new one; its bound arguments are offered as
+  constants (``const``) equal to the required call's, so the model writes only the rest.
+  A call that breaks the rule anyway is refused with what to do.
+* A ``from_caller`` argument must be words the caller said in this call (normalised:
+  case, accents and punctuation do not count), and not the agent's own name.
+* A confirm tool's ``declined_by`` words in the caller's turn drop its waiting call (the
+  engine does it as the turn is noted): a small model "confirmed" on a no (measured).
+
+See docs/TOOLS.md, "Offered now".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from brisvox.agent.tools.registry import CONFIRM_PENDING
+from brisvox.agent.tools.spec import ToolSpec
+
+__all__ = ["Grounds", "words"]
+
+_WORD = re.compile(r"\w+")
+MAX_WORDS = 2048  # the caller's distinct words kept (a long call keeps its first ones)
+
+
+def words(text: str) -> tuple[str, ...]:
+    """``text``'s words, case-folded, accents and punctuation removed ("Ayşe!" -> ("ayse",))."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text.casefold()) if not unicodedata.combining(c))
+    return tuple(_WORD.findall(plain))
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    arguments: Mapping[str, Any]
+    result: Any
+    seq: int
+
+
+class Grounds:
+    """What the session's state allows: the caller's words, the last answer of each ReadOnly
+    tool, and which answers a requiring tool's call already used."""
+
+    __slots__ = ("_answers", "_heard", "_seq", "_used", "agent_words", "check_words")
+
+    def __init__(self, agent_name: str = "") -> None:
+        self.agent_words = words(agent_name)
+        self.check_words = True  # False where the caller's words come after the calls (speech-to-speech)
+        self._heard: set[str] = set()
+        self._answers: dict[str, _Answer] = {}
+        self._used: dict[str, int] = {}  # requiring tool -> the answer seq its last call used
+        self._seq = 0
+
+    def note_user_text(self, text: str) -> None:
+        """A caller's turn entered the context."""
+        for w in words(text):
+            if len(self._heard) >= MAX_WORDS:
+                return
+            self._heard.add(w)
+
+    @staticmethod
+    def declines(text: str, phrases: Iterable[str]) -> bool:
+        """Whether ``text`` holds one of ``phrases`` as whole words ("don't" matches "I don't", not "donut")."""
+        said = words(text)
+        for phrase in phrases:
+            want = words(phrase)
+            n = len(want)
+            if n and any(said[i:i + n] == want for i in range(len(said) - n + 1)):
+                return True
+        return False
+
+    def note_answer(self, tool: str, arguments: Mapping[str, Any], result: Any) -> None:
+        """A ReadOnly call answered ``result`` (the tool's own value, before it became text)."""
+        self._seq += 1
+        self._answers[tool] = _Answer(dict(arguments), result, self._seq)
+
+    def note_used(self, spec: ToolSpec) -> None:
+        """A call of ``spec`` passed its rules: the answer it stood on is used."""
+        if spec.requires is not None and (answer := self._answers.get(spec.requires.tool)) is not None:
+            self._used[spec.name] = answer.seq
+
+    def _grounding(self, spec: ToolSpec) -> _Answer | None:
+        """The unused answer ``spec``'s requirement stands on, or None (never for a tool without one)."""
+        need = spec.requires
+        assert need is not None
+        answer = self._answers.get(need.tool)
+        if answer is None or self._used.get(spec.name, 0) >= answer.seq:
+            return None
+        result = answer.result
+        if not isinstance(result, Mapping) or any(result.get(k, _MISSING) != v for k, v in need.result.items()):
+            return None
+        return answer
+
+    def offer(self, specs: Iterable[ToolSpec], pending: Mapping[str, str]) -> list[ToolSpec]:
+        """The specs the model may call now (order kept), narrowed where the state fixes a value.
+
+        ``pending``: the calls waiting for the caller's yes, call id -> tool name."""
+        waiting = set(pending.values())
+        out = []
+        for spec in specs:
+            if spec.name == CONFIRM_PENDING:
+                if pending:
+                    out.append(_narrowed(spec, {"call_id": {"enum": sorted(pending)}}))
+                continue
+            if spec.confirm and spec.name in waiting:
+                continue
+            if spec.requires is None:
+                out.append(spec)
+                continue
+            answer = self._grounding(spec)
+            if answer is None:
+                continue
+            props = spec.parameters.get("properties", {})
+            fixed = {name: {**props.get(name, {}), "const": answer.arguments[name]}
+                     for name in spec.requires.bind if name in answer.arguments}
+            out.append(_narrowed(spec, fixed))
+        return out
+
+    def refusal(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
+        """Why a call of ``spec`` with ``arguments`` may not run now (a message the model can
+        act on; it never quotes the arguments), or None."""
+        need = spec.requires
+        if need is not None:
+            answer = self._grounding(spec)
+            if answer is None:
+                return (f"{spec.name} needs a new {need.tool} answer first ({_values(need.result)}); "
+                        f"call {need.tool} now, or tell the caller what it said")
+            changed = [n for n in need.bind if n in answer.arguments and arguments.get(n) != answer.arguments[n]]
+            if changed:
+                return (f"{', '.join(changed)} must be the ones {need.tool} was asked about; "
+                        f"to change them, call {need.tool} again first")
+        for name in spec.from_caller if self.check_words else ():
+            value = arguments.get(name)
+            if not isinstance(value, str):
+                continue
+            said = words(value)
+            if not said or not set(said) <= self._heard:
+                return f"the caller has not said this {name}: ask the caller for their {name}, then call {spec.name}"
+            if said == self.agent_words:
+                return f"that is the agent's own name, not the caller's: ask the caller for their {name}"
+        return None
+
+
+_MISSING = object()
+
+
+def _values(result: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}".replace("True", "true").replace("False", "false") for k, v in result.items()) or "any"
+
+
+def _narrowed(spec: ToolSpec, props: Mapping[str, Mapping[str, Any]]) -> ToolSpec:
+    """``spec`` with some properties' schemas replaced (the registered schema is untouched)."""
+    if not props:
+        return spec
+    params = dict(spec.parameters)
+    params["properties"] = {**params.get("properties", {}), **props}
+    return dataclasses.replace(spec, parameters=params)
