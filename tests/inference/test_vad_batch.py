@@ -146,3 +146,37 @@ def test_a_linger_needs_a_clock_and_may_not_be_negative(model: SileroModel) -> N
     finally:
         pool.close()
         pool.join()
+
+
+async def test_with_a_period_jobs_start_at_most_that_often_and_an_idle_batcher_starts_at_once(
+    model: SileroModel,
+) -> None:
+    clock = SimClock()
+    streams = [_windows(i, 1) for i in range(4)]
+    alone = [model.scorer().score(w[0]) for w in streams]
+    async with InferencePool(PoolConfig(name="test-vad", threads=1)) as pool:
+        batcher = SileroBatcher(model, pool, clock=clock, period=0.01)
+
+        async def ask(i: int, after: float) -> tuple[float, list[float]]:
+            await clock.sleep(after)
+            probs = await batcher.score(model.scorer(), streams[i], threading.Lock())
+            return clock.now(), probs
+
+        # the first at once; two within the period of its start wait for the next start, together;
+        # one long after finds the batcher idle and starts at once
+        answers = await asyncio.gather(ask(0, 0.0), ask(1, 0.002), ask(2, 0.004), ask(3, 0.05))
+    assert [round(at, 6) for at, _ in answers] == [0.0, 0.01, 0.01, 0.05]
+    assert batcher.stats.jobs == 3 and batcher.stats.runs == 3
+    np.testing.assert_allclose([p[0] for _, p in answers], alone, atol=1e-5)
+
+
+def test_a_period_needs_a_clock_and_may_not_be_negative(model: SileroModel) -> None:
+    pool = InferencePool(PoolConfig(name="test-vad", threads=1))
+    try:
+        with pytest.raises(ConfigError, match="period needs the clock"):
+            SileroBatcher(model, pool, period=0.01)
+        with pytest.raises(ConfigError, match="period must not be negative"):
+            SileroBatcher(model, pool, clock=SimClock(), period=-1.0)
+    finally:
+        pool.close()
+        pool.join()
