@@ -180,3 +180,30 @@ def test_a_period_needs_a_clock_and_may_not_be_negative(model: SileroModel) -> N
     finally:
         pool.close()
         pool.join()
+
+
+async def test_detectors_batched_with_a_period_find_the_same_speech_as_pooled_ones(
+    model: SileroModel, tmp_path: Path,
+) -> None:
+    clock = SimClock()
+    clean = np.frombuffer(espeak_wav("what tables do you have tonight", tmp_path).pcm, dtype=np.int16)
+    noise = np.random.default_rng(1).standard_normal(clean.size) * 32768 * 10 ** (-60 / 20)  # a line never silent
+    speech = np.clip(clean + np.round(noise), -32768, 32767).astype(np.int16).tobytes()
+    async with InferencePool(PoolConfig(name="test-vad", threads=1)) as pool:
+        batcher = SileroBatcher(model, pool, clock=clock, period=0.01)
+        params = VadParams(threshold=0.7, min_silence=0.192, skip_silence=False)
+        detectors = [silero_vad(model, pool, params=params), *(silero_vad(model, pool, params=params, batcher=batcher)
+                                                             for _ in range(3))]
+        events: list[list[tuple[str, float]]] = [[] for _ in detectors]
+
+        async def call(i: int) -> None:
+            await clock.sleep(0.005 * i)  # the calls' frames staggered, as callers' are
+            for k in range(0, len(speech), 640):
+                for e in await detectors[i].process(speech[k : k + 640], k / 32000):
+                    events[i].append((type(e).__name__, round(e.at, 3)))
+                await clock.sleep(0.02)
+
+        await asyncio.gather(*(call(i) for i in range(len(detectors))))
+    assert events[1] == events[2] == events[3] == events[0]
+    assert [kind for kind, _ in events[0]][:2] == ["VadStartedFrame", "VadStoppedFrame"]
+    assert batcher.stats.runs < batcher.stats.windows  # the period made the calls share runs
