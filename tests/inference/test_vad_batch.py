@@ -136,13 +136,14 @@ async def test_with_a_linger_the_requests_of_the_next_moments_share_one_job(mode
     assert batcher.stats.jobs == 2 and batcher.stats.requests == 4
 
 
-def test_a_linger_needs_a_clock_and_may_not_be_negative(model: SileroModel) -> None:
+@pytest.mark.parametrize("option", ["linger", "period"])
+def test_a_linger_or_period_needs_a_clock_and_may_not_be_negative(model: SileroModel, option: str) -> None:
     pool = InferencePool(PoolConfig(name="test-vad", threads=1))
     try:
-        with pytest.raises(ConfigError, match="needs the clock"):
-            SileroBatcher(model, pool, linger=0.01)
-        with pytest.raises(ConfigError, match="must not be negative"):
-            SileroBatcher(model, pool, clock=SimClock(), linger=-1.0)
+        with pytest.raises(ConfigError, match=f"a {option} needs the clock"):
+            SileroBatcher(model, pool, **{option: 0.01})
+        with pytest.raises(ConfigError, match=f"{option} must not be negative"):
+            SileroBatcher(model, pool, clock=SimClock(), **{option: -1.0})
     finally:
         pool.close()
         pool.join()
@@ -168,18 +169,6 @@ async def test_with_a_period_jobs_start_at_most_that_often_and_an_idle_batcher_s
     assert [round(at, 6) for at, _ in answers] == [0.0, 0.01, 0.01, 0.05]
     assert batcher.stats.jobs == 3 and batcher.stats.runs == 3
     np.testing.assert_allclose([p[0] for _, p in answers], alone, atol=1e-5)
-
-
-def test_a_period_needs_a_clock_and_may_not_be_negative(model: SileroModel) -> None:
-    pool = InferencePool(PoolConfig(name="test-vad", threads=1))
-    try:
-        with pytest.raises(ConfigError, match="period needs the clock"):
-            SileroBatcher(model, pool, period=0.01)
-        with pytest.raises(ConfigError, match="period must not be negative"):
-            SileroBatcher(model, pool, clock=SimClock(), period=-1.0)
-    finally:
-        pool.close()
-        pool.join()
 
 
 async def test_detectors_batched_with_a_period_find_the_same_speech_as_pooled_ones(
