@@ -299,9 +299,13 @@ def main() -> int:
     ap.add_argument("--vad-batch", choices=("on", "off"), default="on", help="brisvox's BRISVOX_VAD_BATCH")
     ap.add_argument("--vad-gate", choices=("on", "off"), default="on",
                     help="brisvox's [vad] skip_silence (on: the default)")
+    ap.add_argument("--vad-period", default=None,
+                    help="brisvox's BRISVOX_VAD_PERIOD (e.g. 0 or 10ms; default: the server's, 10 ms)")
     ap.add_argument("--frameworks", default="pipecat,brisvox")
     ap.add_argument("--pipecat-venv", type=Path, default=Path("/work/venv-pipecat"))
     args = ap.parse_args()
+    if args.vad_period is not None:  # the server inherits this process's environment
+        os.environ["BRISVOX_VAD_PERIOD"] = args.vad_period
     stamp = results_dir(args, "")
     use_port(args.port)
     specs = QUICK if args.quick else FULL
@@ -317,7 +321,8 @@ def main() -> int:
                 record(sink, points, summary, f"{fw} n={n}", f"cpu {summary.get('cpu_steady_pct')} %, errors "
                                                               f"{summary['n_errors']}")
     text = (f"# Density, {stamp}\n\nMachine: {machine()}; server on core 0, client on core 1; load average at the "
-            f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}, silence skip {args.vad_gate}.\n\n{table(points)}\n")
+            f"end {os.getloadavg()}; brisvox loop {args.loop}, VAD batching {args.vad_batch}, silence skip {args.vad_gate}, VAD period "
+            f"{os.environ.get('BRISVOX_VAD_PERIOD', '10ms')}.\n\n{table(points)}\n")
     return report(args.out, text)
 
 

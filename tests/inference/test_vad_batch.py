@@ -136,13 +136,63 @@ async def test_with_a_linger_the_requests_of_the_next_moments_share_one_job(mode
     assert batcher.stats.jobs == 2 and batcher.stats.requests == 4
 
 
-def test_a_linger_needs_a_clock_and_may_not_be_negative(model: SileroModel) -> None:
+@pytest.mark.parametrize("option", ["linger", "period"])
+def test_a_linger_or_period_needs_a_clock_and_may_not_be_negative(model: SileroModel, option: str) -> None:
     pool = InferencePool(PoolConfig(name="test-vad", threads=1))
     try:
-        with pytest.raises(ConfigError, match="needs the clock"):
-            SileroBatcher(model, pool, linger=0.01)
-        with pytest.raises(ConfigError, match="must not be negative"):
-            SileroBatcher(model, pool, clock=SimClock(), linger=-1.0)
+        with pytest.raises(ConfigError, match=f"a {option} needs the clock"):
+            SileroBatcher(model, pool, **{option: 0.01})
+        with pytest.raises(ConfigError, match=f"{option} must not be negative"):
+            SileroBatcher(model, pool, clock=SimClock(), **{option: -1.0})
     finally:
         pool.close()
         pool.join()
+
+
+async def test_with_a_period_jobs_start_at_most_that_often_and_an_idle_batcher_starts_at_once(
+    model: SileroModel,
+) -> None:
+    clock = SimClock()
+    streams = [_windows(i, 1) for i in range(4)]
+    alone = [model.scorer().score(w[0]) for w in streams]
+    async with InferencePool(PoolConfig(name="test-vad", threads=1)) as pool:
+        batcher = SileroBatcher(model, pool, clock=clock, period=0.01)
+
+        async def ask(i: int, after: float) -> tuple[float, list[float]]:
+            await clock.sleep(after)
+            probs = await batcher.score(model.scorer(), streams[i], threading.Lock())
+            return clock.now(), probs
+
+        # the first at once; two within the period of its start wait for the next start, together;
+        # one long after finds the batcher idle and starts at once
+        answers = await asyncio.gather(ask(0, 0.0), ask(1, 0.002), ask(2, 0.004), ask(3, 0.05))
+    assert [round(at, 6) for at, _ in answers] == [0.0, 0.01, 0.01, 0.05]
+    assert batcher.stats.jobs == 3 and batcher.stats.runs == 3
+    np.testing.assert_allclose([p[0] for _, p in answers], alone, atol=1e-5)
+
+
+async def test_detectors_batched_with_a_period_find_the_same_speech_as_pooled_ones(
+    model: SileroModel, tmp_path: Path,
+) -> None:
+    clock = SimClock()
+    clean = np.frombuffer(espeak_wav("what tables do you have tonight", tmp_path).pcm, dtype=np.int16)
+    noise = np.random.default_rng(1).standard_normal(clean.size) * 32768 * 10 ** (-60 / 20)  # a line never silent
+    speech = np.clip(clean + np.round(noise), -32768, 32767).astype(np.int16).tobytes()
+    async with InferencePool(PoolConfig(name="test-vad", threads=1)) as pool:
+        batcher = SileroBatcher(model, pool, clock=clock, period=0.01)
+        params = VadParams(threshold=0.7, min_silence=0.192, skip_silence=False)
+        detectors = [silero_vad(model, pool, params=params), *(silero_vad(model, pool, params=params, batcher=batcher)
+                                                             for _ in range(3))]
+        events: list[list[tuple[str, float]]] = [[] for _ in detectors]
+
+        async def call(i: int) -> None:
+            await clock.sleep(0.005 * i)  # the calls' frames staggered, as callers' are
+            for k in range(0, len(speech), 640):
+                for e in await detectors[i].process(speech[k : k + 640], k / 32000):
+                    events[i].append((type(e).__name__, round(e.at, 3)))
+                await clock.sleep(0.02)
+
+        await asyncio.gather(*(call(i) for i in range(len(detectors))))
+    assert events[1] == events[2] == events[3] == events[0]
+    assert [kind for kind, _ in events[0]][:2] == ["VadStartedFrame", "VadStoppedFrame"]
+    assert batcher.stats.runs < batcher.stats.windows  # the period made the calls share runs

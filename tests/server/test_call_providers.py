@@ -300,3 +300,18 @@ async def test_closing_runs_every_closer_last_first_and_logs_one_that_fails_with
     assert closed == ["last", "first"]
     [failure] = [r for r in caplog.records if r.levelname == "ERROR"]
     assert "closing" in failure.getMessage() and failure.exc_info is not None
+
+
+def test_the_vad_factory_gives_the_calls_one_batcher_with_the_period_on_the_clock() -> None:
+    from brisvox.server.call_providers import vad_factory
+
+    make, label, pool = vad_factory({}, True, clock=SystemClock(), period=0.007)
+    assert label == "silero" and pool is not None
+    try:
+        first, second = make(16000), make(16000)
+        batchers = {id(d._batcher[0]) for d in (first, second) if d._batcher is not None}
+        assert len(batchers) == 1
+        assert first._batcher is not None and first._batcher[0].period == 0.007
+    finally:
+        pool.close()
+        pool.join()

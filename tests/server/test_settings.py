@@ -149,3 +149,11 @@ def test_webrtc_offers_the_listeners_address_or_loopback_for_a_wildcard() -> Non
     assert hosts({"BRISVOX_HOST": "0.0.0.0"}) == ("127.0.0.1",)
     assert hosts({"BRISVOX_HOST": "0.0.0.0", "BRISVOX_WEBRTC_HOSTS": "192.0.2.9"}) == ("192.0.2.9",)
     assert webrtc_endpoint(Settings.from_env({"BRISVOX_WEBRTC": "off"}), SystemClock()) is None
+
+
+def test_the_vad_period_is_read_as_a_duration_and_defaults_to_10_ms() -> None:
+    assert Settings.from_env({}).vad_period == 0.01
+    assert Settings.from_env({"BRISVOX_VAD_PERIOD": "5ms"}).vad_period == 0.005
+    assert Settings.from_env({"BRISVOX_VAD_PERIOD": "0"}).vad_period == 0.0
+    with pytest.raises(SettingsError, match="BRISVOX_VAD_PERIOD"):
+        Settings.from_env({"BRISVOX_VAD_PERIOD": "-1"})

@@ -181,10 +181,12 @@ async def close_all(closers: list[Callable[[], Any]]) -> None:
 
 
 def vad_factory(
-    overrides: Mapping[str, float | bool], batch: bool = True,
+    overrides: Mapping[str, float | bool], batch: bool = True, *, clock: Clock | None = None,
+    period: float = 0.0,
 ) -> tuple[Callable[[int], VoiceActivityDetector], str, InferencePool | None]:
     """Each call's detector; ``overrides``: the agent file's ``[vad]`` keys, over the detector's
-    defaults; ``batch``: Silero scores every call's windows together (SileroBatcher)."""
+    defaults; ``batch``: Silero scores every call's windows together (SileroBatcher), its jobs
+    starting at most every ``period`` seconds on ``clock`` (0: whenever the last one ends)."""
     try:
         from brisvox.inference.silero import SileroModel, SileroReset
 
@@ -197,7 +199,7 @@ def vad_factory(
     params = VadParams().updated(overrides)
     for rate in (16000, 8000):  # the silence path once, here, not on the loop in the first call
         model.silence(rate, SileroReset())
-    batcher = SileroBatcher(model, pool) if batch else None
+    batcher = SileroBatcher(model, pool, clock=clock, period=period) if batch else None
     return (lambda rate: silero_vad(model, pool, sample_rate=rate, params=params, batcher=batcher)), "silero", pool
 
 
@@ -291,9 +293,10 @@ def end_of_turn_factory() -> tuple[TurnAnalyzer, Callable[[], Awaitable[None]]] 
 
 
 def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Mapping[str, str], *,
-                         vad_batch: bool = True) -> CallProviders:
+                         vad_batch: bool = True, vad_period: float = 0.0) -> CallProviders:
     """The providers of ``definition`` (raises ConfigError for a stage this build cannot run).
-    ``vad_batch``: Silero scores the windows of every call together (``BRISVOX_VAD_BATCH``).
+    ``vad_batch``: Silero scores the windows of every call together (``BRISVOX_VAD_BATCH``), a job
+    at most every ``vad_period`` seconds (``BRISVOX_VAD_PERIOD``).
 
     Only what the agent uses is built: the local models load only for ``local`` stages, and
     building a cloud adapter opens no connection (each call connects its own session).
@@ -302,7 +305,7 @@ def build_call_providers(definition: AgentDefinition, clock: Clock, environ: Map
     tts = _tts(definition, clock, environ)
     llm, label = choose_llm(definition, clock, environ)
     summaries, summary_llm = _summary_llm(definition, llm, clock, environ)
-    vad, vad_label, pool = vad_factory(definition.vad, vad_batch)
+    vad, vad_label, pool = vad_factory(definition.vad, vad_batch, clock=clock, period=vad_period)
     end_of_turn = None
     closers: list[Callable[[], Any]] = []
     for provider in (stt, tts, llm, summary_llm):

@@ -305,7 +305,8 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     try:
         providers: CallProviders | S2sCallProviders = (
             build_s2s_providers(definition, clock, os.environ) if definition.s2s is not None
-            else build_call_providers(definition, clock, os.environ, vad_batch=settings.vad_batch))
+            else build_call_providers(definition, clock, os.environ, vad_batch=settings.vad_batch,
+                                     vad_period=settings.vad_period))
     except ConfigError as exc:
         print(f"brisvox serve: {exc}", file=sys.stderr)
         return EXIT_STARTUP_FAILURE

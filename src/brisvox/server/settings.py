@@ -313,6 +313,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_VAD_BATCH", "vad_batch", True, _switch,
              "on: Silero scores the windows of every call together, one model run per round "
              "(off: one inference job per call and frame)"),
+    Variable("BRISVOX_VAD_PERIOD", "vad_period", 0.01, _duration,
+             "with BRISVOX_VAD_BATCH on: the batched Silero jobs start at most this often (0: whenever the "
+             "last one ends); the windows that arrive in between wait for the next start, scored in one run"),
     # who may call (brisvox.server.auth; docs/OPERATIONS.md "Security")
     Variable("BRISVOX_AUTH", "auth", AuthMode.NONE, _auth_mode,
              "who may call: none (loopback only, unless --insecure), bearer (static tokens) or signed (call tokens)"),
@@ -398,6 +401,7 @@ class Settings:
     node_id: str | None = None
     global_max_calls: int | None = None
     vad_batch: bool = True  # brisvox.inference.vad_batch
+    vad_period: float = 0.01  # SileroBatcher's period
     # who may call (brisvox.server.auth)
     auth: AuthMode = AuthMode.NONE
     auth_tokens: tuple[Secret, ...] = ()
