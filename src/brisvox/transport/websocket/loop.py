@@ -15,7 +15,9 @@ One call over one accepted :class:`WsPeer` runs three tasks in one
   audio for ``idle_timeout`` (where the adapter tracks it) or lasted ``max_call_duration``,
   pings every ``ping_interval`` (where the adapter pings), and aborts a write that was
   blocked for ``write_timeout`` (or, once the call is ending, ``min(write_timeout,
-  close_grace)``).
+  close_grace)``).  Between its ticks it also wakes when the adapter's :meth:`WsCall.next_due`
+  comes (an adapter with timed work of its own, such as RTVI's playout estimate, needs no fast
+  tick: a monitor that woke every 20 ms cost every call 50 task wake-ups a second).
 
 Faults are counted per call (past ``max_faults``: fatal, 1008); lossless events are handed
 to the core within ``send_timeout`` (else the call ends as overloaded, 1013).  An adapter
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from brisvox.core.channel import WAKE
-from brisvox.core.clock import Clock, bounded
+from brisvox.core.clock import Clock, bounded, call_at
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import OutputAudioFrame
 from brisvox.core.tasks import TaskScope
@@ -189,6 +191,8 @@ class WsCall(abc.ABC, Generic[S]):
         self.peer_gone = False
         self.rate_mismatch_reported = False
         self.seq = itertools.count()
+        self._alarm: asyncio.Future[None] | None = None  # the monitor's nap, while it naps
+        self._alarm_at = 0.0  # when that nap ends
 
     # --- the adapter's part ----------------------------------------------------------------
 
@@ -233,7 +237,18 @@ class WsCall(abc.ABC, Generic[S]):
         """A non-fatal fault (the loop reports it to the engine after this)."""
 
     async def on_tick(self, now: float) -> None:
-        """Every monitor tick."""
+        """Every monitor tick, and at :meth:`next_due`."""
+
+    def next_due(self) -> float | None:
+        """When :meth:`on_tick` has work next (None: nothing but the tick); call :meth:`nudge`
+        when it moved earlier."""
+        return None
+
+    def nudge(self) -> None:
+        """:meth:`next_due` may have moved earlier than the monitor's nap: wake it to plan again."""
+        alarm = self._alarm
+        if alarm is not None and not alarm.done() and (due := self.next_due()) is not None and due < self._alarm_at:
+            alarm.set_result(None)
 
     async def before_close(self) -> None:
         """The peer closed: release what the adapter holds back."""
@@ -459,10 +474,14 @@ class WsCall(abc.ABC, Generic[S]):
         cfg, clock = self.cfg, self.clock
         tick = self.tick()
         next_ping = clock.now() + cfg.ping_interval
+        next_check = clock.now() + tick
         while True:
-            await clock.sleep(tick)
+            await self._nap(next_check)
             now = clock.now()
             await self.on_tick(now)
+            if now < next_check:
+                continue  # woken for the adapter's due work: the limits keep their tick
+            next_check = now + tick
             since = self.writing_since
             if since is not None:
                 ending = self.ends.ended.is_set() or self.shutdown.is_set() or self.fatal is not None
@@ -484,6 +503,20 @@ class WsCall(abc.ABC, Generic[S]):
                 except (PeerClosed, DeadlineExceeded):
                     continue
                 asyncio.ensure_future(pong).add_done_callback(self._on_pong)
+
+    async def _nap(self, until: float) -> None:
+        """Sleep until ``until`` or the adapter's :meth:`next_due`, whichever comes first (or a
+        :meth:`nudge`)."""
+        due = self.next_due()
+        at = until if due is None else min(until, due)
+        alarm: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = call_at(self.clock, at, lambda: alarm.done() or alarm.set_result(None))
+        self._alarm, self._alarm_at = alarm, at
+        try:
+            await alarm
+        finally:
+            timer.cancel()
+            self._alarm = None
 
     def _overdue(self, now: float) -> bool:
         """Apply the call's time limits; True when one ended the call."""
