@@ -156,6 +156,11 @@ async def close_peer(peer: WsPeer, clock: Clock, config: ServerConfig, code: int
 S = TypeVar("S", bound=LoopStats)
 
 
+def _ring(alarm: asyncio.Future[None]) -> None:
+    if not alarm.done():
+        alarm.set_result(None)
+
+
 class WsCall(abc.ABC, Generic[S]):
     """One call's loop (see the module docs).  An adapter supplies ``label``,
     :meth:`on_frame`, the ``send_*`` methods and :meth:`goodbye`; the other hooks default to
@@ -247,8 +252,8 @@ class WsCall(abc.ABC, Generic[S]):
     def nudge(self) -> None:
         """:meth:`next_due` may have moved earlier than the monitor's nap: wake it to plan again."""
         alarm = self._alarm
-        if alarm is not None and not alarm.done() and (due := self.next_due()) is not None and due < self._alarm_at:
-            alarm.set_result(None)
+        if alarm is not None and (due := self.next_due()) is not None and due < self._alarm_at:
+            _ring(alarm)
 
     async def before_close(self) -> None:
         """The peer closed: release what the adapter holds back."""
@@ -510,7 +515,7 @@ class WsCall(abc.ABC, Generic[S]):
         due = self.next_due()
         at = until if due is None else min(until, due)
         alarm: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        timer = call_at(self.clock, at, lambda: alarm.done() or alarm.set_result(None))
+        timer = call_at(self.clock, at, lambda: _ring(alarm))
         self._alarm, self._alarm_at = alarm, at
         try:
             await alarm
