@@ -16,7 +16,9 @@ current one is dropped), a mark is registered at the accepted position, ``Stop``
   (:meth:`TransportSession.route_playout`), handed to its sink in this task; so is the
   lead a clear flushed (below).
 * **input** forwards WireEvents: caller audio re-tagged with the current epoch
-  (drop-oldest; or straight to the sink given to ``route_caller_audio``), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
+  (drop-oldest; or straight to the sink given to ``route_caller_audio``; the adapter hands
+  the audio to the session in its own task through ``link.audio`` while nothing else is
+  queued, from the session's start to its end), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
   session as ``PEER_HANGUP``, a closed event side as ``PEER_DISCONNECTED``.
 * **supervisor** waits for the first task to end (when the output found the wire closed
   it gives the input ``wire_closed_grace`` to deliver what the adapter queued before it
@@ -382,6 +384,7 @@ class TransportSession:
     # --- tasks -----------------------------------------------------------------------------
 
     def _start(self) -> None:
+        self._link.audio.handler = self._take_audio
         scope = self._scope
         for name, coro in (("pacer", self._pacer.run()),
                            ("output", self._run_output()), ("input", self._run_input())):
@@ -422,6 +425,7 @@ class TransportSession:
                 self._set_reason(StopReason.PEER_DISCONNECTED)
         self._set_reason(StopReason.PEER_DISCONNECTED)
         self._finished = True
+        self._link.audio.handler = None
         for t in self._workers:
             t.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
@@ -527,7 +531,21 @@ class TransportSession:
                 ledger.report_current()  # nothing follows for now: report where playback stands
             await self._wire(WireAudioOut(got))
 
+    def _take_audio(self, ev: WireAudio) -> None:
+        frame = InputAudioFrame(epoch=self._ledger.epoch, pcm=ev.pcm, sample_rate=ev.sample_rate, seq=ev.seq, at=ev.at)
+        sink = self._audio_sink
+        if sink is None:
+            self._events.try_send(CallerAudio(frame, ev.at))
+        else:
+            sink(frame)
+
     async def _run_input(self) -> None:
+        try:
+            await self._input()
+        finally:
+            self._link.audio.handler = None  # the input has ended: so has the caller's audio
+
+    async def _input(self) -> None:
         ledger, events, link = self._ledger, self._events, self._link
         while True:
             try:
@@ -536,13 +554,7 @@ class TransportSession:
                 self._set_reason(StopReason.PEER_DISCONNECTED)
                 return
             if isinstance(ev, WireAudio):
-                frame = InputAudioFrame(epoch=ledger.epoch, pcm=ev.pcm, sample_rate=ev.sample_rate, seq=ev.seq,
-                                        at=ev.at)
-                sink = self._audio_sink
-                if sink is None:
-                    events.try_send(CallerAudio(frame, ev.at))
-                else:
-                    sink(frame)
+                self._take_audio(ev)
             elif isinstance(ev, WireDtmf):
                 await events.send(Dtmf(ev.digit, ev.at))
             elif isinstance(ev, WireText):

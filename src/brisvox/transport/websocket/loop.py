@@ -336,9 +336,8 @@ class WsCall(abc.ABC, Generic[S]):
 
     def audio_in(self, pcm: bytes, rate: int, at: float) -> None:
         """Caller audio to the core (drop-oldest: never waits)."""
-        events = self.ends.events
-        if not events.closed:
-            events.try_send(WireAudio(pcm, rate, next(self.seq), at))
+        if not self.ends.events.closed:
+            self.ends.audio.send(WireAudio(pcm, rate, next(self.seq), at))
 
     def hung_up(self) -> None:
         """The peer hung up (its stop message was queued): stop feeding the core."""
