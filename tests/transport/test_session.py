@@ -45,7 +45,14 @@ from brisvox.transport.events import (
     WireMarkEcho,
     WireStarted,
 )
-from tests.transport._helpers import audio, drain_events, loopback_call, tag_of, tagged_pcm
+from tests.transport._helpers import TICKED, audio, drain_events, loopback_call, tag_of, tagged_pcm
+
+
+@pytest.fixture(autouse=True, params=["own pacer", "shared ticker"])
+def _pacing(request: pytest.FixtureRequest) -> None:
+    """Every session test runs with the per-call pacer and with a server's shared pacing tick
+    (whose frames may go to the wire in the tick's callback)."""
+    TICKED.set(request.param == "shared ticker")
 
 
 async def test_caller_audio_and_dtmf_arrive_in_order_retagged_with_the_current_epoch() -> None:

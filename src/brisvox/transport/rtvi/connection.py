@@ -232,14 +232,31 @@ class _RtviCall(WsCall[ServerStats]):
             await self.fault(ErrorCode.MALFORMED_MESSAGE, exc.message)
             return
         if isinstance(frame, InboundAudio):
-            self.ready.set()  # a client without the handshake: its audio starts the call
-            self.last_audio = self.last_seen
-            self.audio_in(frame.pcm, frame.sample_rate, self.last_seen)
+            self._audio(frame)
         elif isinstance(frame, InboundMessage):
             await self._request(frame)
         elif frame.text.strip():  # a TextFrame/TranscriptionFrame: what a Python Pipecat client types
             self.ready.set()
             await self.lossless(WireText(frame.text[:4096], self.last_seen))
+
+    def try_frame(self, frame: bytes) -> bool:
+        """Caller audio at once (the edge's read callback); anything else is left to on_frame."""
+        if len(frame) > self.cfg.max_audio_bytes + self.cfg.max_control_bytes:
+            return False
+        try:
+            decoded = decode_frame(frame)
+        except WireError:
+            return False
+        if not isinstance(decoded, InboundAudio):
+            return False
+        self.stats.frames_in += 1
+        self._audio(decoded)
+        return True
+
+    def _audio(self, frame: InboundAudio) -> None:
+        self.ready.set()  # a client without the handshake: its audio starts the call
+        self.last_audio = self.last_seen
+        self.audio_in(frame.pcm, frame.sample_rate, self.last_seen)
 
     async def _request(self, msg: InboundMessage) -> None:
         try:

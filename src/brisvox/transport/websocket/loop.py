@@ -35,7 +35,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from brisvox.core.channel import WAKE
 from brisvox.core.clock import Clock, bounded, call_at
@@ -97,6 +97,16 @@ class WsPeer(Protocol):
 
     def abort(self) -> None:
         """Drop the TCP connection at once."""
+        ...
+
+
+@runtime_checkable
+class TapPeer(Protocol):
+    """A peer that can hand binary messages over in its read callback (the server's edge)."""
+
+    def tap(self, handler: Callable[[bytes], bool] | None) -> bool:
+        """Offer each binary message to ``handler`` while ``recv()`` waits (True: taken, never
+        returned by ``recv()``); None stops it.  False when this connection cannot."""
         ...
 
 
@@ -241,6 +251,13 @@ class WsCall(abc.ABC, Generic[S]):
     def notify_fault(self, kind: enum.Enum, message: str) -> None:
         """A non-fatal fault (the loop reports it to the engine after this)."""
 
+    def try_frame(self, frame: bytes) -> bool:
+        """Take one binary message at once, in the connection's read callback (True), or leave it
+        to :meth:`on_frame` (False); must not block.  Offered only while the reader waits, with
+        ``last_seen`` already stamped, on peers that can (:class:`TapPeer`).  The default takes
+        none."""
+        return False
+
     async def on_tick(self, now: float) -> None:
         """Every monitor tick, and at :meth:`next_due`."""
 
@@ -306,6 +323,9 @@ class WsCall(abc.ABC, Generic[S]):
 
     async def run(self) -> None:
         self.last_seen = self.last_audio = self.started_at = self.clock.now()
+        # caller audio taken in the read callback: no reader wake-up per 20 ms frame
+        tapped = (type(self).try_frame is not WsCall.try_frame and isinstance(self.peer, TapPeer)
+                  and self.peer.tap(self._tapped))
         async with TaskScope(f"{self.label}[{self.call_id}]") as scope:
             reader = scope.spawn(self._reader(), name="reader")
             writer = scope.spawn(self._writer(), name="writer")
@@ -318,6 +338,9 @@ class WsCall(abc.ABC, Generic[S]):
                 with contextlib.suppress(DeadlineExceeded):  # the close handshake may not finish: fine
                     await bounded(self.clock, self.cfg.close_grace, asyncio.shield(reader), "close handshake")
             scope.cancel()
+        if tapped:
+            assert isinstance(self.peer, TapPeer)
+            self.peer.tap(None)
         await self.finish()
 
     # --- reader ----------------------------------------------------------------------------
@@ -333,6 +356,18 @@ class WsCall(abc.ABC, Generic[S]):
             self.last_seen = self.clock.now()
             if self.feeding:
                 await self.on_frame(frame)
+
+    def _tapped(self, frame: bytes) -> bool:
+        if not self.feeding:
+            return False
+        self.last_seen = self.clock.now()
+        try:
+            return self.try_frame(frame)
+        except Exception:
+            # the reader's on_frame gets the frame instead (and fails the call in its task if it
+            # fails there too); never an exception in the connection's read callback
+            log.exception("%s call %s: a frame failed in the read callback", self.label, self.call_id)
+            return False
 
     def audio_in(self, pcm: bytes, rate: int, at: float) -> None:
         """Caller audio to the core (drop-oldest: never waits)."""
