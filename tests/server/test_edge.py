@@ -347,9 +347,24 @@ class _Transport(asyncio.Transport):
         pass
 
 
-async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_resumes_once_the_app_took_them() -> None:
+def _upgraded(app: Any) -> tuple[Any, _Transport]:
+    """The edge's WebSocket protocol for ``app`` on a fake transport, its upgrade request read."""
     import uvicorn
     from uvicorn.server import ServerState
+
+    _http, ws_protocol = Edge(SystemClock()).protocols()
+    config = uvicorn.Config(app, ws_per_message_deflate=False, lifespan="off")
+    config.load()
+    protocol = ws_protocol(config, ServerState(), {})
+    transport = _Transport()
+    protocol.connection_made(transport)
+    key = base64.b64encode(os.urandom(16)).decode()
+    protocol.data_received((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    return protocol, transport
+
+
+async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_resumes_once_the_app_took_them() -> None:
 
     from brisvox.server.edge import RECEIVE_BACKLOG
 
@@ -363,15 +378,7 @@ async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_re
         for _ in range(RECEIVE_BACKLOG):
             taken.append(await receive())
 
-    _http, ws_protocol = Edge(SystemClock()).protocols()
-    config = uvicorn.Config(app, ws_per_message_deflate=False, lifespan="off")
-    config.load()
-    protocol = ws_protocol(config, ServerState(), {})
-    transport = _Transport()
-    protocol.connection_made(transport)
-    key = base64.b64encode(os.urandom(16)).decode()
-    protocol.data_received((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    protocol, transport = _upgraded(app)
     for _ in range(20):  # the app accepts
         await asyncio.sleep(0)
     assert transport.written.startswith(b"HTTP/1.1 101")
@@ -391,8 +398,6 @@ async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_re
 
 
 async def test_a_binary_message_the_receive_tap_takes_never_reaches_the_queue_and_one_behind_a_queued_message_waits() -> None:
-    import uvicorn
-    from uvicorn.server import ServerState
 
     from brisvox.server.edge import RECEIVE_TAP_EXTENSION
 
@@ -412,15 +417,7 @@ async def test_a_binary_message_the_receive_tap_takes_never_reaches_the_queue_an
         while (msg := await receive())["type"] == "websocket.receive":
             received.append(msg["bytes"])
 
-    _http, ws_protocol = Edge(SystemClock()).protocols()
-    config = uvicorn.Config(app, ws_per_message_deflate=False, lifespan="off")
-    config.load()
-    protocol = ws_protocol(config, ServerState(), {})
-    transport = _Transport()
-    protocol.connection_made(transport)
-    key = base64.b64encode(os.urandom(16)).decode()
-    protocol.data_received((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    protocol, _transport = _upgraded(app)
     for _ in range(20):  # the app accepts and sets its tap
         await asyncio.sleep(0)
     protocol.data_received(frame(0x2, b"\x01a"))
