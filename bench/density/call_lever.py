@@ -21,15 +21,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
-import subprocess
 import sys
+import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1] / "src"))  # the client: this checkout's
+
+import run  # noqa: E402  (bench/density/run.py: the servers)
 
 from brisvox.loadtest_conn import Connection, open_call  # noqa: E402
 from brisvox.loadtest_wire import Kind, client_frame  # noqa: E402
@@ -93,37 +93,12 @@ async def stream(url: str, calls: int, seconds: float, pid: int, speak: float) -
     return used, wall * calls
 
 
-def one_round(src: Path, calls: int, seconds: float, port: int, loop: str = "asyncio", speak: float = 0.0) -> float:
+def one_round(src: Path, calls: int, seconds: float, loop: str = "asyncio", speak: float = 0.0) -> float:
     """One fresh server of ``src`` on ``loop``: its CPU ms per call-second."""
-    env = {**os.environ, "PYTHONPATH": str(src), "BRISVOX_PORT": str(port), "BRISVOX_MAX_CALLS": "1000",
-           "BRISVOX_LOG_LEVEL": "WARNING", "BRISVOX_SMART_TURN_PATH": str(HERE / "no-smart-turn.onnx")}
-    for name in ("BRISVOX_AGENT_FILE", "BRISVOX_AUTH", "BRISVOX_HOST"):
-        env.pop(name, None)
-    python = [sys.executable, "-m", "brisvox"] if loop == "asyncio" else [
-        sys.executable, "-c", "import runpy, sys, uvloop; uvloop.install(); sys.argv[0] = 'brisvox'; "
-                              "runpy.run_module('brisvox', run_name='__main__')"]
-    cmd = ["taskset", "-c", "0", *python, "serve", "--workers", "1", str(HERE / "agent.toml")]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the server of {src} did not get ready")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.2)
-        time.sleep(2)
-        used, call_seconds = asyncio.run(stream(f"ws://127.0.0.1:{port}/rtvi", calls, seconds, proc.pid, speak))
-        return 1000 * used / call_seconds
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with tempfile.TemporaryDirectory() as tmp, \
+            run.server("brisvox", Path(), Path(tmp) / "server.log", loop, "on", src=src) as (pid, url):
+        used, call_seconds = asyncio.run(stream(url, calls, seconds, pid, speak))
+    return 1000 * used / call_seconds
 
 
 def main() -> int:
@@ -132,17 +107,18 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=60)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--port", type=int, default=8813)
+    ap.add_argument("--port", type=int, default=8813, help="the server's port on 127.0.0.1")
     ap.add_argument("--speak", type=float, default=0.0,
                     help="each call asks a typed question every this many s, answered aloud (0: never)")
     ap.add_argument("--loops", default="asyncio", help="event loops to alternate: asyncio, uvloop or asyncio,uvloop")
     args = ap.parse_args()
+    run.use_port(args.port)
     srcs = args.src or [HERE.parents[1] / "src"]
     runs = [(src, loop) for src in srcs for loop in args.loops.split(",")]
     results: dict[tuple[Path, str], list[float]] = {r: [] for r in runs}
     for _ in range(args.rounds):
         for src, loop in runs:
-            ms = one_round(src, args.calls, args.seconds, args.port, loop, args.speak)
+            ms = one_round(src, args.calls, args.seconds, loop, args.speak)
             results[src, loop].append(ms)
             print(f"{src} ({loop}): {ms:.2f} ms of server CPU per call-second ({args.calls} calls, load "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
