@@ -8,9 +8,7 @@ time (user + sys, from /proc) over that window per call-second is the cost of a 
 listens: the edge, the RTVI adapter, the transport session, the listen stage, the VAD's silence
 skip, the mock STT, and each call's own timers.  The work is the same per frame whatever else
 runs on the machine (the frames come in real time and the server keeps up), so builds compare
-by alternating in one window even on a shared machine.  With ``--speak S`` each call also sends a
-typed question (RTVI ``send-text``) every S seconds, which the mock agent answers aloud (about 6 s
-of bot audio), so the output path (the pacing tick, the session, the writer) is in the number:
+by alternating in one window even on a shared machine:
 
     python bench/density/call_lever.py --src /other/checkout/src --src src --rounds 3
     python bench/density/call_lever.py --loops asyncio,uvloop     # the event loop, alternating
@@ -33,11 +31,10 @@ import run  # noqa: E402  (bench/density/run.py: the servers)
 
 from brisvox.loadtest_conn import Connection, open_call  # noqa: E402
 from brisvox.loadtest_wire import Kind, client_frame  # noqa: E402
-from brisvox.transport.rtvi.wire import encode_audio, encode_message  # noqa: E402
+from brisvox.transport.rtvi.wire import encode_audio  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 SILENCE = client_frame(Kind.BINARY, encode_audio(bytes(640), 16000))
-ASK = client_frame(Kind.BINARY, encode_message({"type": "send-text", "id": "t", "data": {"content": "Hi, my order?"}}))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -46,18 +43,11 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-async def stream(url: str, calls: int, seconds: float, pid: int, speak: float) -> tuple[float, float]:
-    """Open the calls, stream silence from all of them (and, every ``speak`` s, a typed turn the
-    bot answers aloud); (server CPU s, call-seconds) over the window."""
+async def stream(url: str, calls: int, seconds: float, pid: int) -> tuple[float, float]:
+    """Open the calls, stream silence from all of them; (server CPU s, call-seconds) over the window."""
     conns: list[Connection] = []
     loop = asyncio.get_running_loop()
     stop = False
-
-    async def asker() -> None:  # the calls' typed turns, spread over the interval
-        while not stop:
-            for conn in list(conns):
-                conn.send(ASK)
-                await asyncio.sleep(speak / max(1, len(conns)))
 
     async def feeder() -> None:  # one task sends every caller's frames, phases spread over the frame
         t = loop.time()
@@ -71,33 +61,27 @@ async def stream(url: str, calls: int, seconds: float, pid: int, speak: float) -
             await asyncio.sleep(max(0.0, t - loop.time()))
 
     feed = asyncio.ensure_future(feeder())
-    ask = None
     try:
         for _ in range(calls):
             conns.append(await open_call(url, 10))
             await asyncio.sleep(0.05)
         await asyncio.sleep(2.0)  # every call is with the engine and settled
-        if speak > 0:
-            ask = asyncio.ensure_future(asker())
-            await asyncio.sleep(speak)  # every call has had its first reply
         before, t0 = cpu_seconds(pid), time.monotonic()
         await asyncio.sleep(seconds)
         used, wall = cpu_seconds(pid) - before, time.monotonic() - t0
     finally:
         stop = True
         await feed
-        if ask is not None:
-            ask.cancel()
         for conn in conns:
             await conn.close()
     return used, wall * calls
 
 
-def one_round(src: Path, calls: int, seconds: float, loop: str = "asyncio", speak: float = 0.0) -> float:
+def one_round(src: Path, calls: int, seconds: float, loop: str = "asyncio") -> float:
     """One fresh server of ``src`` on ``loop``: its CPU ms per call-second."""
     with tempfile.TemporaryDirectory() as tmp, \
             run.server("brisvox", Path(), Path(tmp) / "server.log", loop, "on", src=src) as (pid, url):
-        used, call_seconds = asyncio.run(stream(url, calls, seconds, pid, speak))
+        used, call_seconds = asyncio.run(stream(url, calls, seconds, pid))
     return 1000 * used / call_seconds
 
 
@@ -108,8 +92,6 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--port", type=int, default=8813, help="the server's port on 127.0.0.1")
-    ap.add_argument("--speak", type=float, default=0.0,
-                    help="each call asks a typed question every this many s, answered aloud (0: never)")
     ap.add_argument("--loops", default="asyncio", help="event loops to alternate: asyncio, uvloop or asyncio,uvloop")
     args = ap.parse_args()
     run.use_port(args.port)
@@ -118,7 +100,7 @@ def main() -> int:
     results: dict[tuple[Path, str], list[float]] = {r: [] for r in runs}
     for _ in range(args.rounds):
         for src, loop in runs:
-            ms = one_round(src, args.calls, args.seconds, loop, args.speak)
+            ms = one_round(src, args.calls, args.seconds, loop)
             results[src, loop].append(ms)
             print(f"{src} ({loop}): {ms:.2f} ms of server CPU per call-second ({args.calls} calls, load "
                   f"{os.getloadavg()[0]:.1f})", flush=True)
