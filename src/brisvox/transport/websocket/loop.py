@@ -324,23 +324,24 @@ class WsCall(abc.ABC, Generic[S]):
     async def run(self) -> None:
         self.last_seen = self.last_audio = self.started_at = self.clock.now()
         # caller audio taken in the read callback: no reader wake-up per 20 ms frame
-        tapped = (type(self).try_frame is not WsCall.try_frame and isinstance(self.peer, TapPeer)
-                  and self.peer.tap(self._tapped))
-        async with TaskScope(f"{self.label}[{self.call_id}]") as scope:
-            reader = scope.spawn(self._reader(), name="reader")
-            writer = scope.spawn(self._writer(), name="writer")
-            scope.spawn(self._monitor(), name="monitor")
-            for name, coro in self.extra_tasks().items():
-                scope.spawn(coro, name=name)
-            await writer
-            self.writer_done()
-            if not reader.done():
-                with contextlib.suppress(DeadlineExceeded):  # the close handshake may not finish: fine
-                    await bounded(self.clock, self.cfg.close_grace, asyncio.shield(reader), "close handshake")
-            scope.cancel()
-        if tapped:
-            assert isinstance(self.peer, TapPeer)
-            self.peer.tap(None)
+        peer = self.peer
+        tapped = type(self).try_frame is not WsCall.try_frame and isinstance(peer, TapPeer) and peer.tap(self._tapped)
+        try:
+            async with TaskScope(f"{self.label}[{self.call_id}]") as scope:
+                reader = scope.spawn(self._reader(), name="reader")
+                writer = scope.spawn(self._writer(), name="writer")
+                scope.spawn(self._monitor(), name="monitor")
+                for name, coro in self.extra_tasks().items():
+                    scope.spawn(coro, name=name)
+                await writer
+                self.writer_done()
+                if not reader.done():
+                    with contextlib.suppress(DeadlineExceeded):  # the close handshake may not finish: fine
+                        await bounded(self.clock, self.cfg.close_grace, asyncio.shield(reader), "close handshake")
+                scope.cancel()
+        finally:
+            if tapped and isinstance(peer, TapPeer):
+                peer.tap(None)
         await self.finish()
 
     # --- reader ----------------------------------------------------------------------------
