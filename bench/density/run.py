@@ -111,9 +111,9 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch: str, *, workers: int = 1,
-           cpus: str | None = "0", agent: Path = HERE / "agent.toml") -> Iterator[tuple[int, str]]:
+           cpus: str | None = "0", agent: Path = HERE / "agent.toml", src: Path = SRC) -> Iterator[tuple[int, str]]:
     """A fresh server pinned to ``cpus`` (None: not pinned): (its pid, the call URL).  brisvox serves
-    with ``--workers workers``; with more than one the pid is the node's supervisor."""
+    with ``--workers workers`` from ``src``; with more than one the pid is the node's supervisor."""
     env = dict(os.environ)
     if framework == "pipecat":
         cmd = [str(pipecat_python), str(HERE / "pipecat_server.py"), "--port", str(PORT)]
@@ -126,7 +126,7 @@ def server(framework: str, pipecat_python: Path, log: Path, loop: str, vad_batch
         else:
             python += ["-m", "brisvox"]
         cmd = [*python, "serve", "--workers", str(workers), str(agent)]  # 1: its pid is the one measured
-        env.update(PYTHONPATH=str(SRC), BRISVOX_PORT=str(PORT), BRISVOX_MAX_CALLS="1000", BRISVOX_LOG_LEVEL="WARNING",
+        env.update(PYTHONPATH=str(src), BRISVOX_PORT=str(PORT), BRISVOX_MAX_CALLS="1000", BRISVOX_LOG_LEVEL="WARNING",
                    BRISVOX_VAD_BATCH=vad_batch, BRISVOX_SMART_TURN_PATH=str(HERE / "no-smart-turn.onnx"))  # the reference runs no Smart Turn
         for name in ("BRISVOX_AGENT_FILE", "BRISVOX_AUTH", "BRISVOX_HOST"):
             env.pop(name, None)

@@ -347,9 +347,24 @@ class _Transport(asyncio.Transport):
         pass
 
 
-async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_resumes_once_the_app_took_them() -> None:
+def _upgraded(app: Any) -> tuple[Any, _Transport]:
+    """The edge's WebSocket protocol for ``app`` on a fake transport, its upgrade request read."""
     import uvicorn
     from uvicorn.server import ServerState
+
+    _http, ws_protocol = Edge(SystemClock()).protocols()
+    config = uvicorn.Config(app, ws_per_message_deflate=False, lifespan="off")
+    config.load()
+    protocol = ws_protocol(config, ServerState(), {})
+    transport = _Transport()
+    protocol.connection_made(transport)
+    key = base64.b64encode(os.urandom(16)).decode()
+    protocol.data_received((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    return protocol, transport
+
+
+async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_resumes_once_the_app_took_them() -> None:
 
     from brisvox.server.edge import RECEIVE_BACKLOG
 
@@ -363,15 +378,7 @@ async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_re
         for _ in range(RECEIVE_BACKLOG):
             taken.append(await receive())
 
-    _http, ws_protocol = Edge(SystemClock()).protocols()
-    config = uvicorn.Config(app, ws_per_message_deflate=False, lifespan="off")
-    config.load()
-    protocol = ws_protocol(config, ServerState(), {})
-    transport = _Transport()
-    protocol.connection_made(transport)
-    key = base64.b64encode(os.urandom(16)).decode()
-    protocol.data_received((f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+    protocol, transport = _upgraded(app)
     for _ in range(20):  # the app accepts
         await asyncio.sleep(0)
     assert transport.written.startswith(b"HTTP/1.1 101")
@@ -385,6 +392,41 @@ async def test_reading_pauses_at_the_receive_backlog_not_at_every_message_and_re
         await asyncio.sleep(0)
     assert len(taken) == RECEIVE_BACKLOG and taken[0]["bytes"] == bytes(640)
     assert not transport.paused  # the app took them all: reading resumed
+    protocol.connection_lost(None)
+    for task in list(protocol.tasks):
+        await task
+
+
+async def test_a_binary_message_the_receive_tap_takes_never_reaches_the_queue_and_one_behind_a_queued_message_waits() -> None:
+
+    from brisvox.server.edge import RECEIVE_TAP_EXTENSION
+
+    tapped: list[bytes] = []
+    received: list[bytes] = []
+
+    def take(data: bytes) -> bool:  # takes audio (first byte 1), declines the rest
+        if data[0] == 1:
+            tapped.append(data)
+            return True
+        return False
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        assert (await receive())["type"] == "websocket.connect"
+        await send({"type": "websocket.accept"})
+        scope["extensions"][RECEIVE_TAP_EXTENSION](take)
+        while (msg := await receive())["type"] == "websocket.receive":
+            received.append(msg["bytes"])
+
+    protocol, _transport = _upgraded(app)
+    for _ in range(20):  # the app accepts and sets its tap
+        await asyncio.sleep(0)
+    protocol.data_received(frame(0x2, b"\x01a"))
+    assert tapped == [b"\x01a"] and protocol.queue.empty()  # taken in the read callback
+    protocol.data_received(frame(0x2, b"\x02b") + frame(0x2, b"\x01c"))  # declined, then audio behind it
+    assert tapped == [b"\x01a"]  # not offered: the declined message waits for the app, in order
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert received == [b"\x02b", b"\x01c"]
     protocol.connection_lost(None)
     for task in list(protocol.tasks):
         await task

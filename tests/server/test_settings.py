@@ -1,3 +1,4 @@
+import asyncio
 import re
 from pathlib import Path
 
@@ -29,11 +30,37 @@ def test_every_variable_is_read() -> None:
     ("BRISVOX_PORT", "http"), ("BRISVOX_PORT", "70000"), ("BRISVOX_MAX_CALLS", "0"),
     ("BRISVOX_DRAIN_TIMEOUT", "-1"), ("BRISVOX_DRAIN_TIMEOUT", "soon"), ("BRISVOX_CANCEL_TIMEOUT", "inf"),
     ("BRISVOX_HOST", "bad host"), ("BRISVOX_WS_PATH", "ws"), ("BRISVOX_LOG_LEVEL", "loud"),
+    ("BRISVOX_LOOP", "tokio"),
 ])
 def test_a_bad_value_is_an_error_naming_the_variable_and_the_value(name: str, value: str) -> None:
     with pytest.raises(SettingsError) as info:
         Settings.from_env({name: value})
     assert f"{name}={value!r}" in str(info.value)
+
+
+def test_the_event_loop_is_asyncio_unless_uvloop_is_asked_for() -> None:
+    assert Settings.from_env({}).loop == "asyncio"
+    assert Settings.from_env({"BRISVOX_LOOP": "uvloop"}).loop == "uvloop"
+
+
+def test_uvloop_asked_for_and_not_installed_is_an_error_saying_how_to_install_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "uvloop" else find_spec(name, *a))
+    with pytest.raises(SettingsError, match=re.escape("uvloop is not installed (pip install 'brisvox[fast]')")):
+        Settings.from_env({"BRISVOX_LOOP": "uvloop"})
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_serve_runs_on_the_loop_the_settings_name(loop: str) -> None:
+    from brisvox.server.cli import _run_loop
+
+    async def main() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    assert _run_loop(main(), loop).split(".")[0] == loop
 
 
 def test_all_bad_values_are_reported_together() -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 
+from brisvox.audio.pacer import PaceTicker
 from brisvox.core.clock import SimClock
 from brisvox.core.frames import OutputAudioFrame
 from brisvox.transport import (
@@ -20,6 +22,8 @@ from brisvox.transport import (
 from brisvox.transport.events import WireAudioOut
 
 RATE = 16000
+TICKED: ContextVar[bool] = ContextVar("TICKED", default=False)
+"""loopback_call's session paces on a shared PaceTicker (as a server's calls do), not on its own."""
 FRAME_BYTES = 640  # 20 ms at 16 kHz
 
 
@@ -45,7 +49,8 @@ async def loopback_call(
     async with LoopbackTransport(clock, loop_config) as transport:
         client = await transport.connect()
         link = await transport.accept()
-        session = await TransportSession.open(clock, link, config)
+        ticker = PaceTicker(clock) if TICKED.get() else None
+        session = await TransportSession.open(clock, link, config, ticker)
         try:
             yield clock, client, session
         finally:

@@ -45,7 +45,14 @@ from brisvox.transport.events import (
     WireMarkEcho,
     WireStarted,
 )
-from tests.transport._helpers import audio, drain_events, loopback_call, tag_of, tagged_pcm
+from tests.transport._helpers import TICKED, audio, drain_events, loopback_call, tag_of, tagged_pcm
+
+
+@pytest.fixture(autouse=True, params=["own pacer", "shared ticker"])
+def _pacing(request: pytest.FixtureRequest) -> None:
+    """Every session test runs with the per-call pacer and with a server's shared pacing tick
+    (whose frames may go to the wire in the tick's callback)."""
+    TICKED.set(request.param == "shared ticker")
 
 
 async def test_caller_audio_and_dtmf_arrive_in_order_retagged_with_the_current_epoch() -> None:
@@ -733,3 +740,23 @@ async def test_a_client_that_reports_no_lead_gets_no_flushed_lead_at_a_clear() -
         await session.send(Clear(1))
         await clock.sleep(0.05)
         assert got and not [r for r in got if isinstance(r, PlaybackLead)]
+
+
+async def test_caller_audio_sent_through_the_link_reaches_the_sink_in_the_adapters_task_and_after_queued_events() -> None:
+    clock = SimClock()
+    link, ends = call_pair(CallInfo(call_id="direct"))
+    session = await TransportSession.open(clock, link)
+    got: list[int] = []
+    session.route_caller_audio(lambda f: got.append(f.seq))
+    await asyncio.sleep(0)  # the input task waits on the empty channel
+    assert ends.audio.send(WireAudio(b"\x00\x00" * 320, 16000, 0, clock.now()))
+    assert got == [0]  # taken at once, without a wake-up of the session's input task
+    ends.events.try_send(WireDtmf("1", clock.now()))
+    assert ends.audio.send(WireAudio(b"\x00\x00" * 320, 16000, 1, clock.now()))
+    assert got == [0]  # an event waits in the channel: the frame queues behind it, in order
+    assert isinstance(await session.recv(), Dtmf)
+    await asyncio.sleep(0)
+    assert got == [0, 1]
+    await session.close()
+    assert ends.audio.send(WireAudio(b"\x00\x00" * 320, 16000, 2, clock.now()))
+    assert got == [0, 1]  # the session ended: nothing reaches its sink any more

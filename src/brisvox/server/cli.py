@@ -24,10 +24,10 @@ import asyncio
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` stays fast)
-    from collections.abc import Mapping
+    from collections.abc import Coroutine, Mapping
     from pathlib import Path
 
     from brisvox.core.clock import Clock
@@ -51,6 +51,8 @@ if TYPE_CHECKING:  # the heavy imports wait until a command runs (``--help`` sta
 __all__ = ["configure_logging", "run_check", "run_serve", "run_token", "session_runner"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 
@@ -368,4 +370,15 @@ def _serve_agent(settings: Settings, definition: AgentDefinition, tools: ToolSet
     if ready_line is not None:
         print(ready_line, flush=True)
     prefix = warm_request(definition, tools, clock.wall().date()) if definition.s2s is None else None
-    return asyncio.run(_serve_with(settings, parts, providers, tracing, node, prefix))
+    return _run_loop(_serve_with(settings, parts, providers, tracing, node, prefix), settings.loop)
+
+
+def _run_loop(main: Coroutine[Any, Any, T], loop: str) -> T:
+    """Run ``main`` on ``loop`` (``BRISVOX_LOOP``: ``asyncio``, or ``uvloop``, which the settings
+    checked is installed)."""
+    if loop == "uvloop":
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(main)
+    return asyncio.run(main)

@@ -8,6 +8,7 @@ are seconds (``"2.5"``), or carry a unit (``"2.5s"``, ``"500ms"``).
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 import math
 import os
@@ -153,6 +154,18 @@ def _switch(raw: str) -> bool:
     if value not in ("on", "off"):
         raise ValueError("expected on or off")
     return value == "on"
+
+
+_LOOPS = ("asyncio", "uvloop")
+
+
+def _loop(raw: str) -> str:
+    loop = raw.strip().lower()
+    if loop not in _LOOPS:
+        raise ValueError(f"expected one of {', '.join(_LOOPS)}")
+    if loop == "uvloop" and importlib.util.find_spec("uvloop") is None:
+        raise ValueError("uvloop is not installed (pip install 'brisvox[fast]')")
+    return loop
 
 
 def _file(raw: str) -> Path:
@@ -316,6 +329,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("BRISVOX_VAD_PERIOD", "vad_period", 0.01, _duration,
              "with BRISVOX_VAD_BATCH on: the batched Silero jobs start at most this often (0: whenever the "
              "last one ends); the windows that arrive in between wait for the next start, scored in one run"),
+    Variable("BRISVOX_LOOP", "loop", "asyncio", _loop,
+             "the event loop of `brisvox serve`: asyncio, or uvloop (the `fast` extra; docs/PERFORMANCE.md)"),
     # who may call (brisvox.server.auth; docs/OPERATIONS.md "Security")
     Variable("BRISVOX_AUTH", "auth", AuthMode.NONE, _auth_mode,
              "who may call: none (loopback only, unless --insecure), bearer (static tokens) or signed (call tokens)"),
@@ -402,6 +417,7 @@ class Settings:
     global_max_calls: int | None = None
     vad_batch: bool = True  # brisvox.inference.vad_batch
     vad_period: float = 0.01  # SileroBatcher's period
+    loop: str = "asyncio"  # or "uvloop" (brisvox.server.cli._run_loop)
     # who may call (brisvox.server.auth)
     auth: AuthMode = AuthMode.NONE
     auth_tokens: tuple[Secret, ...] = ()

@@ -27,7 +27,7 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from brisvox.core.clock import Clock
-from brisvox.server.edge import PING_EXTENSION
+from brisvox.server.edge import PING_EXTENSION, RECEIVE_TAP_EXTENSION
 from brisvox.server.session import SessionSlot
 from brisvox.transport.link import CallEnds, CallLink
 from brisvox.transport.websocket import PeerClosed, ServerConfig, ServerStats, run_call
@@ -42,11 +42,32 @@ _ABNORMAL = 1006
 class StarletteWsPeer:
     """A Starlette WebSocket (already accepted) as the transport's WsPeer."""
 
-    __slots__ = ("_closed", "_ws")
+    __slots__ = ("_closed", "_waiting", "_ws")
 
     def __init__(self, websocket: WebSocket) -> None:
         self._ws = websocket
         self._closed = False
+        self._waiting = False  # recv() waits for the next message: nothing taken is in hand
+
+    def tap(self, handler: Callable[[bytes], bool] | None) -> bool:
+        """Offer each binary message to ``handler`` in the edge's read callback while
+        :meth:`recv` waits for the next message (:data:`~brisvox.server.edge.RECEIVE_TAP_EXTENSION`);
+        what it takes (True) :meth:`recv` never returns (None: offer nothing).  False: this server
+        has no tap."""
+        set_tap = self._ws.scope.get("extensions", {}).get(RECEIVE_TAP_EXTENSION)
+        if not callable(set_tap):
+            return False
+
+        if handler is None:
+            set_tap(None)
+            return True
+        take = handler
+
+        def offer(data: bytes) -> bool:
+            return self._waiting and not self._closed and take(data)
+
+        set_tap(offer)
+        return True
 
     @property
     def remote(self) -> str:
@@ -56,11 +77,14 @@ class StarletteWsPeer:
     async def recv(self) -> bytes | str:
         if self._closed:
             raise PeerClosed(by_peer=False)
+        self._waiting = True
         try:
             message = await self._ws.receive()
         except (RuntimeError, OSError):
             self._closed = True
             raise PeerClosed(by_peer=False) from None
+        finally:
+            self._waiting = False
         if message["type"] == "websocket.disconnect":
             self._closed = True
             code = message.get("code")

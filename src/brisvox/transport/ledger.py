@@ -117,6 +117,10 @@ class Ledger:
             return True
         return False
 
+    def has_work(self) -> bool:
+        """Whether a mark is due, a report is due or a cut mark waits to be told."""
+        return bool(self._due or self._cut_marks or (self._pending and self._pending[0][0] <= self.released))
+
     def take_cut_marks(self) -> list[str]:
         cut, self._cut_marks = self._cut_marks, []
         return cut

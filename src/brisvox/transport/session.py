@@ -9,14 +9,20 @@ current one is dropped), a mark is registered at the accepted position, ``Stop``
 ``REQUESTED`` and ends the session.
 
 * **pacer** releases one frame per tick into the sink (``sink_capacity``).
-* **output**, the only writer to the wire: applies a new ledger generation first
+* **output**, the only writer to the wire (with the pacing tick, below): applies a new ledger generation first
   (``WireClear``, then the cut utterances' final positions and the cut marks), then due
   marks, then takes the next frame from the sink, skips stale ones and writes it
-  (bounded by ``wire_write_timeout``).  Position reports are events, or, once the engine routed them
+  (bounded by ``wire_write_timeout``).  With a shared :class:`PaceTicker`, a frame the tick
+  releases while this task waits with nothing else to do (the sink empty, no clear, mark or
+  report pending, room on the wire) is released and queued on the wire in the tick's callback,
+  as this task would have done, without waking it (a wake-up per 20 ms frame per call); when
+  that leaves a mark or report due, the task is woken to send it.  Position reports are events, or, once the engine routed them
   (:meth:`TransportSession.route_playout`), handed to its sink in this task; so is the
   lead a clear flushed (below).
 * **input** forwards WireEvents: caller audio re-tagged with the current epoch
-  (drop-oldest; or straight to the sink given to ``route_caller_audio``), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
+  (drop-oldest; or straight to the sink given to ``route_caller_audio``; the adapter hands
+  the audio to the session in its own task through ``link.audio`` while nothing else is
+  queued, from the session's start to its end), DTMF and mark echoes (lossless), faults as errors, a hang-up ends the
   session as ``PEER_HANGUP``, a closed event side as ``PEER_DISCONNECTED``.
 * **supervisor** waits for the first task to end (when the output found the wire closed
   it gives the input ``wire_closed_grace`` to deliver what the adapter queued before it
@@ -260,7 +266,7 @@ class TransportSession:
                                                                  capacity=config.pacer_capacity,
                                                                  resync_after=config.pacer_resync_after,
                                                                  ticker=ticker,
-                                                                 try_sink=self._sink.try_send if ticker else None)
+                                                                 try_sink=self._offer if ticker else None)
         self._reason: StopReason | None = None
         self._failure: BaseException | None = None
         self._ending: CallFailure | None = None  # the engine's failure, told to the caller with the hang-up
@@ -277,6 +283,8 @@ class TransportSession:
         self._lag: float | None = None  # how far the client's playout trails _playout_end (its last lead)
         self._cut_lead: PlaybackLead | None = None  # what the pending WireClear flushes unplayed
         self._cut_pending = False  # a clear cut audio the client may still play: write WireClear
+        self._seen = 0  # the ledger generation the output task has applied
+        self._idle = False  # the output task waits on the sink with nothing else to do
         self.stale_audio_dropped = 0
 
     # --- public API ------------------------------------------------------------------------
@@ -383,6 +391,7 @@ class TransportSession:
     # --- tasks -----------------------------------------------------------------------------
 
     def _start(self) -> None:
+        self._link.audio.handler = self._take_audio
         scope = self._scope
         for name, coro in (("pacer", self._pacer.run()),
                            ("output", self._run_output()), ("input", self._run_input())):
@@ -423,6 +432,7 @@ class TransportSession:
                 self._set_reason(StopReason.PEER_DISCONNECTED)
         self._set_reason(StopReason.PEER_DISCONNECTED)
         self._finished = True
+        self._link.audio.handler = None
         for t in self._workers:
             t.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
@@ -493,12 +503,35 @@ class TransportSession:
         for mid in ledger.take_cut_marks():
             await self._events.send(MarkCleared(mid))
 
+    def _offer(self, frame: OutputAudioFrame) -> bool:
+        """The pacing tick's hand-off (see the module docs): False when the sink is full."""
+        ledger, out = self._ledger, self._link.out
+        if (not self._idle or len(self._sink) or ledger.generation != self._seen or ledger.has_work()
+                or out.closed or len(out) >= out.capacity):
+            return self._sink.try_send(frame)
+        if frame.epoch == ledger.epoch:
+            sent = out.try_send(self._release(frame))
+            assert sent  # there was room, and nothing else runs in between
+            if ledger.has_work():  # a mark or report is due behind this frame: the task sends it
+                self._idle = False
+                self._sink.wake()
+        return True
+
+    def _release(self, frame: OutputAudioFrame) -> WireAudioOut:
+        ledger = self._ledger
+        ledger.release(frame.epoch, frame.utterance, frame.sample_count, frame.sample_rate)
+        self._playout_end = max(self._playout_end, self._clock.now()) + frame.duration
+        self._released_epoch = frame.epoch
+        if not len(self._pacer) and not len(self._sink):
+            ledger.report_current()  # nothing follows for now: report where playback stands
+        return WireAudioOut(frame)
+
     async def _run_output(self) -> None:
         ledger, sink = self._ledger, self._sink
-        seen = ledger.generation
+        self._seen = seen = ledger.generation
         while True:
             if ledger.generation != seen:
-                seen = ledger.generation
+                self._seen = seen = ledger.generation
                 if self._cut_pending:
                     self._cut_pending = False
                     await self._wire(WireClear(ledger.epoch))
@@ -516,19 +549,32 @@ class TransportSession:
             await self._flush_reports()
             if ledger.generation != seen:
                 continue
-            got = await sink.recv_or_wake()
+            self._idle = True
+            try:
+                got = await sink.recv_or_wake()
+            finally:
+                self._idle = False
             if not isinstance(got, OutputAudioFrame):
                 continue
             if got.epoch != ledger.epoch:
                 continue
-            ledger.release(got.epoch, got.utterance, got.sample_count, got.sample_rate)
-            self._playout_end = max(self._playout_end, self._clock.now()) + got.duration
-            self._released_epoch = got.epoch
-            if not len(self._pacer) and not len(self._sink):
-                ledger.report_current()  # nothing follows for now: report where playback stands
-            await self._wire(WireAudioOut(got))
+            await self._wire(self._release(got))
+
+    def _take_audio(self, ev: WireAudio) -> None:
+        frame = InputAudioFrame(epoch=self._ledger.epoch, pcm=ev.pcm, sample_rate=ev.sample_rate, seq=ev.seq, at=ev.at)
+        sink = self._audio_sink
+        if sink is None:
+            self._events.try_send(CallerAudio(frame, ev.at))
+        else:
+            sink(frame)
 
     async def _run_input(self) -> None:
+        try:
+            await self._input()
+        finally:
+            self._link.audio.handler = None  # the input has ended: so has the caller's audio
+
+    async def _input(self) -> None:
         ledger, events, link = self._ledger, self._events, self._link
         while True:
             try:
@@ -537,13 +583,7 @@ class TransportSession:
                 self._set_reason(StopReason.PEER_DISCONNECTED)
                 return
             if isinstance(ev, WireAudio):
-                frame = InputAudioFrame(epoch=ledger.epoch, pcm=ev.pcm, sample_rate=ev.sample_rate, seq=ev.seq,
-                                        at=ev.at)
-                sink = self._audio_sink
-                if sink is None:
-                    events.try_send(CallerAudio(frame, ev.at))
-                else:
-                    sink(frame)
+                self._take_audio(ev)
             elif isinstance(ev, WireDtmf):
                 await events.send(Dtmf(ev.digit, ev.at))
             elif isinstance(ev, WireText):

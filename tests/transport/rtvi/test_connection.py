@@ -127,6 +127,23 @@ async def test_a_mark_is_echoed_when_the_audio_before_it_has_played_by_the_estim
     await end(peer, call, task)
 
 
+async def test_a_mark_is_echoed_at_the_moment_its_audio_has_played_not_on_a_later_tick() -> None:
+    # the monitor used to look every 20 ms (50 task wake-ups a second per call, speaking or not);
+    # it now wakes when the estimate says, so the echo and bot-stopped-speaking come on time
+    peer = ScriptedPeer()
+    call, task, clock = await serve_one(peer)
+    assert isinstance(await call.link.events.recv(), WireStarted)
+    t0 = clock.now()
+    await call.link.out.send(WireAudioOut(OutputAudioFrame(pcm=bytes(12240 * 2), sample_rate=24000, epoch=0)))  # 0.51 s
+    await call.link.out.send(WireMark("m1"))
+    assert await call.link.events.recv() == WireMarkEcho("m1")
+    assert clock.now() - t0 == pytest.approx(0.51, abs=1e-6)
+    while "bot-stopped-speaking" not in types(peer):
+        await clock.sleep(0.001)
+    assert clock.now() - t0 == pytest.approx(0.51 + SPEAKING_HANGOVER, abs=0.0011)
+    await end(peer, call, task)
+
+
 async def test_a_clear_cuts_the_estimate_its_marks_are_not_echoed_and_later_audio_is_not_of_a_cut_epoch() -> None:
     peer = ScriptedPeer()
     call, task, clock = await serve_one(peer)

@@ -80,7 +80,7 @@ log = logging.getLogger(__name__)
 
 REQUESTS_CAPACITY = 16
 OUTBOX_CAPACITY = 64
-MARK_TICK = 0.02  # seconds between checks of the playout estimate
+PING_BOUND = 0.1  # seconds a ping's write may take
 SPEAKING_HANGOVER = 0.35
 """Seconds past the playout estimate before ``bot-stopped-speaking`` (as Pipecat's server waits):
 bot audio paced in real time would otherwise start and stop the bot every frame."""
@@ -152,9 +152,6 @@ class _RtviCall(WsCall[ServerStats]):
         self.speaking = False
         self.marks: deque[tuple[float, str]] = deque()
 
-    def tick(self) -> float:
-        return MARK_TICK
-
     def count_started(self) -> None:
         """Counted when the engine takes the call (:meth:`_start`), not at connect."""
 
@@ -181,7 +178,7 @@ class _RtviCall(WsCall[ServerStats]):
         super().count_started()
 
     def ping_bound(self) -> float:
-        return MARK_TICK * 5
+        return PING_BOUND
 
     async def send(self, message: dict[str, Any]) -> None:
         """Queue one RTVI message for the writer; raises PeerClosed when the call is over or the
@@ -235,14 +232,31 @@ class _RtviCall(WsCall[ServerStats]):
             await self.fault(ErrorCode.MALFORMED_MESSAGE, exc.message)
             return
         if isinstance(frame, InboundAudio):
-            self.ready.set()  # a client without the handshake: its audio starts the call
-            self.last_audio = self.last_seen
-            self.audio_in(frame.pcm, frame.sample_rate, self.last_seen)
+            self._audio(frame)
         elif isinstance(frame, InboundMessage):
             await self._request(frame)
         elif frame.text.strip():  # a TextFrame/TranscriptionFrame: what a Python Pipecat client types
             self.ready.set()
             await self.lossless(WireText(frame.text[:4096], self.last_seen))
+
+    def try_frame(self, frame: bytes) -> bool:
+        """Caller audio at once (the edge's read callback); anything else is left to on_frame."""
+        if len(frame) > self.cfg.max_audio_bytes + self.cfg.max_control_bytes:
+            return False
+        try:
+            decoded = decode_frame(frame)
+        except WireError:
+            return False
+        if not isinstance(decoded, InboundAudio):
+            return False
+        self.stats.frames_in += 1
+        self._audio(decoded)
+        return True
+
+    def _audio(self, frame: InboundAudio) -> None:
+        self.ready.set()  # a client without the handshake: its audio starts the call
+        self.last_audio = self.last_seen
+        self.audio_in(frame.pcm, frame.sample_rate, self.last_seen)
 
     async def _request(self, msg: InboundMessage) -> None:
         try:
@@ -311,6 +325,7 @@ class _RtviCall(WsCall[ServerStats]):
             await self.write(encode_audio(pcm[i:i + step], rate))
         self.play_end = max(self.play_end, now) + len(pcm) / 2 / rate
         self.stats.frames_out += 1
+        self.nudge()  # the monitor says bot-stopped-speaking when the estimate ran out
 
     async def send_clear(self, epoch: int) -> None:
         """A clear: the client dropped what it queued (on ``user-started-speaking``); the cut marks
@@ -323,8 +338,17 @@ class _RtviCall(WsCall[ServerStats]):
 
     async def send_mark(self, mark_id: str) -> None:
         self.marks.append((self.play_end, mark_id))
+        self.nudge()
 
     # --- monitor ---------------------------------------------------------------------------
+
+    def next_due(self) -> float | None:
+        """The next mark's echo, or the end of the bot's speaking by the estimate."""
+        due = self.marks[0][0] if self.marks else None
+        if self.speaking:
+            ends = self.play_end + SPEAKING_HANGOVER
+            due = ends if due is None else min(due, ends)
+        return due
 
     async def on_tick(self, now: float) -> None:
         """Echo the marks whose audio has played; say when the bot's audio ran out."""

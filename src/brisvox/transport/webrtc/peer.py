@@ -481,7 +481,7 @@ class WebRtcCall:
             self.stats.frames_in += 1
             out = self.inbound.feed(pcm, channels=channels, pts=frame.pts)
             if out and not ends.events.closed:
-                ends.events.try_send(WireAudio(out, rate, next(self._seq), self.clock.now()))
+                ends.audio.send(WireAudio(out, rate, next(self._seq), self.clock.now()))
 
     # --- writer --------------------------------------------------------------------------------
 

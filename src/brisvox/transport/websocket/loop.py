@@ -15,7 +15,9 @@ One call over one accepted :class:`WsPeer` runs three tasks in one
   audio for ``idle_timeout`` (where the adapter tracks it) or lasted ``max_call_duration``,
   pings every ``ping_interval`` (where the adapter pings), and aborts a write that was
   blocked for ``write_timeout`` (or, once the call is ending, ``min(write_timeout,
-  close_grace)``).
+  close_grace)``).  Between its ticks it also wakes when the adapter's :meth:`WsCall.next_due`
+  comes (an adapter with timed work of its own, such as RTVI's playout estimate, needs no fast
+  tick: a monitor that woke every 20 ms cost every call 50 task wake-ups a second).
 
 Faults are counted per call (past ``max_faults``: fatal, 1008); lossless events are handed
 to the core within ``send_timeout`` (else the call ends as overloaded, 1013).  An adapter
@@ -33,10 +35,10 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from brisvox.core.channel import WAKE
-from brisvox.core.clock import Clock, bounded
+from brisvox.core.clock import Clock, bounded, call_at
 from brisvox.core.errors import ChannelClosed, DeadlineExceeded
 from brisvox.core.frames import OutputAudioFrame
 from brisvox.core.tasks import TaskScope
@@ -98,6 +100,16 @@ class WsPeer(Protocol):
         ...
 
 
+@runtime_checkable
+class TapPeer(Protocol):
+    """A peer that can hand binary messages over in its read callback (the server's edge)."""
+
+    def tap(self, handler: Callable[[bytes], bool] | None) -> bool:
+        """Offer each binary message to ``handler`` while ``recv()`` waits (True: taken, never
+        returned by ``recv()``); None stops it.  False when this connection cannot."""
+        ...
+
+
 class LoopStats(Protocol):
     """The counters the loop writes (every adapter's stats have them)."""
 
@@ -154,6 +166,11 @@ async def close_peer(peer: WsPeer, clock: Clock, config: ServerConfig, code: int
 S = TypeVar("S", bound=LoopStats)
 
 
+def _ring(alarm: asyncio.Future[None]) -> None:
+    if not alarm.done():
+        alarm.set_result(None)
+
+
 class WsCall(abc.ABC, Generic[S]):
     """One call's loop (see the module docs).  An adapter supplies ``label``,
     :meth:`on_frame`, the ``send_*`` methods and :meth:`goodbye`; the other hooks default to
@@ -189,6 +206,8 @@ class WsCall(abc.ABC, Generic[S]):
         self.peer_gone = False
         self.rate_mismatch_reported = False
         self.seq = itertools.count()
+        self._alarm: asyncio.Future[None] | None = None  # the monitor's nap, while it naps
+        self._alarm_at = 0.0  # when that nap ends
 
     # --- the adapter's part ----------------------------------------------------------------
 
@@ -232,8 +251,26 @@ class WsCall(abc.ABC, Generic[S]):
     def notify_fault(self, kind: enum.Enum, message: str) -> None:
         """A non-fatal fault (the loop reports it to the engine after this)."""
 
+    def try_frame(self, frame: bytes) -> bool:
+        """Take one binary message at once, in the connection's read callback (True), or leave it
+        to :meth:`on_frame` (False); must not block.  Offered only while the reader waits, with
+        ``last_seen`` already stamped, on peers that can (:class:`TapPeer`).  The default takes
+        none."""
+        return False
+
     async def on_tick(self, now: float) -> None:
-        """Every monitor tick."""
+        """Every monitor tick, and at :meth:`next_due`."""
+
+    def next_due(self) -> float | None:
+        """When :meth:`on_tick` has work next (None: nothing but the tick); call :meth:`nudge`
+        when it moved earlier."""
+        return None
+
+    def nudge(self) -> None:
+        """:meth:`next_due` may have moved earlier than the monitor's nap: wake it to plan again."""
+        alarm = self._alarm
+        if alarm is not None and (due := self.next_due()) is not None and due < self._alarm_at:
+            _ring(alarm)
 
     async def before_close(self) -> None:
         """The peer closed: release what the adapter holds back."""
@@ -286,18 +323,25 @@ class WsCall(abc.ABC, Generic[S]):
 
     async def run(self) -> None:
         self.last_seen = self.last_audio = self.started_at = self.clock.now()
-        async with TaskScope(f"{self.label}[{self.call_id}]") as scope:
-            reader = scope.spawn(self._reader(), name="reader")
-            writer = scope.spawn(self._writer(), name="writer")
-            scope.spawn(self._monitor(), name="monitor")
-            for name, coro in self.extra_tasks().items():
-                scope.spawn(coro, name=name)
-            await writer
-            self.writer_done()
-            if not reader.done():
-                with contextlib.suppress(DeadlineExceeded):  # the close handshake may not finish: fine
-                    await bounded(self.clock, self.cfg.close_grace, asyncio.shield(reader), "close handshake")
-            scope.cancel()
+        # caller audio taken in the read callback: no reader wake-up per 20 ms frame
+        peer = self.peer
+        tapped = type(self).try_frame is not WsCall.try_frame and isinstance(peer, TapPeer) and peer.tap(self._tapped)
+        try:
+            async with TaskScope(f"{self.label}[{self.call_id}]") as scope:
+                reader = scope.spawn(self._reader(), name="reader")
+                writer = scope.spawn(self._writer(), name="writer")
+                scope.spawn(self._monitor(), name="monitor")
+                for name, coro in self.extra_tasks().items():
+                    scope.spawn(coro, name=name)
+                await writer
+                self.writer_done()
+                if not reader.done():
+                    with contextlib.suppress(DeadlineExceeded):  # the close handshake may not finish: fine
+                        await bounded(self.clock, self.cfg.close_grace, asyncio.shield(reader), "close handshake")
+                scope.cancel()
+        finally:
+            if tapped and isinstance(peer, TapPeer):
+                peer.tap(None)
         await self.finish()
 
     # --- reader ----------------------------------------------------------------------------
@@ -314,11 +358,22 @@ class WsCall(abc.ABC, Generic[S]):
             if self.feeding:
                 await self.on_frame(frame)
 
+    def _tapped(self, frame: bytes) -> bool:
+        if not self.feeding:
+            return False
+        self.last_seen = self.clock.now()
+        try:
+            return self.try_frame(frame)
+        except Exception:
+            # the reader's on_frame gets the frame instead (and fails the call in its task if it
+            # fails there too); never an exception in the connection's read callback
+            log.exception("%s call %s: a frame failed in the read callback", self.label, self.call_id)
+            return False
+
     def audio_in(self, pcm: bytes, rate: int, at: float) -> None:
         """Caller audio to the core (drop-oldest: never waits)."""
-        events = self.ends.events
-        if not events.closed:
-            events.try_send(WireAudio(pcm, rate, next(self.seq), at))
+        if not self.ends.events.closed:
+            self.ends.audio.send(WireAudio(pcm, rate, next(self.seq), at))
 
     def hung_up(self) -> None:
         """The peer hung up (its stop message was queued): stop feeding the core."""
@@ -459,10 +514,14 @@ class WsCall(abc.ABC, Generic[S]):
         cfg, clock = self.cfg, self.clock
         tick = self.tick()
         next_ping = clock.now() + cfg.ping_interval
+        next_check = clock.now() + tick
         while True:
-            await clock.sleep(tick)
+            await self._nap(next_check)
             now = clock.now()
             await self.on_tick(now)
+            if now < next_check:
+                continue  # woken for the adapter's due work: the limits keep their tick
+            next_check = now + tick
             since = self.writing_since
             if since is not None:
                 ending = self.ends.ended.is_set() or self.shutdown.is_set() or self.fatal is not None
@@ -484,6 +543,20 @@ class WsCall(abc.ABC, Generic[S]):
                 except (PeerClosed, DeadlineExceeded):
                     continue
                 asyncio.ensure_future(pong).add_done_callback(self._on_pong)
+
+    async def _nap(self, until: float) -> None:
+        """Sleep until ``until`` or the adapter's :meth:`next_due`, whichever comes first (or a
+        :meth:`nudge`)."""
+        due = self.next_due()
+        at = until if due is None else min(until, due)
+        alarm: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = call_at(self.clock, at, lambda: _ring(alarm))
+        self._alarm, self._alarm_at = alarm, at
+        try:
+            await alarm
+        finally:
+            timer.cancel()
+            self._alarm = None
 
     def _overdue(self, now: float) -> bool:
         """Apply the call's time limits; True when one ended the call."""
