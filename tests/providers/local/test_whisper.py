@@ -13,6 +13,7 @@ from brisvox.providers.local.whisper import (
     WhisperConfig,
     WhisperStt,
     WhisperSttSession,
+    _loops,
     _Model,
 )
 from brisvox.providers.stt import SttConfig, SttEvent, Transcript
@@ -148,3 +149,22 @@ def test_the_encoder_window_is_between_one_second_and_whispers_30() -> None:
     for bad in (0.5, 31.0):
         with pytest.raises(ConfigError, match="window_seconds"):
             WhisperConfig(window_seconds=bad)
+
+
+def test_a_short_answer_after_seconds_of_quiet_is_heard_once_in_the_short_window() -> None:
+    # A segment holds the caller's quiet while the bot spoke: 9 s of it before "Yes." sent the
+    # decoder into "Yes. Yes. ..." until the window started just before the words and its tail
+    # was padded as audio (quiet), not as zero features.
+    config = _model_or_skip()
+    model = _Model(config, config.resolve_dir())
+    for quiet, sentence in ((9.0, "Yes."), (7.0, SENTENCES[1])):
+        heard = model.transcribe(bytes(2 * round(quiet * 16000)) + espeak_pcm16(sentence)).text
+        assert word_accuracy(sentence, heard) == 1.0, heard
+        assert model.encoded_frames == 1000 and model.full_retries == 0
+
+
+def test_a_decoder_loop_is_told_by_how_well_the_text_compresses() -> None:
+    assert _loops("Yes. " * 20)
+    assert _loops("What time do you open? " * 5)
+    assert not _loops("Yes.") and not _loops("A table for two tomorrow at seven, please.")
+    assert not _loops(SENTENCES[0] + " " + SENTENCES[1])

@@ -39,6 +39,7 @@ import logging
 import math
 import os
 import threading
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,7 @@ _JOBS = 4  # finalized segments waiting for the model, per session
 # (about -60 dBFS), below soft speech.
 SOUND_DBFS = -50.0
 _HOP = 160  # samples per feature frame
+_LEAD = 0.3  # seconds of quiet kept before a segment's first sound with a short encoder window
 _FULL_WINDOW = 3000  # frames: Whisper's 30 s
 MAX_PROMPT_CHARS = 600  # Whisper keeps at most 223 prompt tokens; a longer prompt would be cut silently
 
@@ -154,6 +156,7 @@ class _Model:
         self._frames = threading.local()
         self._window = 2 * math.ceil(config.window_seconds * SAMPLE_RATE / _HOP / 2)  # even: the encoder halves it
         self.encoded_frames = 0  # the last encoder input, in feature frames (100 a second)
+        self.full_retries = 0  # decodes the window sent into a loop, done again in 30 s
         full_encode = self._model.encode
 
         def encode(features: Any) -> Any:
@@ -164,9 +167,28 @@ class _Model:
         self._model.encode = encode
 
     def transcribe(self, pcm: bytes) -> _Result:
-        frames = len(pcm) // 2 // _HOP
-        self._frames.cut = min(_FULL_WINDOW, max(self._window, frames + frames % 2))
         audio = pcm16_to_float(pcm)
+        if self._window < _FULL_WINDOW:
+            # A segment is all the audio since the last stop: seconds of the caller's quiet
+            # while the bot spoke, then the words.  In a short window that quiet crowds the words
+            # and the decoder loops ("Yes. Yes. Yes. ..."), so the window starts just before them.
+            audio = audio[_first_sound(audio) :]
+        result = self._decode(audio, self._window)
+        if self._window < _FULL_WINDOW and _loops(result.text):
+            self.full_retries += 1  # the window misled the decoder: Whisper's own 30 s
+            log.info("local-whisper: the decode of %.1f s looped in the short window; decoded again in 30 s",
+                     len(audio) / SAMPLE_RATE)
+            result = self._decode(audio, _FULL_WINDOW)
+        return result
+
+    def _decode(self, audio: np.ndarray, window: int) -> _Result:
+        frames = len(audio) // _HOP
+        if frames < window < _FULL_WINDOW:
+            # Padded as audio, so the window's tail is the log-mel of quiet, as Whisper was
+            # trained (faster-whisper pads the features with zeros, a level of its own).
+            audio = np.pad(audio, (0, window * _HOP - len(audio)))
+            frames = window
+        self._frames.cut = min(_FULL_WINDOW, max(window, frames + frames % 2))
         segments, _info = self._model.transcribe(
             audio,
             language=self._config.language,
@@ -185,6 +207,27 @@ class _Model:
         text = " ".join(t for t in texts if t)
         confidence = math.exp(sum(logprobs) / len(logprobs)) if logprobs else None
         return _Result(text, confidence)
+
+
+def _first_sound(audio: np.ndarray) -> int:
+    """The sample ``_LEAD`` seconds before the first 20 ms window louder than ``SOUND_DBFS``
+    (0 when there is none: a segment with no sound is decoded whole)."""
+    win = SAMPLE_RATE // 50
+    n = len(audio) // win
+    if n == 0:
+        return 0
+    power = np.mean(np.square(audio[: n * win].reshape(n, win), dtype=np.float64), axis=1)
+    loud = np.flatnonzero(power > 10.0 ** (SOUND_DBFS / 10.0))
+    if len(loud) == 0:
+        return 0
+    return max(0, int(loud[0]) * win - round(_LEAD * SAMPLE_RATE))
+
+
+def _loops(text: str) -> bool:
+    """Whisper's own test for a decoder stuck repeating itself: the text compresses more than
+    2.4 times (faster-whisper's ``compression_ratio_threshold``)."""
+    raw = text.encode()
+    return len(raw) > 24 and len(raw) / len(zlib.compress(raw)) > 2.4
 
 
 class WhisperStt(SttProvider):
