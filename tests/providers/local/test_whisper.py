@@ -131,7 +131,7 @@ async def test_the_prompt_reaches_whisper_as_the_text_before_each_segment(monkey
 
 def test_the_encoder_sees_the_window_not_whispers_30_s_and_a_longer_segment_whole() -> None:
     # The encoder is nearly all of a decode's cost: 10 s of features instead of 30 took tiny.en
-    # from 0.54 to 0.15 CPU-s a sentence with no more word errors (bench/whisper_models.py).
+    # from about 0.5 to 0.14 CPU-s a sentence with fewer word errors (bench/whisper_models.py).
     config = _model_or_skip()
     model = _Model(config, config.resolve_dir())
     sentence = SENTENCES[1]

@@ -9,7 +9,7 @@ sound is transcribed whole).
 
 The encoder, nearly all of a decode's cost, sees ``WhisperConfig.window_seconds`` (10 s) of
 features, not Whisper's 30 s: a shorter segment is padded to the window, a longer one encoded
-whole (0.54 -> 0.15 CPU-s a sentence, docs/DEMO.md).
+whole (0.49-0.58 -> 0.14 CPU-s a sentence, docs/MODELS.md).
 
 Decoding while the caller speaks: every decode costs the whole window whatever the audio's
 length, so decoding only the tail at the end would save little.  Instead the
@@ -93,9 +93,9 @@ class WhisperConfig:
     trailing_quiet: float | None = 0.08
     # The encoder's window: a segment shorter than this is padded to it, not to Whisper's 30 s
     # (a longer one is encoded whole).  The encoder is nearly all of a decode's cost and scales
-    # with the window: tiny.en took 0.54 CPU-s a sentence at 30 s, 0.15 at 10 s, with no more
-    # word errors on the demo's sentences (bench/whisper_models.py --windows; a window of about
-    # the audio alone sends the decoder into repetition loops).  30.0 is Whisper's own.
+    # with the window: tiny.en took 0.49-0.58 CPU-s a sentence at 30 s, 0.14 at 10 s, with fewer
+    # word errors on the demo's sentences (bench/whisper_models.py --windows; below about 8 s the
+    # decoder falls into repetition loops).  30.0 is Whisper's own.
     window_seconds: float = 10.0
     # Seconds of new sound between interim decodes while the caller speaks (None: none).
     # Each costs a whole decode: on a loaded machine one in flight when the caller stops
