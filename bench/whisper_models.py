@@ -7,7 +7,12 @@ without the agent's vocabulary as the initial prompt (:data:`DEMO_PROMPT`).  Pri
 and times normalized: "2" and "two", "7:00" and "seven" count the same), the median and the
 95th percentile of the transcription time, and each sentence it got wrong.
 
-Usage: ``python bench/whisper_models.py DIR [DIR ...]`` (default: the fetched tiny.en).  Times are wall-clock on this machine, shared with other work: the
+Each is run through the local STT's own model wrapper, once per encoder window given
+(``--windows``, seconds; ``WhisperConfig.window_seconds``: the audio is padded to the window, not
+to Whisper's 30 s, and the encoder's cost scales with it); the CPU time of each transcription
+(process time, so the shared machine's load does not count) is printed with the wall time.
+
+Usage: ``python bench/whisper_models.py [DIR ...] [--windows 30 10]`` (default: the fetched tiny.en).  Times are wall-clock on this machine, shared with other work: the
 load average is printed with them; compare models within one run.
 """
 
@@ -22,7 +27,7 @@ import sys
 import tempfile
 import tomllib
 from pathlib import Path
-from time import perf_counter
+from time import perf_counter, process_time
 
 import numpy as np
 
@@ -84,36 +89,34 @@ def speak(text: str, voice: str, out: Path) -> np.ndarray:
     return np.frombuffer(raw, dtype="<i2").astype(np.float32) / 32768.0
 
 
-def run(dirs: list[Path]) -> int:
-    from faster_whisper import WhisperModel  # type: ignore[import-untyped]
+def run(dirs: list[Path], windows: list[float]) -> int:
+    from brisvox.providers.local.whisper import WhisperConfig, _Model
 
     with tempfile.TemporaryDirectory() as tmp:
         clips = [(s, v, speak(s, v, Path(tmp))) for s in SENTENCES for v in VOICES]
-    for directory in dirs:
-        model = WhisperModel(str(directory), device="cpu", compute_type="int8", cpu_threads=2, num_workers=1)
-        for prompt in (None, DEMO_PROMPT):
-            errors = total = 0
-            times: list[float] = []
-            wrong: list[str] = []
-            for sentence, voice, audio in clips:
-                start = perf_counter()
-                segments, _ = model.transcribe(audio, language="en", beam_size=1, temperature=0.0, vad_filter=False,
-                                               condition_on_previous_text=False, without_timestamps=True,
-                                               initial_prompt=prompt)
-                heard = " ".join(s.text.strip() for s in segments)
-                times.append(perf_counter() - start)
-                ref, hyp = words(sentence), words(heard)
-                n = edits(ref, hyp)
-                errors += n
-                total += len(ref)
-                if n:
-                    wrong.append(f"    {voice}: {sentence!r} -> {heard!r}")
-            times.sort()
-            p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-            how = "with the agent's vocabulary as prompt" if prompt else "no prompt"
-            print(f"{directory.name} ({how}): WER {errors / total:.1%} ({errors}/{total} words), "
-                  f"time p50 {statistics.median(times):.2f} s, p95 {p95:.2f} s")
-            print("\n".join(wrong))
+    for directory, window, prompt in ((d, w, p) for d in dirs for w in windows for p in (None, DEMO_PROMPT)):
+        model = _Model(WhisperConfig(model_dir=directory, threads=1, prompt=prompt, window_seconds=window), directory)
+        errors = total = 0
+        times: list[float] = []
+        cpu: list[float] = []
+        wrong: list[str] = []
+        for sentence, voice, audio in clips:
+            start, start_cpu = perf_counter(), process_time()
+            heard = model.transcribe((audio * 32767).astype("<i2").tobytes()).text
+            times.append(perf_counter() - start)
+            cpu.append(process_time() - start_cpu)
+            ref, hyp = words(sentence), words(heard)
+            n = edits(ref, hyp)
+            errors += n
+            total += len(ref)
+            if n:
+                wrong.append(f"    {voice}: {sentence!r} -> {heard!r}")
+        times.sort()
+        p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+        how = "with the agent's vocabulary as prompt" if prompt else "no prompt"
+        print(f"{directory.name} ({how}, {window:g} s window): WER {errors / total:.1%} ({errors}/{total} words), "
+              f"time p50 {statistics.median(times):.2f} s, p95 {p95:.2f} s, CPU p50 {statistics.median(cpu):.2f} s")
+        print("\n".join(wrong))
     print(f"load average: {os.getloadavg()[0]:.2f} (2 cores, shared with other work)")
     return 0
 
@@ -121,8 +124,9 @@ def run(dirs: list[Path]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dirs", nargs="*", type=Path)
+    parser.add_argument("--windows", nargs="+", type=float, default=[30.0, 10.0], help="encoder windows, seconds")
     args = parser.parse_args(argv)
-    return run(args.dirs or [model_path(WHISPER_TINY_EN[0]).parent])
+    return run(args.dirs or [model_path(WHISPER_TINY_EN[0]).parent], args.windows)
 
 
 if __name__ == "__main__":

@@ -563,3 +563,23 @@ async def test_a_final_3_5_s_after_the_stop_ends_the_held_turn_answered_once_as_
     assert ended.reason is TurnEndReason.FALLBACK and ended.speech_ended is not None
     assert ended.at - ended.speech_ended == pytest.approx(0.3 + 3.5, abs=0.1)  # the VAD's hangover, then the final
     assert {epoch for _, epoch in result.audio_at()} == {0}
+
+
+async def test_a_punctuated_final_that_comes_after_the_minimum_pause_ends_the_turn_when_it_comes() -> None:
+    """The demo's policy with Smart Turn calling the flat voice unfinished and Whisper's final
+    0.7 s after the VAD's stop: the turn ends on the final itself, not a grace after it (the
+    grace counts from the end of speech, which the final is already past)."""
+    from brisvox.agent.turn import Adaptive
+    from brisvox.engine.events import TurnEnded
+
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("A table for two tomorrow at seven.", duration=1.8).pause(5.0).build()
+    llm = ScriptedLlm(clock, [[Say("Let me check that for you.")]])
+    events: list[EngineEvent] = []
+    stt = MockStt.for_scenario(clock, scenario, final_latencies=(0.7,))
+    await simulate(clock, scenario, llm, config=EngineConfig(turn=Adaptive(require_final=True)), stt=stt,
+                   end_of_turn=FixedVerdict(clock, False), observer=CallObserver(listener=events.append))
+    (ended,) = [e for e in events if isinstance(e, TurnEnded)]
+    assert ended.reason is TurnEndReason.FINAL and ended.speech_ended is not None
+    assert ended.at - ended.speech_ended == pytest.approx(0.3 + 0.7, abs=0.05)  # the VAD's hangover, then the final
+    assert len(llm.requests) == 1

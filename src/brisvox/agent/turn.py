@@ -13,9 +13,9 @@ confirms it at once.
 
 Policies: :class:`FixedSilence` (the turn ends ``silence`` after the backdated VAD stop)
 and :class:`Adaptive` (a Smart Turn verdict per stop, STT finals, ``require_final``,
-``final_grace``, a punctuated final shortening the wait to ``punctuated_grace``, no early end
-within ``min_pause`` of the stop, and a fallback deadline, held for a pause's own final up to
-``final_timeout`` with ``require_final``).
+``final_grace``, a punctuated final ending the pause when it comes but not before
+``punctuated_grace`` after the stop, no early end within ``min_pause`` of the stop, and a
+fallback deadline, held for a pause's own final up to ``final_timeout`` with ``require_final``).
 
 A turn that ends before its last STT final (the fallback beat a slow STT) is completed by
 that final when it brings words and the caller is silent: a turn in the next epoch, ended at
@@ -111,9 +111,9 @@ _log = logging.getLogger(__name__)
 
 DEFAULT_FALLBACK_SILENCE = 3.0
 DEFAULT_FINAL_GRACE = 0.8
-# The wait after a final that ends a sentence: short, because the STT's final already comes
-# some time after the stop (Whisper decodes the utterance), and a caller who goes on resumes
-# the pause before it (docs/DEMO.md measures what it saves).
+# The shortest pause (from the stop) that a final ending a sentence ends: the final itself
+# comes a decode after the stop (Whisper), and a caller who goes on resumes the pause whenever
+# the final comes, so the wait is counted from the stop (docs/DEMO.md measures what it saves).
 DEFAULT_PUNCTUATED_GRACE = 0.3
 # The shortest pause (from the end of speech) that Smart Turn's "complete" or a punctuated
 # final may end: a caller's breath inside a request ("A table for two, tomorrow at seven |
@@ -168,9 +168,10 @@ class Adaptive:
     """Smart Turn verdicts plus STT finals, bounded by ``fallback_silence``.
 
     ``final_grace``: with ``require_final``, how long after a complete verdict the turn waits
-    for the pause's final.  ``punctuated_grace``: how long after a final that ends a sentence
-    (``. ? ! …``) the turn waits for more words when Smart Turn has not called it complete; an
-    unpunctuated final waits for the verdict or the fallback.  ``min_pause``: no turn ends
+    for the pause's final.  ``punctuated_grace``: a final that ends a sentence (``. ? ! …``) ends
+    the pause when it comes, but no sooner than this after the stop (counted from the stop, not
+    the final: the VAD hears a caller who goes on whenever the final comes), when Smart Turn has
+    not called it complete; an unpunctuated final waits for the verdict or the fallback.  ``min_pause``: no turn ends
     on a verdict or a punctuated final sooner than this after the (backdated) VAD stop, so a
     caller who draws breath inside a request keeps the turn (only the fallback ends sooner,
     when it is shorter).  ``final_timeout`` (only with ``require_final``): a pause whose own
@@ -514,7 +515,10 @@ class TurnMachine:
             elif floor <= fallback:
                 p.deadline, p.reason = floor, EndReason.VERDICT
         elif p.final_at is not None and p.final_punctuated:
-            grace = max(clamped_after(p.final_at, policy.punctuated_grace), floor)
+            # Counted from the stop, not from the final: a caller who goes on is heard by the
+            # VAD whenever the final comes, so a wait after a late final only added its length
+            # to the turn (0.3 s of every such turn on the demo machine, docs/DEMO.md).
+            grace = max(p.final_at, clamped_after(p.stop_at, policy.punctuated_grace), floor)
             if grace < fallback:
                 p.deadline, p.reason = grace, EndReason.STT_PUNCTUATION
         if policy.require_final and p.final_at is None:

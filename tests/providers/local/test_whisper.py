@@ -8,7 +8,14 @@ from brisvox.core.clock import SimClock
 from brisvox.core.errors import ConfigError
 from brisvox.core.tasks import TaskScope
 from brisvox.providers.errors import ProviderError, ProviderErrorKind
-from brisvox.providers.local.whisper import MAX_PROMPT_CHARS, WhisperConfig, WhisperStt, WhisperSttSession
+from brisvox.providers.local.whisper import (
+    MAX_PROMPT_CHARS,
+    WhisperConfig,
+    WhisperStt,
+    WhisperSttSession,
+    _loops,
+    _Model,
+)
 from brisvox.providers.stt import SttConfig, SttEvent, Transcript
 from brisvox.sim.accuracy import word_accuracy
 from tests.providers.local._speech import espeak_pcm16
@@ -108,6 +115,9 @@ async def test_the_prompt_reaches_whisper_as_the_text_before_each_segment(monkey
             seen.append(kwargs.get("initial_prompt"))
             return [], None
 
+        def encode(self, features: object) -> object:
+            return features
+
     monkeypatch.setattr(faster_whisper, "WhisperModel", Recording)
     config = _model_or_skip()
     for prompt in ("Lokanta Deniz. A table for two.", None):
@@ -117,3 +127,44 @@ async def test_the_prompt_reaches_whisper_as_the_text_before_each_segment(monkey
         finally:
             await stt.aclose()
     assert seen == ["Lokanta Deniz. A table for two.", None]
+
+
+def test_the_encoder_sees_the_window_not_whispers_30_s_and_a_longer_segment_whole() -> None:
+    # The encoder is nearly all of a decode's cost: 10 s of features instead of 30 took tiny.en
+    # from about 0.5 to 0.14 CPU-s a sentence with fewer word errors (bench/whisper_models.py).
+    config = _model_or_skip()
+    model = _Model(config, config.resolve_dir())
+    sentence = SENTENCES[1]
+    heard = model.transcribe(espeak_pcm16(sentence)).text
+    assert model.encoded_frames == 1000  # 10 s of 10 ms frames
+    assert word_accuracy(sentence, heard) >= ACCURACY_FLOOR, heard
+    model.transcribe(bytes(2 * (12 * 16000 + 50)))  # 12 s and half a frame: encoded whole, an even count
+    assert model.encoded_frames == 1200
+    whole = _Model(WhisperConfig(window_seconds=30.0), config.resolve_dir())
+    whole.transcribe(espeak_pcm16(sentence))
+    assert whole.encoded_frames == 3000
+
+
+def test_the_encoder_window_is_between_one_second_and_whispers_30() -> None:
+    for bad in (0.5, 31.0):
+        with pytest.raises(ConfigError, match="window_seconds"):
+            WhisperConfig(window_seconds=bad)
+
+
+def test_a_short_answer_after_seconds_of_quiet_is_heard_once_in_the_short_window() -> None:
+    # A segment holds the caller's quiet while the bot spoke: 9 s of it before "Yes." sent the
+    # decoder into "Yes. Yes. ..." until the window started just before the words and its tail
+    # was padded as audio (quiet), not as zero features.
+    config = _model_or_skip()
+    model = _Model(config, config.resolve_dir())
+    for quiet, sentence in ((9.0, "Yes."), (7.0, SENTENCES[1])):
+        heard = model.transcribe(bytes(2 * round(quiet * 16000)) + espeak_pcm16(sentence)).text
+        assert word_accuracy(sentence, heard) == 1.0, heard
+        assert model.encoded_frames == 1000 and model.full_retries == 0
+
+
+def test_a_decoder_loop_is_told_by_how_well_the_text_compresses() -> None:
+    assert _loops("Yes. " * 20)
+    assert _loops("What time do you open? " * 5)
+    assert not _loops("Yes.") and not _loops("A table for two tomorrow at seven, please.")
+    assert not _loops(SENTENCES[0] + " " + SENTENCES[1])

@@ -7,9 +7,12 @@ when the segment was too short): the transcript of the buffered segment up to
 ``WhisperConfig.trailing_quiet`` after its last sound (an energy gate; a segment with no
 sound is transcribed whole).
 
-Decoding while the caller speaks: every decode costs Whisper's whole 30 s encoder window
-(about 0.6 s of the 0.65 to 0.95 s of a 1.6 to 6.4 s utterance on the shared 2-core
-machine, docs/DEMO.md), so decoding only the tail at the end would save little.  Instead the
+The encoder, nearly all of a decode's cost, sees ``WhisperConfig.window_seconds`` (10 s) of
+features, not Whisper's 30 s: a shorter segment is padded to the window, a longer one encoded
+whole (0.49-0.58 -> 0.14 CPU-s a sentence, docs/MODELS.md).
+
+Decoding while the caller speaks: every decode costs the whole window whatever the audio's
+length, so decoding only the tail at the end would save little.  Instead the
 session decodes the utterance *early*: as soon as ``trailing_quiet`` of quiet follows a
 sound, before the VAD's stop arrives, and keeps the result; when ``finalize()`` finds the
 same audio (no sound came after it), that result is the final, with no decode left to wait
@@ -35,6 +38,8 @@ import asyncio
 import logging
 import math
 import os
+import threading
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +67,9 @@ _JOBS = 4  # finalized segments waiting for the model, per session
 # A sound, for the trailing-quiet gate: above the floor of a noise-suppressed microphone
 # (about -60 dBFS), below soft speech.
 SOUND_DBFS = -50.0
+_HOP = 160  # samples per feature frame
+_LEAD = 0.3  # seconds of quiet kept before a segment's first sound with a short encoder window
+_FULL_WINDOW = 3000  # frames: Whisper's 30 s
 MAX_PROMPT_CHARS = 600  # Whisper keeps at most 223 prompt tokens; a longer prompt would be cut silently
 
 
@@ -83,6 +91,12 @@ class WhisperConfig:
     # the early decode usually covers exactly what finalize() transcribes).  None: no gate,
     # no early decode (the whole buffer is transcribed at finalize, as before 2026-12-04).
     trailing_quiet: float | None = 0.08
+    # The encoder's window: a segment shorter than this is padded to it, not to Whisper's 30 s
+    # (a longer one is encoded whole).  The encoder is nearly all of a decode's cost and scales
+    # with the window: tiny.en took 0.49-0.58 CPU-s a sentence at 30 s, 0.14 at 10 s, with fewer
+    # word errors on the demo's sentences (bench/whisper_models.py --windows; below about 8 s the
+    # decoder falls into repetition loops).  30.0 is Whisper's own.
+    window_seconds: float = 10.0
     # Seconds of new sound between interim decodes while the caller speaks (None: none).
     # Each costs a whole decode: on a loaded machine one in flight when the caller stops
     # delays the final (docs/DEMO.md measures it), hence off by default.
@@ -101,6 +115,8 @@ class WhisperConfig:
             raise ConfigError(f"WhisperConfig.partial_every must be in [0.2, 10] s or None, got {self.partial_every}")
         if self.partial_every is not None and self.trailing_quiet is None:
             raise ConfigError("WhisperConfig.partial_every needs trailing_quiet (the gate that finds the sound)")
+        if not 1.0 <= self.window_seconds <= 30.0:
+            raise ConfigError(f"WhisperConfig.window_seconds must be in [1, 30], got {self.window_seconds}")
         if not 0 < self.max_segment_seconds <= 30.0:
             raise ConfigError(f"WhisperConfig.max_segment_seconds must be in (0, 30], got {self.max_segment_seconds}")
 
@@ -135,9 +151,44 @@ class _Model:
         self._model: Any = WhisperModel(
             str(directory), device="cpu", compute_type=config.compute_type, cpu_threads=config.threads, num_workers=1
         )
+        # faster-whisper pads every segment's features to 30 s before the encoder; the wrapper
+        # cuts them to the window (WhisperConfig.window_seconds), per call, on the decoding thread.
+        self._frames = threading.local()
+        self._window = 2 * math.ceil(config.window_seconds * SAMPLE_RATE / _HOP / 2)  # even: the encoder halves it
+        self.encoded_frames = 0  # the last encoder input, in feature frames (100 a second)
+        self.full_retries = 0  # decodes the window sent into a loop, done again in 30 s
+        full_encode = self._model.encode
+
+        def encode(features: Any) -> Any:
+            cut = getattr(self._frames, "cut", _FULL_WINDOW)
+            self.encoded_frames = min(cut, features.shape[-1])
+            return full_encode(features[..., :cut])
+
+        self._model.encode = encode
 
     def transcribe(self, pcm: bytes) -> _Result:
         audio = pcm16_to_float(pcm)
+        if self._window < _FULL_WINDOW:
+            # A segment is all the audio since the last stop: seconds of the caller's quiet
+            # while the bot spoke, then the words.  In a short window that quiet crowds the words
+            # and the decoder loops ("Yes. Yes. Yes. ..."), so the window starts just before them.
+            audio = audio[_first_sound(audio) :]
+        result = self._decode(audio, self._window)
+        if self._window < _FULL_WINDOW and _loops(result.text):
+            self.full_retries += 1  # the window misled the decoder: Whisper's own 30 s
+            log.info("local-whisper: the decode of %.1f s looped in the short window; decoded again in 30 s",
+                     len(audio) / SAMPLE_RATE)
+            result = self._decode(audio, _FULL_WINDOW)
+        return result
+
+    def _decode(self, audio: np.ndarray, window: int) -> _Result:
+        frames = len(audio) // _HOP
+        if frames < window < _FULL_WINDOW:
+            # Padded as audio, so the window's tail is the log-mel of quiet, as Whisper was
+            # trained (faster-whisper pads the features with zeros, a level of its own).
+            audio = np.pad(audio, (0, window * _HOP - len(audio)))
+            frames = window
+        self._frames.cut = min(_FULL_WINDOW, max(window, frames + frames % 2))
         segments, _info = self._model.transcribe(
             audio,
             language=self._config.language,
@@ -156,6 +207,27 @@ class _Model:
         text = " ".join(t for t in texts if t)
         confidence = math.exp(sum(logprobs) / len(logprobs)) if logprobs else None
         return _Result(text, confidence)
+
+
+def _first_sound(audio: np.ndarray) -> int:
+    """The sample ``_LEAD`` seconds before the first 20 ms window louder than ``SOUND_DBFS``
+    (0 when there is none: a segment with no sound is decoded whole)."""
+    win = SAMPLE_RATE // 50
+    n = len(audio) // win
+    if n == 0:
+        return 0
+    power = np.mean(np.square(audio[: n * win].reshape(n, win), dtype=np.float64), axis=1)
+    loud = np.flatnonzero(power > 10.0 ** (SOUND_DBFS / 10.0))
+    if len(loud) == 0:
+        return 0
+    return max(0, int(loud[0]) * win - round(_LEAD * SAMPLE_RATE))
+
+
+def _loops(text: str) -> bool:
+    """Whisper's own test for a decoder stuck repeating itself: the text compresses more than
+    2.4 times (faster-whisper's ``compression_ratio_threshold``)."""
+    raw = text.encode()
+    return len(raw) > 24 and len(raw) / len(zlib.compress(raw)) > 2.4
 
 
 class WhisperStt(SttProvider):
