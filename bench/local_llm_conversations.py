@@ -48,7 +48,7 @@ from brisvox.server.demo_llm import scripted_demo_llm
 from brisvox.testing import AgentTest
 
 sys.path.insert(0, str(DEMO_DIR))
-import restaurant_agent  # noqa: E402  (the demo's tools, next to its agent file)
+import restaurant_agent
 
 CONFIRM = "confirm_pending"
 CHECK = "check_availability"
