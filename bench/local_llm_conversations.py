@@ -141,16 +141,23 @@ def looked_up(*slots: dict[str, Any]) -> Check:
     return check
 
 
+def _unchecked(seen: Seen, slot: dict[str, Any]) -> str | None:
+    """The fallback line, or ``slot`` never looked up (None: neither)."""
+    if (bad := _failed(seen)) is not None:
+        return bad
+    if not any(dict(u.arguments or {}) == slot for u in seen.calls(CHECK)):
+        return f"never looked {slot} up; calls: {_shown([t for turn in seen.turns for t in turn.tools])}"
+    return None
+
+
 def booked(name: str, slot: dict[str, Any]) -> Check:
     """The last turn is the caller's yes: looked up first, then booked exactly once, in that
     turn, with the caller's name and the slot."""
 
     def check(seen: Seen) -> str | None:
-        if (bad := _failed(seen)) is not None:
+        if (bad := _unchecked(seen, slot)) is not None:
             return bad
         every = [t for turn in seen.turns for t in turn.tools]
-        if not any(dict(u.arguments or {}) == slot for u in seen.calls(CHECK)):
-            return f"never looked {slot} up; calls: {_shown(every)}"
         before_yes = seen.turns[-2].bookings_after if len(seen.turns) > 1 else 0
         if before_yes:
             return f"booked {before_yes} before the yes"
@@ -169,11 +176,9 @@ def declined(slot: dict[str, Any]) -> Check:
     """Looked up, the booking held at the gate, then nothing booked after the caller's no."""
 
     def check(seen: Seen) -> str | None:
-        if (bad := _failed(seen)) is not None:
+        if (bad := _unchecked(seen, slot)) is not None:
             return bad
         every = [t for turn in seen.turns for t in turn.tools]
-        if not any(dict(u.arguments or {}) == slot for u in seen.calls(CHECK)):
-            return f"never looked {slot} up; calls: {_shown(every)}"
         if not any(u.outcome == "confirmation_required" for u in seen.calls(BOOK)):
             return f"the booking never reached the gate; calls: {_shown(every)}"
         if seen.bookings:

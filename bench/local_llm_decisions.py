@@ -2,6 +2,9 @@
 
 Each case is a caller's utterance with a short context (earlier turns, tool results) and
 the expected decision: a spoken reply (no tool), or one tool call with its arguments.
+Tool results are rendered as the engine renders them (a tool's value, the confirmation
+gate's ``confirmation_required``), and the tools offered are the engine's (the demo's two
+and ``confirm_pending``), so the cases after a held booking test the gate's instruction.
 The system prompt is the demo agent's (examples/restaurant/agent.toml), or the
 file given with ``--agent``, followed by the date line the cases assume.  The tools are
 the demo's own.  Prints each miss and the rates:
@@ -29,6 +32,8 @@ from time import perf_counter
 from typing import Any
 
 from brisvox.agent import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
+from brisvox.agent.tools._answers import render
+from brisvox.agent.tools.confirm import confirmation_required_body
 from brisvox.engine.rounds import date_note
 from brisvox.providers.llm import Done, LlmError, LlmRequest, TextDelta, ToolCallDelta
 from brisvox.providers.local.xllama import XLlamaLlm
@@ -60,8 +65,20 @@ def _checked(user: str, date: str, time: str, party: int, free: bool, alternativ
     return (
         UserMessage(text=user),
         AssistantMessage(text="", tool_calls=(ToolCall(id="c1", name="check_availability", arguments=args),)),
-        ToolMessage(call_id="c1", content=json.dumps(result)),
+        ToolMessage(call_id="c1", content=render(result)),  # as the engine renders a tool's value
         AssistantMessage(text=reply),
+    )
+
+
+def _held(name: str, context: tuple[Message, ...], date: str, time: str, party: int) -> tuple[Message, ...]:
+    """``context``, then the caller's name and the booking the confirmation gate held (the
+    engine's own ``confirmation_required`` result)."""
+    args = {"name": name, "date": date, "time": time, "party_size": party}
+    return (
+        *context,
+        UserMessage(text=f"My name is {name}."),
+        AssistantMessage(text="", tool_calls=(ToolCall(id="c2", name="book_table", arguments=args),)),
+        ToolMessage(call_id="c2", content=confirmation_required_body("book_table", "c2")),
     )
 
 
@@ -71,6 +88,11 @@ FREE_4 = _checked("Four people, December 7th at 19:30.", "2026-12-07", "19:30", 
                   "Good news, 19:30 on December 7th is free for four. What name should I put it under?")
 FULL_2 = _checked("Two people tomorrow at eight.", "2026-12-05", "20:00", 2, False, ["18:30", "19:00", "21:00"],
                   "Sorry, 20:00 is full. I can offer 18:30, 19:00 or 21:00.")
+
+HELD_2 = _held("Ayse", FREE_2, "2026-12-05", "19:00", 2)
+ASKED_2 = (*HELD_2, AssistantMessage(text="To confirm: a table for two tomorrow at 19:00 under Ayse. Shall I book it?"))
+HELD_4 = _held("Maria", FREE_4, "2026-12-07", "19:30", 4)
+ASKED_4 = (*HELD_4, AssistantMessage(text="Shall I book 19:30 on December 7th for four, under Maria?"))
 
 CASES: tuple[Case, ...] = (
     # A spoken reply: nothing to look up yet, or nothing to look up at all.
@@ -112,6 +134,12 @@ CASES: tuple[Case, ...] = (
     # A tool result just arrived: tell the caller.
     Case("", TEXT, FREE_2[:3]),
     Case("", TEXT, FULL_2[:3]),
+    # The gate held the booking: ask (text); on the caller's yes confirm it, on a no do not.
+    Case("", TEXT, HELD_2),
+    Case("", TEXT, HELD_4),
+    Case("Yes, please book it.", ("confirm_pending", {"call_id": "c2"}), ASKED_2),
+    Case("Yes.", ("confirm_pending", {"call_id": "c2"}), ASKED_4),
+    Case("No, cancel that.", TEXT, ASKED_2),
 )
 
 
@@ -129,7 +157,8 @@ def _messages(system: str, case: Case) -> tuple[Message, ...]:
 
 async def run(agent: Path, only: int | None) -> int:
     tools = demo_tools()
-    specs = tuple(tools.spec(n) for n in tools.names())
+    # As the engine offers them: the agent's tools and, with a gated one, confirm_pending.
+    specs = tuple(tools.registry(tuple(tools.names()), ("book_table",)).specs())
     system = agent_prompt(agent)
     llm = XLlamaLlm()
     decided = exact = 0
