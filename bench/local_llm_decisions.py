@@ -2,6 +2,9 @@
 
 Each case is a caller's utterance with a short context (earlier turns, tool results) and
 the expected decision: a spoken reply (no tool), or one tool call with its arguments.
+Tool results are rendered as the engine renders them (a tool's value, the confirmation
+gate's ``confirmation_required``), and the tools offered are the engine's (the demo's two
+and ``confirm_pending``), so the cases after a held booking test the gate's instruction.
 The system prompt is the demo agent's (examples/restaurant/agent.toml), or the
 file given with ``--agent``, followed by the date line the cases assume.  The tools are
 the demo's own, behind the agent file's confirmation gate, in a real tool engine: each
@@ -38,6 +41,7 @@ from typing import Any
 
 from brisvox.agent import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
 from brisvox.agent.tools import CallMeta, CancelToken, Outcome, ToolEngine, ToolRegistry
+from brisvox.agent.tools._answers import render
 from brisvox.agent.tools.confirm import confirmation_required_body
 from brisvox.core.clock import SystemClock
 from brisvox.engine.rounds import date_note
@@ -71,7 +75,7 @@ def _checked(user: str, date: str, time: str, party: int, free: bool, alternativ
     return (
         UserMessage(text=user),
         AssistantMessage(text="", tool_calls=(ToolCall(id="c1", name="check_availability", arguments=args),)),
-        ToolMessage(call_id="c1", content=json.dumps(result)),
+        ToolMessage(call_id="c1", content=render(result)),  # as the engine renders a tool's value
         AssistantMessage(text=reply),
     )
 
@@ -95,7 +99,7 @@ PENDING = (*FREE_2,
 BOOKED = (*PENDING,
           UserMessage(text="Yes, please."),
           AssistantMessage(text="", tool_calls=(ToolCall(id="c3", name="confirm_pending", arguments={"call_id": "c2"}),)),
-          ToolMessage(call_id="c3", content=json.dumps({"status": "confirmed", "reservation_id": "R001"})),
+          ToolMessage(call_id="c3", content=render({"status": "confirmed", "reservation_id": "R001"})),
           AssistantMessage(text="Booked: two at 19:00 on 2026-12-05 under Ayse. See you then!"))
 
 

@@ -149,3 +149,15 @@ def test_confirm_tools_can_be_turned_on_for_a_registered_side_effect_tool() -> N
         reg.require_confirmation("look")
     with pytest.raises(RegistryError):
         reg.require_confirmation(CONFIRM_PENDING)
+
+
+def test_the_confirmation_result_is_compact_json_that_still_names_the_call_to_confirm() -> None:
+    from brisvox.agent.tools.confirm import confirmation_required_body
+
+    text = confirmation_required_body("book_table", "t3.0")
+    assert ": " not in text.split('"message"')[0] and '","' in text  # no blanks between fields
+    b = json.loads(text)
+    assert (b["status"], b["tool"], b["call_id"]) == ("confirmation_required", "book_table", "t3.0")
+    assert "confirm_pending" in b["message"] and "call_id" in b["message"]
+    # Every word is prompt the next round evaluates: the first wording was 400 characters.
+    assert len(b["message"]) < 200

@@ -303,7 +303,7 @@ async def test_a_read_only_result_over_the_limit_is_result_too_large_and_exactly
     reg = ToolRegistry()
     reg.register(spec("at"), scripted(probe, "at", result="é" * 5))  # 10 bytes
     reg.register(spec("over"), scripted(probe, "over", result="é" * 5 + "x"))
-    reg.register(spec("json_at"), scripted(probe, "json_at", result={"k": "12"}))  # {"k": "12"} = 11 bytes
+    reg.register(spec("json_at"), scripted(probe, "json_at", result={"k": "123"}))  # {"k":"123"} = 11 bytes
     async with engine(reg, clock, max_result_bytes=10) as eng:
         ex = await eng.execute([call("t1.0", "at"), call("t1.1", "over"), call("t1.2", "json_at")], 1, CancelToken())
         assert ex.results[0].content == "é" * 5 and not ex.results[0].is_error
@@ -354,3 +354,15 @@ async def test_append_to_is_all_or_nothing_and_leaves_the_execution_pending_on_e
             ex.append_to(ctx)
         assert len(ctx) == 1 and not ex.is_delivered
         ex.discard()
+
+
+async def test_a_tools_value_reaches_the_model_as_compact_json() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    reg = ToolRegistry()
+    value = {"free": True, "date": "2026-12-05", "alternatives": ["18:00", "21:00"], "note": "çok iyi"}
+    reg.register(spec("look"), scripted(probe, "look", result=value))
+    async with engine(reg, clock) as eng:
+        ex = await eng.execute([call("t1.0", "look")], 1, CancelToken())
+        assert ex.results[0].content == '{"free":true,"date":"2026-12-05","alternatives":["18:00","21:00"],"note":"çok iyi"}'
+        ex.mark_delivered()

@@ -18,10 +18,11 @@ trace = logging.getLogger("brisvox.tools")
 
 
 def render(value: Any) -> str:
-    """A tool's value as the text the model reads (a ``str`` as is, anything else as JSON)."""
+    """A tool's value as the text the model reads (a ``str`` as is, anything else as compact
+    JSON: no blanks after separators, which are prompt tokens the next round pays for)."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def delivered_of(value: Any) -> tuple[str, ...]:

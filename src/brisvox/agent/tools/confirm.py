@@ -35,21 +35,22 @@ MAX_PENDING_CONFIRMATIONS = 8
 
 
 def confirmation_required_body(tool: str, call_id: str) -> str:
-    """The (non-error) result that answers a gated call."""
+    """The (non-error) result that answers a gated call: compact JSON, the instruction in one
+    short sentence pair (every token of it is prompt the next round evaluates: the first
+    wording's 60 words cost a local model seconds, docs/DECISIONS.md).  The gate itself is
+    the engine's (:meth:`Confirmations.take`); the text tells the model how to use it."""
     return json.dumps(
         {
             "status": "confirmation_required",
             "tool": tool,
             "call_id": call_id,
             "message": (
-                "Nothing has been done yet: this action needs the user's confirmation first. Describe to "
-                "the user exactly what you are about to do and ask whether to go ahead. Call "
-                "confirm_pending with this call_id only if the user clearly agrees in their next reply. "
-                "If they decline, change the request or talk about something else, do not call it. "
-                "Never confirm on the user's behalf."
+                "Not done yet. Tell the user what you will do and ask if you should go ahead; call "
+                "confirm_pending with this call_id only if their next reply clearly says yes."
             ),
         },
         ensure_ascii=False,
+        separators=(",", ":"),
     )
 
 

@@ -137,7 +137,7 @@ def error_body(
             for i in issues[:MAX_ISSUES]
         ]
         body["truncated"] = truncated or len(issues) > MAX_ISSUES
-    return json.dumps(body, ensure_ascii=False)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 def error_message(
