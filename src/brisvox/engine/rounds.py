@@ -75,12 +75,15 @@ class TurnRounds:
     """One turn's round ordinals: every round (model, filler, canned line) takes the next; ``reply``:
     how every round of the turn reaches the caller."""
 
-    __slots__ = ("epoch", "next_round", "quiet_since", "reply")
+    __slots__ = ("epoch", "filled", "next_round", "quiet_since", "reply")
 
     def __init__(self, epoch: int, reply: ReplyMode = ReplyMode.SPOKEN, quiet_since: float | None = None) -> None:
         self.epoch = epoch
         self.next_round = 0
         self.reply = reply
+        # A filler was spoken in this turn: one is enough (several slow rounds said the same
+        # phrase up to three times in one turn, docs/DEMO.md).
+        self.filled = False
         # Since when the caller has heard nothing of this turn (its end); None once a round
         # spoke or a filler started.  A slow model's filler counts from here, not from its round.
         self.quiet_since = quiet_since
@@ -132,11 +135,14 @@ async def stream_answer(
     spoken: list[str],
     timed: int | None,
     seen: Streamed | None = None,
+    decided: Callable[[str], None] | None = None,
 ) -> None:
     """Speak the model's text as it streams; everything goes to the assembler as well.
 
     ``open_round`` gives the round's ordinal (opening it the first time); None: a
-    speculative run, the text is only collected in ``spoken``.
+    speculative run, the text is only collected in ``spoken``.  ``decided`` is told the
+    tool's name when the round's first event names a call (the round is a call, no text
+    before it): the moment a person says "one moment" (the runner's acknowledgement).
     """
     stream = llm.stream(request)
     first = True
@@ -155,6 +161,8 @@ async def stream_answer(
             wait = timeouts.idle
             if first and isinstance(event, TextDelta | ToolCallDelta):
                 first = False
+                if decided is not None and isinstance(event, ToolCallDelta) and event.name:
+                    decided(event.name)
                 if seen is not None:
                     seen.first_token = ctx.clock.now()
                 if open_round is not None:

@@ -568,6 +568,10 @@ class LlmRunner(Processor):
             if self.flow is not None and self.flow.pending is not None:
                 await self._enter_node(turn, ctx)  # decided by a late result since the last turn
             for round_ in range(self.config.max_tool_rounds + 1):
+                if round_ > 0 and self.tools is not None and self.tools.hung_up:
+                    # The caller is gone: the results are in the record, and a graceful stop
+                    # would otherwise wait for more rounds (and tools) nobody hears.
+                    return
                 if round_ == self.config.max_tool_rounds:
                     log.warning("turn %d used all %d tool rounds; speaking the fallback line", epoch, round_)
                     await self._say(turn, self.config.fallback_line, ctx)
@@ -696,10 +700,13 @@ class LlmRunner(Processor):
     ) -> None:
         """``tool`` empty: a model round's first token is late (see the module docs)."""
         await ctx.clock.sleep(delay)
+        if turn.filled:  # one filler a turn: a second slow round of the turn stays quiet
+            return
         choice = self.filler.choose(tool)
         if choice is None:
             return
         state.speaking = True
+        turn.filled = True
         turn.quiet_since = None
         round_ = turn.take()
         self.stats.fillers += 1
@@ -810,6 +817,21 @@ class LlmRunner(Processor):
             if opening.filler is not None:  # a barge-in or a bug: the filler never outlives its round
                 opening.filler.cancel()
 
+    def _acknowledge(self, turn: TurnRounds, opening: Opening, tool: str, ctx: ProcessorContext) -> None:
+        """The round is a call of ``tool`` (its first event named it): its filler now, not at
+        the model's delay, as a person says "one moment" when they decide to look.  Only where
+        the model filler was waiting (a spoken turn, nothing said yet in this round), and not
+        for a tool that opts out of fillers (``filler_after=None``)."""
+        waiting = opening.filler
+        if not self.filler.at_call or waiting is None or opening.state.speaking or turn.filled or self.tools is None:
+            return
+        spec = self.tools.registry.spec(tool)
+        if spec is None or self.filler.delay_for(spec) is None:
+            return
+        waiting.cancel()
+        opening.filler = self._scope.spawn(self._filler_after(0.0, tool, turn, opening.state, ctx),
+                                           name="call-filler")
+
     async def _open(self, turn: TurnRounds, opening: Opening, ctx: ProcessorContext) -> int:
         """The round's ordinal, its ``LlmResponseStarted`` sent on the first call (after the
         filler's round when one is being spoken, which then finishes first)."""
@@ -830,6 +852,9 @@ class LlmRunner(Processor):
         async def open_round() -> int:
             return await self._open(turn, opening, ctx)
 
+        def decided(tool: str) -> None:
+            self._acknowledge(turn, opening, tool, ctx)
+
         assembler = ResponseAssembler()
         requested = ctx.clock.now()
         timed = self.timeline.llm_request(epoch, requested)
@@ -838,7 +863,7 @@ class LlmRunner(Processor):
         seen = Streamed()
         try:
             await stream_answer(self.llm, self.timeouts, self.timeline, self._request(ctx.clock.wall().date()), epoch,
-                                open_round, ctx, assembler, spoken, timed, seen)
+                                open_round, ctx, assembler, spoken, timed, seen, decided)
         except BrisvoxError as exc:
             # Logged with its traceback and counted (engine_failures_total{stage="llm"}).
             self.events.failed("llm", exc, epoch=epoch, at=ctx.clock.now(), fatal=False)
