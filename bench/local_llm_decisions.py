@@ -29,12 +29,12 @@ from time import perf_counter
 from typing import Any
 
 from brisvox.agent import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from brisvox.engine.rounds import date_note
+from brisvox.engine.rounds import with_date
 from brisvox.providers.llm import Done, LlmError, LlmRequest, TextDelta, ToolCallDelta
 from brisvox.providers.local.xllama import XLlamaLlm
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 
-TODAY = date_note(datetime.date(2026, 12, 4))  # the engine's own date line
+TODAY = datetime.date(2026, 12, 4)  # the cases' dates count from this day
 TEXT = None  # the expected decision "a spoken reply"
 
 
@@ -119,12 +119,12 @@ def agent_prompt(path: Path) -> str:
     with path.open("rb") as f:
         prompt = tomllib.load(f)["agent"]["prompt"]
     assert isinstance(prompt, str)
-    return f"{prompt.strip()}\n\n{TODAY}"  # as the engine's with_date joins them
+    return prompt.strip()
 
 
 def _messages(system: str, case: Case) -> tuple[Message, ...]:
     said = (UserMessage(text=case.said),) if case.said else ()
-    return (SystemMessage(text=system), *case.context, *said)
+    return (*with_date((SystemMessage(text=system),), TODAY), *case.context, *said)  # as the engine sends it
 
 
 async def run(agent: Path, only: int | None) -> int:

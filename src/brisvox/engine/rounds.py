@@ -60,11 +60,20 @@ def date_note(today: datetime.date) -> str:
 
 
 def with_date(messages: tuple[Message, ...], today: datetime.date) -> tuple[Message, ...]:
-    """``messages`` with :func:`date_note` at the end of the system prompt (a system message
-    of its own when there is no prompt)."""
+    """``messages`` with :func:`date_note` as a system message of its own right after the
+    system prompt (first when there is none).
+
+    Its own message, not the prompt's last paragraph: a local model's prompt cache keeps the
+    longest unchanged start of the prompt, and the tools' description follows the system
+    prompt's text (``XLlamaLlm``), so a date inside the prompt put the change of date before
+    the ~600 tokens of tools; at midnight the next turn evaluated the whole prefix again (9 s
+    on one thread, past the first-token deadline).  After them it costs the date's own ~90
+    tokens (docs/DEMO.md, "The local LLM's time").  A cloud API joins leading system messages
+    (Anthropic, Gemini) or takes them as they are (OpenAI)."""
+    note = SystemMessage(text=date_note(today))
     if messages and isinstance(messages[0], SystemMessage):
-        return (SystemMessage(text=f"{messages[0].text}\n\n{date_note(today)}"), *messages[1:])
-    return (SystemMessage(text=date_note(today)), *messages)
+        return (messages[0], note, *messages[1:])
+    return (note, *messages)
 
 
 class NoAnswer(BrisvoxError):
