@@ -162,6 +162,7 @@ from brisvox.engine.speculate import HeldAnswer, SpeculativeStart, settled_copy
 from brisvox.providers.llm import (
     LlmProvider,
     LlmRequest,
+    PrefixWarm,
 )
 
 __all__ = ["LlmRunner", "RunnerStats"]
@@ -182,6 +183,7 @@ class RunnerStats:
         "late_notes",
         "lines",
         "notes",
+        "prefills",
         "rounds",
         "speculations",
         "speculations_committed",
@@ -204,6 +206,7 @@ class RunnerStats:
         self.cut_messages = 0
         self.speculations = 0  # speculative starts (committed or dropped)
         self.speculations_committed = 0
+        self.prefills = 0  # the caller's words sent to a prompt-caching model at a pause (it may skip them)
 
 
 class LlmRunner(Processor):
@@ -235,6 +238,7 @@ class LlmRunner(Processor):
         self._turn_epoch = 0  # the epoch of the last turn answered
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
+        self._prefill: asyncio.Task[bool] | None = None
         self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
         self._pending_filler: WaitingFiller | None = None
         self.timeline = timeline or TimelineRecorder()
@@ -476,6 +480,7 @@ class LlmRunner(Processor):
 
     async def _maybe_speculate(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
         if self.speculation is SpeculationMode.OFF:
+            self._maybe_prefill(frame, ctx)
             return
         if self._round_task is not None and not self._round_task.done():
             return  # the bot is still answering the last turn: nothing to start yet
@@ -491,6 +496,22 @@ class LlmRunner(Processor):
         task = self._scope.spawn(self._speculate(frame.epoch, context, cancel, ctx), name=f"speculation-{frame.epoch}")
         self._speculative = SpeculativeStart(frame.epoch, frame.text, base, task, cancel)
         self.stats.speculations += 1
+
+    def _maybe_prefill(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
+        """The caller's words so far to a model with a prompt cache (``PrefixWarm``), at their
+        pause: evaluated while the turn's end is decided, the turn's request pays only for
+        what changed (docs/DEMO.md, "The local LLM's time").  The model does it only when
+        idle and gives way to any request."""
+        llm = self.llm
+        if not isinstance(llm, PrefixWarm) or (self._round_task is not None and not self._round_task.done()):
+            return
+        if self._prefill is not None and not self._prefill.done():
+            return
+        context = settled_copy(self.context)
+        context.push_user(frame.text)
+        request = self._request(ctx.clock.wall().date(), context)
+        self._prefill = self._scope.spawn(llm.prefill(request), name=f"prefill-{frame.epoch}")
+        self.stats.prefills += 1
 
     async def _drop_speculation(self) -> None:
         run, self._speculative = self._speculative, None
