@@ -309,9 +309,12 @@ class XLlamaLlm(LlmProvider):
         finally:
             if self._prefilling is stop:
                 self._prefilling = None
-        log.info("%s: prefill %s evaluated + %s cached in %.0f ms, total %.0f ms%s", self.name,
-                 timings.get("prompt_n", "?"), timings.get("cache_n", "?"), float(timings.get("prompt_ms", 0.0)),
-                 (self._clock.now() - submitted) * 1000, " (a request came: stopped)" if stop.is_set() else "")
+        total = (self._clock.now() - submitted) * 1000
+        if timings:
+            log.info("%s: prefill %s evaluated + %s cached in %.0f ms, total %.0f ms", self.name,
+                     timings.get("prompt_n", "?"), timings.get("cache_n", "?"), float(timings.get("prompt_ms", 0.0)), total)
+        else:  # stopped at its first token: the request that came takes what it evaluated from the cache
+            log.info("%s: prefill gave way to a request after %.0f ms", self.name, total)
         return True
 
     def stream(self, request: LlmRequest) -> GeneratorLlmStream:
