@@ -266,7 +266,8 @@ async def main_async(args: argparse.Namespace) -> int:
     finally:
         server.stop()
         if args.server_log is not None:
-            Path(args.server_log).write_text("".join(server.lines))
+            with open(args.server_log, "w") as f:  # noqa: ASYNC230 - once, after the calls
+                f.write("".join(server.lines))
     return 0
 
 

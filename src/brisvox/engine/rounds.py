@@ -4,7 +4,8 @@
 as it arrives, every event goes to the response assembler, the round opens at the first
 token, and a model that sends no first token within ``Timeouts.first_token`` (or goes
 silent for ``Timeouts.idle``, or fails) raises :class:`NoAnswer`.  Every request carries
-the call's date (:func:`with_date`).  :class:`TurnRounds` numbers a turn's spoken rounds;
+the call's date (:func:`with_date`, a message of its own after the system prompt).
+:class:`TurnRounds` numbers a turn's spoken rounds;
 :class:`WaitingFiller`, :class:`FillerState` and :class:`Opening` are a filler's life
 (see the runner's module docs, "Fillers").
 """

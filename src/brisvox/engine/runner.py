@@ -17,7 +17,8 @@ up once its first response has played.  So does the ``end_call`` tool (through t
 waits for the mark echo; a barge-in calls it off.
 
 Every request tells the model the call's date (:func:`date_note`, from the injected clock's
-wall time) at the end of its system prompt; it is not kept in the context.
+wall time) in a system message right after the system prompt (:func:`with_date`); it is not
+kept in the context.
 
 A model that sends no first token within ``first_token`` seconds, goes silent for
 ``idle`` seconds, or fails, is answered with a fallback line that restates what the caller
@@ -40,7 +41,13 @@ round that only wrote a call, then a quick tool: the next round fills at once wh
 silence already passed the delay, ``TurnRounds.quiet_since``): the round is opened
 (``LlmResponseStarted``) only at its first text (a round that only writes a call, which a
 local model does token by token for seconds, opens at its end), so the filler, once
-started, is spoken whole as the round before it.
+started, is spoken whole as the round before it.  With ``FillerPolicy.at_call`` a round whose
+first event names a call fills at once (:meth:`LlmRunner._acknowledge`).  A turn speaks at
+most one filler (``TurnRounds.filled``).
+
+Prefill: with speculation off, each ``UserTurnTentative`` sends the settled context plus the
+words so far to a model with a prompt cache (``PrefixWarm.prefill``, which runs only when the
+model is idle), so the turn's request pays only for what changed.
 
 Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round task that
 speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
