@@ -265,6 +265,9 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"load average (1, 5, 15 min): {os.getloadavg()} on {os.cpu_count()} cores, shared with other work")
     finally:
         server.stop()
+        if args.server_log is not None:
+            with open(args.server_log, "w") as f:  # noqa: ASYNC230 - once, after the calls
+                f.write("".join(server.lines))
     return 0
 
 
@@ -297,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="calls per scenario")
     parser.add_argument("--gap", type=float, default=8.0, help="seconds the caller waits for each answer")
     parser.add_argument("--only", nargs="*", default=None, help="scenario names to run")
+    parser.add_argument("--server-log", default=None, help="write the server's output to this file")
     return asyncio.run(main_async(parser.parse_args(argv)))
 
 

@@ -44,12 +44,12 @@ from brisvox.agent.tools import CallMeta, CancelToken, Outcome, ToolEngine, Tool
 from brisvox.agent.tools._answers import render
 from brisvox.agent.tools.confirm import confirmation_required_body
 from brisvox.core.clock import SystemClock
-from brisvox.engine.rounds import date_note
+from brisvox.engine.rounds import with_date
 from brisvox.providers.llm import Done, LlmError, LlmRequest, TextDelta, ToolCallDelta
 from brisvox.providers.local.xllama import XLlamaLlm
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 
-TODAY = date_note(datetime.date(2026, 12, 4))  # the engine's own date line
+TODAY = datetime.date(2026, 12, 4)  # the cases' dates count from this day
 TEXT = None  # the expected decision "a spoken reply"
 
 
@@ -172,12 +172,12 @@ def agent_file(path: Path) -> dict[str, Any]:
 def agent_prompt(agent: dict[str, Any]) -> str:
     prompt = agent["prompt"]
     assert isinstance(prompt, str)
-    return f"{prompt.strip()}\n\n{TODAY}"  # as the engine's with_date joins them
+    return prompt.strip()
 
 
 def _messages(system: str, case: Case) -> tuple[Message, ...]:
     said = (UserMessage(text=case.said),) if case.said else ()
-    return (SystemMessage(text=system), *case.context, *said)
+    return (*with_date((SystemMessage(text=system),), TODAY), *case.context, *said)  # as the engine sends it
 
 
 async def _engine_in_state(registry: ToolRegistry, agent: dict[str, Any], case: Case) -> tuple[ToolEngine, int]:

@@ -78,7 +78,7 @@ async def test_a_barge_in_clears_the_old_audio_and_the_context_keeps_only_the_he
     assert result.report.interrupts == 1
     # The second request saw only what the caller heard of the first answer.
     second = llm.requests[1].messages
-    assert second[2].text == heard + CUT_MARKER  # type: ignore[union-attr]
+    assert second[3].text == heard + CUT_MARKER  # type: ignore[union-attr]  # after the prompt and the date
     await wait_for_task_baseline(clock, baseline)
 
 
@@ -387,7 +387,7 @@ async def test_a_greeting_is_spoken_before_the_caller_talks_and_the_callers_firs
     assert [(type(m).__name__, m.text) for m in messages[1:]] == [  # type: ignore[union-attr]
         ("AssistantMessage", GREETING), ("UserMessage", "a table for two"), ("AssistantMessage", "For what time?"),
     ]
-    assert llm.requests[0].messages[1].text == GREETING  # the model knows what it said
+    assert llm.requests[0].messages[2].text == GREETING  # the model knows what it said
     assert result.report.interrupts == 0
 
 
@@ -406,7 +406,7 @@ async def test_a_caller_who_talks_over_the_greeting_cuts_it_and_the_context_keep
     assert isinstance(messages[1], AssistantMessage)
     assert greeting_heard and GREETING.startswith(greeting_heard) and len(greeting_heard) < len(GREETING)
     assert isinstance(messages[2], UserMessage) and messages[2].text == "hi I want a table"
-    assert llm.requests[0].messages[1].text == greeting_heard + CUT_MARKER
+    assert llm.requests[0].messages[2].text == greeting_heard + CUT_MARKER
 
 
 def test_an_empty_greeting_is_refused_by_name() -> None:
@@ -469,11 +469,32 @@ async def test_the_model_is_told_the_calls_date_from_the_clocks_wall_time_but_th
     llm = ScriptedLlm(clock, [[Say("For what time?")]])
     config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(system_prompt="You book tables."))
     result = await simulate(clock, scenario, llm, config=config)
-    assert llm.requests[0].messages[0].text == (  # type: ignore[union-attr]
-        "You book tables.\n\nToday is Friday, 4 December 2026 (2026-12-04). The next days: Saturday 2026-12-05 "
+    assert llm.requests[0].messages[0].text == "You book tables."  # type: ignore[union-attr]
+    assert llm.requests[0].messages[1].text == (  # type: ignore[union-attr]
+        "Today is Friday, 4 December 2026 (2026-12-04). The next days: Saturday 2026-12-05 "
         "(tomorrow), Sunday 2026-12-06, Monday 2026-12-07, Tuesday 2026-12-08, Wednesday 2026-12-09, "
         "Thursday 2026-12-10, Friday 2026-12-11.")
     assert result.report.context.messages[0].text == "You book tables."  # type: ignore[union-attr]
+
+
+async def test_a_change_of_date_leaves_the_system_prompt_and_the_tools_section_unchanged() -> None:
+    # A local model's prompt cache keeps the request's longest unchanged start: with the date
+    # inside the system prompt, midnight changed the text before the tools' ~600 tokens and
+    # the next turn evaluated them all again (9 s on one thread).
+    from brisvox.providers.local._tool_grammar import ToolSchema, tools_prompt
+    from brisvox.providers.local.xllama import to_chat_messages
+
+    clock = SimClock(datetime(2026, 12, 4, 23, 59, 55, tzinfo=UTC))
+    scenario = (ScenarioBuilder().pause(0.5).say("a table for tomorrow").pause(6.0)
+                .say("for two").pause(2.0).build())
+    llm = ScriptedLlm(clock, [[Say("For how many?")], [Say("Done.")]])
+    config = EngineConfig(turn=FixedSilence(silence=0.5), llm=LlmConfig(system_prompt="You book tables."))
+    await simulate(clock, scenario, llm, config=config)
+    tools = tools_prompt((ToolSchema("book", "Book a table.", {"type": "object", "properties": {}}),))
+    before, after = (to_chat_messages(r.messages, tools) for r in llm.requests)
+    assert before[0] == after[0] == {"role": "system", "content": f"You book tables.\n\n{tools}"}
+    assert before[1]["content"].startswith("Today is Friday, 4 December 2026")
+    assert after[1]["content"].startswith("Today is Saturday, 5 December 2026")
 
 
 async def test_the_pump_reads_the_transport_events_in_its_only_task_and_watches_the_rest_without_tasks() -> None:

@@ -178,15 +178,18 @@ async def test_a_side_effect_booking_finishing_while_the_filler_plays_is_answere
 
 
 async def slow_model_call(
-    tool_seconds: float, latency: LatencyProfile, first: tuple[Say, ...] = ()
+    tool_seconds: float, latency: LatencyProfile, first: tuple[Say, ...] = (), *, filler: FillerPolicy | None = None,
+    spec: ToolSpec = WEATHER, calls: int = 1,
 ) -> tuple[SimResult, Counter]:
-    """A weather call by a model that streams at ``latency``: ``first`` text, the call, then the answer."""
+    """A weather call by a model that streams at ``latency``: ``first`` text, the call (``calls``
+    rounds of it), then the answer."""
     clock = SimClock()
     tool = Counter(clock, seconds=tool_seconds, answer={"sky": "sunny"})
-    llm = ScriptedLlm(clock, [[*first, Call(name="get_weather", arguments={"day": "friday"})], [Say(ANSWER)]],
-                      latency=latency)
-    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(15.0).build()
-    return await simulate(clock, scenario, llm, tools=registry(w=(WEATHER, tool))), tool
+    call = Call(name="get_weather", arguments={"day": "friday"})
+    script = [[*first, call], *([call] for _ in range(calls - 1)), [Say(ANSWER)]]
+    llm = ScriptedLlm(clock, script, latency=latency)
+    scenario = ScenarioBuilder().pause(0.5).say("what is the weather on friday").pause(25.0).build()
+    return await simulate(clock, scenario, llm, tools=registry(w=(spec, tool)), filler=filler), tool
 
 
 async def test_a_round_that_only_writes_a_slow_call_gets_the_model_filler_while_it_writes() -> None:
@@ -220,3 +223,46 @@ async def test_a_round_that_spoke_keeps_its_own_model_delay_for_the_next_round()
     result, _ = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=1.0), (Say("Let me check."),))
     assert result.report.fillers == 0
     assert assistant_texts(result) == ["Let me check.", ANSWER]
+
+
+def request_and_first_token(result: SimResult) -> tuple[float, float]:
+    record = next(r for r in result.report.timeline if r.epoch == 0)
+    request, first = record.at(TurnEvent.LLM_REQUEST), record.at(TurnEvent.LLM_FIRST_TOKEN)
+    assert request is not None and first is not None
+    return request, first
+
+
+async def test_a_turn_of_several_slow_rounds_and_slow_tools_hears_the_filler_once() -> None:
+    # Three rounds with a late first token and two slow tools: each would fill on its own;
+    # the caller heard the same phrase three times in one turn before (docs/DEMO.md).
+    result, tool = await slow_model_call(2.0, LatencyProfile(first_event=2.5, per_event=0.1), calls=2)
+    assert len(tool.started) == 2
+    assert result.report.fillers == 1
+    assert assistant_texts(result) == [DEFAULT_FILLER_TEXT, ANSWER]
+    result.report.context.validate()
+
+
+async def test_a_call_round_acknowledges_at_its_first_event_with_at_call() -> None:
+    # The call's name comes at 0.3 s, its arguments take seconds more (a local model writing
+    # the call): with at_call the filler starts at the name, not at the model delay.
+    result, tool = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=1.0),
+                                         filler=FillerPolicy().with_at_call())
+    assert result.report.fillers == 1
+    at = filler_at(result)
+    _, first = request_and_first_token(result)
+    assert at == pytest.approx(first, abs=1e-9)
+    assert tool.started and at < tool.started[0]
+    assert assistant_texts(result) == [DEFAULT_FILLER_TEXT, ANSWER]
+    result.report.context.validate()
+
+
+async def test_at_call_says_nothing_extra_in_a_text_round_or_for_a_tool_without_fillers() -> None:
+    policy = FillerPolicy().with_at_call()
+    result, _ = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=0.3), (Say("Let me check."),),
+                                      filler=policy)
+    assert result.report.fillers == 0
+    assert assistant_texts(result) == ["Let me check.", ANSWER]
+    # A tool that opts out keeps the model delay only: its round wrote the call within 2 s.
+    result, _ = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=0.3), filler=policy,
+                                      spec=WEATHER.with_filler_after(None))
+    assert result.report.fillers == 0

@@ -140,9 +140,9 @@ async def test_a_reset_with_summary_node_is_summarized_by_the_calls_model_and_dr
     turn_requests = [r for r in llm.requests if not (isinstance(r.messages[0], SystemMessage)
                                                       and r.messages[0].text.startswith(_SUMMARY_HEAD))]
     after = turn_requests[-1].messages
-    assert [type(m) for m in after] == [SystemMessage, SystemMessage, UserMessage]
+    assert [type(m) for m in after] == [SystemMessage, SystemMessage, SystemMessage, UserMessage]  # the date second
     assert "Ask the caller to confirm" in after[0].text  # type: ignore[union-attr]
-    assert after[1].text.startswith(FLOW_SUMMARY_PREFIX) and "friday then" in after[1].text  # type: ignore[union-attr]
+    assert after[2].text.startswith(FLOW_SUMMARY_PREFIX) and "friday then" in after[2].text  # type: ignore[union-attr]
     assert report.uncovered_requests == 0
     report.context.validate()
 
@@ -209,6 +209,6 @@ async def test_after_a_reset_in_the_same_turn_a_booking_gets_a_fresh_call_id_and
     result = await simulate(clock, scenario, llm, tools=reg, flow=flow)
     assert book.calls == [friday]  # a reused id would have been answered as already done
     after_reset = llm.requests[1].messages
-    assert [type(m) for m in after_reset] == [SystemMessage, UserMessage]  # the prompt and the kept words
+    assert [type(m) for m in after_reset] == [SystemMessage, SystemMessage, UserMessage]  # prompt, date, kept words
     calls = [c for m in result.report.context.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
     assert [(c.name, c.id) for c in calls] == [("book_table", "t0.1")]

@@ -69,7 +69,7 @@ async def test_a_fact_from_turn_5_reaches_the_model_at_turn_300_of_a_360_turn_ca
     requests = _turn_requests(llm)
     assert sorted(requests) == list(range(1, turns + 1))
     at_300 = requests[300].messages
-    summary = at_300[1]
+    summary = at_300[2]  # after the system prompt and the date
     assert isinstance(summary, SystemMessage) and summary.text.startswith(SUMMARY_PREFIX)
     assert "code 4711" in summary.text
     # Turn 5 itself is not in the request: the fact arrived through the summary alone.

@@ -47,7 +47,7 @@ async def test_a_speculation_after_a_barge_in_over_a_running_booking_does_not_cr
     slow_book = ToolSpec(name="book_table", description="Book a table.", parameters=OBJ,
                          kind=ToolKind.SIDE_EFFECT, timeout=10.0)
     llm = ScriptedLlm(clock, lambda request: [Call(name="book_table", arguments={"day": "friday"})]
-                      if len(request.messages) == 2 else [Say("Monday evening is free.")])
+                      if len(request.messages) == 3 else [Say("Monday evening is free.")])
     scenario = (ScenarioBuilder().pause(0.5).say("book friday").pause(2.0)
                 .say("or monday").pause(0.5).say("evening").pause(6.0).build())
     result = await simulate(clock, scenario, llm, config=SPECULATE, tools=registry(book=(slow_book, book)))

@@ -9,8 +9,10 @@ from brisvox.agent.tools import ToolKind, ToolSpec
 from brisvox.agent.turn import FixedSilence
 from brisvox.core.clock import SimClock
 from brisvox.core.timeline import TurnEvent
-from brisvox.engine import EngineConfig, SpeculationMode
+from brisvox.engine import EngineConfig, LlmConfig, SpeculationMode
+from brisvox.providers.llm import LlmRequest
 from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim.mock_llm import Step
 from tests.engine.harness import OBJ, Counter, SimResult, registry, simulate
 
 SPECULATE = EngineConfig(turn=FixedSilence(silence=1.0), speculation=SpeculationMode.AT_PAUSE)
@@ -96,3 +98,33 @@ async def test_a_speculative_answer_is_not_spoken_before_the_turn_ends() -> None
     audio = result.audio_at()
     assert audio and audio[0][0] >= turn_end
     assert result.report.speculations_committed == 1 and len(llm.requests) == 1
+
+
+class PrefillingLlm(ScriptedLlm):
+    """A scripted model with a prompt cache (``PrefixWarm``): it records what was prefilled, and when."""
+
+    def __init__(self, clock: SimClock, script: list[list[Step]]) -> None:
+        super().__init__(clock, script)
+        self.prefilled: list[tuple[float, LlmRequest]] = []
+
+    async def warm_prefix(self, request: LlmRequest) -> None:
+        raise AssertionError("the engine never warms the prefix; the server does")
+
+    async def prefill(self, request: LlmRequest) -> bool:
+        self.prefilled.append((self._clock.now(), request))
+        return True
+
+
+async def test_with_speculation_off_a_prompt_caching_model_gets_the_callers_words_at_the_pause() -> None:
+    # The local model evaluates the caller's words while the turn's end is decided, so the
+    # turn's request evaluates only what changed (docs/DEMO.md, "The local LLM's time").
+    clock = SimClock()
+    llm = PrefillingLlm(clock, [[Say("Friday is free.")]])
+    config = EngineConfig(turn=FixedSilence(silence=1.0), llm=LlmConfig(system_prompt="You book tables."))
+    result = await simulate(clock, one_request().build(), llm, config=config)
+    assert result.report.speculations == 0 and len(llm.requests) == 1
+    assert len(llm.prefilled) == 1
+    at, prefilled = llm.prefilled[0]
+    assert at < turn_ended(result)
+    # The very messages the turn's request then sends (the system prompt, the date, the words).
+    assert prefilled.messages == llm.requests[0].messages

@@ -346,6 +346,13 @@ def test_filler_phrases_must_say_something_and_mean_nothing_with_fillers_off() -
     assert any("filler.phrases: has no effect with enabled = false" in p for p in found), found
 
 
+def test_filler_at_call_reaches_the_filler_config_and_means_nothing_with_fillers_off() -> None:
+    assert parse_agent_file(BASE + "\n[filler]\nat_call = true\n", source="agent.toml").filler.at_call
+    assert not parse_agent_file(BASE, source="agent.toml").filler.at_call
+    found = problems(BASE + "\n[filler]\nenabled = false\nat_call = true\n")
+    assert any("filler.at_call: has no effect with enabled = false" in p for p in found), found
+
+
 def test_non_finite_and_absurd_numbers_are_refused_with_their_position_and_the_allowed_range() -> None:
     text = BASE + "\n[turn]\nfallback_silence = 1e308\nfinal_grace = nan\n\n[filler]\ndelay = inf\n"
     assert problems(text) == [

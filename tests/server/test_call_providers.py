@@ -256,6 +256,9 @@ class _PrefixLlm:
             raise ProviderError("prefix", ProviderErrorKind.MODEL, "no model")
         self.prefixes.append(request)
 
+    async def prefill(self, request: LlmRequest) -> bool:
+        raise AssertionError("the server only warms the prefix")
+
 
 def _with_llm(llm: LlmProvider) -> CallProviders:
     clock = SystemClock()

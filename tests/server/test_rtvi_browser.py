@@ -127,7 +127,7 @@ async def test_pipecats_client_in_chromium_hears_the_bot_sees_its_words_and_answ
     stopped = next(e for e in events if e["event"] == "botStoppedSpeaking")
     assert kinds.index("botStartedSpeaking") < kinds.index("userStartedSpeaking") < kinds.index("botStoppedSpeaking")
     assert stopped["at"] - barge["at"] < 500 and stopped["data"]["samples"] < GREETING_SAMPLES * 0.7, (barge, stopped)
-    greeting = llm.requests[0].messages[1]
+    greeting = llm.requests[0].messages[2]
     assert isinstance(greeting, AssistantMessage) and len(greeting.text) < len(GREETING), greeting  # the heard part
     command = next(e["data"] for e in events if e["event"] == "uiCommand")
     assert command["command"] == "open_confirm" and command["payload"]["summary"] == "four"

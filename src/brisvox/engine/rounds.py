@@ -4,7 +4,8 @@
 as it arrives, every event goes to the response assembler, the round opens at the first
 token, and a model that sends no first token within ``Timeouts.first_token`` (or goes
 silent for ``Timeouts.idle``, or fails) raises :class:`NoAnswer`.  Every request carries
-the call's date (:func:`with_date`).  :class:`TurnRounds` numbers a turn's spoken rounds;
+the call's date (:func:`with_date`, a message of its own after the system prompt).
+:class:`TurnRounds` numbers a turn's spoken rounds;
 :class:`WaitingFiller`, :class:`FillerState` and :class:`Opening` are a filler's life
 (see the runner's module docs, "Fillers").
 """
@@ -60,11 +61,20 @@ def date_note(today: datetime.date) -> str:
 
 
 def with_date(messages: tuple[Message, ...], today: datetime.date) -> tuple[Message, ...]:
-    """``messages`` with :func:`date_note` at the end of the system prompt (a system message
-    of its own when there is no prompt)."""
+    """``messages`` with :func:`date_note` as a system message of its own right after the
+    system prompt (first when there is none).
+
+    Its own message, not the prompt's last paragraph: a local model's prompt cache keeps the
+    longest unchanged start of the prompt, and the tools' description follows the system
+    prompt's text (``XLlamaLlm``), so a date inside the prompt put the change of date before
+    the ~600 tokens of tools; at midnight the next turn evaluated the whole prefix again (9 s
+    on one thread, past the first-token deadline).  After them it costs the date's own ~90
+    tokens (docs/DEMO.md, "The local LLM's time").  A cloud API joins leading system messages
+    (Anthropic, Gemini) or takes them as they are (OpenAI)."""
+    note = SystemMessage(text=date_note(today))
     if messages and isinstance(messages[0], SystemMessage):
-        return (SystemMessage(text=f"{messages[0].text}\n\n{date_note(today)}"), *messages[1:])
-    return (SystemMessage(text=date_note(today)), *messages)
+        return (messages[0], note, *messages[1:])
+    return (note, *messages)
 
 
 class NoAnswer(BrisvoxError):
@@ -75,12 +85,15 @@ class TurnRounds:
     """One turn's round ordinals: every round (model, filler, canned line) takes the next; ``reply``:
     how every round of the turn reaches the caller."""
 
-    __slots__ = ("epoch", "next_round", "quiet_since", "reply")
+    __slots__ = ("epoch", "filled", "next_round", "quiet_since", "reply")
 
     def __init__(self, epoch: int, reply: ReplyMode = ReplyMode.SPOKEN, quiet_since: float | None = None) -> None:
         self.epoch = epoch
         self.next_round = 0
         self.reply = reply
+        # A filler was spoken in this turn: one is enough (several slow rounds said the same
+        # phrase up to three times in one turn, docs/DEMO.md).
+        self.filled = False
         # Since when the caller has heard nothing of this turn (its end); None once a round
         # spoke or a filler started.  A slow model's filler counts from here, not from its round.
         self.quiet_since = quiet_since
@@ -132,11 +145,14 @@ async def stream_answer(
     spoken: list[str],
     timed: int | None,
     seen: Streamed | None = None,
+    decided: Callable[[str], None] | None = None,
 ) -> None:
     """Speak the model's text as it streams; everything goes to the assembler as well.
 
     ``open_round`` gives the round's ordinal (opening it the first time); None: a
-    speculative run, the text is only collected in ``spoken``.
+    speculative run, the text is only collected in ``spoken``.  ``decided`` is told the
+    tool's name when the round's first event names a call (the round is a call, no text
+    before it): the moment a person says "one moment" (the runner's acknowledgement).
     """
     stream = llm.stream(request)
     first = True
@@ -155,6 +171,8 @@ async def stream_answer(
             wait = timeouts.idle
             if first and isinstance(event, TextDelta | ToolCallDelta):
                 first = False
+                if decided is not None and isinstance(event, ToolCallDelta) and event.name:
+                    decided(event.name)
                 if seen is not None:
                     seen.first_token = ctx.clock.now()
                 if open_round is not None:

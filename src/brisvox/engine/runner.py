@@ -17,7 +17,8 @@ up once its first response has played.  So does the ``end_call`` tool (through t
 waits for the mark echo; a barge-in calls it off.
 
 Every request tells the model the call's date (:func:`date_note`, from the injected clock's
-wall time) at the end of its system prompt; it is not kept in the context.
+wall time) in a system message right after the system prompt (:func:`with_date`); it is not
+kept in the context.
 
 A model that sends no first token within ``first_token`` seconds, goes silent for
 ``idle`` seconds, or fails, is answered with a fallback line that restates what the caller
@@ -40,7 +41,13 @@ round that only wrote a call, then a quick tool: the next round fills at once wh
 silence already passed the delay, ``TurnRounds.quiet_since``): the round is opened
 (``LlmResponseStarted``) only at its first text (a round that only writes a call, which a
 local model does token by token for seconds, opens at its end), so the filler, once
-started, is spoken whole as the round before it.
+started, is spoken whole as the round before it.  With ``FillerPolicy.at_call`` a round whose
+first event names a call fills at once (:meth:`LlmRunner._acknowledge`).  A turn speaks at
+most one filler (``TurnRounds.filled``).
+
+Prefill: with speculation off, each ``UserTurnTentative`` sends the settled context plus the
+words so far to a model with a prompt cache (``PrefixWarm.prefill``, which runs only when the
+model is idle), so the turn's request pays only for what changed.
 
 Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round task that
 speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
@@ -163,6 +170,7 @@ from brisvox.engine.speculate import HeldAnswer, SpeculativeStart, settled_copy
 from brisvox.providers.llm import (
     LlmProvider,
     LlmRequest,
+    PrefixWarm,
 )
 
 __all__ = ["LlmRunner", "RunnerStats"]
@@ -183,6 +191,7 @@ class RunnerStats:
         "late_notes",
         "lines",
         "notes",
+        "prefills",
         "rounds",
         "speculations",
         "speculations_committed",
@@ -205,6 +214,7 @@ class RunnerStats:
         self.cut_messages = 0
         self.speculations = 0  # speculative starts (committed or dropped)
         self.speculations_committed = 0
+        self.prefills = 0  # the caller's words sent to a prompt-caching model at a pause (it may skip them)
 
 
 class LlmRunner(Processor):
@@ -236,6 +246,7 @@ class LlmRunner(Processor):
         self._turn_epoch = 0  # the epoch of the last turn answered
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
+        self._prefill: asyncio.Task[bool] | None = None
         self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
         self._pending_filler: WaitingFiller | None = None
         self.timeline = timeline or TimelineRecorder()
@@ -477,6 +488,7 @@ class LlmRunner(Processor):
 
     async def _maybe_speculate(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
         if self.speculation is SpeculationMode.OFF:
+            self._maybe_prefill(frame, ctx)
             return
         if self._round_task is not None and not self._round_task.done():
             return  # the bot is still answering the last turn: nothing to start yet
@@ -492,6 +504,22 @@ class LlmRunner(Processor):
         task = self._scope.spawn(self._speculate(frame.epoch, context, cancel, ctx), name=f"speculation-{frame.epoch}")
         self._speculative = SpeculativeStart(frame.epoch, frame.text, base, task, cancel)
         self.stats.speculations += 1
+
+    def _maybe_prefill(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
+        """The caller's words so far to a model with a prompt cache (``PrefixWarm``), at their
+        pause: evaluated while the turn's end is decided, the turn's request pays only for
+        what changed (docs/DEMO.md, "The local LLM's time").  The model does it only when
+        idle and gives way to any request."""
+        llm = self.llm
+        if not isinstance(llm, PrefixWarm) or (self._round_task is not None and not self._round_task.done()):
+            return
+        if self._prefill is not None and not self._prefill.done():
+            return
+        context = settled_copy(self.context)
+        context.push_user(frame.text)
+        request = self._request(ctx.clock.wall().date(), context)
+        self._prefill = self._scope.spawn(llm.prefill(request), name=f"prefill-{frame.epoch}")
+        self.stats.prefills += 1
 
     async def _drop_speculation(self) -> None:
         run, self._speculative = self._speculative, None
@@ -569,6 +597,10 @@ class LlmRunner(Processor):
             if self.flow is not None and self.flow.pending is not None:
                 await self._enter_node(turn, ctx)  # decided by a late result since the last turn
             for round_ in range(self.config.max_tool_rounds + 1):
+                if round_ > 0 and self.tools is not None and self.tools.hung_up:
+                    # The caller is gone: the results are in the record, and a graceful stop
+                    # would otherwise wait for more rounds (and tools) nobody hears.
+                    return
                 if round_ == self.config.max_tool_rounds:
                     log.warning("turn %d used all %d tool rounds; speaking the fallback line", epoch, round_)
                     await self._say(turn, self.config.fallback_line, ctx)
@@ -697,10 +729,13 @@ class LlmRunner(Processor):
     ) -> None:
         """``tool`` empty: a model round's first token is late (see the module docs)."""
         await ctx.clock.sleep(delay)
+        if turn.filled:  # one filler a turn: a second slow round of the turn stays quiet
+            return
         choice = self.filler.choose(tool)
         if choice is None:
             return
         state.speaking = True
+        turn.filled = True
         turn.quiet_since = None
         round_ = turn.take()
         self.stats.fillers += 1
@@ -814,6 +849,21 @@ class LlmRunner(Processor):
             if opening.filler is not None:  # a barge-in or a bug: the filler never outlives its round
                 opening.filler.cancel()
 
+    def _acknowledge(self, turn: TurnRounds, opening: Opening, tool: str, ctx: ProcessorContext) -> None:
+        """The round is a call of ``tool`` (its first event named it): its filler now, not at
+        the model's delay, as a person says "one moment" when they decide to look.  Only where
+        the model filler was waiting (a spoken turn, nothing said yet in this round), and not
+        for a tool that opts out of fillers (``filler_after=None``)."""
+        waiting = opening.filler
+        if not self.filler.at_call or waiting is None or opening.state.speaking or turn.filled or self.tools is None:
+            return
+        spec = self.tools.registry.spec(tool)
+        if spec is None or self.filler.delay_for(spec) is None:
+            return
+        waiting.cancel()
+        opening.filler = self._scope.spawn(self._filler_after(0.0, tool, turn, opening.state, ctx),
+                                           name="call-filler")
+
     async def _open(self, turn: TurnRounds, opening: Opening, ctx: ProcessorContext) -> int:
         """The round's ordinal, its ``LlmResponseStarted`` sent on the first call (after the
         filler's round when one is being spoken, which then finishes first)."""
@@ -834,6 +884,9 @@ class LlmRunner(Processor):
         async def open_round() -> int:
             return await self._open(turn, opening, ctx)
 
+        def decided(tool: str) -> None:
+            self._acknowledge(turn, opening, tool, ctx)
+
         assembler = ResponseAssembler()
         requested = ctx.clock.now()
         timed = self.timeline.llm_request(epoch, requested)
@@ -842,7 +895,7 @@ class LlmRunner(Processor):
         seen = Streamed()
         try:
             await stream_answer(self.llm, self.timeouts, self.timeline, self._request(ctx.clock.wall().date()), epoch,
-                                open_round, ctx, assembler, spoken, timed, seen)
+                                open_round, ctx, assembler, spoken, timed, seen, decided)
         except BrisvoxError as exc:
             # Logged with its traceback and counted (engine_failures_total{stage="llm"}).
             self.events.failed("llm", exc, epoch=epoch, at=ctx.clock.now(), fatal=False)

@@ -192,6 +192,12 @@ class PrefixWarm(Protocol):
         """Evaluate ``request``'s prompt once and keep it for later requests that begin the same way."""
         ...
 
+    async def prefill(self, request: LlmRequest) -> bool:
+        """Evaluate ``request``'s prompt only if the model is idle, giving way to any real
+        request (the runner sends the caller's words at a pause, before the turn ends);
+        whether it ran."""
+        ...
+
 
 class GeneratorLlmStream:
     """An :class:`LlmStream` over an async generator of events: how adapters usually write one.

@@ -210,6 +210,7 @@ class _Filler(Section):
     per_tool: bool = False
     phrases: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(default=None, min_length=1)
     prerender: bool | None = None
+    at_call: bool | None = None
 
 
 class _AgentLink(Section):
@@ -642,7 +643,7 @@ def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     if fl.per_tool and fl.delay is not None:
         report.at_key(("filler", "delay"), "per_tool = true uses each tool's own delay; remove delay")
     if not fl.enabled:
-        for key in ("delay", "model_delay", "phrases", "prerender"):
+        for key in ("delay", "model_delay", "phrases", "prerender", "at_call"):
             if getattr(fl, key) is not None:
                 report.at_key(("filler", key), "has no effect with enabled = false")
     for i, phrase in enumerate(fl.phrases or ()):
@@ -653,7 +654,7 @@ def _filler(fl: _Filler, report: _Report) -> FillerConfig:
     delay = None if fl.per_tool else (fl.delay if fl.delay is not None else DEFAULT_FILLER_DELAY)
     model_delay = fl.model_delay if fl.model_delay is not None else DEFAULT_MODEL_FILLER_DELAY
     return FillerConfig(enabled=fl.enabled, delay=delay, per_tool=fl.per_tool, phrases=phrases,
-                        prerender=bool(fl.prerender), model_delay=model_delay)
+                        prerender=bool(fl.prerender), model_delay=model_delay, at_call=bool(fl.at_call))
 
 
 def _provider(

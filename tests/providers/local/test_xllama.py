@@ -261,6 +261,46 @@ async def test_a_prefix_the_busy_model_cannot_take_is_refused_with_kind_busy() -
     assert refused.value.kind is ProviderErrorKind.BUSY
 
 
+async def test_a_prefill_evaluates_the_prompt_only_when_idle_and_is_skipped_while_a_request_runs() -> None:
+    gate = threading.Event()
+    backend = FakeBackend(["Hi"], gate=gate)
+    llm = _llm(backend)
+    try:
+        assert not await llm.prefill(_ask())  # not loaded yet: nothing to warm
+        await llm.warm()
+        running = asyncio.ensure_future(_collect(llm.stream(_ask())))
+        assert await asyncio.to_thread(backend.started.wait, 10)
+        assert not await llm.prefill(_ask("Weather in Bergen?"))  # the model is busy: skipped
+        gate.set()
+        await running
+        assert await llm.prefill(_ask("Weather in Bergen?", tools=(WEATHER,)))
+    finally:
+        await llm.aclose()
+    assert len(backend.bodies) == 2
+    prefilled = backend.bodies[1]
+    assert prefilled["max_tokens"] == 1 and prefilled["messages"][-1]["content"] == "Weather in Bergen?"
+
+
+async def test_a_request_stops_a_running_prefill_at_its_first_token_and_a_queued_one_never_runs() -> None:
+    gate = threading.Event()
+    backend = FakeBackend(["Hi", " there"], gate=gate)
+    llm = _llm(backend)
+    try:
+        await llm.warm()
+        prefill = asyncio.ensure_future(llm.prefill(_ask("Weather in")))
+        assert await asyncio.to_thread(backend.started.wait, 10)
+        answer = asyncio.ensure_future(_collect(llm.stream(_ask("Weather in Oslo?"))))
+        for _ in range(10):
+            await asyncio.sleep(0)
+        gate.set()
+        assert await prefill
+        assert backend.stopped_after == 1  # the prefill gave way at its first chunk
+        await answer
+    finally:
+        await llm.aclose()
+    assert [b["max_tokens"] for b in backend.bodies] == [1, XLlamaConfig().max_tokens]
+
+
 async def test_closing_the_stream_stops_the_generation_at_the_next_token() -> None:
     backend = FakeBackend(["word "] * 20, pace=0.02)
     llm = _llm(backend)

@@ -13,6 +13,13 @@ start of the tool round and calls :meth:`FillerPolicy.choose` when it passes.
 * **Slow model rounds.** A model request whose first token has not come ``model_delay``
   seconds after it was sent gets a filler too (the generic phrases; :meth:`FillerPolicy.choose`
   with ``tool=""``), so a slow local model is not heard as a dead line; ``None``: never.
+* **At the call** (``at_call``, off by default).  A model round whose first event names a
+  call gets its filler at once, the tool's phrases (the tool must allow fillers): a local
+  model writes the call for 3 to 6 s and reads its result for 2 to 3 s more, so the caller
+  hears the acknowledgement when the model decides, as a person says it; a text round says
+  nothing extra.  Off by default: with a quick cloud model and a quick tool the answer
+  comes before any filler would have.
+* **Once a turn.** The runner speaks at most one filler in a turn, whatever kind.
 * **Phrases.** A generic list and per-tool lists rotate round-robin (no randomness, so
   simulations stay deterministic); only a filler actually chosen advances a rotation.
   A copy made with :meth:`FillerPolicy.clone` (or any ``with_*``) starts its own
@@ -103,8 +110,9 @@ def filler_clip_key(index: int) -> str:
 class FillerConfig:
     """The filler configuration: on/off; either one fixed delay or each tool's own delay;
     ``model_delay``: seconds a model request may go without its first token before a filler
-    (None: never); ``phrases``, spoken in turn, one per slow round; ``prerender``: the phrases
-    are rendered once as clips (keys :func:`filler_clip_key`) and played as such."""
+    (None: never); ``phrases``, spoken in turn, one per slow turn; ``prerender``: the phrases
+    are rendered once as clips (keys :func:`filler_clip_key`) and played as such; ``at_call``:
+    a round that is a call fills at once (see the module docs)."""
 
     DEFAULT: ClassVar[FillerConfig]
     PER_TOOL: ClassVar[FillerConfig]
@@ -116,6 +124,7 @@ class FillerConfig:
     phrases: tuple[str, ...] = (DEFAULT_FILLER_TEXT,)
     prerender: bool = False
     model_delay: float | None = DEFAULT_MODEL_FILLER_DELAY
+    at_call: bool = False
 
     def clip_texts(self) -> dict[str, str]:
         """The clips to render (key to phrase): none unless the fillers are on and prerendered."""
@@ -157,7 +166,8 @@ class _Rotation:
 class FillerPolicy:
     """Decides when (``plan``) and what (``choose``) a tool round's filler is."""
 
-    __slots__ = ("_clips", "_delay", "_enabled", "_model_delay", "_per_tool", "_phrases", "_rotation", "_tool_phrases")
+    __slots__ = ("_at_call", "_clips", "_delay", "_enabled", "_model_delay", "_per_tool", "_phrases", "_rotation",
+                 "_tool_phrases")
 
     def __init__(
         self,
@@ -169,12 +179,14 @@ class FillerPolicy:
         tool_phrases: Mapping[str, Sequence[FillerPhrase]] | None = None,
         clips: FillerClips | None = None,
         model_delay: float | None = DEFAULT_MODEL_FILLER_DELAY,
+        at_call: bool = False,
     ) -> None:
         for what, value in (("delay", delay), ("model_delay", 0.0 if model_delay is None else model_delay)):
             if not math.isfinite(value) or value < 0:
                 raise ConfigError(f"filler {what} must be a non-negative number of seconds, got {value!r}")
         self._delay = delay
         self._model_delay = model_delay
+        self._at_call = at_call
         self._per_tool = per_tool
         self._enabled = enabled
         self._phrases = tuple(phrases)
@@ -199,9 +211,11 @@ class FillerPolicy:
         phrases = tuple(FillerPhrase(text, clip=filler_clip_key(i) if config.prerender else None)
                         for i, text in enumerate(config.phrases))
         if config.per_tool:
-            return cls(per_tool=True, enabled=config.enabled, phrases=phrases, model_delay=config.model_delay)
+            return cls(per_tool=True, enabled=config.enabled, phrases=phrases, model_delay=config.model_delay,
+                       at_call=config.at_call)
         assert config.delay is not None
-        return cls(config.delay, enabled=config.enabled, phrases=phrases, model_delay=config.model_delay)
+        return cls(config.delay, enabled=config.enabled, phrases=phrases, model_delay=config.model_delay,
+                   at_call=config.at_call)
 
     def _copy(self, **changes: object) -> FillerPolicy:
         fields: dict[str, object] = {
@@ -212,6 +226,7 @@ class FillerPolicy:
             "tool_phrases": self._tool_phrases,
             "clips": self._clips,
             "model_delay": self._model_delay,
+            "at_call": self._at_call,
         }
         fields.update(changes)
         return FillerPolicy(**fields)  # type: ignore[arg-type]
@@ -252,6 +267,14 @@ class FillerPolicy:
     def model_delay(self) -> float | None:
         """Seconds a model request may wait for its first token before a filler; None: never."""
         return self._model_delay if self._enabled and self._phrases else None
+
+    @property
+    def at_call(self) -> bool:
+        """A round whose first event names a call fills at once (see the module docs)."""
+        return self._at_call and self._enabled
+
+    def with_at_call(self, at_call: bool = True) -> FillerPolicy:
+        return self._copy(at_call=at_call)
 
     def delay_for(self, spec: ToolSpec) -> float | None:
         """Seconds after the round's start before this tool's filler; ``None``: never."""

@@ -19,6 +19,10 @@ turn pays only for the messages added since the last one.  :meth:`XLlamaLlm.warm
 evaluates that prefix once at server start (``brisvox serve`` passes the agent's prompt,
 the date line and its tools), so the first turn of a call does not pay for it either:
 every call of the agent begins with the same bytes, and the one slot keeps them.
+:meth:`XLlamaLlm.prefill` does the same for the caller's words at a pause, before the turn
+ends (the runner, on ``UserTurnTentative``): only when the model is idle, and a request
+submitted meanwhile stops it at its first generated token, so the turn's request finds the
+words evaluated and pays only for the rest.
 
 Tool calls: the output is constrained by :func:`tool_grammar` (text, or one call of an
 offered tool whose arguments satisfy its schema), and :class:`ReplyParser` turns a call
@@ -213,6 +217,8 @@ class XLlamaLlm(LlmProvider):
         self._pool = InferencePool(PoolConfig(name="brisvox-llm", threads=1, jobs_per_thread=config.queue))
         self._backend: Backend | None = None
         self._loading = asyncio.Lock()
+        self._requests = 0  # requests submitted and not yet ended (a prefill waits for none)
+        self._prefilling: threading.Event | None = None  # the running prefill's stop flag
 
     @property
     def name(self) -> str:
@@ -244,9 +250,10 @@ class XLlamaLlm(LlmProvider):
         """Load the model (about 1 s); the first turn evaluates the system prompt, later turns reuse it."""
         await self._loaded()
 
-    async def warm_prefix(self, request: LlmRequest) -> None:
-        """Evaluate ``request``'s prompt (one token generated) so the slot keeps it; logs what it cost."""
-        backend = await self._loaded()
+    def _prompt_only(self, request: LlmRequest, stop: threading.Event | None) -> tuple[
+            dict[str, Any], Callable[[dict[str, Any]], bool], dict[str, Any]]:
+        """The body that evaluates ``request``'s prompt and generates one token, its chunk
+        callback (stops at the first chunk once ``stop`` is set) and the timings it fills."""
         body = self._body(request, _offered(request))
         # The grammar stays: llguidance builds its view of the model's vocabulary on the
         # first constrained request of the process (0.7 to 1 s measured), so the first
@@ -258,8 +265,14 @@ class XLlamaLlm(LlmProvider):
             found = chunk.get("timings")
             if isinstance(found, dict):
                 timings.update(found)
-            return False
+            return stop is not None and stop.is_set()
 
+        return body, on_chunk, timings
+
+    async def warm_prefix(self, request: LlmRequest) -> None:
+        """Evaluate ``request``'s prompt (one token generated) so the slot keeps it; logs what it cost."""
+        backend = await self._loaded()
+        body, on_chunk, timings = self._prompt_only(request, None)
         try:
             await self._pool.run(backend.complete, body, on_chunk)
         except PoolFull:
@@ -269,6 +282,40 @@ class XLlamaLlm(LlmProvider):
             raise ProviderError(self.name, ProviderErrorKind.MODEL, f"warming the prefix failed: {cause}") from exc
         log.info("%s: prompt prefix of %s tokens evaluated in %.0f ms (kept for every call's first turn)",
                  self.name, timings.get("prompt_n", "?"), float(timings.get("prompt_ms", 0.0)))
+
+    async def prefill(self, request: LlmRequest) -> bool:
+        """Evaluate ``request``'s prompt while the model is idle (see the module docs); False:
+        skipped (not loaded yet, a request running or waiting, another prefill running)."""
+        if self._backend is None or self._requests or self._prefilling is not None:
+            return False
+        backend = self._backend
+        stop = threading.Event()
+        body, on_chunk, timings = self._prompt_only(request, stop)
+        self._prefilling = stop
+        submitted = self._clock.now()
+
+        def evaluate() -> None:  # on the model's thread: a request submitted first skips it
+            if not stop.is_set():
+                backend.complete(body, on_chunk)
+
+        try:
+            await self._pool.run(evaluate)
+        except PoolFull:
+            return False
+        except InferenceError as exc:
+            # Only time is lost: the turn's own request evaluates the words and reports its failure.
+            log.warning("%s: prefilling the caller's words failed", self.name, exc_info=exc)
+            return False
+        finally:
+            if self._prefilling is stop:
+                self._prefilling = None
+        total = (self._clock.now() - submitted) * 1000
+        if timings:
+            log.info("%s: prefill %s evaluated + %s cached in %.0f ms, total %.0f ms", self.name,
+                     timings.get("prompt_n", "?"), timings.get("cache_n", "?"), float(timings.get("prompt_ms", 0.0)), total)
+        else:  # stopped at its first token: the request that came takes what it evaluated from the cache
+            log.info("%s: prefill gave way to a request after %.0f ms", self.name, total)
+        return True
 
     def stream(self, request: LlmRequest) -> GeneratorLlmStream:
         return GeneratorLlmStream(self.name, self._respond(request))
@@ -325,12 +372,15 @@ class XLlamaLlm(LlmProvider):
             finally:
                 loop.call_soon_threadsafe(offer, _END)
 
+        if self._prefilling is not None:
+            self._prefilling.set()  # a request goes first: the prefill stops at its first token
         try:
             job = self._pool.submit(generate, name="llm-generate")
         except PoolFull:
             raise ProviderError(
                 self.name, ProviderErrorKind.BUSY, f"the local model is busy ({self.config.queue} requests waiting)"
             ) from None
+        self._requests += 1
         parser = ReplyParser(frozenset(t.name for t in tools))
         named: str | None = None  # the call's name, once sent
         finish: str | None = None
@@ -362,6 +412,7 @@ class XLlamaLlm(LlmProvider):
                 raise ProviderError(self.name, ProviderErrorKind.MODEL, f"llama.cpp failed: {type(cause).__name__}") from exc
         finally:
             # A closed stream stops at the next token; a job still queued is skipped.
+            self._requests -= 1
             stop.set()
             job.cancel()
             # Every request, a stopped one too (a dropped speculation, a barge-in): its cost.
