@@ -110,7 +110,7 @@ async def test_a_name_the_caller_did_not_say_or_the_restaurants_own_is_refused()
     assert test.tool_runs("book_table") == 0 and r.bookings == {}
 
 
-async def test_while_a_booking_waits_only_confirm_pending_is_offered_and_a_no_drops_it() -> None:
+async def test_while_a_booking_waits_it_is_not_offered_again_and_a_no_drops_it() -> None:
     clock = SimClock()
     llm = ScriptedLlm(clock, [
         [Call(name="check_availability", arguments=SLOT)], [Say("Free. Your name?")],
@@ -123,9 +123,8 @@ async def test_while_a_booking_waits_only_confirm_pending_is_offered_and_a_no_dr
         await test.user_says("a table for two on friday at seven")
         await test.user_says("Ada")
         no = await test.user_says("no, cancel that")
-    waiting = _offered(llm.requests[3])  # the round that asks for the yes
-    assert set(waiting) == {"check_availability", "confirm_pending"}
-    assert waiting["confirm_pending"]["call_id"] == {"enum": ["t2.0"]}
+    # the round that asks for the yes: no second booking, and no confirmation before the answer
+    assert set(_offered(llm.requests[3])) == {"check_availability"}
     assert set(_offered(llm.requests[4])) == {"check_availability"}  # the no dropped the waiting booking
     again = no.expect.tool_call("book_table")
     assert again.outcome == "invalid_arguments" and "check_availability" in (again.content or "")

@@ -117,10 +117,10 @@ async def test_while_a_call_waits_for_the_yes_only_confirm_pending_is_offered_fo
         assert set(_offered(eng)) == {"transfer", "look"}  # nothing waits: no confirm_pending
         eng.note_user_turn("transfer me")
         await deliver_round(eng, Context(), [call("t1.0", "transfer")], 1)
+        eng.note_user_turn("yes")
         offered = _offered(eng)
         assert set(offered) == {"look", CONFIRM_PENDING}
         assert offered[CONFIRM_PENDING]["call_id"] == {"enum": ["t1.0"]}
-        eng.note_user_turn("yes")
         await deliver_round(eng, Context(), [call("t2.0", CONFIRM_PENDING, call_id="t1.0")], 2)
         assert probe.count("start", "transfer") == 1
         assert set(_offered(eng)) == {"transfer", "look"}
@@ -169,3 +169,30 @@ async def test_a_no_in_the_callers_turn_drops_the_call_waiting_for_the_yes() -> 
         assert len(eng.confirmations) == 0 and CONFIRM_PENDING not in _offered(eng)
         ex = await deliver_round(eng, Context(), [call("t2.0", CONFIRM_PENDING, call_id="t1.0")], 2)
         assert kind(ex.results[0]) == "confirmation_refused" and probe.count("start", "transfer") == 0
+
+
+async def test_confirm_pending_is_offered_only_once_the_caller_spoke_after_the_question() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    reg = ToolRegistry()
+    reg.register(spec("transfer", SE, confirm=True), scripted(probe, "transfer", result="done"))
+    async with _engine(reg, clock) as eng:
+        eng.note_user_turn("transfer me")
+        await deliver_round(eng, Context(), [call("t1.0", "transfer")], 1)
+        assert set(_offered(eng)) == set()  # the same turn: the gate would refuse a confirmation; ask
+        eng.note_user_turn("yes")
+        assert _offered(eng)[CONFIRM_PENDING]["call_id"] == {"enum": ["t1.0"]}
+
+
+async def test_a_refused_call_is_not_offered_again_until_the_caller_speaks() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    async with _engine(_registry(probe, confirm=False), clock) as eng:
+        eng.note_user_turn("a table for two on friday")
+        await deliver_round(eng, Context(), [call("t1.0", "check", day="fri", party=2)], 1)
+        assert "book" in _offered(eng)
+        ex = await deliver_round(eng, Context(), [_book("t1.1", name="Lokanta Deniz", day="fri", party=2)], 1)
+        assert kind(ex.results[0]) == "invalid_arguments"
+        assert set(_offered(eng)) == {"check"}  # the model asks for the name instead of writing the call again
+        eng.note_user_turn("It's Ada.")
+        assert "book" in _offered(eng)

@@ -111,6 +111,10 @@ class Confirmations:
     def pending(self) -> list[PendingConfirmation]:
         return list(self._pending.values())
 
+    def replied(self, p: PendingConfirmation) -> bool:
+        """Whether the user spoke a turn since ``p`` was asked (only then may it be confirmed)."""
+        return self._user_turns > p.user_turns and (self._speech_seq == 0 or self._turn_speech_seq > p.speech_seq)
+
     def request(self, call: ToolCall, epoch: int, now: float, digest: int) -> None:
         """Records a gated call (replacing an identical pending one; the oldest goes past capacity)."""
         for cid, p in list(self._pending.items()):
@@ -137,10 +141,7 @@ class Confirmations:
             return Refusal.EXPIRED
         if epoch < p.epoch:
             return Refusal.STALE
-        replied = self._user_turns > p.user_turns and (
-            self._speech_seq == 0 or self._turn_speech_seq > p.speech_seq
-        )
-        if not replied:
+        if not self.replied(p):
             return Refusal.NO_REPLY_YET
         del self._pending[call_id]
         return p

@@ -126,7 +126,9 @@ class ToolEngine:
         allows them (:mod:`brisvox.agent.tools.offer`: ``confirm_pending`` only while a call
         waits, a required answer, bound arguments as constants).  ``specs``: a flow node's
         tools in place of every registered one."""
-        return self.grounds.offer(self.listed_specs(specs), {p.call.id: p.call.name for p in self.confirmations.pending()})
+        waiting = self.confirmations.pending()
+        return self.grounds.offer(self.listed_specs(specs), {p.call.id: p.call.name for p in waiting},
+                                  answerable={p.call.id for p in waiting if self.confirmations.replied(p)})
 
     def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
         """The agent's tools whatever the state (``offer``'s list, or a flow node's ``specs``):
@@ -288,6 +290,8 @@ class ToolEngine:
             if spec.requires is None and not spec.from_caller:
                 continue
             why = self.grounds.refusal(spec, s.call.arguments)
+            if why is not None:
+                self.grounds.note_refused(spec)
             if why is not None and epoch is not None:
                 self._answers.refuse(s, epoch, ErrorKind.INVALID_ARGUMENTS, Outcome.INVALID_ARGUMENTS, why)
             elif why is not None:

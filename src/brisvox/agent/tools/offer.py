@@ -7,9 +7,12 @@ name nobody said.  A grammar-constrained model can only write a call of an offer
 so what is not offered is impossible; a cloud model that calls it anyway gets the error a
 call to an unknown tool gets, or a refusal naming what to do.  The rules:
 
-* ``confirm_pending`` is offered only while a call waits for the caller's yes, its
-  ``call_id`` narrowed to the waiting ids; a confirm tool is not offered while a call of
-  it waits (the model confirms or talks, it does not ask again).
+* ``confirm_pending`` is offered only while a call waits for the caller's yes and the
+  caller has spoken since it was asked (the gate refuses an earlier confirmation), its
+  ``call_id`` narrowed to those ids; a confirm tool is not offered while a call of it
+  waits (the model confirms or talks, it does not ask again).
+* A tool whose call these rules refused is not offered again until the caller's next turn
+  (the refusal tells the model what to ask).
 * A tool with a :class:`~brisvox.agent.tools.spec.Requirement` is offered only after a
   call of the required tool answered with the required values, and once a call of it
   used that answer, not again until a new one; its bound arguments are offered as
@@ -28,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,18 +61,20 @@ class Grounds:
     """What the session's state allows: the caller's words, the last answer of each ReadOnly
     tool, and which answers a requiring tool's call already used."""
 
-    __slots__ = ("_answers", "_heard", "_seq", "_used", "agent_words", "check_words")
+    __slots__ = ("_answers", "_heard", "_refused", "_seq", "_used", "agent_words", "check_words")
 
     def __init__(self, agent_name: str = "") -> None:
         self.agent_words = words(agent_name)
         self.check_words = True  # False where the caller's words come after the calls (speech-to-speech)
         self._heard: set[str] = set()
+        self._refused: set[str] = set()  # tools refused by these rules since the caller's last turn
         self._answers: dict[str, _Answer] = {}
         self._used: dict[str, int] = {}  # requiring tool -> the answer seq its last call used
         self._seq = 0
 
     def note_user_text(self, text: str) -> None:
-        """A caller's turn entered the context."""
+        """A caller's turn entered the context (what was refused may be right again)."""
+        self._refused.clear()
         for w in words(text):
             if len(self._heard) >= MAX_WORDS:
                 return
@@ -91,6 +96,11 @@ class Grounds:
         self._seq += 1
         self._answers[tool] = _Answer(dict(arguments), result, self._seq)
 
+    def note_refused(self, spec: ToolSpec) -> None:
+        """A call of ``spec`` broke these rules: it is not offered again until the caller speaks
+        (the refusal says what to ask; the 0.5B model otherwise wrote the same call again)."""
+        self._refused.add(spec.name)
+
     def note_used(self, spec: ToolSpec) -> None:
         """A call of ``spec`` passed its rules: the answer it stood on is used."""
         if spec.requires is not None and (answer := self._answers.get(spec.requires.tool)) is not None:
@@ -108,18 +118,22 @@ class Grounds:
             return None
         return answer
 
-    def offer(self, specs: Iterable[ToolSpec], pending: Mapping[str, str]) -> list[ToolSpec]:
+    def offer(self, specs: Iterable[ToolSpec], pending: Mapping[str, str],
+              answerable: Collection[str] | None = None) -> list[ToolSpec]:
         """The specs the model may call now (order kept), narrowed where the state fixes a value.
 
-        ``pending``: the calls waiting for the caller's yes, call id -> tool name."""
+        ``pending``: the calls waiting for the caller's yes, call id -> tool name;
+        ``answerable``: those the caller has spoken since (the gate refuses a confirmation
+        before that; None: all of them)."""
         waiting = set(pending.values())
+        confirmable = sorted(pending if answerable is None else set(pending) & set(answerable))
         out = []
         for spec in specs:
             if spec.name == CONFIRM_PENDING:
-                if pending:
-                    out.append(_narrowed(spec, {"call_id": {"enum": sorted(pending)}}))
+                if confirmable:
+                    out.append(_narrowed(spec, {"call_id": {"enum": confirmable}}))
                 continue
-            if spec.confirm and spec.name in waiting:
+            if spec.name in self._refused or (spec.confirm and spec.name in waiting):
                 continue
             if spec.requires is None:
                 out.append(spec)
