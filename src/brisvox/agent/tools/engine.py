@@ -290,14 +290,15 @@ class ToolEngine:
             if spec.requires is None and not spec.from_caller:
                 continue
             why = self.grounds.refusal(spec, s.call.arguments)
-            if why is not None:
-                self.grounds.note_refused(spec)
-            if why is not None and epoch is not None:
+            if why is None:
+                if use:
+                    self.grounds.note_used(spec)
+                continue
+            self.grounds.note_refused(spec)
+            if epoch is not None:
                 self._answers.refuse(s, epoch, ErrorKind.INVALID_ARGUMENTS, Outcome.INVALID_ARGUMENTS, why)
-            elif why is not None:
+            else:
                 malformed(s, ErrorKind.INVALID_ARGUMENTS, Outcome.INVALID_ARGUMENTS, why)
-            elif use:
-                self.grounds.note_used(spec)
 
     def _admit(self, slots: list[Slot], epoch: int) -> bool:
         """Applies stale turns and the retry budget; returns whether the round is exhausted."""
