@@ -46,6 +46,31 @@ async def test_a_plain_exchange_answers_the_caller_and_records_the_turn(seed: in
     await wait_for_task_baseline(clock, baseline)
 
 
+async def test_the_caller_s_audio_is_heard_in_the_delivering_task_while_the_listen_stage_waits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The session's caller-audio sink hands each frame to the listen stage's hear_now: while the
+    # stage's task waits, a frame costs it no wake-up; the call is answered as before.
+    from brisvox.core.frames import InputAudioFrame
+    from brisvox.engine.listen import ListenStage
+
+    in_task = 0
+    process = ListenStage.process
+
+    async def counting(self: ListenStage, frame: Any, direction: Any, ctx: Any) -> None:
+        nonlocal in_task
+        in_task += isinstance(frame, InputAudioFrame)
+        await process(self, frame, direction, ctx)
+
+    monkeypatch.setattr(ListenStage, "process", counting)
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("book a table for two").pause(2.0).build()
+    llm = ScriptedLlm(clock, [[Say("Sure, for what time?")]], latency=llm_latency(SEEDS[0]))
+    result = await simulate(clock, scenario, llm, tts=tts_config(SEEDS[0]))
+    assert [m.text for m in result.report.context.messages[1:]] == ["book a table for two", "Sure, for what time?"]
+    frames = len(list(scenario.frames(0.02)))
+    assert in_task < frames / 10, f"{in_task} of {frames} frames woke the listen stage's task"
+
+
 LONG = (
     "We have tables at six, seven and eight tonight, and on the terrace there is room for "
     "larger groups too, so tell me which time suits you best and how many people are coming."

@@ -11,6 +11,7 @@ import pytest
 
 from brisvox.audio.resample import ResampleStream
 from brisvox.core.clock import SimClock
+from brisvox.core.errors import ProcessorFailed
 from brisvox.core.frames import (
     BusyStage,
     InputAudioFrame,
@@ -19,7 +20,7 @@ from brisvox.core.frames import (
     VadStartedFrame,
     VadStoppedFrame,
 )
-from brisvox.core.pipeline import Links, Pipeline
+from brisvox.core.pipeline import Links, Pipeline, RunningPipeline
 from brisvox.core.tasks import TaskScope
 from brisvox.engine.listen import HearingLost, ListenStage
 from brisvox.inference.energy import EnergyScorer
@@ -143,9 +144,9 @@ class SaturatingVad(VoiceActivityDetector):
         super().__init__(EnergyScorer(RATE), VadParams.energy())
         self.pattern = pattern
 
-    async def process(self, pcm: bytes, at: float) -> list[VadEvent]:
+    def prepare(self, pcm: bytes, at: float) -> tuple[list[VadEvent], list[object]]:
         self.saturated = self.pattern.pop(0) if self.pattern else False
-        return []
+        return [], []
 
 
 async def test_a_saturated_vad_pool_is_reported_once_per_episode_not_per_frame() -> None:
@@ -162,3 +163,97 @@ async def test_a_saturated_vad_pool_is_reported_once_per_episode_not_per_frame()
     busy = sink.of(ModelBusyFrame)
     assert len(busy) == 2  # two runs of refused frames, five refused frames
     assert all(b.stage is BusyStage.VAD for b in busy)  # type: ignore[attr-defined]
+
+
+class NowStt(FakeStt):
+    """A session that takes audio without waiting while it has ``room`` (SendsAudioNow)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.room = True
+        self.taken_now = 0
+
+    def try_send_audio(self, pcm: bytes) -> bool:
+        if not self.room:
+            return False
+        self.audio += pcm
+        self.taken_now += 1
+        return True
+
+
+def deliver(stage: ListenStage, running: RunningPipeline, frame: InputAudioFrame) -> None:
+    """The call's caller-audio sink (engine.call._audio_into)."""
+    if not stage.hear_now(frame):
+        running.try_send(frame)
+
+
+async def test_a_silent_frame_is_heard_in_the_delivering_task_while_the_stage_waits() -> None:
+    clock = SimClock()
+    stt = NowStt()
+    async with TaskScope("listen test") as scope:
+        stage = ListenStage(energy_vad(RATE), stt, scope)
+        async with Pipeline("p").then(stage).start(clock, Links(downstream=Collect())):
+            await clock.sleep(0.01)  # Start is through: the stage's task waits
+            [frame] = frames(0.02, 0)
+            assert stage.hear_now(frame)
+            assert bytes(stt.audio) == frame.pcm and stt.taken_now == 1  # before any await
+            stt.room = False  # a session that would have to wait: the rest goes to the task
+            assert stage.hear_now(frame)
+            assert len(stt.audio) == len(frame.pcm)
+            await clock.sleep(0.01)
+            assert len(stt.audio) == 2 * len(frame.pcm)
+        scope.cancel()
+    async with TaskScope("listen test") as scope:  # a session without try_send_audio: the task hears
+        stage = ListenStage(energy_vad(RATE), FakeStt(), scope)
+        async with Pipeline("p").then(stage).start(clock, Links(downstream=Collect())):
+            await clock.sleep(0.01)
+            assert not stage.hear_now(frame)
+        scope.cancel()
+
+
+async def test_frames_heard_in_the_delivering_task_give_the_task_s_events_and_audio_in_order() -> None:
+    # Each frame a different level, delivered back to back and 20 ms apart: the VAD events (at
+    # their times), the finalize and the STT's audio are those of the stage's task hearing all.
+    stream = [f for k, level in enumerate([0] * 25 + [4000] * 50 + [0] * 50)
+              for f in frames(0.02, level + k)]
+    stream = [InputAudioFrame(epoch=0, pcm=f.pcm, sample_rate=RATE, at=k * 0.02) for k, f in enumerate(stream)]
+
+    async def hear(now: bool, burst: int) -> tuple[list[tuple[str, float]], bytes, int, int]:
+        clock, sink = SimClock(), Collect()
+        stt = NowStt()
+        async with TaskScope("listen test") as scope:
+            stage = ListenStage(energy_vad(RATE), stt, scope)
+            async with Pipeline("p").then(stage).start(clock, Links(downstream=sink)) as running:
+                await clock.sleep(0.01)
+                for k, frame in enumerate(stream):
+                    deliver(stage, running, frame) if now else running.try_send(frame)
+                    if k % burst == burst - 1:
+                        await clock.sleep(0.02)
+                await clock.sleep(0.1)
+            scope.cancel()
+        events = [(type(f).__name__, f.at) for f in sink.frames  # type: ignore[attr-defined]
+                  if isinstance(f, VadStartedFrame | VadStoppedFrame)]
+        return events, bytes(stt.audio), stt.finalized, stt.taken_now
+
+    reference = await hear(now=False, burst=1)
+    assert reference[0] and reference[2] == 1 and reference[3] == 0
+    for burst in (1, 5):  # one at a time; five at once (the stage's task busy with the first)
+        events, audio, finalized, taken_now = await hear(now=True, burst=burst)
+        assert (events, audio, finalized) == reference[:3]
+        assert taken_now > 0
+
+
+async def test_a_frame_that_fails_in_the_delivering_task_fails_the_stage() -> None:
+    class Broken(VoiceActivityDetector):
+        def prepare(self, pcm: bytes, at: float) -> tuple[list[VadEvent], list[object]]:
+            raise RuntimeError("a bug in the VAD")
+
+    clock = SimClock()
+    async with TaskScope("listen test") as scope:
+        stage = ListenStage(Broken(EnergyScorer(RATE), VadParams.energy()), NowStt(), scope)
+        running = Pipeline("p").then(stage).start(clock, Links(downstream=Collect()))
+        await clock.sleep(0.01)
+        assert stage.hear_now(frames(0.02, 0)[0])  # taken; the error is raised in the stage's task
+        with pytest.raises(ProcessorFailed, match="a bug in the VAD"):
+            await running.wait()
+        scope.cancel()

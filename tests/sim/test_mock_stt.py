@@ -137,3 +137,28 @@ async def test_connect_takes_the_profiles_delay_and_a_scripted_failure_raises_it
     assert info.value.kind is ProviderErrorKind.AUTH
     await slow.warm()
     assert slow.warm_calls == 1
+
+
+async def test_fixed_text_audio_is_counted_in_the_sender_s_task_and_the_final_keeps_its_latency() -> None:
+    # The capacity tests' mock (``text``): audio that can cause nothing is counted when it is
+    # sent, while the recognizer waits (no wake-up per frame); audio sent while a finalize is
+    # pending waits behind it, so the final covers exactly the audio sent before the finalize.
+    clock = SimClock()
+    stt = MockStt(clock, MockSttConfig(final_latency=0.15, text="hello"))
+    events: list[tuple[float, SttEvent]] = []
+    frame = bytes(640)
+    async with await stt.connect(SttConfig()) as session, TaskScope("test") as scope:
+        scope.spawn(_collect(clock, session, events), name="reader")
+        await clock.sleep(0.01)
+        await session.send_audio(frame)
+        assert session.audio_seconds == pytest.approx(0.02)  # counted before the recognizer ran
+        assert session.try_send_audio(frame) and session.audio_seconds == pytest.approx(0.04)
+        await session.finalize()
+        await clock.sleep(0.05)
+        await session.send_audio(frame)  # while the final's latency runs: queued
+        assert session.audio_seconds == pytest.approx(0.04)
+        await clock.sleep(0.2)
+        assert session.audio_seconds == pytest.approx(0.06)
+        await session.aclose()
+    [(at, final)] = events
+    assert at == pytest.approx(0.16) and isinstance(final, Transcript) and final.end == pytest.approx(0.04)

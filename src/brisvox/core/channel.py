@@ -158,6 +158,13 @@ class Channel(Generic[T]):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def receiver_waiting(self) -> bool:
+        """Whether the receiver waits in :meth:`recv` with nothing queued: an item handled now,
+        in the sender's task, is in order with everything the receiver took before it."""
+        waiter = self._recv_waiter
+        return waiter is not None and not waiter.done() and not self._items
+
     # --- sending ---------------------------------------------------------------------------
 
     def try_send(self, item: T) -> bool:

@@ -259,6 +259,13 @@ class Inbox:
 
     # --- the consumer -------------------------------------------------------------------
 
+    @property
+    def receiver_waiting(self) -> bool:
+        """Whether the owner's task waits in :meth:`get` with every lane empty: a frame handled
+        now, in the sender's task, is in order with everything the owner took before it."""
+        waiter = self._recv_waiter
+        return waiter is not None and not waiter.done()
+
     def get_nowait(self) -> tuple[Frame, Direction, int] | None:
         """The next (frame, direction, source) in receive order, or None when empty."""
         lanes = self._lanes

@@ -14,7 +14,9 @@ Flags of a transcript (the Deepgram vocabulary, which the other adapters map ont
   transcript for the turn is complete and need not wait longer).
 
 Channels: ``send_audio`` applies backpressure (it waits while the session's input buffer
-is full); events are buffered up to a fixed capacity, then the provider's reader waits.
+is full).  A session that can also take audio without waiting says so with
+:class:`SendsAudioNow` (``try_send_audio``): the listen stage then hands it a caller frame in
+the task that delivered the frame, without a wake-up of its own; events are buffered up to a fixed capacity, then the provider's reader waits.
 Leaving ``async with`` (or ``aclose``) cancels the session; it never blocks on the network
 longer than the adapter's close timeout.
 """
@@ -23,11 +25,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol, Self, runtime_checkable
 
 from brisvox.providers.errors import ProviderError
 
-__all__ = ["SttConfig", "SttError", "SttEvent", "SttProvider", "SttSession", "Transcript"]
+__all__ = ["SendsAudioNow", "SttConfig", "SttError", "SttEvent", "SttProvider", "SttSession", "Transcript"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +99,16 @@ class SttSession(Protocol):
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...
+
+
+@runtime_checkable
+class SendsAudioNow(Protocol):
+    """A session that takes audio without waiting when it has room (an optional extension)."""
+
+    def try_send_audio(self, pcm: bytes) -> bool:
+        """Send ``pcm`` at once: True when it was taken, False (nothing sent) when the session
+        would have to wait (``send_audio`` then waits).  Raises as ``send_audio`` does."""
+        ...
 
 
 class SttProvider(Protocol):

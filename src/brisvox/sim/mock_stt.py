@@ -124,10 +124,26 @@ class MockSttSession(SessionBase[SttEvent]):
         self._scope.spawn(self._run(), name="recognize")
 
     async def send_audio(self, pcm: bytes) -> None:
+        if not self.try_send_audio(pcm):
+            await self._input.send(pcm)
+
+    def try_send_audio(self, pcm: bytes) -> bool:
+        """Send ``pcm`` without waiting (False: the input is full, nothing was sent).
+
+        Audio that can cause nothing (no utterance left to hear, no scripted disconnect) is
+        counted here, in the sender's task, while the recognizer waits with nothing queued:
+        the same count in the same order as the recognizer's task would make, without waking
+        it for every 20 ms frame (a streaming client writes its socket in the sender's task
+        too).  Anything else is queued for the recognizer.
+        """
         self._check_open()
         if len(pcm) % 2:
             raise ConfigError(f"{self._provider}: PCM16 audio must hold whole samples, got {len(pcm)} bytes")
-        await self._input.send(pcm)
+        if (self._input.receiver_waiting and self._cur >= len(self._utts)
+                and self._script.disconnect_after is None):
+            self.audio_seconds += len(pcm) / (2 * self._rate)
+            return True
+        return self._input.try_send(pcm)
 
     async def finalize(self) -> None:
         self._check_open()
