@@ -178,7 +178,8 @@ def agent_file(args: argparse.Namespace) -> Path:
 def run_point(framework: str, n: int, turns: int, args: argparse.Namespace, pipecat_python: Path,
               wav: Path) -> dict[str, Any]:
     log = args.out / f"{framework}_n{n}.log"
-    with server(framework, pipecat_python, log, args.loop, args.vad_batch, agent=agent_file(args)) as (pid, url):
+    with server(framework, pipecat_python, log, args.loop, args.vad_batch, agent=agent_file(args),
+                src=args.src) as (pid, url):
         summary = loadtest(f"{framework} n={n}", url, n, turns, args, wav, args.out / f"{framework}_n{n}.json",
                            pin=("taskset", "-c", "1"), server_pid=pid)
     summary["framework"] = framework
@@ -302,6 +303,7 @@ def main() -> int:
     ap.add_argument("--vad-period", default=None,
                     help="brisvox's BRISVOX_VAD_PERIOD (e.g. 0 or 10ms; default: the server's, 10 ms)")
     ap.add_argument("--frameworks", default="pipecat,brisvox")
+    ap.add_argument("--src", type=Path, default=SRC, help="the brisvox build the server runs (another checkout's src/)")
     ap.add_argument("--pipecat-venv", type=Path, default=Path("/work/venv-pipecat"))
     args = ap.parse_args()
     if args.vad_period is not None:  # the server inherits this process's environment

@@ -41,6 +41,7 @@ __all__ = ["SilencePath", "SileroModel", "SileroReset", "SileroScorer"]
 
 _WINDOW = {16000: 512, 8000: 256}
 _CONTEXT = {16000: 64, 8000: 32}
+_ZERO_WINDOW = {rate: bytes(2 * samples) for rate, samples in _WINDOW.items()}  # digital silence, as bytes
 _SILENCE_WITHOUT_RESET = 256  # windows of the silence table when the policy never resets
 
 
@@ -199,7 +200,7 @@ class SileroScorer:
         this one, scaled to [-1, 1) (a view of this scorer's buffer: use it before the next load)."""
         if window.shape != (self._win,):
             raise ConfigError(f"Silero VAD windows hold {self._win} samples, got {window.shape}")
-        self._loaded_zeros = not window.any()
+        self._loaded_zeros = window.tobytes() == _ZERO_WINDOW[self._rate]  # a memcmp, not numpy's any()
         buf: npt.NDArray[np.float32] = self._input[0]
         # Context: the last samples of the previous window, already at the end of the buffer.
         buf[: self._ctx] = buf[-self._ctx :]
@@ -212,7 +213,7 @@ class SileroScorer:
         state from the model's silence path, as :meth:`score` would give them; else None."""
         if window.shape != (self._win,):
             raise ConfigError(f"Silero VAD windows hold {self._win} samples, got {window.shape}")
-        if self._zeros_since_reset is None or window.any():
+        if self._zeros_since_reset is None or window.tobytes() != _ZERO_WINDOW[self._rate]:
             return None
         path = self._model.silence(self._rate, self._policy)
         step = self._zeros_since_reset + 1
