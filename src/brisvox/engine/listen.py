@@ -25,7 +25,7 @@ call ends with an error.  A failed ``send_audio``/``finalize`` is logged and cou
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -92,7 +92,7 @@ class ListenStage(Processor):
         self._scope = scope
         self._reader_started = False
         self._ctx: ProcessorContext | None = None  # the stage's task's, from its first frame (Start)
-        self._send_now: Callable[[bytes], bool] | None = stt.try_send_audio if isinstance(stt, SendsAudioNow) else None
+        self._stt_now = stt if isinstance(stt, SendsAudioNow) else None  # takes audio without waiting
         self._vad_busy = False  # in a saturation episode of the VAD pool (reported once at its start)
         self.stt_errors = 0
 
@@ -104,15 +104,14 @@ class ListenStage(Processor):
         """Hear ``frame`` in the calling task when the stage's task waits with nothing queued
         (see the module docs); False: not taken, queue it for the task."""
         ctx = self._ctx
-        if ctx is None or self._send_now is None or not ctx.inbox.receiver_waiting:
+        if ctx is None or self._stt_now is None or not ctx.inbox.receiver_waiting:
             return False
         ctx.stats.processed += 1  # as the task's loop counts a frame it takes
         try:
-            heard = self._heard(frame, ctx)
-            if not heard:
+            begun = self._begin(frame, ctx)
+            if begun is None:
                 return True
-            events, windows = self._vad.prepare(heard, frame.at or ctx.clock.now() - frame.duration)
-            pcm = heard if self._resample is None else self._resample.process(heard)
+            events, windows, pcm = begun
             if not events and not windows and self._vad.saturated == self._vad_busy:
                 if not pcm or self._send_audio_now(pcm):
                     return True
@@ -125,20 +124,25 @@ class ListenStage(Processor):
         return True
 
     def _send_audio_now(self, pcm: bytes) -> bool:
-        assert self._send_now is not None
+        assert self._stt_now is not None
         try:
-            return self._send_now(pcm)
+            return self._stt_now.try_send_audio(pcm)
         except ProviderError as exc:  # as _stt_call: the call goes on without transcripts
             self.stt_errors += 1
             log.warning("speech-to-text failed: %s", exc)
             return True
 
-    def _heard(self, frame: InputAudioFrame, ctx: ProcessorContext) -> bytes:
-        """The frame at the listening rate, kept for end-of-turn analyses."""
+    def _begin(self, frame: InputAudioFrame,
+               ctx: ProcessorContext) -> tuple[list[VadEvent], Sequence[object], bytes] | None:
+        """A frame's hearing up to what may wait: at the listening rate (None: nothing yet), kept
+        for end-of-turn analyses, the VAD's ``prepare``; its events, windows left, and STT audio."""
         heard = frame.pcm if self._convert is None else self._convert.process(frame.pcm)
-        if heard and self._turn_audio is not None:
+        if not heard:
+            return None
+        if self._turn_audio is not None:
             self._turn_audio.append(heard)
-        return heard
+        events, windows = self._vad.prepare(heard, frame.at or ctx.clock.now() - frame.duration)
+        return events, windows, heard if self._resample is None else self._resample.process(heard)
 
     async def process(self, frame: Frame, direction: Direction, ctx: ProcessorContext) -> None:
         if not self._reader_started:
@@ -146,12 +150,9 @@ class ListenStage(Processor):
             self._ctx = ctx
             self._scope.spawn(self._read_transcripts(ctx), name="stt-reader")
         if isinstance(frame, InputAudioFrame):
-            heard = self._heard(frame, ctx)
-            if not heard:
-                return
-            events, windows = self._vad.prepare(heard, frame.at or ctx.clock.now() - frame.duration)
-            pcm = heard if self._resample is None else self._resample.process(heard)
-            await self._after_prepare(events, windows, pcm, ctx)
+            begun = self._begin(frame, ctx)
+            if begun is not None:
+                await self._after_prepare(*begun, ctx)
             return
         if isinstance(frame, _Rest):
             if frame.error is not None:
