@@ -249,3 +249,20 @@ def test_try_recv_on_a_closed_and_drained_channel_raises_channel_closed() -> Non
     ch.close()
     with pytest.raises(ChannelClosed):
         ch.try_recv()
+
+
+async def test_receiver_waiting_only_while_the_receiver_waits_with_nothing_queued() -> None:
+    ch: Channel[int] = Channel(4)
+    assert not ch.receiver_waiting
+    receiver = asyncio.ensure_future(ch.recv())
+    await asyncio.sleep(0)
+    assert ch.receiver_waiting
+    ch.try_send(1)
+    assert not ch.receiver_waiting  # woken, the item still to take
+    assert await receiver == 1
+    receiver = asyncio.ensure_future(ch.recv())
+    await asyncio.sleep(0)
+    ch.close()
+    assert not ch.receiver_waiting
+    with pytest.raises(ChannelClosed):
+        await receiver

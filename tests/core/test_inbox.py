@@ -313,3 +313,18 @@ async def test_a_purge_wakes_as_many_live_senders_as_it_freed_slots_skipping_fin
 def test_displace_is_refused_as_an_inbox_policy_because_frames_have_no_key() -> None:
     with pytest.raises(ConfigError, match=r"OverflowPolicies\.audio"):
         OverflowPolicies(audio=Overflow.DISPLACE)
+
+
+async def test_receiver_waiting_only_while_the_owner_waits_in_get_with_every_lane_empty() -> None:
+    inbox = Inbox("x")
+    assert not inbox.receiver_waiting  # nobody waits yet
+    getter = asyncio.ensure_future(inbox.get())
+    await asyncio.sleep(0)
+    assert inbox.receiver_waiting
+    inbox.try_put(audio(1), Direction.DOWNSTREAM)
+    assert not inbox.receiver_waiting  # woken, the frame still to take: a frame now would overtake it
+    assert (await getter)[0] == audio(1)
+    getter = asyncio.ensure_future(inbox.get())
+    await asyncio.sleep(0)
+    inbox.close()
+    assert not inbox.receiver_waiting and await getter is None
