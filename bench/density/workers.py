@@ -23,9 +23,13 @@ nodes' logs and table.md.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -65,13 +69,54 @@ def cpu_seconds(pids: Sequence[int]) -> dict[int, float]:
     return out
 
 
+class Spread:
+    """Each worker's active calls over a run, read from the node's ``/readyz`` once a second
+    (its ``node.each`` rows: the table the workers publish every 0.5 s)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url.replace("ws://", "http://").rsplit("/", 1)[0] + "/readyz"
+        self.samples: list[list[int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Spread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as r:
+                    body = r.read()
+            except urllib.error.HTTPError as exc:  # 503 while full still has the body
+                body = exc.read()
+            except OSError:
+                continue  # the node is busy or gone: a missing sample, not a failure of the run
+            each = json.loads(body).get("node", {}).get("each", [])
+            if each:  # a single process has no node table
+                self.samples.append([int(w["active"]) for w in each])
+
+    def peak(self) -> dict[str, Any]:
+        """The sample with the most calls: each worker's calls then, and max/min of them."""
+        if not self.samples:
+            return {"spread_at_peak": [], "spread_ratio": None}
+        top = max(self.samples, key=sum)
+        return {"spread_at_peak": top, "spread_ratio": round(max(top) / max(1, min(top)), 2),
+                "spread_series": self.samples}
+
+
 def point(workers: int, n: int, turns: int, args: argparse.Namespace, wav: Path) -> dict[str, Any]:
     log = args.out / f"workers{workers}_n{n}.log"
     with server("brisvox", Path(), log, "asyncio", "on", workers=workers, cpus=None) as (pid, url):
         pids = tree(pid)
         before, t0 = cpu_seconds(pids), time.monotonic()
-        summary = loadtest(f"workers={workers} n={n}", url, n, turns, args, wav,
-                           args.out / f"workers{workers}_n{n}.json")
+        with Spread(url) as spread:
+            summary = loadtest(f"workers={workers} n={n}", url, n, turns, args, wav,
+                               args.out / f"workers{workers}_n{n}.json")
         after, t1 = cpu_seconds(pids), time.monotonic()
     used = {p: after[p] - before[p] for p in after if p in before}
     wall = t1 - t0
@@ -80,6 +125,7 @@ def point(workers: int, n: int, turns: int, args: argparse.Namespace, wav: Path)
         "node_cpu_pct": round(100 * sum(used.values()) / wall, 1),
         # the supervisor first, then each worker: how the kernel spread the calls
         "process_cpu_pct": [round(100 * used[p] / wall, 1) for p in pids if p in used],
+        **spread.peak(),
     })
     return summary
 
@@ -96,11 +142,12 @@ def table(points: Sequence[dict[str, Any]]) -> str:
     rows.append("\nEvery point (node CPU: the supervisor and its workers, % of one core, over the client's run; "
                 "client CPU: the load client's own process, the same window):\n")
     rows.append("| workers | calls | replies | overhead p50 / p95 ms | underrun turns (40 ms) | node CPU % | "
-                "per process % | client CPU % | client CPU ms per call-second | client lag max ms | load avg | pass |")
-    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                "per process % | calls per worker at the peak | client CPU % | client CPU ms per call-second | client lag max ms | load avg | pass |")
+    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for p in points:
         rows.append(f"| {p['workers']} | {p['n']} | {p['replies']}/{p['turns']} | {p['ovh_p50_ms']} / {p['ovh_p95_ms']} | "
                     f"{p['underrun_turns']} | {p['node_cpu_pct']} | {' + '.join(map(str, p['process_cpu_pct']))} | "
+                    f"{' + '.join(map(str, p.get('spread_at_peak', []))) or '-'} | "
                     f"{p['client_cpu_pct']} | {p.get('client_cpu_ms_per_call_s', '-')} | {p['client_send_lag_max_ms']} | {p['load_before']:.2f} | "
                     f"{'yes' if passes(p) else 'no'} |")
     return "\n".join(rows)

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import io
 import socket
+from typing import ClassVar
 
 import pytest
 
@@ -91,3 +92,81 @@ async def test_serve_freezes_the_startup_heap_while_it_listens_and_gives_it_back
         stops.request("test stop")
         assert await asyncio.wait_for(server, 30) == 0
     assert gc.get_freeze_count() == 0
+
+
+# --- the accept gate of a worker (brisvox serve --workers N) ---------------------------------------
+
+
+class _Served(asyncio.Protocol):
+    """A connection the gate handed over: records its socket, holds it open."""
+
+    made: ClassVar[list[socket.socket]] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        _Served.made.append(transport.get_extra_info("socket"))
+
+
+async def test_a_worker_over_its_share_leaves_new_connections_to_its_sibling_until_the_sibling_catches_up() -> None:
+    from brisvox.core.tasks import TaskScope
+    from brisvox.server.host import PAUSED_CHECK, AcceptGate
+    from brisvox.server.node import ACCEPT_SLACK, NodeRow, NodeSeat, NodeTable
+
+    clock = SystemClock()
+    table = NodeTable(2)
+    table.write(1, NodeRow(alive=1, ready=1))  # the sibling admits calls and holds none
+    table.over_share(1, 0, admits=True)
+    listener = bind_listener("127.0.0.1", 0)
+    held = ACCEPT_SLACK + 3  # this worker is held busy
+    _Served.made = []
+    clients: list[socket.socket] = []
+    try:
+        async with TaskScope("test") as scope:
+            gate = AcceptGate(listener, _Served, NodeSeat(table, 0, pid=1), scope, clock,
+                              held=lambda: held, admits=lambda: True)
+            gate.start()
+            client = socket.create_connection(listener.getsockname()[:2], timeout=5)
+            clients.append(client)
+            await clock.sleep(10 * PAUSED_CHECK)
+            assert _Served.made == [] and gate.pauses == 1  # queued in the kernel for the sibling
+            assert table.connections(0) == held  # what the sibling reads at its own accepts
+            table.over_share(1, held - ACCEPT_SLACK, admits=True)  # the sibling took calls: within the slack now
+            await bounded(clock, 5, _until(lambda: len(_Served.made) == 1, clock), "the accept")
+            served = _Served.made[0]
+            assert served.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+            assert gate.accepted == 1
+            gate.close()
+    finally:
+        for c in clients:
+            c.close()
+        listener.close()
+        table.close()
+
+
+async def _until(done: object, clock: SystemClock) -> None:
+    assert callable(done)
+    while not done():
+        await clock.sleep(0.005)
+
+
+def test_the_least_loaded_worker_always_accepts_and_a_full_one_defers_to_a_sibling_with_room() -> None:
+    from brisvox.server.node import ACCEPT_SLACK, NodeRow, NodeTable
+
+    table = NodeTable(3)
+    try:
+        assert not table.over_share(0, 50, admits=True)  # no live sibling: it accepts whatever it holds
+        for i in (1, 2):
+            table.write(i, NodeRow(alive=1, ready=1))
+        table.over_share(1, 10, admits=True)
+        table.over_share(2, 4, admits=True)
+        assert not table.over_share(0, 4 + ACCEPT_SLACK, admits=True)
+        assert table.over_share(0, 5 + ACCEPT_SLACK, admits=True)  # above the least-loaded (4) + the slack
+        assert not table.over_share(2, 4, admits=True)  # the least-loaded never pauses
+        assert table.over_share(0, 0, admits=False)  # full: a sibling that admits takes the call
+        table.write(2, NodeRow(alive=1, ready=1, draining=1))  # a draining sibling is no reference
+        assert not table.over_share(0, 10 + ACCEPT_SLACK, admits=True)
+        table.retire(1)  # a dead one neither
+        assert not table.over_share(0, 100, admits=False)
+        assert table.connections(1) == 0
+    finally:
+        table.close()
