@@ -9,8 +9,8 @@ load falls on both.
 Placement: nothing is pinned.  On a machine with as many cores as workers the client cannot have
 a core of its own, so it shares them with the node; the table gives the client's own CPU (its
 process, over the run) next to the node's (the supervisor and every worker), so the reader can
-see what the client took from the node.  The node's CPU per worker shows how the kernel spread
-the calls (the workers share one listening socket).
+see what the client took from the node.  The node's CPU per worker and each worker's calls at the
+node's peak (sampled from ``/readyz`` once a second) show how the calls were spread over the workers.
 
     python bench/density/workers.py            # the ladders, 6 turns per caller (about 20 minutes)
     python bench/density/workers.py --short    # 2 turns per caller, two points per mode (about 6 minutes)
@@ -101,11 +101,15 @@ class Spread:
                 self.samples.append([int(w["active"]) for w in each])
 
     def peak(self) -> dict[str, Any]:
-        """The sample with the most calls: each worker's calls then, and max/min of them."""
+        """The sample with the most calls (each worker's calls then), the widest gap between the
+        busiest and the idlest worker while the calls arrive and are held (up to the last sample at
+        the peak: after it the gap is how the calls end, not how they were accepted), and every sample."""
         if not self.samples:
-            return {"spread_at_peak": [], "spread_ratio": None}
-        top = max(self.samples, key=sum)
-        return {"spread_at_peak": top, "spread_ratio": round(max(top) / max(1, min(top)), 2),
+            return {"spread_at_peak": [], "spread_max_gap": None}
+        peak = max(map(sum, self.samples))
+        last = max(i for i, s in enumerate(self.samples) if sum(s) == peak)
+        return {"spread_at_peak": self.samples[last],
+                "spread_max_gap": max(max(s) - min(s) for s in self.samples[:last + 1]),
                 "spread_series": self.samples}
 
 
@@ -142,12 +146,13 @@ def table(points: Sequence[dict[str, Any]]) -> str:
     rows.append("\nEvery point (node CPU: the supervisor and its workers, % of one core, over the client's run; "
                 "client CPU: the load client's own process, the same window):\n")
     rows.append("| workers | calls | replies | overhead p50 / p95 ms | underrun turns (40 ms) | node CPU % | "
-                "per process % | calls per worker at the peak | client CPU % | client CPU ms per call-second | client lag max ms | load avg | pass |")
-    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+                "per process % | calls per worker at the peak | widest gap between workers | client CPU % | client CPU ms per call-second | client lag max ms | load avg | pass |")
+    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for p in points:
         rows.append(f"| {p['workers']} | {p['n']} | {p['replies']}/{p['turns']} | {p['ovh_p50_ms']} / {p['ovh_p95_ms']} | "
                     f"{p['underrun_turns']} | {p['node_cpu_pct']} | {' + '.join(map(str, p['process_cpu_pct']))} | "
                     f"{' + '.join(map(str, p.get('spread_at_peak', []))) or '-'} | "
+                    f"{p.get('spread_max_gap') if p.get('spread_max_gap') is not None else '-'} | "
                     f"{p['client_cpu_pct']} | {p.get('client_cpu_ms_per_call_s', '-')} | {p['client_send_lag_max_ms']} | {p['load_before']:.2f} | "
                     f"{'yes' if passes(p) else 'no'} |")
     return "\n".join(rows)

@@ -59,6 +59,8 @@ class NodeRow:
 _SCALARS = tuple(f.name for f in fields(NodeRow) if f.name not in ("edge", "wire"))
 _ROW = struct.Struct(f"<{len(_SCALARS) + len(_EDGE) + len(_WIRE)}q")
 _OPEN = struct.Struct("<q")
+_STATE = struct.Struct("<4q")  # a row's first fields: pid, alive, ready, draining (read at every accept)
+assert _SCALARS[:4] == ("pid", "alive", "ready", "draining")
 
 
 def _pack(row: NodeRow) -> tuple[int, ...]:
@@ -123,9 +125,9 @@ class NodeTable:
         for i in range(self.workers):
             if i == index:
                 continue
-            row = self.read(i)
-            if row.alive and row.ready and not row.draining:
-                n = self.connections(i)
+            _pid, alive, ready, draining = _STATE.unpack_from(self._map, _ROW.size * i)
+            if alive and ready and not draining:
+                n = _OPEN.unpack_from(self._map, self._slots + _OPEN.size * i)[0]
                 least = n if least is None else min(least, n)
         return least is not None and (not admits or held > least + slack)
 
