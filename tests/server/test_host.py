@@ -143,6 +143,36 @@ async def test_a_worker_over_its_share_leaves_new_connections_to_its_sibling_unt
         table.close()
 
 
+async def test_a_sibling_that_does_not_take_its_share_is_not_waited_for_past_the_pause_limit() -> None:
+    from brisvox.core.tasks import TaskScope
+    from brisvox.server.host import PAUSE_LIMIT, AcceptGate
+    from brisvox.server.node import NodeRow, NodeSeat, NodeTable
+
+    clock = SystemClock()
+    table = NodeTable(2)
+    table.write(1, NodeRow(alive=1, ready=1))  # looks least-loaded, never accepts (a hung loop)
+    listener = bind_listener("127.0.0.1", 0)
+    _Served.made = []
+    clients: list[socket.socket] = []
+    try:
+        async with TaskScope("test") as scope:
+            gate = AcceptGate(listener, _Served, NodeSeat(table, 0, pid=1), scope, clock,
+                              held=lambda: 10, admits=lambda: True)
+            gate.start()
+            started = clock.now()
+            for _ in range(2):
+                clients.append(socket.create_connection(listener.getsockname()[:2], timeout=5))
+            await bounded(clock, 5, _until(lambda: len(_Served.made) == 2, clock), "the accepts")
+            assert clock.now() - started >= 2 * PAUSE_LIMIT  # each waited for the sibling, within the limit
+            assert gate.overdue == 2
+            gate.close()
+    finally:
+        for c in clients:
+            c.close()
+        listener.close()
+        table.close()
+
+
 async def _until(done: object, clock: SystemClock) -> None:
     assert callable(done)
     while not done():

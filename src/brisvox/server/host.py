@@ -51,7 +51,7 @@ from brisvox.server.session import SessionManager, SessionRunner
 from brisvox.server.settings import Settings
 from brisvox.transport.websocket.stats import ServerStats
 
-__all__ = ["ACCEPT_BURST", "HTTP_STOP_TIMEOUT", "PAUSED_CHECK", "AcceptGate", "ServerParts", "bind_listener", "serve"]
+__all__ = ["ACCEPT_BURST", "HTTP_STOP_TIMEOUT", "PAUSED_CHECK", "PAUSE_LIMIT", "AcceptGate", "ServerParts", "bind_listener", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +62,10 @@ HTTP_STOP_TIMEOUT = 3.0
 ACCEPT_BURST = 16
 """Connections accepted per wake-up of the listening socket at most (the loop's other work goes on)."""
 PAUSED_CHECK = 0.02
-"""Seconds between a paused worker's looks at the node's table (the delay a waiting connection
-may get when the least-loaded worker is slow to take it)."""
+"""Seconds between a paused worker's looks at the node's table."""
+PAUSE_LIMIT = 0.5
+"""Seconds a worker stays paused at most: then it accepts one connection whatever its share (a
+sibling that looks least-loaded but does not accept, a hung loop, is not waited for longer)."""
 
 
 class AcceptGate:
@@ -88,6 +90,8 @@ class AcceptGate:
         self._open = False
         self.accepted = 0
         self.pauses = 0
+        self.overdue = 0
+        """Connections accepted over the share because a pause ran out (PAUSE_LIMIT)."""
 
     def start(self) -> None:
         self._open = True
@@ -104,9 +108,10 @@ class AcceptGate:
     def _over_share(self) -> bool:
         return self._seat.over_share(self._held() + self._setting_up, admits=self._admits())
 
-    def _readable(self) -> None:
+    def _readable(self, overdue: bool = False) -> None:
+        """Accept what is queued while within the share; ``overdue``: the first one whatever the share."""
         for _ in range(ACCEPT_BURST):
-            if self._over_share():
+            if not overdue and self._over_share():
                 self._loop.remove_reader(self._listener.fileno())
                 self.pauses += 1
                 self._paused = self._scope.spawn(self._resume_when_under(), name="accept paused")
@@ -121,17 +126,26 @@ class AcceptGate:
                 self._paused = self._scope.spawn(self._resume_when_under(delay=1.0), name="accept paused")
                 return
             conn.setblocking(False)
+            self.overdue += overdue
+            overdue = False
             self.accepted += 1
             self._setting_up += 1
             self._scope.spawn(self._serve(conn), name="accept")
 
     async def _resume_when_under(self, delay: float = PAUSED_CHECK) -> None:
         await self._clock.sleep(delay)
+        waited, overdue = delay, False
         while self._over_share():
+            if waited >= PAUSE_LIMIT:
+                overdue = True
+                break
             await self._clock.sleep(PAUSED_CHECK)
+            waited += PAUSED_CHECK
         self._paused = None
         if self._open:
             self._loop.add_reader(self._listener.fileno(), self._readable)
+            if overdue:  # now, while the reader is on: a connection queued meanwhile is taken, none is left waiting
+                self._readable(overdue=True)
 
     async def _serve(self, conn: socket.socket) -> None:
         try:
