@@ -131,14 +131,15 @@ def test_new_calls_go_to_the_worker_with_fewer_calls_when_the_other_is_held_busy
         async def scenario() -> tuple[list[bool], list[bool], dict[int, int]]:
             os.kill(idle, signal.SIGSTOP)  # six calls all land on the other worker
             try:
-                held = asyncio.create_task(calls_through(url, 14.0, 6))
+                held = asyncio.create_task(calls_through(url, 16.0, 6))
                 await asyncio.to_thread(until, "six calls on one worker",
                                         lambda: actives().get(busy) == 6)
             finally:
                 os.kill(idle, signal.SIGCONT)
-            new = asyncio.create_task(calls_through(url, 4.0, 4, gap=0.2))
-            await asyncio.sleep(2.5)  # all four connected; the table is 0.5 s late
-            spread = await asyncio.to_thread(actives)
+            new = asyncio.create_task(calls_through(url, 8.0, 4, gap=0.2))
+            await asyncio.sleep(1.5)  # all four sent before a poll's connection counts on a worker
+            spread = await asyncio.to_thread(until, "the ten calls", lambda: (
+                a if sum((a := actives()).values()) == 10 else None))
             return await held, await new, spread
 
         held, new, spread = asyncio.run(scenario())
