@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -13,7 +14,7 @@ import pytest
 
 from brisvox.server.node import NodeRow, NodeSeat, NodeTable
 from brisvox.server.workers import WorkerStart, run_node
-from tests.server._nodes import AGENT, Node, call_now, metrics_with, readyz, until
+from tests.server._nodes import AGENT, Node, call_now, calls_through, metrics_with, readyz, until
 
 # --- the table ---------------------------------------------------------------------------------
 
@@ -113,3 +114,37 @@ def test_a_node_whose_workers_cannot_start_exits_1_instead_of_restarting_them(
     assert run_node(2, "127.0.0.1", 0, cannot_start, banner=lambda port: f"listening on {port}") == 1
     assert "listening on" not in capsys.readouterr().out
     assert "failed to start" in caplog.text and "restarting" not in caplog.text
+
+
+@pytest.mark.realtime
+def test_new_calls_go_to_the_worker_with_fewer_calls_when_the_other_is_held_busy(tmp_path: Path) -> None:
+    agent = tmp_path / "node.toml"
+    agent.write_text(AGENT)
+    node = Node(agent, workers=2, env={"BRISVOX_MAX_CALLS": "20"})
+    try:
+        url = node.url
+        busy, idle = [w["pid"] for w in readyz(url)["node"]["each"]]
+
+        def actives() -> dict[int, int]:
+            return {w["pid"]: w["active"] for w in readyz(url)["node"]["each"]}
+
+        async def scenario() -> tuple[list[bool], list[bool], dict[int, int]]:
+            os.kill(idle, signal.SIGSTOP)  # six calls all land on the other worker
+            try:
+                held = asyncio.create_task(calls_through(url, 16.0, 6))
+                await asyncio.to_thread(until, "six calls on one worker",
+                                        lambda: actives().get(busy) == 6)
+            finally:
+                os.kill(idle, signal.SIGCONT)
+            new = asyncio.create_task(calls_through(url, 8.0, 4, gap=0.2))
+            await asyncio.sleep(1.5)  # all four sent before a poll's connection counts on a worker
+            spread = await asyncio.to_thread(until, "the ten calls", lambda: (
+                a if sum((a := actives()).values()) == 10 else None))
+            return await held, await new, spread
+
+        held, new, spread = asyncio.run(scenario())
+        assert spread == {busy: 6, idle: 4}, spread  # the worker held busy took none of the new calls
+        assert held == [True] * 6 and new == [True] * 4
+        assert node.stop(timeout=40) == 0, node.log()
+    finally:
+        node.kill()

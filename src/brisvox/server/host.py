@@ -12,7 +12,10 @@ In a worker of ``brisvox serve --workers N`` (:mod:`brisvox.server.workers`) the
 is the node's, made by the supervisor, the ``listening on`` line is the supervisor's, and
 the worker publishes its admission state and limit counters to its seat in the node's
 table (:mod:`brisvox.server.node`) every :data:`~brisvox.server.node.PUBLISH_INTERVAL`,
-so ``/readyz`` and ``/metrics`` answer for the node.
+so ``/readyz`` and ``/metrics`` answer for the node.  A worker accepts the node's connections
+itself (:class:`AcceptGate`, not uvicorn's listener): it stops reading the socket while it holds
+more than its share (:meth:`~brisvox.server.node.NodeTable.over_share`), so the node's calls
+spread evenly over its workers (docs/SCALING.md).
 """
 
 from __future__ import annotations
@@ -48,12 +51,110 @@ from brisvox.server.session import SessionManager, SessionRunner
 from brisvox.server.settings import Settings
 from brisvox.transport.websocket.stats import ServerStats
 
-__all__ = ["HTTP_STOP_TIMEOUT", "ServerParts", "bind_listener", "serve"]
+__all__ = ["ACCEPT_BURST", "HTTP_STOP_TIMEOUT", "PAUSED_CHECK", "PAUSE_LIMIT", "AcceptGate", "ServerParts", "bind_listener", "serve"]
 
 log = logging.getLogger(__name__)
 
 HTTP_STOP_TIMEOUT = 3.0
 """Seconds uvicorn gets to close its connections after the sessions are gone."""
+
+
+ACCEPT_BURST = 16
+"""Connections accepted per wake-up of the listening socket at most (the loop's other work goes on)."""
+PAUSED_CHECK = 0.02
+"""Seconds between a paused worker's looks at the node's table."""
+PAUSE_LIMIT = 0.5
+"""Seconds a worker stays paused at most: then it accepts one connection whatever its share (a
+sibling that looks least-loaded but does not accept, a hung loop, is not waited for longer)."""
+
+
+class AcceptGate:
+    """A worker's accept loop on the node's shared socket: it accepts while it holds at most its
+    share of the node's connections and otherwise stops reading the socket (the kernel keeps the
+    connection queued for a sibling) until its share is back.  An accepted connection is always
+    served: the balance never refuses one.  ``held()`` is the connections the worker holds;
+    ``admits()`` whether it admits calls now."""
+
+    def __init__(self, listener: socket.socket, protocol: Callable[[], asyncio.Protocol], seat: NodeSeat,
+                 scope: TaskScope, clock: Clock, *, held: Callable[[], int], admits: Callable[[], bool]) -> None:
+        self._listener = listener
+        self._protocol = protocol
+        self._seat = seat
+        self._scope = scope
+        self._clock = clock
+        self._held = held
+        self._admits = admits
+        self._setting_up = 0  # accepted, not yet handed to their protocol
+        self._loop = asyncio.get_running_loop()
+        self._paused: asyncio.Task[None] | None = None
+        self._open = False
+        self.accepted = 0
+        self.pauses = 0
+        self.overdue = 0
+        """Connections accepted over the share because a pause ran out (PAUSE_LIMIT)."""
+
+    def start(self) -> None:
+        self._open = True
+        self._loop.add_reader(self._listener.fileno(), self._readable)
+
+    def close(self) -> None:
+        """Stop accepting for good (the server stops); connections being set up finish in the scope."""
+        if self._open:
+            self._open = False
+            self._loop.remove_reader(self._listener.fileno())
+        if self._paused is not None:
+            self._paused.cancel()
+
+    def _over_share(self) -> bool:
+        return self._seat.over_share(self._held() + self._setting_up, admits=self._admits())
+
+    def _readable(self, overdue: bool = False) -> None:
+        """Accept what is queued while within the share; ``overdue``: the first one whatever the share."""
+        for _ in range(ACCEPT_BURST):
+            if not overdue and self._over_share():
+                self._loop.remove_reader(self._listener.fileno())
+                self.pauses += 1
+                self._paused = self._scope.spawn(self._resume_when_under(), name="accept paused")
+                return
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return  # a sibling took it
+            except OSError as exc:  # out of descriptors or buffers: the queued callers wait, the loop goes on
+                log.error("accepting a connection failed: %s; trying again in %.1f s", exc, 1.0)
+                self._loop.remove_reader(self._listener.fileno())
+                self._paused = self._scope.spawn(self._resume_when_under(delay=1.0), name="accept paused")
+                return
+            conn.setblocking(False)
+            self.overdue += overdue
+            overdue = False
+            self.accepted += 1
+            self._setting_up += 1
+            self._scope.spawn(self._serve(conn), name="accept")
+
+    async def _resume_when_under(self, delay: float = PAUSED_CHECK) -> None:
+        await self._clock.sleep(delay)
+        waited, overdue = delay, False
+        while self._over_share():
+            if waited >= PAUSE_LIMIT:
+                overdue = True
+                break
+            await self._clock.sleep(PAUSED_CHECK)
+            waited += PAUSED_CHECK
+        self._paused = None
+        if self._open:
+            self._loop.add_reader(self._listener.fileno(), self._readable)
+            if overdue:  # now, while the reader is on: a connection queued meanwhile is taken, none is left waiting
+                self._readable(overdue=True)
+
+    async def _serve(self, conn: socket.socket) -> None:
+        try:
+            await self._loop.connect_accepted_socket(self._protocol, conn)
+        except Exception:  # asyncio's own server reports a failed set-up the same way and serves on
+            log.exception("setting up an accepted connection failed; it is closed")
+            conn.close()
+        finally:
+            self._setting_up -= 1
 
 
 class _Uvicorn(uvicorn.Server):
@@ -186,12 +287,14 @@ async def serve(
         ws_per_message_deflate=False, ws_max_size=parts.ws_max_size,
     )
     http = _Uvicorn(config)
+    gate: AcceptGate | None = None
     loop = asyncio.get_running_loop()
     remove_signals = install_stop_signals(loop, stops)
     port = int(sock.getsockname()[1])
     try:
         async with contextlib.AsyncExitStack() as heap, TaskScope("server") as scope:
-            http_task = scope.spawn(http.serve(sockets=[sock]), name="http")
+            # a worker accepts through its gate (the module docs); uvicorn serves what it accepts
+            http_task = scope.spawn(http.serve(sockets=[sock] if seat is None else []), name="http")
             while not http.started and not http_task.done():
                 await clock.sleep(0.01)
             if http_task.done():
@@ -205,6 +308,9 @@ async def serve(
                       f"{parts.description})", file=out, flush=True)
             else:
                 publisher = scope.spawn(_publish(seat, manager, edge, parts.transport_stats, clock), name="publish")
+                gate = AcceptGate(sock, _protocol_of(http), seat, scope, clock,
+                                  held=lambda: len(http.server_state.connections), admits=lambda: manager.ready)
+                gate.start()
             if on_ready is not None:
                 on_ready(port)
             drain = scope.spawn(drain_on_stop(manager, stops, settings.shutdown_policy, parts.on_stop_calls), name="drain")
@@ -217,6 +323,8 @@ async def serve(
                 publisher.cancel()  # its last row says: not alive
             if parts.on_stop_calls is not None:
                 parts.on_stop_calls()
+            if gate is not None:
+                gate.close()
             http.should_exit = True
             try:
                 async with deadline(clock, HTTP_STOP_TIMEOUT, "HTTP server stop"):
@@ -237,6 +345,18 @@ async def serve(
         remove_signals()
         sock.close()
 
+
+
+def _protocol_of(http: uvicorn.Server) -> Callable[[], asyncio.Protocol]:
+    """A connection's protocol as uvicorn's own listener makes it (``Server.startup``'s factory)."""
+    config = http.config
+
+    def make() -> asyncio.Protocol:
+        protocol: asyncio.Protocol = config.http_protocol_class(  # type: ignore[call-arg]
+            config=config, server_state=http.server_state, app_state=http.lifespan.state)
+        return protocol
+
+    return make
 
 
 async def _publish(seat: NodeSeat, manager: SessionManager[Any], edge: Edge, transport: ServerStats | None,

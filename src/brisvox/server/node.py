@@ -11,6 +11,10 @@ supervisor adds a dead worker's counters to a retired row before its replacement
 the node's counters never go backwards.  Writes are a single ``struct.pack_into`` per row by
 the row's owner; a reader may see a row half a publish old, which is the staleness the
 numbers already have (they are published every :data:`PUBLISH_INTERVAL`).
+
+Besides the rows, each worker has a slot with its open connections, written at every accept
+(and read by the other workers at theirs): the spread of new connections over the workers
+(:meth:`NodeTable.over_share`, docs/SCALING.md) needs the count of now, not of the last publish.
 """
 
 from __future__ import annotations
@@ -24,10 +28,13 @@ from brisvox.server.edge import EdgeStats
 from brisvox.server.metrics import EdgeEvent, TransportEvent
 from brisvox.transport.websocket.stats import ServerStats
 
-__all__ = ["PUBLISH_INTERVAL", "NodeRow", "NodeSeat", "NodeTable", "NodeTotals"]
+__all__ = ["ACCEPT_SLACK", "PUBLISH_INTERVAL", "NodeRow", "NodeSeat", "NodeTable", "NodeTotals"]
 
 PUBLISH_INTERVAL = 0.5
 """Seconds between a worker's publications of its row (and the staleness of the node's view)."""
+
+ACCEPT_SLACK = 2
+"""Connections a worker may hold above the node's least-loaded worker and still accept more."""
 
 _EDGE = tuple(e.value for e in EdgeEvent)
 _WIRE = tuple(t.value for t in TransportEvent)
@@ -51,6 +58,9 @@ class NodeRow:
 
 _SCALARS = tuple(f.name for f in fields(NodeRow) if f.name not in ("edge", "wire"))
 _ROW = struct.Struct(f"<{len(_SCALARS) + len(_EDGE) + len(_WIRE)}q")
+_OPEN = struct.Struct("<q")
+_STATE = struct.Struct("<4q")  # a row's first fields: pid, alive, ready, draining (read at every accept)
+assert _SCALARS[:4] == ("pid", "alive", "ready", "draining")
 
 
 def _pack(row: NodeRow) -> tuple[int, ...]:
@@ -87,13 +97,39 @@ class NodeTotals:
 
 
 class NodeTable:
-    """``workers`` rows plus one retired row, in an anonymous shared map inherited by forked workers."""
+    """``workers`` rows plus one retired row, then ``workers`` open-connection slots, in an
+    anonymous shared map inherited by forked workers."""
 
     def __init__(self, workers: int) -> None:
         if workers < 1:
             raise ValueError(f"a node has at least one worker, not {workers}")
         self.workers = workers
-        self._map = mmap.mmap(-1, _ROW.size * (workers + 1))
+        self._slots = _ROW.size * (workers + 1)
+        self._map = mmap.mmap(-1, self._slots + _OPEN.size * workers)
+
+    def connections(self, index: int) -> int:
+        """The connections worker ``index`` holds open now (as of its last accept or check)."""
+        self._check(index)
+        return int(_OPEN.unpack_from(self._map, self._slots + _OPEN.size * index)[0])
+
+    def over_share(self, index: int, held: int, *, admits: bool, slack: int = ACCEPT_SLACK) -> bool:
+        """Worker ``index``, holding ``held`` connections, records that and answers whether it
+        should leave the next connection to a sibling: true when some other live worker admits
+        calls (ready, not draining) and this one does not admit, or holds more than ``slack``
+        connections above the least-loaded such worker.  Never true for the least-loaded
+        worker, so some worker always accepts; with no such sibling every worker accepts (a
+        draining node answers the new connections itself, with 503)."""
+        self._check(index)
+        _OPEN.pack_into(self._map, self._slots + _OPEN.size * index, held)
+        least: int | None = None
+        for i in range(self.workers):
+            if i == index:
+                continue
+            _pid, alive, ready, draining = _STATE.unpack_from(self._map, _ROW.size * i)
+            if alive and ready and not draining:
+                n = _OPEN.unpack_from(self._map, self._slots + _OPEN.size * i)[0]
+                least = n if least is None else min(least, n)
+        return least is not None and (not admits or held > least + slack)
 
     def write(self, index: int, row: NodeRow) -> None:
         self._check(index)
@@ -111,6 +147,7 @@ class NodeTable:
                        wire=tuple(a + b for a, b in zip(old.wire, dead.wire, strict=True)))
         _ROW.pack_into(self._map, _ROW.size * self.workers, *_pack(kept))
         self.write(index, NodeRow())
+        _OPEN.pack_into(self._map, self._slots + _OPEN.size * index, 0)
 
     def totals(self) -> NodeTotals:
         rows = [self.read(i) for i in range(self.workers)]
@@ -157,3 +194,7 @@ class NodeSeat:
 
     def totals(self) -> NodeTotals:
         return self.table.totals()
+
+    def over_share(self, held: int, *, admits: bool) -> bool:
+        """:meth:`NodeTable.over_share` for this worker."""
+        return self.table.over_share(self.index, held, admits=admits)

@@ -3,9 +3,10 @@
 The supervisor binds the listening socket, makes the node's shared table
 (:mod:`brisvox.server.node`) and a directory for ``prometheus_client``'s multiprocess files,
 then forks N workers before it has started any thread or event loop.  Each worker inherits
-the socket (the kernel hands each accepted connection to one of them), builds its own
-providers and engine, admits its own calls and publishes its row; ``/readyz`` and
-``/metrics`` of any worker answer for the node.
+the socket and accepts on it while it holds no more than its share of the node's connections
+(:class:`~brisvox.server.host.AcceptGate`: an even spread), builds its own providers and
+engine, admits its own calls and publishes its row; ``/readyz`` and ``/metrics`` of any
+worker answer for the node.
 
 Stop: the first SIGTERM or SIGINT is passed to every worker, which drains its own calls
 (docs/OPERATIONS.md); a second one is passed on too and skips the rest of the drains.  The
