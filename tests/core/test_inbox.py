@@ -30,6 +30,7 @@ from brisvox.core.inbox import (
     PutOutcome,
     QueueConfig,
 )
+from tests._heap import tracked_per_object
 
 DOWN, UP = Direction.DOWNSTREAM, Direction.UPSTREAM
 
@@ -313,3 +314,9 @@ async def test_a_purge_wakes_as_many_live_senders_as_it_freed_slots_skipping_fin
 def test_displace_is_refused_as_an_inbox_policy_because_frames_have_no_key() -> None:
     with pytest.raises(ConfigError, match=r"OverflowPolicies\.audio"):
         OverflowPolicies(audio=Overflow.DISPLACE)
+
+
+def test_an_inbox_that_never_filled_makes_no_waiter_deques() -> None:
+    # the inbox, its four lanes and their tuple, the lanes' waiter list, the config's and the
+    # policies' objects, the stats and the interrupt watchers: no deque per lane for waiters
+    assert tracked_per_object(Inbox) <= 11
