@@ -44,21 +44,7 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 async def _census(url: str, pid: int, calls: int, out: Path) -> float:
     conns: list[Connection] = []
-    loop = asyncio.get_running_loop()
-    stop = False
-
-    async def feeder() -> None:  # as call_lever.py: every caller's silence, phases spread
-        t = loop.time()
-        while not stop:
-            for i, conn in enumerate(list(conns)):
-                if i % 10 == 0:
-                    t += 0.002
-                    await asyncio.sleep(max(0.0, t - loop.time()))
-                conn.send(call_lever.SILENCE)
-            t += 0.02 - 0.002 * ((len(conns) + 9) // 10)
-            await asyncio.sleep(max(0.0, t - loop.time()))
-
-    feed = asyncio.ensure_future(feeder())
+    feed = asyncio.ensure_future(call_lever.feed_silence(conns))
     try:
         for n in (1, calls):
             while len(conns) < n:
@@ -68,8 +54,8 @@ async def _census(url: str, pid: int, calls: int, out: Path) -> float:
             os.kill(pid, signal.SIGUSR1)
             await asyncio.sleep(1.0)
     finally:
-        stop = True
-        await feed
+        feed.cancel()
+        await asyncio.wait([feed])
         for conn in conns:
             await conn.close()
     one, many = [r for r in _records(out) if "census" in r]
