@@ -43,24 +43,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+async def feed_silence(conns: list[Connection]) -> None:
+    """Every caller's 20 ms frames of silence in real time from one task, the callers' phases
+    spread over the frame; runs until cancelled (callers appended meanwhile join)."""
+    loop = asyncio.get_running_loop()
+    t = loop.time()
+    while True:
+        for i, conn in enumerate(list(conns)):
+            if i % 10 == 0:
+                t += 0.002
+                await asyncio.sleep(max(0.0, t - loop.time()))
+            conn.send(SILENCE)
+        t += 0.02 - 0.002 * ((len(conns) + 9) // 10)
+        await asyncio.sleep(max(0.0, t - loop.time()))
+
+
 async def stream(url: str, calls: int, seconds: float, pid: int) -> tuple[float, float]:
     """Open the calls, stream silence from all of them; (server CPU s, call-seconds) over the window."""
     conns: list[Connection] = []
-    loop = asyncio.get_running_loop()
-    stop = False
-
-    async def feeder() -> None:  # one task sends every caller's frames, phases spread over the frame
-        t = loop.time()
-        while not stop:
-            for i, conn in enumerate(list(conns)):
-                if i % 10 == 0:
-                    t += 0.002
-                    await asyncio.sleep(max(0.0, t - loop.time()))
-                conn.send(SILENCE)
-            t += 0.02 - 0.002 * ((len(conns) + 9) // 10)
-            await asyncio.sleep(max(0.0, t - loop.time()))
-
-    feed = asyncio.ensure_future(feeder())
+    feed = asyncio.ensure_future(feed_silence(conns))
     try:
         for _ in range(calls):
             conns.append(await open_call(url, 10))
@@ -70,8 +71,8 @@ async def stream(url: str, calls: int, seconds: float, pid: int) -> tuple[float,
         await asyncio.sleep(seconds)
         used, wall = cpu_seconds(pid) - before, time.monotonic() - t0
     finally:
-        stop = True
-        await feed
+        feed.cancel()
+        await asyncio.wait([feed])
         for conn in conns:
             await conn.close()
     return used, wall * calls

@@ -10,6 +10,7 @@ import pytest
 from brisvox.core.channel import WAKE, Channel, ItemPolicy, Overflow
 from brisvox.core.clock import SimClock
 from brisvox.core.errors import ChannelClosed, ConfigError
+from tests._heap import tracked_per_object
 
 
 @dataclass(frozen=True)
@@ -266,3 +267,7 @@ async def test_receiver_waiting_only_while_the_receiver_waits_with_nothing_queue
     assert not ch.receiver_waiting
     with pytest.raises(ChannelClosed):
         await receiver
+def test_a_channel_that_never_filled_holds_two_tracked_objects_its_own_and_its_queue() -> None:
+    # no waiter deque until a sender waits, and the uniform policy is shared between channels
+    assert tracked_per_object(lambda: Channel(8)) == 2
+    assert tracked_per_object(lambda: Channel(8, Overflow.DROP_OLDEST)) == 2

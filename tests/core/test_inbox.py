@@ -30,6 +30,7 @@ from brisvox.core.inbox import (
     PutOutcome,
     QueueConfig,
 )
+from tests._heap import tracked_per_object
 
 DOWN, UP = Direction.DOWNSTREAM, Direction.UPSTREAM
 
@@ -328,3 +329,7 @@ async def test_receiver_waiting_only_while_the_owner_waits_in_get_with_every_lan
     await asyncio.sleep(0)
     inbox.close()
     assert not inbox.receiver_waiting and await getter is None
+def test_an_inbox_that_never_filled_makes_no_waiter_deques() -> None:
+    # the inbox, its four lanes and their tuple, the lanes' waiter list, the config's and the
+    # policies' objects, the stats and the interrupt watchers: no deque per lane for waiters
+    assert tracked_per_object(Inbox) <= 11

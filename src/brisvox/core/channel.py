@@ -119,6 +119,11 @@ class _Uniform:
         return self.policy
 
 
+# One per policy, shared by every channel: a channel is made per call (eight of them), and each
+# object a call holds is walked by every full garbage collection while the call lives.
+_UNIFORM: Final = {overflow: _Uniform(overflow) for overflow in Overflow}
+
+
 class Channel(Generic[T]):
     """A bounded FIFO with an overflow policy (see module docs)."""
 
@@ -140,12 +145,14 @@ class Channel(Generic[T]):
         self.capacity = capacity
         self.dropped = 0
         self._name = name
-        self._policy: Callable[[T], ItemPolicy] = policy if policy is not None else _Uniform(overflow)
+        self._policy: Callable[[T], ItemPolicy] = policy if policy is not None else _UNIFORM[overflow]
         self._items: deque[tuple[T, ItemPolicy]] = deque()
         self._closed = False
         self._woken = False
         self._recv_waiter: asyncio.Future[None] | None = None
-        self._send_waiters = SpaceWaiters()
+        # Made when a sender first has to wait: most channels never fill, and an empty deque is
+        # still an object every full garbage collection walks for as long as the call lives.
+        self._send_waiters: SpaceWaiters | None = None
 
     def __len__(self) -> int:
         return len(self._items)
@@ -197,7 +204,10 @@ class Channel(Generic[T]):
     async def send(self, item: T) -> None:
         """Queue ``item``, waiting for room when its policy says so.  Raises ChannelClosed once closed."""
         while not self.try_send(item):
-            fut = self._send_waiters.add()
+            waiters = self._send_waiters
+            if waiters is None:
+                waiters = self._send_waiters = SpaceWaiters()
+            fut = waiters.add()
             try:
                 await fut
             except asyncio.CancelledError:
@@ -205,7 +215,7 @@ class Channel(Generic[T]):
                     self._room()  # pass the wake-up on to the next sender
                 raise
             finally:
-                self._send_waiters.discard(fut)
+                waiters.discard(fut)
 
     def _push(self, item: T, pol: ItemPolicy) -> None:
         self._items.append((item, pol))
@@ -228,8 +238,9 @@ class Channel(Generic[T]):
         return False
 
     def _room(self) -> None:
-        if len(self._items) < self.capacity:
-            self._send_waiters.wake()
+        waiters = self._send_waiters
+        if waiters and len(self._items) < self.capacity:
+            waiters.wake()
 
     # --- receiving -------------------------------------------------------------------------
 
@@ -306,7 +317,8 @@ class Channel(Generic[T]):
         waiter = self._recv_waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
-        self._send_waiters.wake_all()
+        if self._send_waiters is not None:
+            self._send_waiters.wake_all()
 
     def abort(self) -> int:
         """The reader is gone: drop what is queued (returned count) and close."""

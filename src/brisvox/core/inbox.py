@@ -143,7 +143,10 @@ class Inbox:
         self._policies = policies or OverflowPolicies()
         self._capacity = (config.system, config.system, config.data, config.data)
         self._lanes: tuple[deque[tuple[Frame, int]], ...] = (deque(), deque(), deque(), deque())
-        self._space_waiters = (SpaceWaiters(), SpaceWaiters(), SpaceWaiters(), SpaceWaiters())
+        # A lane's waiters are made when a sender first has to wait on it: most lanes never
+        # fill, and each empty deque would be walked by every full garbage collection while
+        # the call lives (docs/PERFORMANCE.md, "Full garbage collections").
+        self._space_waiters: list[SpaceWaiters | None] = [None, None, None, None]
         self._recv_waiter: asyncio.Future[None] | None = None
         self._watchers: list[asyncio.Future[None]] = []
         self._next_up = False
@@ -196,7 +199,11 @@ class Inbox:
 
     def space_waiter(self, frame: Frame, direction: Direction) -> asyncio.Future[None]:
         """A future resolved when the lane ``frame`` goes to may have room (or the inbox closes)."""
-        return self._space_waiters[_lane_of(frame, direction)].add()
+        lane_index = _lane_of(frame, direction)
+        waiters = self._space_waiters[lane_index]
+        if waiters is None:
+            waiters = self._space_waiters[lane_index] = SpaceWaiters()
+        return waiters.add()
 
     async def wait_for_space(self, frame: Frame, direction: Direction) -> None:
         fut = self.space_waiter(frame, direction)
@@ -210,7 +217,9 @@ class Inbox:
 
     def forget_space_waiter(self, fut: asyncio.Future[None], frame: Frame, direction: Direction) -> None:
         """Stop tracking a waiter from :meth:`space_waiter` (its sender is done waiting)."""
-        self._space_waiters[_lane_of(frame, direction)].discard(fut)
+        waiters = self._space_waiters[_lane_of(frame, direction)]
+        if waiters is not None:
+            waiters.discard(fut)
 
     def release_space(self, fut: asyncio.Future[None], frame: Frame, direction: Direction) -> None:
         """A sender leaving without putting passes the wakeup ``fut`` received to the next waiter.
@@ -221,8 +230,9 @@ class Inbox:
         if not SpaceWaiters.was_woken(fut):
             return  # it was never woken: nothing to pass on
         lane_index = _lane_of(frame, direction)
-        if len(self._lanes[lane_index]) < self._capacity[lane_index]:
-            self._space_waiters[lane_index].wake()
+        waiters = self._space_waiters[lane_index]
+        if waiters and len(self._lanes[lane_index]) < self._capacity[lane_index]:
+            waiters.wake()
 
     def interrupt_watcher(self) -> asyncio.Future[None]:
         """A future resolved when a newer interrupt is enqueued here (or the inbox closes)."""
@@ -325,7 +335,9 @@ class Inbox:
                 lane.clear()
                 lane.extend(keep)
                 purged += removed
-                self._space_waiters[lane_index].wake(removed)
+                waiters = self._space_waiters[lane_index]
+                if waiters:
+                    waiters.wake(removed)
         self.stats.purged += purged
         return purged
 
@@ -363,7 +375,8 @@ class Inbox:
         """End the inbox: CLOSED makes senders fail, STOPPED makes them discard quietly."""
         self.state = state
         for waiters in self._space_waiters:
-            waiters.wake_all()
+            if waiters is not None:
+                waiters.wake_all()
         self._wake_watchers()
         self._wake_receiver()
 
