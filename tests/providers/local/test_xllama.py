@@ -131,17 +131,40 @@ async def test_a_call_comes_as_tool_call_deltas_never_as_content() -> None:
     assert "start: say | call" in body["grammar"] and "get_weather" in body["messages"][0]["content"]
 
 
-async def test_forced_choice_drops_the_text_alternative_and_none_sends_no_grammar() -> None:
+async def test_forced_choice_drops_the_text_alternative_and_none_allows_only_text() -> None:
     backend = FakeBackend(["ok"])
     llm = _llm(backend)
     try:
         await _events(llm, _ask(tools=(WEATHER,), tool_choice=ToolChoice.tool("get_weather")))
         await _events(llm, _ask(tools=(WEATHER,), tool_choice=ToolChoice.NONE))
+        await _events(llm, _ask())
     finally:
         await llm.aclose()
-    forced, none = backend.bodies
+    forced, none, toolless = backend.bodies
     assert "start: call\n" in forced["grammar"]
-    assert "grammar" not in none and none["messages"][0]["content"] == "Be brief."
+    assert none["grammar"].startswith("%llguidance {}\nstart: say\n") and "call" not in none["grammar"]
+    # An agent with no tools at all: no section, no grammar.
+    assert "grammar" not in toolless and toolless["messages"][0]["content"] == "Be brief."
+
+
+async def test_a_round_that_offers_no_tool_keeps_the_prompt_byte_identical_and_forbids_calls() -> None:
+    # The prefix cache keeps the longest unchanged start of the prompt: a round with nothing
+    # offered (the state allows no tool, or ToolChoice.NONE) dropped the tools section before,
+    # so the slot re-evaluated the whole prompt that round and again the next.
+    backend = FakeBackend(["ok"])
+    llm = _llm(backend)
+    try:
+        await _events(llm, _ask(tools=(WEATHER,), described=(WEATHER,)))
+        await _events(llm, _ask(tools=(), described=(WEATHER,)))
+        await _events(llm, _ask(tools=(WEATHER,), tool_choice=ToolChoice.NONE))
+    finally:
+        await llm.aclose()
+    offered, empty, none = backend.bodies
+    prompt = json.dumps(offered["messages"])
+    assert json.dumps(empty["messages"]) == prompt and json.dumps(none["messages"]) == prompt
+    assert "- get_weather:" in offered["messages"][0]["content"]
+    assert "start: say | call" in offered["grammar"]
+    assert empty["grammar"] == none["grammar"] and "get_weather" not in empty["grammar"]
 
 
 async def test_the_prompt_describes_the_agents_tools_while_the_grammar_holds_the_offer() -> None:

@@ -67,6 +67,7 @@ from brisvox.providers.local._tool_grammar import (
     ReplyParser,
     ToolSchema,
     call_text,
+    text_grammar,
     tool_grammar,
     tools_prompt,
 )
@@ -326,10 +327,15 @@ class XLlamaLlm(LlmProvider):
 
     def _body(self, request: LlmRequest, tools: tuple[ToolSchema, ...]) -> dict[str, Any]:
         # The prompt describes the agent's tools (stable bytes, a cached prefix); the grammar
-        # holds the offer of this request (docs/TOOLS.md, "Offered now").
-        described = tuple(ToolSchema(t.name, t.description, t.parameters) for t in request.described) or tools
+        # holds the offer of this request (docs/TOOLS.md, "Offered now").  A round that offers
+        # no tool (nothing the state allows, or ToolChoice.NONE) keeps the same section and is
+        # held to text by the grammar: dropping the section changed the prompt ~600 tokens
+        # before the conversation, so llama.cpp's slot re-evaluated all of it, and the next
+        # round (tools back) all of it again.
+        described = tuple(ToolSchema(t.name, t.description, t.parameters) for t in request.described)
+        described = described or tools or tuple(ToolSchema(t.name, t.description, t.parameters) for t in request.tools)
         body: dict[str, Any] = {
-            "messages": to_chat_messages(request.messages, tools_prompt(described) if tools else None),
+            "messages": to_chat_messages(request.messages, tools_prompt(described) if described else None),
             "stream": True,
             "max_tokens": request.max_tokens or self.config.max_tokens,
             "temperature": self.config.temperature if request.temperature is None else request.temperature,
@@ -338,6 +344,8 @@ class XLlamaLlm(LlmProvider):
         if tools:
             text_allowed = request.tool_choice.mode is ToolChoiceMode.AUTO
             body["grammar"] = tool_grammar(tools, allow_text=text_allowed)
+        elif described:  # the section says how to call: the grammar says not now
+            body["grammar"] = text_grammar()
         return body
 
     async def _respond(self, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
