@@ -434,3 +434,65 @@ def test_the_model_generates_and_evaluates_on_one_thread_by_default() -> None:
     assert (config.threads, config.batch_threads) == (1, 1)
     with pytest.raises(ConfigError, match="batch_threads"):
         XLlamaConfig(batch_threads=0)
+
+
+class PromptBackend(FakeBackend):
+    """Evaluates the prompt in ``batches`` (a progress chunk each, as llama.cpp with
+    ``return_progress``), then streams its pieces; records where a stop landed."""
+
+    def __init__(self, pieces: Sequence[str], *, batches: int, pace: float = 0.0) -> None:
+        super().__init__(pieces, pace=pace)
+        self.batches = batches
+        self.stopped_in_prompt: int | None = None  # the batch after which the stop came
+
+    def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
+        self.bodies.append(body)
+        self.started.set()
+        for n in range(1, self.batches + 1):
+            if self.pace:
+                threading.Event().wait(self.pace)
+            progress = {"total": self.batches * 64, "cache": 0, "processed": n * 64, "time_ms": 0}
+            if on_chunk({"choices": [{"delta": {"role": "assistant", "content": None}, "finish_reason": None}],
+                         "prompt_progress": progress}):
+                self.stopped_in_prompt = n
+                return
+        self.bodies.pop()
+        super().complete(body, on_chunk)
+
+
+@pytest.mark.realtime  # the model's thread is real
+async def test_closing_the_stream_during_prompt_evaluation_lets_the_slot_go_at_the_next_batch() -> None:
+    # llama.cpp honours a stop only where it calls back: at a token, or (asked for progress)
+    # after each batch of the prompt.  Without progress chunks a hang-up during a long prompt
+    # held the one slot until the whole prompt was evaluated (20 s measured, docs/DEMO.md).
+    backend = PromptBackend(["Hello."], batches=200, pace=0.01)
+    llm = _llm(backend)
+    try:
+        async def consume() -> None:
+            await _events(llm, _ask())
+
+        task = asyncio.create_task(consume())
+        assert await asyncio.get_running_loop().run_in_executor(None, backend.started.wait, 5)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert backend.stopped_in_prompt is None or backend.stopped_in_prompt < 200
+        await _events(llm, _ask("next"))  # the slot is free: the next request runs
+    finally:
+        await llm.aclose()
+    assert backend.bodies[0]["return_progress"] is True
+    assert backend.stopped_in_prompt is not None and backend.stopped_in_prompt < 200
+
+
+async def test_progress_chunks_do_not_count_against_the_token_bounded_queue() -> None:
+    # 300 batches of prompt and a 4-token reply: the progress chunks stay on the model's
+    # thread, so the queue (max_tokens + 8) never overflows into "generation stopped".
+    backend = PromptBackend(["Sunny", " and", " mild."], batches=300)
+    llm = _llm(backend)
+    try:
+        events = await _events(llm, _ask(max_tokens=4))
+    finally:
+        await llm.aclose()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Sunny and mild."
+    assert isinstance(events[-1], Done) and backend.stopped_in_prompt is None
