@@ -345,7 +345,7 @@ async def converse(conversation: Conversation, llm: LlmProvider, clock: Clock,
     recorder = Recorder(seen, round_times)
 
     def bookings() -> list[tuple[str, str, str, int]]:
-        return [(b.name, b.date, b.time, b.party_size) for b in restaurant.bookings.values()]
+        return [(b.name, b.date, b.time, b.party_size) for b in restaurant.bookings]
 
     async with AgentTest(restaurant_agent.build_agent(restaurant), llm=llm, clock=clock,
                          on_event=recorder) as test:

@@ -9,20 +9,22 @@ Tools are methods of one ``Restaurant`` (they share its bookings, as they would 
 database pool): ``check_availability`` (ReadOnly) and ``book_table`` (SideEffect; the agent
 file lists it in ``confirm_tools``, so it runs only after the caller's yes; it is offered only
 after ``check_availability`` said free, for that slot, under a name the caller said).  The restaurant
-is in memory: one table per hour from 18:00 to 21:00, 20:00 always full, so asking for
+is in memory (``brisvox.agent.flows.example.Restaurant``, the flow example's book, which this
+class extends): one table per hour from 18:00 to 21:00, 20:00 always full, so asking for
 eight shows the alternatives.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 import brisvox
 from brisvox import ToolContext
+from brisvox.agent.flows.example import Restaurant as Book
 
 HERE = Path(__file__).resolve().parent
 AGENT_FILE = HERE / "agent.toml"
@@ -42,35 +44,16 @@ class Booking(Slot):
     name: str = Field(min_length=1, max_length=64, description="the caller's name")
 
 
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    reservation_id: str
-    name: str
-    date: str
-    time: str
-    party_size: int
-
-
 @dataclass
-class Restaurant:
-    """One table per date and time; ``always_full`` times are never free."""
-
-    times: tuple[str, ...] = ("18:00", "19:00", "20:00", "21:00")
-    always_full: frozenset[str] = frozenset({"20:00"})
-    max_party: int = 8
-    bookings: dict[str, Reservation] = field(default_factory=dict)  # by idempotency key
-
-    def is_free(self, date: str, time: str) -> bool:
-        if time in self.always_full or time not in self.times:
-            return False
-        return all((b.date, b.time) != (date, time) for b in self.bookings.values())
+class Restaurant(Book):
+    """The book (one table per date and time, ``always_full`` times never free, its
+    ``bookings`` a list of ``Reservation``) with its two methods declared as the agent's tools.
+    Your own agent would wrap its database here instead."""
 
     @brisvox.tool.read_only(timeout=2.0)
     async def check_availability(self, args: Slot) -> dict[str, object]:
         """Check whether a table is free at a date (YYYY-MM-DD) and time (HH:MM) for a party."""
-        free = args.party_size <= self.max_party and self.is_free(args.date, args.time)
-        alternatives = [t for t in self.times if t != args.time and self.is_free(args.date, t)]
-        return {"free": free, "date": args.date, "time": args.time, "alternatives": alternatives[:3]}
+        return self.check(args.date, args.time, args.party_size)
 
     # Offered only after check_availability said free, with its date, time and party as
     # constants (the model writes only the name); the name must be one the caller said, and
@@ -81,14 +64,8 @@ class Restaurant:
                                                                 bind=("date", "time", "party_size")))
     async def book_table(self, args: Booking, ctx: ToolContext) -> dict[str, object]:
         """Book a table for a name at a date and time. The caller confirms before it is made."""
-        key = ctx.idempotency_key().hex()
-        if key in self.bookings:  # a replayed call books nothing new
-            return {"status": "confirmed", "reservation_id": self.bookings[key].reservation_id}
-        if args.party_size > self.max_party or not self.is_free(args.date, args.time):
-            return {"status": "unavailable", "date": args.date, "time": args.time}
-        booking = Reservation(f"R{len(self.bookings) + 1:03d}", args.name, args.date, args.time, args.party_size)
-        self.bookings[key] = booking
-        return {"status": "confirmed", "reservation_id": booking.reservation_id}
+        # The call's idempotency key: a replayed call books nothing new.
+        return self.book(args.name, args.date, args.time, args.party_size, key=ctx.idempotency_key().hex())
 
 
 def build_agent(restaurant: Restaurant | None = None) -> brisvox.Agent:

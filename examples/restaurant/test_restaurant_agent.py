@@ -37,10 +37,10 @@ async def test_a_booking_waits_for_the_yes_then_books_once() -> None:
         first.expect.tool_call("check_availability", party_size=2)
         asked = await test.user_says("Ada")
         assert asked.expect.tool_call("book_table", name="Ada").outcome == "confirmation_required"
-        assert r.bookings == {}  # nothing booked before the yes (the engine named the pending call t2.0)
+        assert r.bookings == []  # nothing booked before the yes (the engine named the pending call t2.0)
         done = await test.user_says("yes")
         done.expect.said(contains="Booked")
-    assert test.tool_runs("book_table") == 1 and [b.name for b in r.bookings.values()] == ["Ada"]
+    assert test.tool_runs("book_table") == 1 and [b.name for b in r.bookings] == ["Ada"]
 
 
 async def test_eight_is_always_full_and_the_free_hours_are_offered() -> None:
@@ -59,7 +59,7 @@ async def test_a_party_too_large_is_not_free_and_not_booked() -> None:
     async with AgentTest(build_agent(r), llm=llm) as test:
         turn = await test.user_says("a table for twelve at seven")
     content = turn.expect.tool_call("check_availability").content
-    assert content is not None and json.loads(content)["free"] is False and r.bookings == {}
+    assert content is not None and json.loads(content)["free"] is False and r.bookings == []
 
 
 def _offered(request: LlmRequest) -> dict[str, dict[str, object]]:
@@ -87,7 +87,7 @@ async def test_book_table_is_offered_only_after_a_free_check_with_its_slot_fixed
     after = _offered(llm.requests[-1])
     assert set(after) == {"check_availability", "book_table"}
     assert {k: after["book_table"][k].get("const") for k in SLOT} == SLOT  # type: ignore[attr-defined]
-    assert r.bookings == {}
+    assert r.bookings == []
 
 
 async def test_a_name_the_caller_did_not_say_or_the_restaurants_own_is_refused() -> None:
@@ -107,7 +107,7 @@ async def test_a_name_the_caller_did_not_say_or_the_restaurants_own_is_refused()
         assert seen.outcome == "invalid_arguments" and seen.content is not None
         assert "ask the caller for their name" in seen.content
     assert "agent's own name" in (ours.expect.tool_call("book_table").content or "")
-    assert test.tool_runs("book_table") == 0 and r.bookings == {}
+    assert test.tool_runs("book_table") == 0 and r.bookings == []
 
 
 async def test_while_a_booking_waits_it_is_not_offered_again_and_a_no_drops_it() -> None:
@@ -128,7 +128,7 @@ async def test_while_a_booking_waits_it_is_not_offered_again_and_a_no_drops_it()
     assert set(_offered(llm.requests[4])) == {"check_availability"}  # the no dropped the waiting booking
     again = no.expect.tool_call("book_table")
     assert again.outcome == "invalid_arguments" and "check_availability" in (again.content or "")
-    assert test.tool_runs("book_table") == 0 and r.bookings == {}
+    assert test.tool_runs("book_table") == 0 and r.bookings == []
 
 
 async def test_a_confirmation_after_the_callers_no_finds_nothing_to_confirm() -> None:
@@ -143,4 +143,4 @@ async def test_a_confirmation_after_the_callers_no_finds_nothing_to_confirm() ->
         await test.user_says("Ada")
         no = await test.user_says("no, don't book it")
     assert no.expect.tool_call("confirm_pending").outcome == "confirmation_refused"
-    assert test.tool_runs("book_table") == 0 and r.bookings == {}
+    assert test.tool_runs("book_table") == 0 and r.bookings == []

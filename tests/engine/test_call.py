@@ -629,3 +629,52 @@ async def test_a_punctuated_final_that_comes_after_the_minimum_pause_ends_the_tu
     assert ended.reason is TurnEndReason.FINAL and ended.speech_ended is not None
     assert ended.at - ended.speech_ended == pytest.approx(0.3 + 0.7, abs=0.05)  # the VAD's hangover, then the final
     assert len(llm.requests) == 1
+
+
+class _SlowModel:
+    """A local model's round: ``think`` seconds of prompt evaluation before its first token."""
+
+    def __init__(self, clock: SimClock, think: float) -> None:
+        self.clock, self.think = clock, think
+        self.started: list[float] = []
+        self.closed: list[float] = []  # when the stream was closed (the slot released)
+        self.tokens = 0  # tokens produced
+
+    @property
+    def name(self) -> str:
+        return "slow"
+
+    async def warm(self) -> None:
+        return None
+
+    def stream(self, request: Any) -> Any:
+        from brisvox.providers.llm import Done, FinishReason, GeneratorLlmStream, TextDelta
+
+        async def respond() -> Any:
+            self.started.append(self.clock.now())
+            try:
+                await self.clock.sleep(self.think)
+                for word in ("We ", "have ", "a ", "table."):
+                    self.tokens += 1
+                    yield TextDelta(text=word)
+                yield Done(finish_reason=FinishReason.STOP)
+            finally:
+                self.closed.append(self.clock.now())
+
+        return GeneratorLlmStream(self.name, respond())
+
+
+async def test_a_hang_up_during_a_model_round_cancels_the_round_at_once() -> None:
+    # The caller hangs up while the model still evaluates the prompt: the round is cancelled
+    # there and then (no StopTimeout, no token generated for nobody); before, the stop waited
+    # for the round and its answer, and past Timeouts.stop the call failed.
+    clock = SimClock()
+    scenario = ScenarioBuilder().pause(0.5).say("a table for two tomorrow").pause(2.0).build()
+    llm = _SlowModel(clock, think=6.0)
+    result = await simulate(clock, scenario, llm, linger=0.5)  # type: ignore[arg-type]
+    assert len(llm.started) == 1, "the turn's round never started"
+    hung_up = scenario.duration + 0.5
+    assert llm.started[0] < hung_up
+    assert llm.closed and llm.closed[0] - hung_up < 0.1, f"the round was closed {llm.closed[0] - hung_up:.2f} s after the hang-up"
+    assert llm.tokens == 0
+    assert result.report.failure is None

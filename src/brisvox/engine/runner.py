@@ -340,8 +340,12 @@ class LlmRunner(Processor):
                 # The caller may not have heard what they would confirm.
                 self.stats.confirmations_cleared += self.tools.confirmations.clear()
         elif isinstance(frame, StopFrame):
+            # The call is over (the caller hung up, the engine ended it, the server's drain ran
+            # out): the round is cancelled at once, not waited for; a local model's round would
+            # hold the stop (and its llama.cpp slot) for seconds to generate for nobody, past
+            # Timeouts.stop.  Cancelling cuts its reply to what was heard, as a barge-in does.
             self.hang_up()
-            await self._join_round(cancel=False, unsaid=Refusal.CALL_ENDED)
+            await self._join_round(unsaid=Refusal.CALL_ENDED)
             self._settle(before_epoch=ctx.epoch + 1, at=ctx.clock.now())
             self._append_late_notes(ctx.clock.now())  # the record of the call ends with every known result
         await ctx.push(frame, direction)

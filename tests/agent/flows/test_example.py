@@ -35,6 +35,15 @@ def test_the_restaurant_has_one_table_per_slot_and_always_full_times() -> None:
     assert len(r.bookings) == 1
 
 
+def test_a_booking_replayed_with_its_key_books_nothing_new() -> None:
+    # The demo agent's book_table passes the call's idempotency key (examples/restaurant/).
+    r = Restaurant()
+    first = r.book("Ada", "2026-12-24", "19:00", 4, key="k1")
+    assert r.book("Ada", "2026-12-24", "19:00", 4, key="k1") == first == {"status": "confirmed", "reservation_id": "R001"}
+    assert r.book("Bob", "2026-12-24", "18:00", 2, key="k2")["reservation_id"] == "R002"
+    assert [b.name for b in r.bookings] == ["Ada", "Bob"]
+
+
 @pytest.mark.parametrize("language", list(Language))
 def test_the_flow_builds_in_both_languages_with_the_documented_shape(language: Language) -> None:
     r = Restaurant()

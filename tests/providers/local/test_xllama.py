@@ -131,17 +131,40 @@ async def test_a_call_comes_as_tool_call_deltas_never_as_content() -> None:
     assert "start: say | call" in body["grammar"] and "get_weather" in body["messages"][0]["content"]
 
 
-async def test_forced_choice_drops_the_text_alternative_and_none_sends_no_grammar() -> None:
+async def test_forced_choice_drops_the_text_alternative_and_none_allows_only_text() -> None:
     backend = FakeBackend(["ok"])
     llm = _llm(backend)
     try:
         await _events(llm, _ask(tools=(WEATHER,), tool_choice=ToolChoice.tool("get_weather")))
         await _events(llm, _ask(tools=(WEATHER,), tool_choice=ToolChoice.NONE))
+        await _events(llm, _ask())
     finally:
         await llm.aclose()
-    forced, none = backend.bodies
+    forced, none, toolless = backend.bodies
     assert "start: call\n" in forced["grammar"]
-    assert "grammar" not in none and none["messages"][0]["content"] == "Be brief."
+    assert none["grammar"].startswith("%llguidance {}\nstart: say\n") and "call" not in none["grammar"]
+    # An agent with no tools at all: no section, no grammar.
+    assert "grammar" not in toolless and toolless["messages"][0]["content"] == "Be brief."
+
+
+async def test_a_round_that_offers_no_tool_keeps_the_prompt_byte_identical_and_forbids_calls() -> None:
+    # The prefix cache keeps the longest unchanged start of the prompt: a round with nothing
+    # offered (the state allows no tool, or ToolChoice.NONE) dropped the tools section before,
+    # so the slot re-evaluated the whole prompt that round and again the next.
+    backend = FakeBackend(["ok"])
+    llm = _llm(backend)
+    try:
+        await _events(llm, _ask(tools=(WEATHER,), described=(WEATHER,)))
+        await _events(llm, _ask(tools=(), described=(WEATHER,)))
+        await _events(llm, _ask(tools=(WEATHER,), tool_choice=ToolChoice.NONE))
+    finally:
+        await llm.aclose()
+    offered, empty, none = backend.bodies
+    prompt = json.dumps(offered["messages"])
+    assert json.dumps(empty["messages"]) == prompt and json.dumps(none["messages"]) == prompt
+    assert "- get_weather:" in offered["messages"][0]["content"]
+    assert "start: say | call" in offered["grammar"]
+    assert empty["grammar"] == none["grammar"] and "get_weather" not in empty["grammar"]
 
 
 async def test_the_prompt_describes_the_agents_tools_while_the_grammar_holds_the_offer() -> None:
@@ -411,3 +434,65 @@ def test_the_model_generates_and_evaluates_on_one_thread_by_default() -> None:
     assert (config.threads, config.batch_threads) == (1, 1)
     with pytest.raises(ConfigError, match="batch_threads"):
         XLlamaConfig(batch_threads=0)
+
+
+class PromptBackend(FakeBackend):
+    """Evaluates the prompt in ``batches`` (a progress chunk each, as llama.cpp with
+    ``return_progress``), then streams its pieces; records where a stop landed."""
+
+    def __init__(self, pieces: Sequence[str], *, batches: int, pace: float = 0.0) -> None:
+        super().__init__(pieces, pace=pace)
+        self.batches = batches
+        self.stopped_in_prompt: int | None = None  # the batch after which the stop came
+
+    def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
+        self.bodies.append(body)
+        self.started.set()
+        for n in range(1, self.batches + 1):
+            if self.pace:
+                threading.Event().wait(self.pace)
+            progress = {"total": self.batches * 64, "cache": 0, "processed": n * 64, "time_ms": 0}
+            if on_chunk({"choices": [{"delta": {"role": "assistant", "content": None}, "finish_reason": None}],
+                         "prompt_progress": progress}):
+                self.stopped_in_prompt = n
+                return
+        self.bodies.pop()
+        super().complete(body, on_chunk)
+
+
+@pytest.mark.realtime  # the model's thread is real
+async def test_closing_the_stream_during_prompt_evaluation_lets_the_slot_go_at_the_next_batch() -> None:
+    # llama.cpp honours a stop only where it calls back: at a token, or (asked for progress)
+    # after each batch of the prompt.  Without progress chunks a hang-up during a long prompt
+    # held the one slot until the whole prompt was evaluated (20 s measured, docs/DEMO.md).
+    backend = PromptBackend(["Hello."], batches=200, pace=0.01)
+    llm = _llm(backend)
+    try:
+        async def consume() -> None:
+            await _events(llm, _ask())
+
+        task = asyncio.create_task(consume())
+        assert await asyncio.get_running_loop().run_in_executor(None, backend.started.wait, 5)
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert backend.stopped_in_prompt is None or backend.stopped_in_prompt < 200
+        await _events(llm, _ask("next"))  # the slot is free: the next request runs
+    finally:
+        await llm.aclose()
+    assert backend.bodies[0]["return_progress"] is True
+    assert backend.stopped_in_prompt is not None and backend.stopped_in_prompt < 200
+
+
+async def test_progress_chunks_do_not_count_against_the_token_bounded_queue() -> None:
+    # 300 batches of prompt and a 4-token reply: the progress chunks stay on the model's
+    # thread, so the queue (max_tokens + 8) never overflows into "generation stopped".
+    backend = PromptBackend(["Sunny", " and", " mild."], batches=300)
+    llm = _llm(backend)
+    try:
+        events = await _events(llm, _ask(max_tokens=4))
+    finally:
+        await llm.aclose()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Sunny and mild."
+    assert isinstance(events[-1], Done) and backend.stopped_in_prompt is None

@@ -8,7 +8,10 @@
      end_call (global) --> farewell (Append, post: EndCall)
 
 :class:`Restaurant` is an in-memory book with one table per date and time; some times
-are always full.  :func:`restaurant_tools` gives the three tools (``check_availability``
+are always full.  It is the demo's restaurant too: ``examples/restaurant/restaurant_agent.py``
+(the agent ``brisvox demo`` serves) subclasses it and declares its two methods as tools there
+(the package cannot import ``examples/``, so the book lives here, once).
+:func:`restaurant_tools` gives the three tools (``check_availability``
 ReadOnly, ``make_reservation`` SideEffect, ``end_call`` ReadOnly) to register in a tool
 registry, and :func:`restaurant_flow` builds the flow over that registry.
 """
@@ -71,6 +74,7 @@ class Restaurant:
     always_full: frozenset[str] = frozenset({"20:00"})
     max_party: int = 8
     bookings: list[Reservation] = field(default_factory=list)
+    _by_key: dict[str, Reservation] = field(default_factory=dict, repr=False)  # the bookings made with a key
 
     def is_free(self, date: str, time: str) -> bool:
         if time in self.always_full or time not in self.times:
@@ -82,11 +86,16 @@ class Restaurant:
         alternatives = [t for t in self.times if t != time and self.is_free(date, t)]
         return {"free": free, "date": date, "time": time, "alternatives": alternatives[:3]}
 
-    def book(self, name: str, date: str, time: str, party_size: int) -> dict[str, Any]:
+    def book(self, name: str, date: str, time: str, party_size: int, key: str | None = None) -> dict[str, Any]:
+        """Book the table; ``key`` (a call's idempotency key): a replayed call books nothing new."""
+        if key is not None and key in self._by_key:
+            return {"status": "confirmed", "reservation_id": self._by_key[key].reservation_id}
         if party_size > self.max_party or not self.is_free(date, time):
             return {"status": "unavailable", "date": date, "time": time}
         booking = Reservation(f"R{len(self.bookings) + 1:03d}", name, date, time, party_size)
         self.bookings.append(booking)
+        if key is not None:
+            self._by_key[key] = booking
         return {"status": "confirmed", "reservation_id": booking.reservation_id}
 
 

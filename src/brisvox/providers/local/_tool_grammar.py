@@ -30,7 +30,7 @@ from typing import Any
 
 from brisvox.core.errors import BrisvoxError
 
-__all__ = ["MalformedCall", "ParsedCall", "ReplyParser", "ToolSchema", "call_text", "tool_grammar", "tools_prompt"]
+__all__ = ["MalformedCall", "ParsedCall", "ReplyParser", "ToolSchema", "call_text", "text_grammar", "tool_grammar", "tools_prompt"]
 
 # Text may not open with a brace or blank (the call's first character), nor hold braces.
 _TEXT_RULE = r"say: /[^{}<\s][^{}]*/"
@@ -193,3 +193,10 @@ class ReplyParser:
         if not isinstance(args, dict):
             raise MalformedCall(f"{name}: arguments are not an object")
         return ParsedCall(name, json.dumps(args, separators=(",", ":"), ensure_ascii=False))
+
+
+def text_grammar() -> str:
+    """The grammar of a round that offers no tool while the prompt still describes them
+    (a reply of text only, as :func:`tool_grammar`'s text alternative): the prompt keeps its
+    bytes, so the prefix cache holds, and no call can be written."""
+    return "\n".join(["%llguidance {}", "start: say", _TEXT_RULE]) + "\n"

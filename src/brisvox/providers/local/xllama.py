@@ -10,8 +10,9 @@ at 4 ms while the model generated, docs/DECISIONS.md), so the model serves one r
 a time and at most ``queue`` more wait (llama.cpp itself on one thread: two stall each
 other on cores shared with the call's audio, docs/DECISIONS.md); a request beyond that is refused at once with a
 :class:`ProviderError` of kind ``busy`` (the engine speaks its fallback line).  Tokens come
-back to the loop through a bounded queue; closing the stream stops the generation at the
-next token.
+back to the loop through a bounded queue; closing the stream stops the request at the next
+token, or during prompt evaluation at the end of the batch being evaluated (llama.cpp checks
+a stop between batches: ``XLlamaConfig.prompt_batch`` tokens each, a progress chunk each).
 
 Prefix cache: the system prompt and the tools' description (:func:`tools_prompt`, the same
 bytes every turn) open every request, and llama.cpp's slot keeps what it evaluated, so a
@@ -21,8 +22,8 @@ the date line and its tools), so the first turn of a call does not pay for it ei
 every call of the agent begins with the same bytes, and the one slot keeps them.
 :meth:`XLlamaLlm.prefill` does the same for the caller's words at a pause, before the turn
 ends (the runner, on ``UserTurnTentative``): only when the model is idle, and a request
-submitted meanwhile stops it at its first generated token, so the turn's request finds the
-words evaluated and pays only for the rest.
+submitted meanwhile stops it at the end of the batch being evaluated (or its first generated
+token), so the turn's request finds the words evaluated and pays only for the rest.
 
 Tool calls: the output is constrained by :func:`tool_grammar` (text, or one call of an
 offered tool whose arguments satisfy its schema), and :class:`ReplyParser` turns a call
@@ -67,6 +68,7 @@ from brisvox.providers.local._tool_grammar import (
     ReplyParser,
     ToolSchema,
     call_text,
+    text_grammar,
     tool_grammar,
     tools_prompt,
 )
@@ -94,12 +96,19 @@ class XLlamaConfig:
     max_tokens: int = 160  # when the request sets none (a call of the demo's tools is about 50)
     temperature: float = 0.0  # when the request sets none: a small model decides best greedily
     queue: int = 2  # requests that may wait while one generates; more are refused (kind busy)
+    # Prompt tokens evaluated per batch.  llama.cpp checks a request's stop only between
+    # batches (a progress chunk each, ``return_progress``): with its default 2048 a closed
+    # round (a hang-up, a barge-in) kept the slot until its whole prompt was evaluated, 20 s
+    # for 1463 new tokens on the shared machine; with 64 it is let go within one batch
+    # (docs/DEMO.md, "A closed round lets the slot go").
+    prompt_batch: int = 64
 
     def __post_init__(self) -> None:
-        if self.n_ctx < 256 or min(self.threads, self.batch_threads, self.max_tokens, self.queue) < 1:
+        if self.n_ctx < 256 or min(self.threads, self.batch_threads, self.max_tokens, self.queue, self.prompt_batch) < 1:
             raise ConfigError(
-                "XLlamaConfig: n_ctx >= 256, threads >= 1, batch_threads >= 1, max_tokens >= 1, queue >= 1; got "
-                f"{self.n_ctx}, {self.threads}, {self.batch_threads}, {self.max_tokens}, {self.queue}"
+                "XLlamaConfig: n_ctx >= 256, threads >= 1, batch_threads >= 1, max_tokens >= 1, queue >= 1, "
+                f"prompt_batch >= 1; got {self.n_ctx}, {self.threads}, {self.batch_threads}, {self.max_tokens}, "
+                f"{self.queue}, {self.prompt_batch}"
             )
 
 
@@ -144,6 +153,8 @@ class _XLlamaBackend:
         params.n_parallel = 1  # one slot: its KV cache is the conversation's prefix
         params.cpuparams.n_threads = config.threads
         params.cpuparams_batch.n_threads = config.batch_threads
+        params.n_batch = config.prompt_batch  # a stop is honoured between batches (XLlamaConfig.prompt_batch)
+        params.n_ubatch = config.prompt_batch
         self._server: Any = xllamacpp.Server(params)
 
     def complete(self, body: dict[str, Any], on_chunk: Callable[[dict[str, Any]], bool]) -> None:
@@ -326,18 +337,28 @@ class XLlamaLlm(LlmProvider):
 
     def _body(self, request: LlmRequest, tools: tuple[ToolSchema, ...]) -> dict[str, Any]:
         # The prompt describes the agent's tools (stable bytes, a cached prefix); the grammar
-        # holds the offer of this request (docs/TOOLS.md, "Offered now").
-        described = tuple(ToolSchema(t.name, t.description, t.parameters) for t in request.described) or tools
+        # holds the offer of this request (docs/TOOLS.md, "Offered now").  A round that offers
+        # no tool (nothing the state allows, or ToolChoice.NONE) keeps the same section and is
+        # held to text by the grammar: dropping the section changed the prompt ~600 tokens
+        # before the conversation, so llama.cpp's slot re-evaluated all of it, and the next
+        # round (tools back) all of it again.
+        described = tuple(ToolSchema(t.name, t.description, t.parameters) for t in request.described)
+        described = described or tools or tuple(ToolSchema(t.name, t.description, t.parameters) for t in request.tools)
         body: dict[str, Any] = {
-            "messages": to_chat_messages(request.messages, tools_prompt(described) if tools else None),
+            "messages": to_chat_messages(request.messages, tools_prompt(described) if described else None),
             "stream": True,
             "max_tokens": request.max_tokens or self.config.max_tokens,
             "temperature": self.config.temperature if request.temperature is None else request.temperature,
             "cache_prompt": True,
+            # A chunk per evaluated batch: the chunk callback's stop is honoured there, so a
+            # closed request lets the slot go during prompt evaluation too (not only at a token).
+            "return_progress": True,
         }
         if tools:
             text_allowed = request.tool_choice.mode is ToolChoiceMode.AUTO
             body["grammar"] = tool_grammar(tools, allow_text=text_allowed)
+        elif described:  # the section says how to call: the grammar says not now
+            body["grammar"] = text_grammar()
         return body
 
     async def _respond(self, request: LlmRequest) -> AsyncGenerator[LlmEvent, None]:
@@ -357,7 +378,9 @@ class XLlamaLlm(LlmProvider):
                 log.error("%s: more chunks than the token limit; generation stopped", self.name)
 
         def on_chunk(chunk: dict[str, Any]) -> bool:  # on the model's thread
-            if not stop.is_set():
+            # A progress chunk (a batch of the prompt evaluated) carries nothing for the loop:
+            # it is where a closed stream stops, and it stays off the token-bounded queue.
+            if not stop.is_set() and "prompt_progress" not in chunk:
                 loop.call_soon_threadsafe(offer, chunk)
             return stop.is_set()
 
