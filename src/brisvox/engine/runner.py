@@ -821,11 +821,11 @@ class LlmRunner(Processor):
             specs: tuple[ToolSpec, ...] = tuple(node) if node is not None else ()
             described = specs
         else:
-            specs = tuple(tools.offered_specs(node))
-            described = tuple(tools.listed_specs(node))
             # The caller named the slots a lookup needs: the round is that call (docs/TOOLS.md).
-            if (lookup := tools.heard_lookup(specs, today, tentative)) is not None:
-                specs, choice = (lookup,), ToolChoice.REQUIRED
+            offered, required = tools.heard_offer(tools.offered_specs(node), today, tentative)
+            specs = tuple(offered)
+            choice = ToolChoice.REQUIRED if required else ToolChoice.AUTO
+            described = tuple(tools.listed_specs(node))
         return LlmRequest(
             messages=messages,
             tools=specs,

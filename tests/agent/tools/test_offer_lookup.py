@@ -41,11 +41,16 @@ def _engine(probe: Probe, clock: SimClock, *, fail: bool = False) -> ToolEngine:
 
 def _forced(eng: ToolEngine, tentative: str | None = None) -> dict[str, Any] | None:
     """The forced lookup's constants, or None when nothing is forced."""
-    lookup = eng.heard_lookup(eng.offered_specs(), FRIDAY, tentative)
-    if lookup is None:
+    offered, required = eng.heard_offer(eng.offered_specs(), FRIDAY, tentative)
+    if not required:
         return None
+    (lookup,) = offered
     assert lookup.name == "check"
     return {k: v["const"] for k, v in lookup.parameters["properties"].items() if "const" in v}
+
+
+def _names(eng: ToolEngine) -> set[str]:
+    return {s.name for s in eng.heard_offer(eng.offered_specs(), FRIDAY)[0]}
 
 
 async def test_a_turn_naming_the_slots_forces_the_lookup_with_the_heard_values() -> None:
@@ -72,8 +77,10 @@ async def test_once_the_lookup_answered_for_those_values_nothing_is_forced_again
         eng.note_user_turn(ASK)
         await deliver_round(eng, ctx, [call("t1.0", "check", **ASKED)], 1)
         assert _forced(eng) is None  # the round after the answer is free
+        assert _names(eng) == {"book"}  # and the lookup is not offered again in this turn
         eng.note_user_turn("Maria, for two people")  # the same party again: answered already
         assert _forced(eng) is None
+        assert _names(eng) == {"check", "book"}
 
 
 async def test_a_later_turn_that_changes_a_slot_forces_a_new_lookup_filled_from_the_turns_before() -> None:

@@ -73,9 +73,7 @@ def test_a_schema_the_reader_cannot_check_is_not_trusted() -> None:
 
 
 _WORDS = st.sampled_from(
-    "a table for two at seven tomorrow the 12th of december half past quarter to pm p.m. o'clock 42 19:30 "
-    "7.30 people party we are next friday sunday day after twenty one first 0 99 2026-13-45 : - . , "
-    "thirty forty five us oh noon morning".split())
+    ["a", "table", "for", "two", "at", "seven", "tomorrow", "the", "12th", "of", "december", "half", "past", "quarter", "to", "pm", "p.m.", "o'clock", "42", "19:30", "7.30", "people", "party", "we", "are", "next", "friday", "sunday", "day", "after", "twenty", "one", "first", "0", "99", "2026-13-45", ":", "-", ".", ",", "thirty", "forty", "five", "us", "oh", "noon", "morning"])
 
 
 @given(st.lists(_WORDS, max_size=14).map(" ".join) | st.text(max_size=60),

@@ -131,12 +131,13 @@ class ToolEngine:
         return self.grounds.offer(self.listed_specs(specs), {p.call.id: p.call.name for p in waiting},
                                   answerable={p.call.id for p in waiting if self.confirmations.replied(p)})
 
-    def heard_lookup(self, offered: Sequence[ToolSpec], today: datetime.date,
-                     tentative: str | None = None) -> ToolSpec | None:
-        """The lookup the caller's latest turn asks for (``lookup_when_heard``, one of
-        ``offered``), to be the round's only tool with a call required; None: the round is
-        free (:meth:`~brisvox.agent.tools.offer.Grounds.heard_lookup`)."""
-        return self.grounds.heard_lookup(offered, today, tentative)
+    def heard_offer(self, offered: Sequence[ToolSpec], today: datetime.date,
+                    tentative: str | None = None) -> tuple[list[ToolSpec], bool]:
+        """``offered`` under the heard-slot rule, and whether the round must be a call: the
+        lookup the caller's latest turn asks for alone, or the offer without the lookups
+        already called in this turn
+        (:meth:`~brisvox.agent.tools.offer.Grounds.heard_offer`, ``lookup_when_heard``)."""
+        return self.grounds.heard_offer(offered, today, tentative)
 
     def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
         """The agent's tools whatever the state (``offer``'s list, or a flow node's ``specs``):

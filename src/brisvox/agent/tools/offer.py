@@ -25,8 +25,9 @@ call to an unknown tool gets, or a refusal naming what to do.  The rules:
 * A ReadOnly tool's ``lookup_when_heard`` slots, read for sure in the caller's latest turn
   (:mod:`brisvox.agent.tools.slots`; the turns before fill in the rest), with no call of
   it since that turn and no answer for those values: the round offers only that tool, a
-  call required, the heard values as constants (:meth:`Grounds.heard_lookup`).  The 0.5B
-  model answered "is there a table tomorrow at seven?" in words, inventing the answer.
+  call required, the heard values as constants (:meth:`Grounds.heard_offer`).  The 0.5B
+  model answered "is there a table tomorrow at seven?" in words, inventing the answer.  Such
+  a tool, once called in a turn, is not offered again until the caller's next turn.
 
 See docs/TOOLS.md, "Offered now".
 """
@@ -199,19 +200,22 @@ class Grounds:
         if spec.lookup_when_heard:
             self._called.add(spec.name)
 
-    def heard_lookup(self, specs: Sequence[ToolSpec], today: datetime.date,
-                     tentative: str | None = None) -> ToolSpec | None:
-        """The offered tool the caller's latest turn asks to look up, its heard slots as
-        constants, or None: the first of ``specs`` with ``lookup_when_heard`` whose slots the
-        latest turn names some of (for sure) and the turns before complete, with no call of it
-        since that turn and whose last answer was not for those values.  ``tentative``: words
-        not yet a turn (a speculative request), taken as the latest."""
+    def heard_offer(self, specs: Sequence[ToolSpec], today: datetime.date,
+                    tentative: str | None = None) -> tuple[list[ToolSpec], bool]:
+        """The round's offer under the heard-slot rule, and whether a call is required.
+
+        The first of ``specs`` with ``lookup_when_heard`` whose slots the caller's latest turn
+        names some of (for sure) and the turns before complete, with no call of it since that
+        turn and whose last answer was not for those values: offered alone, its heard slots
+        as constants, a call required.  Otherwise ``specs`` without the ``lookup_when_heard``
+        tools called since the latest turn (one look-up a turn: the 0.5B model looked the same
+        table up again round after round, until the round limit's fallback).  ``tentative``:
+        words not yet a turn (a speculative request), taken as the latest."""
         turns = [*self._turns, tentative] if tentative is not None else list(self._turns)
-        if not turns:
-            return None
-        for spec in specs:
+        called = set() if tentative is not None else self._called
+        for spec in specs if turns else ():
             wanted = spec.lookup_when_heard
-            if not wanted:
+            if not wanted or spec.name in called:
                 continue
             props = spec.parameters.get("properties", {})
             values = read_slots(turns[-1], today, wanted, props)
@@ -222,16 +226,14 @@ class Grounds:
                     break
                 for name, value in read_slots(older, today, wanted, props).items():
                     values.setdefault(name, value)
-            if len(values) < len(wanted):
-                continue
             answer = self._answers.get(spec.name)
-            if tentative is None and (spec.name in self._called or (answer is not None and answer.seq > self._turn_seq)):
+            if len(values) < len(wanted) or (tentative is None and answer is not None and answer.seq > self._turn_seq):
                 continue
             if answer is not None and all(answer.arguments.get(k) == v for k, v in values.items()):
                 continue  # already answered for these values: the answer is in the context
-            return _narrowed(spec, {name: {**props.get(name, {}), "const": v} for name, v in values.items()})
-        return None
-
+            fixed = {name: {**props.get(name, {}), "const": v} for name, v in values.items()}
+            return [_narrowed(spec, fixed)], True
+        return [spec for spec in specs if spec.name not in called], False
 
 _MISSING = object()
 
