@@ -98,6 +98,7 @@ async def test_slots_spread_over_turns_force_the_lookup_once_the_last_one_comes(
     async with _engine(Probe(clock), clock) as eng:
         eng.note_user_turn("A table tomorrow please.")
         assert _forced(eng) is None  # no time, no party yet
+        assert "check" not in _names(eng)  # part of the slots: the model asks for the rest, it does not guess
         eng.note_user_turn("At seven, for two people.")
         assert _forced(eng) == ASKED
 

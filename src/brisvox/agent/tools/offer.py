@@ -27,7 +27,8 @@ call to an unknown tool gets, or a refusal naming what to do.  The rules:
   it since that turn and no answer for those values: the round offers only that tool, a
   call required, the heard values as constants (:meth:`Grounds.heard_offer`).  The 0.5B
   model answered "is there a table tomorrow at seven?" in words, inventing the answer.  Such
-  a tool, once called in a turn, is not offered again until the caller's next turn.
+  a tool, once called in a turn, is not offered again until the caller's next turn, nor
+  in a turn that names only part of its slots (the model asks for the rest).
 
 See docs/TOOLS.md, "Offered now".
 """
@@ -212,10 +213,10 @@ class Grounds:
         table up again round after round, until the round limit's fallback).  ``tentative``:
         words not yet a turn (a speculative request), taken as the latest."""
         turns = [*self._turns, tentative] if tentative is not None else list(self._turns)
-        called = set() if tentative is not None else self._called
+        withheld = set() if tentative is not None else set(self._called)
         for spec in specs if turns else ():
             wanted = spec.lookup_when_heard
-            if not wanted or spec.name in called:
+            if not wanted or spec.name in withheld:
                 continue
             props = spec.parameters.get("properties", {})
             values = read_slots(turns[-1], today, wanted, props)
@@ -226,14 +227,17 @@ class Grounds:
                     break
                 for name, value in read_slots(older, today, wanted, props).items():
                     values.setdefault(name, value)
+            if len(values) < len(wanted):
+                withheld.add(spec.name)  # the caller gave part of it: the model asks for the rest
+                continue
             answer = self._answers.get(spec.name)
-            if len(values) < len(wanted) or (tentative is None and answer is not None and answer.seq > self._turn_seq):
+            if tentative is None and answer is not None and answer.seq > self._turn_seq:
                 continue
             if answer is not None and all(answer.arguments.get(k) == v for k, v in values.items()):
                 continue  # already answered for these values: the answer is in the context
             fixed = {name: {**props.get(name, {}), "const": v} for name, v in values.items()}
             return [_narrowed(spec, fixed)], True
-        return [spec for spec in specs if spec.name not in called], False
+        return [spec for spec in specs if spec.name not in withheld], False
 
 _MISSING = object()
 
