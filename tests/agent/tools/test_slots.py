@@ -44,6 +44,9 @@ PHRASINGS = [
     ("Yes.", None, None, None),
     ("No, cancel it.", None, None, None),
     ("Hello.", None, None, None),
+    ("A table for 6 on 2026-12-10 at 18:30, is that possible?", "2026-12-10", "18:30", 6),
+    ("A table for two on 2026-12-05 at 19:00?", "2026-12-05", "19:00", 2),
+    ("Tomorrow at seven forty-five for two.", "2026-12-05", "19:45", 2),
 ]
 
 

@@ -64,7 +64,8 @@ def _tokens(text: str) -> list[str]:
     plain = text.casefold()
     plain = re.sub(r"\b([ap])\.?\s?m\b\.?", r" \1m ", plain)  # "p.m." "p. m." "pm" -> "pm"
     plain = plain.replace("o'clock", " oclock ").replace("o’clock", " oclock ")
-    plain = plain.replace("-", " ").replace("'", "").replace("’", "")
+    plain = re.sub(r"(?<!\d)-|-(?!\d)", " ", plain)  # "forty-five" -> "forty five"; "2026-12-10" stays
+    plain = plain.replace("'", "").replace("’", "")
     plain = re.sub(r"(\d)(am|pm)\b", r"\1 \2", plain)  # "7pm" -> "7 pm"
     return _TOKEN.findall(plain)
 
