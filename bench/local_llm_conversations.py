@@ -41,6 +41,7 @@ from typing import Any
 from brisvox.agent import ToolMessage
 from brisvox.core.clock import Clock, SystemClock
 from brisvox.engine import events as ev
+from brisvox.engine.config import LlmConfig
 from brisvox.providers.llm import Done, GeneratorLlmStream, LlmEvent, LlmProvider, LlmRequest, PrefixWarm
 from brisvox.server.call import warm_request
 from brisvox.server.demo import DEMO_DIR
@@ -53,6 +54,7 @@ import restaurant_agent
 CONFIRM = "confirm_pending"
 CHECK = "check_availability"
 BOOK = "book_table"
+ROUND_LIMIT = LlmConfig().max_tool_rounds  # a turn of this many rounds (calls) ends on the fallback line
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,7 @@ class TurnSeen:
     tools: list[ToolUse] = field(default_factory=list)
     bookings_after: int = 0  # bookings in the restaurant once the turn was answered
     failed: bool = False  # the engine answered with its fallback line (an LLM failure)
+    rounds: int = 0  # model rounds (all of them calls: the round limit's fallback line)
     answered: bool = False  # some text was said
 
 
@@ -104,7 +107,10 @@ def _shown(uses: Sequence[ToolUse]) -> str:
 
 def _failed(seen: Seen) -> str | None:
     n = [i + 1 for i, t in enumerate(seen.turns) if t.failed]
-    return f"fallback line in turn {n[0]}" if n else None
+    if n:
+        return f"fallback line in turn {n[0]}"
+    n = [i + 1 for i, t in enumerate(seen.turns) if t.rounds >= ROUND_LIMIT]
+    return f"all {ROUND_LIMIT} rounds used (the round limit's fallback line) in turn {n[0]}" if n else None
 
 
 def talk_only(seen: Seen) -> str | None:
@@ -325,6 +331,8 @@ class Recorder:
         turn = self._turn.get(event.epoch)
         if turn is None:  # the greeting
             return
+        if isinstance(event, ev.LlmRound):
+            turn.rounds += 1
         if isinstance(event, ev.ToolCallStarted):
             self._open[event.call_id] = len(turn.tools)
             turn.tools.append(ToolUse(event.name, event.parsed, None))

@@ -10,8 +10,11 @@ file given with ``--agent``, followed by the date line the cases assume.  The to
 the demo's own, behind the agent file's confirmation gate, in a real tool engine: each
 case's context is replayed through it (the caller's turns noted, the context's calls
 executed), and the model is offered what the engine offers in that state
-(``ToolEngine.offered_specs``: docs/TOOLS.md, "Offered now").  ``--offer all`` offers
-every registered tool in every state instead (what the agent offered before "Offered
+(``ToolEngine.offered_specs`` and ``ToolEngine.heard_offer``, the runner's two steps:
+docs/TOOLS.md, "Offered now"; a case whose words name the look-up's slots is offered only
+it, a call required, the heard values as constants).  ``--offer heard-free`` requires the
+call but leaves its arguments to the model; ``--offer state`` leaves out the heard-slot rule; ``--offer all``
+offers every registered tool in every state (what the agent offered before "Offered
 now"), for the comparison.  The call the model makes is then planned by the same engine:
 a wrong call the engine refuses before it runs (a name the caller did not say, a booking
 without a free check) is counted as stopped.  Prints each miss and the rates:
@@ -21,7 +24,7 @@ without a free check) is counted as stopped.  Prints each miss and the rates:
 * stopped: of the wrong calls, how many the engine refused with a message (none ran);
 * first token and total time per case (medians), for the record.
 
-Usage: ``python bench/local_llm_decisions.py [--agent FILE] [--only N] [--first N] [--offer state|all]``
+Usage: ``python bench/local_llm_decisions.py [--agent FILE] [--only N] [--first N] [--offer heard|heard-free|state|all]``
 (needs the ``local-llm`` extra and ``brisvox models fetch qwen2_5_coder_0_5b_q4``).
 """
 
@@ -45,7 +48,7 @@ from brisvox.agent.tools._answers import render
 from brisvox.agent.tools.confirm import confirmation_required_body
 from brisvox.core.clock import SystemClock
 from brisvox.engine.rounds import with_date
-from brisvox.providers.llm import Done, LlmError, LlmRequest, TextDelta, ToolCallDelta
+from brisvox.providers.llm import Done, LlmError, LlmRequest, TextDelta, ToolCallDelta, ToolChoice
 from brisvox.providers.local.xllama import XLlamaLlm
 from brisvox.server.demo import DEMO_AGENT_FILE, demo_tools
 
@@ -213,8 +216,15 @@ async def run(agent_path: Path, only: int | None, offer: str, first_case: int = 
         for n, case in enumerate(cases, first_case):
             engine, epoch = await _engine_in_state(registry, agent, case)
             specs = tuple(registry.specs()) if offer == "all" else tuple(engine.offered_specs())
+            choice = ToolChoice.AUTO
+            if offer.startswith("heard"):  # as the runner offers: a turn naming the slots is the look-up
+                offered, required = engine.heard_offer(specs, TODAY)
+                if required and offer == "heard-free":  # the call required, its arguments left to the model
+                    offered = [registry.spec(offered[0].name) or offered[0]]
+                specs, choice = tuple(offered), ToolChoice.REQUIRED if required else ToolChoice.AUTO
             # The prompt describes the agent's tools, as the runner's requests do; the grammar the offer.
-            request = LlmRequest(messages=_messages(system, case), tools=specs, described=tuple(engine.listed_specs()))
+            request = LlmRequest(messages=_messages(system, case), tools=specs, tool_choice=choice,
+                                 described=tuple(engine.listed_specs()))
             text, name, args, error = "", None, "", None
             t0 = perf_counter()
             first: float | None = None
@@ -267,8 +277,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agent", type=Path, default=DEMO_AGENT_FILE, help="agent file whose prompt to use")
     parser.add_argument("--only", type=int, default=None, help="run only the first N cases")
     parser.add_argument("--first", type=int, default=1, help="start at case N (1-based)")
-    parser.add_argument("--offer", choices=("state", "all"), default="state",
-                        help="offer the tools the engine offers in each case's state, or every registered tool")
+    parser.add_argument("--offer", choices=("heard", "heard-free", "state", "all"), default="heard",
+                        help="offer what the runner offers (the state and the heard-slot rule), the same with the "
+                             "forced look-up's arguments left free (no const), the state's tools without the "
+                             "heard-slot rule, or every registered tool")
     args = parser.parse_args(argv)
     return asyncio.run(run(args.agent, args.only, args.offer, args.first))
 

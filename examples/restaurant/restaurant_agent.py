@@ -50,7 +50,10 @@ class Restaurant(Book):
     ``bookings`` a list of ``Reservation``) with its two methods declared as the agent's tools.
     Your own agent would wrap its database here instead."""
 
-    @brisvox.tool.read_only(timeout=2.0)
+    # The caller's turn that names the day, the time and the party is answered through this
+    # look-up (the only tool offered then, a call required, the heard values as constants): the
+    # 0.5B model otherwise said "yes, I have a table" itself (docs/TOOLS.md, "Offered now").
+    @brisvox.tool.read_only(timeout=2.0, lookup_when_heard={"date": "date", "time": "time", "party_size": "count"})
     async def check_availability(self, args: Slot) -> dict[str, object]:
         """Check whether a table is free at a date (YYYY-MM-DD) and time (HH:MM) for a party."""
         return self.check(args.date, args.time, args.party_size)

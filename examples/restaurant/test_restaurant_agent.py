@@ -83,9 +83,10 @@ async def test_book_table_is_offered_only_after_a_free_check_with_its_slot_fixed
     assert refused.outcome == "invalid_arguments" and refused.content is not None
     assert "call check_availability" in refused.content and test.tool_runs("book_table") == 0
     second.expect.tool_call("check_availability")
-    # After the free check: book_table with the checked date, time and party as constants.
+    # After the free check: book_table with the checked date, time and party as constants (the
+    # look-up itself, made in this turn, is offered again only after the caller's next words).
     after = _offered(llm.requests[-1])
-    assert set(after) == {"check_availability", "book_table"}
+    assert set(after) == {"book_table"}
     assert {k: after["book_table"][k].get("const") for k in SLOT} == SLOT  # type: ignore[attr-defined]
     assert r.bookings == []
 

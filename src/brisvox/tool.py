@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -53,6 +53,7 @@ from brisvox.agent.tools import (
     DEFAULT_FILLER_AFTER,
     DEFAULT_TOOL_TIMEOUT,
     Requirement,
+    SlotKind,
     ToolCallContext,
     ToolError,
     ToolKind,
@@ -229,6 +230,7 @@ def declare(
     requires: Requirement | None = None,
     from_caller: tuple[str, ...] = (),
     declined_by: tuple[str, ...] = (),
+    lookup_when_heard: Mapping[str, SlotKind | str] | None = None,
 ) -> FunctionTool:
     """The :class:`FunctionTool` of ``fn`` (what the decorators return)."""
     tool_name = name or getattr(fn, "__name__", "")
@@ -246,8 +248,19 @@ def declare(
     shape = _shape(fn, tool_name)
     spec = ToolSpec(name=tool_name, description=text.strip(), parameters=_schema(shape.model, tool_name), kind=kind,
                     timeout=timeout, filler_after=filler_after, confirm=confirm, repeatable=repeatable,
-                    requires=requires, from_caller=tuple(from_caller), declined_by=tuple(declined_by))
+                    requires=requires, from_caller=tuple(from_caller), declined_by=tuple(declined_by),
+                    lookup_when_heard=_slot_kinds(tool_name, lookup_when_heard or {}))
     return FunctionTool(spec, fn, shape)
+
+
+def _slot_kinds(tool: str, slots: Mapping[str, SlotKind | str]) -> dict[str, SlotKind]:
+    kinds = {k.value: k for k in SlotKind}
+    out = {}
+    for arg, kind in slots.items():
+        if isinstance(kind, str) and kind not in kinds:
+            raise ConfigError(f"tool {tool!r}: lookup_when_heard[{arg!r}] is {kind!r}; one of {', '.join(kinds)}")
+        out[arg] = kinds[kind] if isinstance(kind, str) else kind
+    return out
 
 
 @overload
@@ -256,6 +269,7 @@ def read_only(fn: _F, /) -> FunctionTool: ...
 def read_only(
     *, name: str | None = ..., description: str | None = ..., timeout: float = ...,
     filler_after: float | None = ..., requires: Requirement | None = ..., from_caller: tuple[str, ...] = ...,
+    lookup_when_heard: Mapping[str, SlotKind | str] | None = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def read_only(
     fn: Callable[..., Any] | None = None,
@@ -267,13 +281,17 @@ def read_only(
     filler_after: float | None = DEFAULT_FILLER_AFTER,
     requires: Requirement | None = None,
     from_caller: tuple[str, ...] = (),
+    lookup_when_heard: Mapping[str, SlotKind | str] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """A ReadOnly tool: only looks things up; may run speculatively, is dropped at its ``timeout``.
-    ``requires`` and ``from_caller``: see :class:`~brisvox.agent.tools.ToolSpec` (docs/TOOLS.md, "Offered now")."""
+    ``requires`` and ``from_caller``: see :class:`~brisvox.agent.tools.ToolSpec` (docs/TOOLS.md, "Offered now").
+    ``lookup_when_heard``: its arguments the caller says (``{"date": "date", "time": "time",
+    "party_size": "count"}``): a turn that gives them is answered through a call of this tool."""
 
     def make(f: Callable[..., Any]) -> FunctionTool:
         return declare(f, kind=ToolKind.READ_ONLY, name=name, description=description, timeout=timeout,
-                       filler_after=filler_after, requires=requires, from_caller=from_caller)
+                       filler_after=filler_after, requires=requires, from_caller=from_caller,
+                       lookup_when_heard=lookup_when_heard)
 
     return make(fn) if fn is not None else make
 

@@ -52,6 +52,7 @@ def test_the_tools_package_exports_exactly_its_public_api() -> None:
             "FillerPolicy",
             "Grounds",
             "Requirement",
+            "SlotKind",
             "StaticClips",
             "DEFAULT_FILLER_AFTER",
             "DEFAULT_TOOL_TIMEOUT",

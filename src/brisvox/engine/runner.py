@@ -171,6 +171,7 @@ from brisvox.providers.llm import (
     LlmProvider,
     LlmRequest,
     PrefixWarm,
+    ToolChoice,
 )
 
 __all__ = ["LlmRunner", "RunnerStats"]
@@ -505,7 +506,7 @@ class LlmRunner(Processor):
         context = settled_copy(self.context)
         base = context.messages
         context.push_user(frame.text)
-        task = self._scope.spawn(self._speculate(frame.epoch, context, cancel, ctx), name=f"speculation-{frame.epoch}")
+        task = self._scope.spawn(self._speculate(frame.epoch, context, frame.text, cancel, ctx), name=f"speculation-{frame.epoch}")
         self._speculative = SpeculativeStart(frame.epoch, frame.text, base, task, cancel)
         self.stats.speculations += 1
 
@@ -521,7 +522,7 @@ class LlmRunner(Processor):
             return
         context = settled_copy(self.context)
         context.push_user(frame.text)
-        request = self._request(ctx.clock.wall().date(), context)
+        request = self._request(ctx.clock.wall().date(), context, frame.text)
         self._prefill = self._scope.spawn(llm.prefill(request), name=f"prefill-{frame.epoch}")
         self.stats.prefills += 1
 
@@ -531,14 +532,14 @@ class LlmRunner(Processor):
             await run.drop()
 
     async def _speculate(
-        self, epoch: int, context: Context, cancel: CancelToken, ctx: ProcessorContext
+        self, epoch: int, context: Context, words: str, cancel: CancelToken, ctx: ProcessorContext
     ) -> HeldAnswer | None:
-        """The model on ``context`` (a settled copy plus the caller's words): nothing is spoken,
-        side effects are held."""
+        """The model on ``context`` (a settled copy plus the caller's ``words``): nothing is
+        spoken, side effects are held."""
         assembler = ResponseAssembler()
         chunks: list[str] = []
         try:
-            await stream_answer(self.llm, self.timeouts, self.timeline, self._request(ctx.clock.wall().date(), context),
+            await stream_answer(self.llm, self.timeouts, self.timeline, self._request(ctx.clock.wall().date(), context, words),
                                 epoch, None, ctx, assembler, chunks, None)
         except BrisvoxError as exc:
             log.info("a speculative start got no usable answer (%s); the turn will ask again", exc)
@@ -811,21 +812,28 @@ class LlmRunner(Processor):
             if turn.reply is ReplyMode.SPOKEN:
                 self.book.record_round(turn.epoch, round_, len(self.context) - 1)
 
-    def _request(self, today: datetime.date, context: Context | None = None) -> LlmRequest:
+    def _request(self, today: datetime.date, context: Context | None = None, tentative: str | None = None) -> LlmRequest:
+        """``context``/``tentative``: a speculative or prefill request on the caller's words so
+        far (a copy of the context with them, and the words)."""
         context = context if context is not None else self.context
         messages = self.memory.request_messages(context) if self.memory is not None else context.messages
         messages = with_date(messages, today)
         tools = self.tools
         node = self.flow.tool_specs() if self.flow is not None else None
+        choice = ToolChoice.AUTO
         if tools is None:
             specs: tuple[ToolSpec, ...] = tuple(node) if node is not None else ()
             described = specs
         else:
-            specs = tuple(tools.offered_specs(node))
+            # The caller named the slots a lookup needs: the round is that call (docs/TOOLS.md).
+            offered, required = tools.heard_offer(tools.offered_specs(node), today, tentative)
+            specs = tuple(offered)
+            choice = ToolChoice.REQUIRED if required else ToolChoice.AUTO
             described = tuple(tools.listed_specs(node))
         return LlmRequest(
             messages=messages,
             tools=specs,
+            tool_choice=choice,
             described=described,
             max_tokens=self.config.max_tokens,
             temperature=self.config.temperature,

@@ -29,6 +29,7 @@ from brisvox.agent.tools.registry import (
     UiUnavailable,
 )
 from brisvox.agent.tools.results import ErrorKind, Outcome
+from brisvox.agent.tools.slots import SlotKind
 from brisvox.agent.tools.spec import (
     DEFAULT_FILLER_AFTER,
     DEFAULT_TOOL_TIMEOUT,
@@ -64,6 +65,7 @@ __all__ = [
     "RegistryError",
     "RegistryErrorKind",
     "Requirement",
+    "SlotKind",
     "Speculation",
     "StaticClips",
     "Tool",

@@ -22,6 +22,7 @@ reaches the model exactly once (in its slot, or as a late note).  See docs/TOOLS
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -130,6 +131,14 @@ class ToolEngine:
         return self.grounds.offer(self.listed_specs(specs), {p.call.id: p.call.name for p in waiting},
                                   answerable={p.call.id for p in waiting if self.confirmations.replied(p)})
 
+    def heard_offer(self, offered: Sequence[ToolSpec], today: datetime.date,
+                    tentative: str | None = None) -> tuple[list[ToolSpec], bool]:
+        """``offered`` under the heard-slot rule, and whether the round must be a call: the
+        lookup the caller's latest turn asks for alone, or the offer without the lookups
+        already called in this turn
+        (:meth:`~brisvox.agent.tools.offer.Grounds.heard_offer`, ``lookup_when_heard``)."""
+        return self.grounds.heard_offer(offered, today, tentative)
+
     def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
         """The agent's tools whatever the state (``offer``'s list, or a flow node's ``specs``):
         what a prompt describes, so its bytes do not change with the offer."""
@@ -142,6 +151,7 @@ class ToolEngine:
         tool's waiting calls."""
         self.confirmations.note_user_turn()
         self.grounds.note_user_text(text)
+        self.grounds.note_turn_slots(text)
         for p in self.confirmations.pending():
             spec = self.registry.spec(p.call.name)
             if spec is not None and spec.declined_by and self.grounds.declines(text, spec.declined_by):
@@ -274,6 +284,9 @@ class ToolEngine:
             calls, self.registry, max_argument_bytes=self.config.max_argument_bytes, speculative=speculative,
             offered=self.offered,
         )
+        for s in slots:
+            if s.registered is not None and s.answer is None:
+                self.grounds.note_lookup_called(s.registered.spec)
         # A held call is checked when it is committed (the state may change before).
         self._refuse_ungrounded([s for s in slots if not s.held], use=not speculative)
         return slots

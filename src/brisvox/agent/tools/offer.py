@@ -22,6 +22,13 @@ call to an unknown tool gets, or a refusal naming what to do.  The rules:
   case, accents and punctuation do not count), and not the agent's own name.
 * A confirm tool's ``declined_by`` words in the caller's turn drop its waiting call (the
   engine does it as the turn is noted): a small model "confirmed" on a no (measured).
+* A ReadOnly tool's ``lookup_when_heard`` slots, read for sure in the caller's latest turn
+  (:mod:`brisvox.agent.tools.slots`; the turns before fill in the rest), with no call of
+  it since that turn and no answer for those values: the round offers only that tool, a
+  call required, the heard values as constants (:meth:`Grounds.heard_offer`).  The 0.5B
+  model answered "is there a table tomorrow at seven?" in words, inventing the answer.  Such
+  a tool, once called in a turn, is not offered again until the caller's next turn, nor
+  in a turn that names only part of its slots (the model asks for the rest).
 
 See docs/TOOLS.md, "Offered now".
 """
@@ -29,19 +36,23 @@ See docs/TOOLS.md, "Offered now".
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping
+from collections import deque
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from brisvox.agent.tools.registry import CONFIRM_PENDING
+from brisvox.agent.tools.slots import read_slots
 from brisvox.agent.tools.spec import ToolSpec
 
 __all__ = ["Grounds", "words"]
 
 _WORD = re.compile(r"\w+")
 MAX_WORDS = 2048  # the caller's distinct words kept (a long call keeps its first ones)
+SLOT_TURNS = 6  # the caller's latest turns whose slots fill in what the latest one leaves out
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -61,7 +72,8 @@ class Grounds:
     """What the session's state allows: the caller's words, the last answer of each ReadOnly
     tool, and which answers a requiring tool's call already used."""
 
-    __slots__ = ("_answers", "_heard", "_refused", "_seq", "_used", "agent_words", "check_words")
+    __slots__ = ("_answers", "_called", "_heard", "_refused", "_seq", "_turn_seq", "_turns", "_used",
+                 "agent_words", "check_words")
 
     def __init__(self, agent_name: str = "") -> None:
         self.agent_words = words(agent_name)
@@ -71,6 +83,9 @@ class Grounds:
         self._answers: dict[str, _Answer] = {}
         self._used: dict[str, int] = {}  # requiring tool -> the answer seq its last call used
         self._seq = 0
+        self._turns: deque[str] = deque(maxlen=SLOT_TURNS)  # the caller's latest turns (heard slots)
+        self._turn_seq = 0  # the answer seq when the latest turn was noted
+        self._called: set[str] = set()  # lookup_when_heard tools called since the latest turn
 
     def note_user_text(self, text: str) -> None:
         """A caller's turn entered the context (what was refused may be right again)."""
@@ -171,6 +186,58 @@ class Grounds:
                 return f"that is the agent's own name, not the caller's: ask the caller for their {name}"
         return None
 
+    # -- heard slots (``lookup_when_heard``) -------------------------------------------------
+
+    def note_turn_slots(self, text: str) -> None:
+        """A caller's turn, for the heard-slot rule: its slots are read when a request is made
+        (with the call's date then)."""
+        self._turns.append(text)
+        self._turn_seq = self._seq
+        self._called.clear()
+
+    def note_lookup_called(self, spec: ToolSpec) -> None:
+        """A call of a ``lookup_when_heard`` tool was made since the latest turn (answered or
+        not): the turn's rule is spent, so a failing lookup is not forced again round after round."""
+        if spec.lookup_when_heard:
+            self._called.add(spec.name)
+
+    def heard_offer(self, specs: Sequence[ToolSpec], today: datetime.date,
+                    tentative: str | None = None) -> tuple[list[ToolSpec], bool]:
+        """The round's offer under the heard-slot rule, and whether a call is required.
+
+        The first of ``specs`` with ``lookup_when_heard`` whose slots the caller's latest turn
+        names some of (for sure) and the turns before complete, with no call of it since that
+        turn and whose last answer was not for those values: offered alone, its heard slots
+        as constants, a call required.  Otherwise ``specs`` without the ``lookup_when_heard``
+        tools called since the latest turn (one look-up a turn: the 0.5B model looked the same
+        table up again round after round, until the round limit's fallback).  ``tentative``:
+        words not yet a turn (a speculative request), taken as the latest."""
+        turns = [*self._turns, tentative] if tentative is not None else list(self._turns)
+        withheld = set() if tentative is not None else set(self._called)
+        for spec in specs if turns else ():
+            wanted = spec.lookup_when_heard
+            if not wanted or spec.name in withheld:
+                continue
+            props = spec.parameters.get("properties", {})
+            values = read_slots(turns[-1], today, wanted, props)
+            if not values:
+                continue  # the latest turn asked nothing of this tool (a greeting, a name, a yes)
+            for older in reversed(turns[:-1]):
+                if len(values) == len(wanted):
+                    break
+                for name, value in read_slots(older, today, wanted, props).items():
+                    values.setdefault(name, value)
+            if len(values) < len(wanted):
+                withheld.add(spec.name)  # the caller gave part of it: the model asks for the rest
+                continue
+            answer = self._answers.get(spec.name)
+            if tentative is None and answer is not None and answer.seq > self._turn_seq:
+                continue
+            if answer is not None and all(answer.arguments.get(k) == v for k, v in values.items()):
+                continue  # already answered for these values: the answer is in the context
+            fixed = {name: {**props.get(name, {}), "const": v} for name, v in values.items()}
+            return [_narrowed(spec, fixed)], True
+        return [spec for spec in specs if spec.name not in withheld], False
 
 _MISSING = object()
 

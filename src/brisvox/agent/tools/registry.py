@@ -223,11 +223,15 @@ class ToolRegistry:
         except SchemaError as e:
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: {e}") from None
         props = spec.parameters.get("properties", {})
-        named = (*spec.from_caller, *(spec.requires.bind if spec.requires is not None else ()))
+        named = (*spec.from_caller, *(spec.requires.bind if spec.requires is not None else ()), *spec.lookup_when_heard)
         missing = [arg for arg in named if arg not in props]
         if missing:
-            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA,
-                                f"tool {name!r}: from_caller/requires name arguments it does not have: {', '.join(missing)}")
+            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: from_caller/requires/"
+                                f"lookup_when_heard name arguments it does not have: {', '.join(missing)}")
+        if spec.lookup_when_heard and spec.kind is not ToolKind.READ_ONLY:
+            # A forced call runs on the caller's words alone: only a lookup may (never a booking).
+            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: lookup_when_heard applies to "
+                                "ReadOnly tools only")
         if spec.requires is not None and spec.requires.tool in (name, CONFIRM_PENDING):
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: it cannot require {spec.requires.tool!r}")
         self._tools[name] = RegisteredTool(spec, tool, schema)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from brisvox.agent.tools.slots import SlotKind
+
 __all__ = [
     "DEFAULT_FILLER_AFTER",
     "DEFAULT_TOOL_TIMEOUT",
@@ -64,6 +66,10 @@ class ToolSpec:
       (a name), and not the agent's own name; a call otherwise is refused before it runs.
     * ``declined_by``: for a ``confirm`` tool, words or phrases ("no", "cancel", "don't")
       that, in the caller's next turn, drop its waiting call (nothing can confirm it then).
+    * ``lookup_when_heard``: for a ReadOnly tool, its arguments the caller says (argument
+      name -> :class:`~brisvox.agent.tools.slots.SlotKind`); when the caller's turn gives
+      them and no call of the tool answered for those values, the round offers only this
+      tool, a call required, those arguments as the heard constants.
     """
 
     name: str
@@ -79,6 +85,7 @@ class ToolSpec:
     requires: Requirement | None = None
     from_caller: tuple[str, ...] = ()
     declined_by: tuple[str, ...] = ()
+    lookup_when_heard: Mapping[str, SlotKind] = field(default_factory=dict, hash=False)
 
     @property
     def is_side_effect(self) -> bool:
