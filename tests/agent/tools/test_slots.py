@@ -28,6 +28,8 @@ PHRASINGS = [
     ("Can I book for four people on the 12th at half past seven?", "2026-12-12", "19:30", 4),
     ("December 12th at 7 p.m. for 6", "2026-12-12", "19:00", 6),
     ("The 12th of December at 19:30, party of three.", "2026-12-12", "19:30", 3),
+    ("We are five, December 12 at half past seven in the evening.", "2026-12-12", "19:30", 5),  # not "five December"
+    ("Five December, at eight, for two.", "2026-12-05", "20:00", 2),
     ("We are four, next Friday at 8pm.", "2026-12-11", "20:00", 4),
     ("For two at 7.30 tonight.", "2026-12-04", "19:30", 2),
     ("Tomorrow, seven thirty, for two.", "2026-12-05", "19:30", 2),

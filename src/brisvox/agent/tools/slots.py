@@ -134,6 +134,12 @@ def _month_day(today: datetime.date, month: int, day: int) -> datetime.date | No
     return found
 
 
+def _month_has_day(toks: list[str], m: int) -> bool:
+    """Whether the month at ``toks[m]`` is followed by its own day ("December 12", "December the 12th")."""
+    j = m + 1 + (toks[m + 1:m + 2] == ["the"])
+    return (_ordinal(toks, j) or _number(toks, j)) is not None
+
+
 def read_date(text: str, today: datetime.date) -> datetime.date | None:
     """The one date ``text`` names, relative to ``today``; None when it names none or several."""
     toks = _tokens(text)
@@ -176,8 +182,9 @@ def read_date(text: str, today: datetime.date) -> datetime.date | None:
                 d = _next_with_day(today, day[0])
             if d is not None:
                 found.add(d)
-        elif (num := _number(toks, i)) is not None and i + num[1] < len(toks) and toks[i + num[1]] in _MONTHS:
-            # "12 December" (a cardinal then a month)
+        elif ((num := _number(toks, i)) is not None and i + num[1] < len(toks) and toks[i + num[1]] in _MONTHS
+              and not _month_has_day(toks, i + num[1])):
+            # "12 December" (a cardinal then a month; "we are five, December 12" is the month's own day)
             if (d := _month_day(today, _MONTHS[toks[i + num[1]]], num[0])) is not None:
                 found.add(d)
             step = num[1] + 1
