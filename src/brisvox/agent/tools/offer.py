@@ -19,7 +19,10 @@ call to an unknown tool gets, or a refusal naming what to do.  The rules:
   constants (``const``) equal to the required call's, so the model writes only the rest.
   A call that breaks the rule anyway is refused with what to do.
 * A ``from_caller`` argument must be words the caller said in this call (normalised:
-  case, accents and punctuation do not count), and not the agent's own name.
+  case, accents and punctuation do not count), and not the agent's own name.  It is offered
+  as an ``enum`` of the caller's recent name-like spans (:func:`name_spans`), so a
+  grammar-constrained model can write only a name the caller said; with no such span yet
+  the tool is not offered (the model must ask).
 * A confirm tool's ``declined_by`` words in the caller's turn drop its waiting call (the
   engine does it as the turn is noted): a small model "confirmed" on a no (measured).
 
@@ -38,10 +41,15 @@ from typing import Any
 from brisvox.agent.tools.registry import CONFIRM_PENDING
 from brisvox.agent.tools.spec import ToolSpec
 
-__all__ = ["Grounds", "words"]
+__all__ = ["MAX_NAME_SPANS", "Grounds", "name_spans", "words"]
 
 _WORD = re.compile(r"\w+")
 MAX_WORDS = 2048  # the caller's distinct words kept (a long call keeps its first ones)
+MAX_NAME_SPANS = 12
+"""The caller's most recent name-like spans a ``from_caller`` enum offers.  A caller gives a
+name in the turn it was asked for, or said it a turn or two before (two content words a
+turn give three spans): 12 keeps those, while every extra choice is one more a 0.5B model
+can pick wrongly (the grammar itself takes hundreds of choices without a measurable cost)."""
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -61,12 +69,13 @@ class Grounds:
     """What the session's state allows: the caller's words, the last answer of each ReadOnly
     tool, and which answers a requiring tool's call already used."""
 
-    __slots__ = ("_answers", "_heard", "_refused", "_seq", "_used", "agent_words", "check_words")
+    __slots__ = ("_answers", "_heard", "_refused", "_seq", "_spans", "_used", "agent_words", "check_words")
 
     def __init__(self, agent_name: str = "") -> None:
         self.agent_words = words(agent_name)
         self.check_words = True  # False where the caller's words come after the calls (speech-to-speech)
         self._heard: set[str] = set()
+        self._spans: dict[tuple[str, ...], str] = {}  # normalised -> as transcribed, oldest first
         self._refused: set[str] = set()  # tools refused by these rules since the caller's last turn
         self._answers: dict[str, _Answer] = {}
         self._used: dict[str, int] = {}  # requiring tool -> the answer seq its last call used
@@ -75,6 +84,7 @@ class Grounds:
     def note_user_text(self, text: str) -> None:
         """A caller's turn entered the context (what was refused may be right again)."""
         self._refused.clear()
+        self._note_spans(text)
         for w in words(text):
             if len(self._heard) >= MAX_WORDS:
                 return
@@ -135,8 +145,11 @@ class Grounds:
                 continue
             if spec.name in self._refused or (spec.confirm and spec.name in waiting):
                 continue
+            heard = self._heard_enums(spec)
+            if heard is None:
+                continue  # nothing the caller said can be the argument yet: the model asks
             if spec.requires is None:
-                out.append(spec)
+                out.append(_narrowed(spec, heard))
                 continue
             answer = self._grounding(spec)
             if answer is None:
@@ -144,7 +157,41 @@ class Grounds:
             props = spec.parameters.get("properties", {})
             fixed = {name: {**props.get(name, {}), "const": answer.arguments[name]}
                      for name in spec.requires.bind if name in answer.arguments}
-            out.append(_narrowed(spec, fixed))
+            out.append(_narrowed(spec, {**fixed, **heard}))
+        return out
+
+    # -- from_caller arguments as the caller's own words (docs/TOOLS.md, "Offered now") --------
+
+    def _note_spans(self, text: str) -> None:
+        """Keeps the turn's name-like spans, the newest last (a span said again moves up)."""
+        for span in name_spans(text, self.agent_words):
+            key = words(span)
+            self._spans.pop(key, None)
+            self._spans[key] = span
+        while len(self._spans) > MAX_NAME_SPANS:
+            del self._spans[next(iter(self._spans))]
+
+    @property
+    def spans(self) -> tuple[str, ...]:
+        """The caller's recent name-like spans as transcribed, oldest first."""
+        return tuple(self._spans.values())
+
+    def _heard_enums(self, spec: ToolSpec) -> dict[str, dict[str, Any]] | None:
+        """``spec``'s string ``from_caller`` arguments narrowed to the heard spans that fit
+        their length bounds (``enum``), or None when one of them has no such span."""
+        if not spec.from_caller or not self.check_words:
+            return {}
+        props = spec.parameters.get("properties", {})
+        out = {}
+        for name in spec.from_caller:
+            schema = props.get(name, {})
+            if schema.get("type", "string") != "string":
+                continue
+            low, high = schema.get("minLength", 0), schema.get("maxLength")
+            fit = [s for s in self.spans if len(s) >= low and (high is None or len(s) <= high)]
+            if not fit:
+                return None
+            out[name] = {**schema, "enum": fit}
         return out
 
     def refusal(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
@@ -173,6 +220,55 @@ class Grounds:
 
 
 _MISSING = object()
+
+# A token that can be (part of) a name: letters, inner apostrophes and hyphens ("O'Brien",
+# "Mary-Jane"); digits never (a party size, a time).
+_NAME_TOKEN = re.compile(r"[^\W\d_]+(?:['\u2019-][^\W\d_]+)*")
+_CLAUSE = re.compile(r"[.,;:!?()\[\]\"\u201c\u201d]+")  # a span never crosses these
+# Words a caller says that are not a name: function words, numbers, days, the words of a
+# call and of a booking.  What is missing here only widens the choice, the caller's words stay.
+_NOT_NAMES = frozenset(" ".join(words(w)) for w in """
+    a about actually after again ahead all alright also am an and any anything are around as at
+    available availability be been before being book booked booking both but by bye call called
+    calling can can't cancel change changed come could dinner do does don't done each else evening
+    everything excuse fine first for forget free friday from get go going good goodbye got great
+    guests had half has have having he hello help her here hey hi his hold hours how however i i'd
+    i'll i'm i've if in instead is it it's its just last later let let's like lunch make many may
+    me mind monday more morning much must my name named need next nice night no nope not now o'clock
+    of off ok okay on one open opening or our out party people per person please pm possible put
+    quarter really reservation reserve reserved restaurant right room said same say seat seats
+    second see she should so some someone sorry space spelled spell spelt sure table tables than
+    thank thanks that that's the their them then there there's these they they're thing think this
+    those thursday time times to today tomorrow tonight too tuesday under until up us very wait
+    want wanted was we we'd we'll we're wednesday week weekend well were what what's when where
+    which who will with would yeah yep yes you you're your saturday sunday afternoon noon midnight
+    zero two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
+    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty hundred couple few
+    january february march july august september october november december better best work works
+    perfect lovely correct exactly absolutely definitely only still already another other something
+    nothing inside outside terrace window
+""".split())
+
+
+def name_spans(text: str, agent_words: Collection[str] = ()) -> list[str]:
+    """The one- and two-word spans of ``text`` that can be a name, as written, in order:
+    letter words of two letters or more (a spelled "K A Y A" is not a name), not a word of
+    :data:`_NOT_NAMES` nor of the agent's own name, a pair only of adjacent such words in
+    one clause ("It's Ada Lovelace." -> "Ada", "Ada Lovelace", "Lovelace")."""
+    out: list[str] = []
+    for clause in _CLAUSE.split(text):
+        run: list[str] = []
+        for token in [*clause.split(), ""]:
+            key = words(token)
+            if (len(token) < 2 or not _NAME_TOKEN.fullmatch(token) or " ".join(key) in _NOT_NAMES
+                    or not set(key).isdisjoint(agent_words)):
+                run = []
+                continue
+            out.append(token)
+            if run:
+                out.append(f"{run[-1]} {token}")
+            run.append(token)
+    return out
 
 
 def _values(result: Mapping[str, Any]) -> str:
