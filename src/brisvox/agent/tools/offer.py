@@ -227,27 +227,7 @@ _NAME_TOKEN = re.compile(r"[^\W\d_]+(?:['\u2019-][^\W\d_]+)*")
 _CLAUSE = re.compile(r"[.,;:!?()\[\]\"\u201c\u201d]+")  # a span never crosses these
 # Words a caller says that are not a name: function words, numbers, days, the words of a
 # call and of a booking.  What is missing here only widens the choice, the caller's words stay.
-_NOT_NAMES = frozenset(" ".join(words(w)) for w in """
-    a about actually after again ahead all alright also am an and any anything are around as at
-    available availability be been before being book booked booking both but by bye call called
-    calling can can't cancel change changed come could dinner do does don't done each else evening
-    everything excuse fine first for forget free friday from get go going good goodbye got great
-    guests had half has have having he hello help her here hey hi his hold hours how however i i'd
-    i'll i'm i've if in instead is it it's its just last later let let's like lunch make many may
-    me mind monday more morning much must my name named need next nice night no nope not now o'clock
-    of off ok okay on one open opening or our out party people per person please pm possible put
-    quarter really reservation reserve reserved restaurant right room said same say seat seats
-    second see she should so some someone sorry space spelled spell spelt sure table tables than
-    thank thanks that that's the their them then there there's these they they're thing think this
-    those thursday time times to today tomorrow tonight too tuesday under until up us very wait
-    want wanted was we we'd we'll we're wednesday week weekend well were what what's when where
-    which who will with would yeah yep yes you you're your saturday sunday afternoon noon midnight
-    zero two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
-    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty hundred couple few
-    january february march july august september october november december better best work works
-    perfect lovely correct exactly absolutely definitely only still already another other something
-    nothing inside outside terrace window
-""".split())
+_NOT_NAMES = frozenset(" ".join(words(w)) for w in ["a", "about", "actually", "after", "again", "ahead", "all", "alright", "also", "am", "an", "and", "any", "anything", "are", "around", "as", "at", "available", "availability", "be", "been", "before", "being", "book", "booked", "booking", "both", "but", "by", "bye", "call", "called", "calling", "can", "can't", "cancel", "change", "changed", "come", "could", "dinner", "do", "does", "don't", "done", "each", "else", "evening", "everything", "excuse", "fine", "first", "for", "forget", "free", "friday", "from", "get", "go", "going", "good", "goodbye", "got", "great", "guests", "had", "half", "has", "have", "having", "he", "hello", "help", "her", "here", "hey", "hi", "his", "hold", "hours", "how", "however", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "instead", "is", "it", "it's", "its", "just", "last", "later", "let", "let's", "like", "lunch", "make", "many", "may", "me", "mind", "monday", "more", "morning", "much", "must", "my", "name", "named", "need", "next", "nice", "night", "no", "nope", "not", "now", "o'clock", "of", "off", "ok", "okay", "on", "one", "open", "opening", "or", "our", "out", "party", "people", "per", "person", "please", "pm", "possible", "put", "quarter", "really", "reservation", "reserve", "reserved", "restaurant", "right", "room", "said", "same", "say", "seat", "seats", "second", "see", "she", "should", "so", "some", "someone", "sorry", "space", "spelled", "spell", "spelt", "sure", "table", "tables", "than", "thank", "thanks", "that", "that's", "the", "their", "them", "then", "there", "there's", "these", "they", "they're", "thing", "think", "this", "those", "thursday", "time", "times", "to", "today", "tomorrow", "tonight", "too", "tuesday", "under", "until", "up", "us", "very", "wait", "want", "wanted", "was", "we", "we'd", "we'll", "we're", "wednesday", "week", "weekend", "well", "were", "what", "what's", "when", "where", "which", "who", "will", "with", "would", "yeah", "yep", "yes", "you", "you're", "your", "saturday", "sunday", "afternoon", "noon", "midnight", "zero", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "hundred", "couple", "few", "january", "february", "march", "july", "august", "september", "october", "november", "december", "better", "best", "work", "works", "perfect", "lovely", "correct", "exactly", "absolutely", "definitely", "only", "still", "already", "another", "other", "something", "nothing", "inside", "outside", "terrace", "window"])
 
 
 def name_spans(text: str, agent_words: Collection[str] = ()) -> list[str]:
