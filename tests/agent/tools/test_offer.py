@@ -204,6 +204,7 @@ async def test_a_refused_call_is_not_offered_again_until_the_caller_speaks() -> 
     ("Mary-Jane O'Brien, a table for 2 at 7 tomorrow please", ["Mary-Jane", "O'Brien", "Mary-Jane O'Brien"]),
     ("Hello, is this Lokanta Deniz? Two people on Friday at 19:00.", []),  # the agent's name, days, numbers
     ("Ayse, yes. Brown", ["Ayse", "Brown"]),  # no pair across a clause
+    ("I'm Deniz, calling Lokanta-Deniz", ["Deniz"]),  # the agent's name said whole is not the caller's
 ])
 def test_name_spans_are_the_callers_one_and_two_word_name_like_spans_as_transcribed(said: str, spans: list[str]) -> None:
     assert name_spans(said, words("lokanta-deniz")) == spans

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -230,18 +230,21 @@ _CLAUSE = re.compile(r"[.,;:!?()\[\]\"\u201c\u201d]+")  # a span never crosses t
 _NOT_NAMES = frozenset(" ".join(words(w)) for w in ["a", "about", "actually", "after", "again", "ahead", "all", "alright", "also", "am", "an", "and", "any", "anything", "are", "around", "as", "at", "available", "availability", "be", "been", "before", "being", "book", "booked", "booking", "both", "but", "by", "bye", "call", "called", "calling", "can", "can't", "cancel", "change", "changed", "come", "could", "dinner", "do", "does", "don't", "done", "each", "else", "evening", "everything", "excuse", "fine", "first", "for", "forget", "free", "friday", "from", "get", "go", "going", "good", "goodbye", "got", "great", "guests", "had", "half", "has", "have", "having", "he", "hello", "help", "her", "here", "hey", "hi", "his", "hold", "hours", "how", "however", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "instead", "is", "it", "it's", "its", "just", "last", "later", "let", "let's", "like", "lunch", "make", "many", "may", "me", "mind", "monday", "more", "morning", "much", "must", "my", "name", "named", "need", "next", "nice", "night", "no", "nope", "not", "now", "o'clock", "of", "off", "ok", "okay", "on", "one", "open", "opening", "or", "our", "out", "party", "people", "per", "person", "please", "pm", "possible", "put", "quarter", "really", "reservation", "reserve", "reserved", "restaurant", "right", "room", "said", "same", "say", "seat", "seats", "second", "see", "she", "should", "so", "some", "someone", "sorry", "space", "spelled", "spell", "spelt", "sure", "table", "tables", "than", "thank", "thanks", "that", "that's", "the", "their", "them", "then", "there", "there's", "these", "they", "they're", "thing", "think", "this", "those", "thursday", "time", "times", "to", "today", "tomorrow", "tonight", "too", "tuesday", "under", "until", "up", "us", "very", "wait", "want", "wanted", "was", "we", "we'd", "we'll", "we're", "wednesday", "week", "weekend", "well", "were", "what", "what's", "when", "where", "which", "who", "will", "with", "would", "yeah", "yep", "yes", "you", "you're", "your", "saturday", "sunday", "afternoon", "noon", "midnight", "zero", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "hundred", "couple", "few", "january", "february", "march", "july", "august", "september", "october", "november", "december", "better", "best", "work", "works", "perfect", "lovely", "correct", "exactly", "absolutely", "definitely", "only", "still", "already", "another", "other", "something", "nothing", "inside", "outside", "terrace", "window"])
 
 
-def name_spans(text: str, agent_words: Collection[str] = ()) -> list[str]:
+def name_spans(text: str, agent_words: Sequence[str] = ()) -> list[str]:
     """The one- and two-word spans of ``text`` that can be a name, as written, in order:
     letter words of two letters or more (a spelled "K A Y A" is not a name), not a word of
-    :data:`_NOT_NAMES` nor of the agent's own name, a pair only of adjacent such words in
-    one clause ("It's Ada Lovelace." -> "Ada", "Ada Lovelace", "Lovelace")."""
+    :data:`_NOT_NAMES`, not where the agent's own name is said ("Is this Lokanta Deniz?";
+    a lone "Deniz" stays, as the refusal lets it), a pair only of adjacent such words in one
+    clause ("It's Ada Lovelace." -> "Ada", "Lovelace", "Ada Lovelace")."""
     out: list[str] = []
     for clause in _CLAUSE.split(text):
+        tokens = clause.split()
+        keys = [words(t) for t in tokens]
+        agents = _agent_name_at(keys, tuple(agent_words))
         run: list[str] = []
-        for token in [*clause.split(), ""]:
-            key = words(token)
-            if (len(token) < 2 or not _NAME_TOKEN.fullmatch(token) or " ".join(key) in _NOT_NAMES
-                    or not set(key).isdisjoint(agent_words)):
+        for i, token in enumerate([*tokens, ""]):
+            if (i in agents or len(token) < 2 or not _NAME_TOKEN.fullmatch(token)
+                    or " ".join(keys[i]) in _NOT_NAMES):
                 run = []
                 continue
             out.append(token)
@@ -249,6 +252,20 @@ def name_spans(text: str, agent_words: Collection[str] = ()) -> list[str]:
                 out.append(f"{run[-1]} {token}")
             run.append(token)
     return out
+
+
+def _agent_name_at(keys: Sequence[tuple[str, ...]], agent: tuple[str, ...]) -> set[int]:
+    """The indices of the tokens (``keys``: their words) where the agent's name is said whole."""
+    hits: set[int] = set()
+    for i in range(len(keys)) if agent else ():
+        said: tuple[str, ...] = ()
+        for j in range(i, len(keys)):
+            said += keys[j]
+            if said == agent:
+                hits.update(range(i, j + 1))
+            if len(said) >= len(agent):
+                break
+    return hits
 
 
 def _values(result: Mapping[str, Any]) -> str:
