@@ -145,3 +145,18 @@ async def test_a_confirmation_after_the_callers_no_finds_nothing_to_confirm() ->
         no = await test.user_says("no, don't book it")
     assert no.expect.tool_call("confirm_pending").outcome == "confirmation_refused"
     assert test.tool_runs("book_table") == 0 and r.bookings == []
+
+
+async def test_book_table_waits_for_a_name_the_caller_said_and_offers_only_their_words() -> None:
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [
+        [Call(name="check_availability", arguments=SLOT)], [Say("Seven is free. What name, please?")],
+        [Say("Thank you.")],
+    ])
+    async with AgentTest(build_agent(Restaurant()), llm=llm, clock=clock) as test:
+        await test.user_says("Is this Lokanta Deniz? A table for two on friday at seven")
+        await test.user_says("It's Ada Lovelace.")
+    # Free, but no name heard yet: book_table is not offered (nor the look-up just made), the model can only ask.
+    assert set(_offered(llm.requests[1])) == set()
+    name = _offered(llm.requests[2])["book_table"]["name"]
+    assert name["enum"] == ["Ada", "Lovelace", "Ada Lovelace"]  # type: ignore[index]

@@ -8,7 +8,7 @@ import pytest
 
 from brisvox.agent.context import Context, ToolCall
 from brisvox.agent.tools.engine import ToolEngine
-from brisvox.agent.tools.offer import Grounds, words
+from brisvox.agent.tools.offer import MAX_NAME_SPANS, Grounds, name_spans, words
 from brisvox.agent.tools.registry import CONFIRM_PENDING, CallMeta, RegistryError, ToolRegistry
 from brisvox.agent.tools.spec import Requirement
 from brisvox.core.clock import SimClock
@@ -50,13 +50,13 @@ async def test_a_requiring_tool_is_offered_after_its_answer_with_the_bound_argum
     async with _engine(_registry(probe), clock) as eng:
         assert set(_offered(eng)) == {"check"}  # nothing checked, nothing pending: no book, no confirm_pending
         ctx = Context()
-        ctx.push_user("two on friday")
-        eng.note_user_turn("two on friday")
+        ctx.push_user("Ada, two on friday")
+        eng.note_user_turn("Ada, two on friday")
         await deliver_round(eng, ctx, [call("t1.0", "check", day="fri", party=2)], 1)
         offered = _offered(eng)
         assert set(offered) == {"check", "book"}
         assert offered["book"]["day"] == {"type": "string", "const": "fri"} and offered["book"]["party"]["const"] == 2
-        assert offered["book"]["name"] == {"type": "string"}  # the model writes only the name
+        assert offered["book"]["name"] == {"type": "string", "enum": ["Ada"]}  # the model picks only the name
         assert eng.registry.spec("book").parameters == BOOK  # type: ignore[union-attr]  # the registered schema is untouched
 
 
@@ -188,7 +188,7 @@ async def test_a_refused_call_is_not_offered_again_until_the_caller_speaks() -> 
     clock = SimClock()
     probe = Probe(clock)
     async with _engine(_registry(probe, confirm=False), clock) as eng:
-        eng.note_user_turn("a table for two on friday")
+        eng.note_user_turn("Ada here, a table for two on friday")
         await deliver_round(eng, Context(), [call("t1.0", "check", day="fri", party=2)], 1)
         assert "book" in _offered(eng)
         ex = await deliver_round(eng, Context(), [_book("t1.1", name="Lokanta Deniz", day="fri", party=2)], 1)
@@ -196,3 +196,63 @@ async def test_a_refused_call_is_not_offered_again_until_the_caller_speaks() -> 
         assert set(_offered(eng)) == {"check"}  # the model asks for the name instead of writing the call again
         eng.note_user_turn("It's Ada.")
         assert "book" in _offered(eng)
+
+
+@pytest.mark.parametrize(("said", "spans"), [
+    ("It's Ada Lovelace.", ["Ada", "Lovelace", "Ada Lovelace"]),
+    ("The name is Kaya, K A Y A.", ["Kaya"]),  # spelled letters are not names
+    ("Mary-Jane O'Brien, a table for 2 at 7 tomorrow please", ["Mary-Jane", "O'Brien", "Mary-Jane O'Brien"]),
+    ("Hello, is this Lokanta Deniz? Two people on Friday at 19:00.", []),  # the agent's name, days, numbers
+    ("Ayse, yes. Brown", ["Ayse", "Brown"]),  # no pair across a clause
+    ("I'm Deniz, calling Lokanta-Deniz", ["Deniz"]),  # the agent's name said whole is not the caller's
+])
+def test_name_spans_are_the_callers_one_and_two_word_name_like_spans_as_transcribed(said: str, spans: list[str]) -> None:
+    assert name_spans(said, words("lokanta-deniz")) == spans
+
+
+async def test_a_from_caller_argument_is_offered_as_the_callers_recent_spans_and_follows_what_they_say() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    async with _engine(_registry(probe, confirm=False), clock) as eng:
+        eng.note_user_turn("Hello, is this Lokanta Deniz? A table for two on Friday.")
+        await deliver_round(eng, Context(), [call("t1.0", "check", day="fri", party=2)], 1)
+        assert set(_offered(eng)) == {"check"}  # free, but no name heard yet: the model must ask
+        eng.note_user_turn("It's Ada Lovelace.")
+        assert _offered(eng)["book"]["name"] == {"type": "string", "enum": ["Ada", "Lovelace", "Ada Lovelace"]}
+        eng.note_user_turn("Sorry: Ayşe Kaya, and ada again")
+        assert _offered(eng)["book"]["name"]["enum"] == ["Lovelace", "Ada Lovelace", "Ayşe", "Kaya", "Ayşe Kaya", "ada"]
+        for n in range(MAX_NAME_SPANS):
+            eng.note_user_turn(f"Guest{'x' * n}")
+        assert _offered(eng)["book"]["name"]["enum"] == [f"Guest{'x' * n}" for n in range(MAX_NAME_SPANS)]
+
+
+async def test_spans_outside_the_arguments_length_bounds_are_not_offered() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    reg = ToolRegistry()
+    name = {"type": "string", "minLength": 3, "maxLength": 7}
+    reg.register(spec("book", SE, params={"type": "object", "properties": {"name": name}}, from_caller=("name",)),
+                 scripted(probe, "book"))
+    async with _engine(reg, clock) as eng:
+        eng.note_user_turn("Oz")
+        assert _offered(eng) == {}  # the only span is too short: not a name this tool takes
+        eng.note_user_turn("Ada Lovelace")
+        assert _offered(eng)["book"]["name"] == {**name, "enum": ["Ada"]}  # "Lovelace" is too long
+
+
+async def test_a_cloud_models_call_off_the_enum_is_still_refused_and_a_heard_name_still_runs() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    async with _engine(_registry(probe, confirm=False), clock) as eng:
+        eng.note_user_turn("Two on friday, the name is Ada")
+        await deliver_round(eng, Context(), [call("t1.0", "check", day="fri", party=2)], 1)
+        assert _offered(eng)["book"]["name"]["enum"] == ["Ada"]
+        ex = await deliver_round(eng, Context(), [_book("t1.1", name="John Doe", day="fri", party=2)], 1)
+        assert "ask the caller for their name" in body(ex.results[0])["detail"] and probe.count("start", "book") == 0
+
+
+def test_where_the_callers_words_come_after_the_call_the_argument_is_not_narrowed() -> None:
+    grounds = Grounds("agent")
+    grounds.check_words = False
+    book = spec("book", SE, params=BOOK, from_caller=("name",))
+    assert grounds.offer([book], {}) == [book]

@@ -77,7 +77,7 @@ async def test_once_the_lookup_answered_for_those_values_nothing_is_forced_again
         eng.note_user_turn(ASK)
         await deliver_round(eng, ctx, [call("t1.0", "check", **ASKED)], 1)
         assert _forced(eng) is None  # the round after the answer is free
-        assert _names(eng) == {"book"}  # and the lookup is not offered again in this turn
+        assert _names(eng) == set()  # the lookup is not offered again in this turn; book waits for a name
         eng.note_user_turn("Maria, for two people")  # the same party again: answered already
         assert _forced(eng) is None
         assert _names(eng) == {"check", "book"}

@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import json
 
+import jsonschema_rs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from brisvox.agent.tools.offer import Grounds
+from brisvox.agent.tools.spec import ToolSpec
 from brisvox.providers.local._tool_grammar import (
     MalformedCall,
     ParsedCall,
@@ -184,3 +187,19 @@ def test_fuzz_a_well_formed_call_split_anywhere_parses_to_its_name_and_arguments
     assert _feed_all(parser, _split(call_text(name, args), cuts)) == ""
     call = parser.finish()
     assert call is not None and call.name == name and json.loads(call.arguments) == args
+
+
+def test_a_from_caller_argument_can_only_be_written_as_a_span_the_caller_said() -> None:
+    # The offer (docs/TOOLS.md, "Offered now") narrows the name to the caller's spans; the
+    # grammar's JSON part is that schema, which llguidance holds token by token.
+    grounds = Grounds("lokanta-deniz")
+    grounds.note_user_text("Hello, is this Lokanta Deniz? It's Ayşe Kaya.")
+    book = ToolSpec(name="book_table", description="Book it.", parameters=BOOK.parameters, from_caller=("name",))
+    (offered,) = grounds.offer([book], {})
+    schema = _call_schema_of(tool_grammar([ToolSchema(offered.name, offered.description, offered.parameters)]))
+    assert schema["properties"]["arguments"]["properties"]["name"] == {  # type: ignore[index]
+        "type": "string", "enum": ["Ayşe", "Kaya", "Ayşe Kaya"]}
+    valid = jsonschema_rs.validator_for(schema).is_valid
+    assert valid({"name": "book_table", "arguments": {"name": "Ayşe Kaya"}})
+    for unheard in ("John Doe", "Lokanta Deniz", "ayşe kaya", "Ayşe Kaya Smith", ""):
+        assert not valid({"name": "book_table", "arguments": {"name": unheard}})

@@ -19,7 +19,10 @@ call to an unknown tool gets, or a refusal naming what to do.  The rules:
   constants (``const``) equal to the required call's, so the model writes only the rest.
   A call that breaks the rule anyway is refused with what to do.
 * A ``from_caller`` argument must be words the caller said in this call (normalised:
-  case, accents and punctuation do not count), and not the agent's own name.
+  case, accents and punctuation do not count), and not the agent's own name.  It is offered
+  as an ``enum`` of the caller's recent name-like spans (:func:`name_spans`), so a
+  grammar-constrained model can write only a name the caller said; with no such span yet
+  the tool is not offered (the model must ask).
 * A confirm tool's ``declined_by`` words in the caller's turn drop its waiting call (the
   engine does it as the turn is noted): a small model "confirmed" on a no (measured).
 * A ReadOnly tool's ``lookup_when_heard`` slots, read for sure in the caller's latest turn
@@ -48,11 +51,16 @@ from brisvox.agent.tools.registry import CONFIRM_PENDING
 from brisvox.agent.tools.slots import read_slots
 from brisvox.agent.tools.spec import ToolSpec
 
-__all__ = ["Grounds", "words"]
+__all__ = ["MAX_NAME_SPANS", "Grounds", "name_spans", "words"]
 
 _WORD = re.compile(r"\w+")
 MAX_WORDS = 2048  # the caller's distinct words kept (a long call keeps its first ones)
 SLOT_TURNS = 6  # the caller's latest turns whose slots fill in what the latest one leaves out
+MAX_NAME_SPANS = 12
+"""The caller's most recent name-like spans a ``from_caller`` enum offers.  A caller gives a
+name in the turn it was asked for, or said it a turn or two before (two content words a
+turn give three spans): 12 keeps those, while every extra choice is one more a 0.5B model
+can pick wrongly (the grammar itself takes hundreds of choices without a measurable cost)."""
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -72,13 +80,14 @@ class Grounds:
     """What the session's state allows: the caller's words, the last answer of each ReadOnly
     tool, and which answers a requiring tool's call already used."""
 
-    __slots__ = ("_answers", "_called", "_heard", "_refused", "_seq", "_turn_seq", "_turns", "_used",
+    __slots__ = ("_answers", "_called", "_heard", "_refused", "_seq", "_spans", "_turn_seq", "_turns", "_used",
                  "agent_words", "check_words")
 
     def __init__(self, agent_name: str = "") -> None:
         self.agent_words = words(agent_name)
         self.check_words = True  # False where the caller's words come after the calls (speech-to-speech)
         self._heard: set[str] = set()
+        self._spans: dict[tuple[str, ...], str] = {}  # normalised -> as transcribed, oldest first
         self._refused: set[str] = set()  # tools refused by these rules since the caller's last turn
         self._answers: dict[str, _Answer] = {}
         self._used: dict[str, int] = {}  # requiring tool -> the answer seq its last call used
@@ -90,6 +99,7 @@ class Grounds:
     def note_user_text(self, text: str) -> None:
         """A caller's turn entered the context (what was refused may be right again)."""
         self._refused.clear()
+        self._note_spans(text)
         for w in words(text):
             if len(self._heard) >= MAX_WORDS:
                 return
@@ -150,8 +160,11 @@ class Grounds:
                 continue
             if spec.name in self._refused or (spec.confirm and spec.name in waiting):
                 continue
+            heard = self._heard_enums(spec)
+            if heard is None:
+                continue  # nothing the caller said can be the argument yet: the model asks
             if spec.requires is None:
-                out.append(spec)
+                out.append(_narrowed(spec, heard))
                 continue
             answer = self._grounding(spec)
             if answer is None:
@@ -159,7 +172,41 @@ class Grounds:
             props = spec.parameters.get("properties", {})
             fixed = {name: {**props.get(name, {}), "const": answer.arguments[name]}
                      for name in spec.requires.bind if name in answer.arguments}
-            out.append(_narrowed(spec, fixed))
+            out.append(_narrowed(spec, {**fixed, **heard}))
+        return out
+
+    # -- from_caller arguments as the caller's own words (docs/TOOLS.md, "Offered now") --------
+
+    def _note_spans(self, text: str) -> None:
+        """Keeps the turn's name-like spans, the newest last (a span said again moves up)."""
+        for span in name_spans(text, self.agent_words):
+            key = words(span)
+            self._spans.pop(key, None)
+            self._spans[key] = span
+        while len(self._spans) > MAX_NAME_SPANS:
+            del self._spans[next(iter(self._spans))]
+
+    @property
+    def spans(self) -> tuple[str, ...]:
+        """The caller's recent name-like spans as transcribed, oldest first."""
+        return tuple(self._spans.values())
+
+    def _heard_enums(self, spec: ToolSpec) -> dict[str, dict[str, Any]] | None:
+        """``spec``'s string ``from_caller`` arguments narrowed to the heard spans that fit
+        their length bounds (``enum``), or None when one of them has no such span."""
+        if not spec.from_caller or not self.check_words:
+            return {}
+        props = spec.parameters.get("properties", {})
+        out = {}
+        for name in spec.from_caller:
+            schema = props.get(name, {})
+            if schema.get("type", "string") != "string":
+                continue
+            low, high = schema.get("minLength", 0), schema.get("maxLength")
+            fit = [s for s in self.spans if len(s) >= low and (high is None or len(s) <= high)]
+            if not fit:
+                return None
+            out[name] = {**schema, "enum": fit}
         return out
 
     def refusal(self, spec: ToolSpec, arguments: Mapping[str, Any]) -> str | None:
@@ -240,6 +287,52 @@ class Grounds:
         return [spec for spec in specs if spec.name not in withheld], False
 
 _MISSING = object()
+
+# A token that can be (part of) a name: letters, inner apostrophes and hyphens ("O'Brien",
+# "Mary-Jane"); digits never (a party size, a time).
+_NAME_TOKEN = re.compile(r"[^\W\d_]+(?:['\u2019-][^\W\d_]+)*")
+_CLAUSE = re.compile(r"[.,;:!?()\[\]\"\u201c\u201d]+")  # a span never crosses these
+# Words a caller says that are not a name: function words, numbers, days, the words of a
+# call and of a booking.  What is missing here only widens the choice, the caller's words stay.
+_NOT_NAMES = frozenset(" ".join(words(w)) for w in ["a", "about", "actually", "after", "again", "ahead", "all", "alright", "also", "am", "an", "and", "any", "anything", "are", "around", "as", "at", "available", "availability", "be", "been", "before", "being", "book", "booked", "booking", "both", "but", "by", "bye", "call", "called", "calling", "can", "can't", "cancel", "change", "changed", "come", "could", "dinner", "do", "does", "don't", "done", "each", "else", "evening", "everything", "excuse", "fine", "first", "for", "forget", "free", "friday", "from", "get", "go", "going", "good", "goodbye", "got", "great", "guests", "had", "half", "has", "have", "having", "he", "hello", "help", "her", "here", "hey", "hi", "his", "hold", "hours", "how", "however", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "instead", "is", "it", "it's", "its", "just", "last", "later", "let", "let's", "like", "lunch", "make", "many", "may", "me", "mind", "monday", "more", "morning", "much", "must", "my", "name", "named", "need", "next", "nice", "night", "no", "nope", "not", "now", "o'clock", "of", "off", "ok", "okay", "on", "one", "open", "opening", "or", "our", "out", "party", "people", "per", "person", "please", "pm", "possible", "put", "quarter", "really", "reservation", "reserve", "reserved", "restaurant", "right", "room", "said", "same", "say", "seat", "seats", "second", "see", "she", "should", "so", "some", "someone", "sorry", "space", "spelled", "spell", "spelt", "sure", "table", "tables", "than", "thank", "thanks", "that", "that's", "the", "their", "them", "then", "there", "there's", "these", "they", "they're", "thing", "think", "this", "those", "thursday", "time", "times", "to", "today", "tomorrow", "tonight", "too", "tuesday", "under", "until", "up", "us", "very", "wait", "want", "wanted", "was", "we", "we'd", "we'll", "we're", "wednesday", "week", "weekend", "well", "were", "what", "what's", "when", "where", "which", "who", "will", "with", "would", "yeah", "yep", "yes", "you", "you're", "your", "saturday", "sunday", "afternoon", "noon", "midnight", "zero", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty", "hundred", "couple", "few", "january", "february", "march", "july", "august", "september", "october", "november", "december", "better", "best", "work", "works", "perfect", "lovely", "correct", "exactly", "absolutely", "definitely", "only", "still", "already", "another", "other", "something", "nothing", "inside", "outside", "terrace", "window"])
+
+
+def name_spans(text: str, agent_words: Sequence[str] = ()) -> list[str]:
+    """The one- and two-word spans of ``text`` that can be a name, as written, in order:
+    letter words of two letters or more (a spelled "K A Y A" is not a name), not a word of
+    :data:`_NOT_NAMES`, not where the agent's own name is said ("Is this Lokanta Deniz?";
+    a lone "Deniz" stays, as the refusal lets it), a pair only of adjacent such words in one
+    clause ("It's Ada Lovelace." -> "Ada", "Lovelace", "Ada Lovelace")."""
+    out: list[str] = []
+    for clause in _CLAUSE.split(text):
+        tokens = clause.split()
+        keys = [words(t) for t in tokens]
+        agents = _agent_name_at(keys, tuple(agent_words))
+        run: list[str] = []
+        for i, token in enumerate([*tokens, ""]):
+            if (i in agents or len(token) < 2 or not _NAME_TOKEN.fullmatch(token)
+                    or " ".join(keys[i]) in _NOT_NAMES):
+                run = []
+                continue
+            out.append(token)
+            if run:
+                out.append(f"{run[-1]} {token}")
+            run.append(token)
+    return out
+
+
+def _agent_name_at(keys: Sequence[tuple[str, ...]], agent: tuple[str, ...]) -> set[int]:
+    """The indices of the tokens (``keys``: their words) where the agent's name is said whole."""
+    hits: set[int] = set()
+    for i in range(len(keys)) if agent else ():
+        said: tuple[str, ...] = ()
+        for j in range(i, len(keys)):
+            said += keys[j]
+            if said == agent:
+                hits.update(range(i, j + 1))
+            if len(said) >= len(agent):
+                break
+    return hits
 
 
 def _values(result: Mapping[str, Any]) -> str:
