@@ -32,6 +32,7 @@ AGENT_FILE = HERE / "agent.toml"
 
 # The caller's words that drop a booking waiting for the yes ("no", "don't book it", "cancel").
 DECLINES = ("no", "not", "don't", "dont", "nope", "cancel", "stop", "instead")
+CONFIRMS = ("yes", "yeah", "yep", "sure", "correct", "right", "ok", "okay", "please do", "go ahead", "confirm")
 
 
 class Slot(BaseModel):
@@ -60,9 +61,9 @@ class Restaurant(Book):
 
     # Offered only after check_availability said free, with its date, time and party as
     # constants (the model writes only the name); the name must be one the caller said, and
-    # not the restaurant's; a no in the caller's reply drops the booking waiting for the yes
-    # (docs/TOOLS.md, "Offered now").
-    @brisvox.tool.side_effect(timeout=3.0, from_caller=("name",), declined_by=DECLINES,
+    # not the restaurant's; a no in the caller's reply drops the booking waiting for the yes,
+    # a yes makes confirming it the only choice (docs/TOOLS.md, "Offered now").
+    @brisvox.tool.side_effect(timeout=3.0, from_caller=("name",), declined_by=DECLINES, confirmed_by=CONFIRMS,
                               requires=brisvox.tool.Requirement("check_availability", {"free": True},
                                                                 bind=("date", "time", "party_size")))
     async def book_table(self, args: Booking, ctx: ToolContext) -> dict[str, object]:

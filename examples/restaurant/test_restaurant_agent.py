@@ -12,7 +12,7 @@ sys.path.insert(0, str(HERE))
 from restaurant_agent import Restaurant, build_agent  # noqa: E402
 
 from brisvox.core.clock import SimClock  # noqa: E402
-from brisvox.providers.llm import LlmRequest  # noqa: E402
+from brisvox.providers.llm import LlmRequest, ToolChoice  # noqa: E402
 from brisvox.sim.mock_llm import Call, Say, ScriptedLlm  # noqa: E402
 from brisvox.testing import AgentTest, call  # noqa: E402
 
@@ -160,3 +160,22 @@ async def test_book_table_waits_for_a_name_the_caller_said_and_offers_only_their
     assert set(_offered(llm.requests[1])) == set()
     name = _offered(llm.requests[2])["book_table"]["name"]
     assert name["enum"] == ["Ada", "Lovelace", "Ada Lovelace"]  # type: ignore[index]
+
+
+async def test_the_callers_yes_to_a_waiting_booking_leaves_only_the_confirmation_and_books_once() -> None:
+    clock = SimClock()
+    llm = ScriptedLlm(clock, [
+        [Call(name="check_availability", arguments=SLOT)], [Say("Free. Your name?")],
+        [Call(name="book_table", arguments={"name": "Ada", **SLOT})], [Say("Two at seven for Ada: shall I book?")],
+        [Call(name="confirm_pending", arguments={"call_id": "t2.0"})], [Say("Booked.")],
+    ])
+    r = Restaurant()
+    async with AgentTest(build_agent(r), llm=llm, clock=clock) as test:
+        await test.user_says("a table for two on friday at seven")
+        await test.user_says("Ada")
+        yes = await test.user_says("Yes, please.")
+    # the yes round: confirming is the only choice, a call required (the 0.5B model looked up again)
+    assert set(_offered(llm.requests[4])) == {"confirm_pending"}
+    assert llm.requests[4].tool_choice == ToolChoice.REQUIRED
+    assert yes.expect.tool_call("confirm_pending").outcome == "ok"
+    assert test.tool_runs("book_table") == 1 and len(r.bookings) == 1

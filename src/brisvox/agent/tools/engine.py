@@ -42,7 +42,13 @@ from brisvox.agent.tools.cancel import CancelToken
 from brisvox.agent.tools.confirm import DEFAULT_CONFIRM_TTL, Confirmations
 from brisvox.agent.tools.execution import Execution, Receipt, Speculation
 from brisvox.agent.tools.offer import Grounds
-from brisvox.agent.tools.registry import CallMeta, RegisteredTool, ToolCallContext, ToolRegistry
+from brisvox.agent.tools.registry import (
+    CONFIRM_PENDING,
+    CallMeta,
+    RegisteredTool,
+    ToolCallContext,
+    ToolRegistry,
+)
 from brisvox.agent.tools.results import ErrorKind, Outcome
 from brisvox.agent.tools.spec import ToolSpec
 from brisvox.agent.tools.stats import ToolStatsSnapshot
@@ -133,10 +139,15 @@ class ToolEngine:
 
     def heard_offer(self, offered: Sequence[ToolSpec], today: datetime.date,
                     tentative: str | None = None) -> tuple[list[ToolSpec], bool]:
-        """``offered`` under the heard-slot rule, and whether the round must be a call: the
+        """``offered`` under the heard rules, and whether the round must be a call:
+        ``confirm_pending`` alone when the caller's latest turn is a yes to a waiting call
+        (:meth:`~brisvox.agent.tools.offer.Grounds.confirm_offer`, ``confirmed_by``); else the
         lookup the caller's latest turn asks for alone, or the offer without the lookups
         already called in this turn
         (:meth:`~brisvox.agent.tools.offer.Grounds.heard_offer`, ``lookup_when_heard``)."""
+        waiting = [spec for p in self.confirmations.pending() if (spec := self.registry.spec(p.call.name)) is not None]
+        if (confirm := self.grounds.confirm_offer(offered, waiting, tentative)) is not None:
+            return [confirm], True  # the caller's yes to a waiting call: confirming is the only choice
         return self.grounds.heard_offer(offered, today, tentative)
 
     def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
@@ -285,7 +296,7 @@ class ToolEngine:
             offered=self.offered,
         )
         for s in slots:
-            if s.registered is not None and s.answer is None:
+            if s.registered is not None and s.answer is None and not (speculative and s.registered.spec.name == CONFIRM_PENDING):
                 self.grounds.note_lookup_called(s.registered.spec)
         # A held call is checked when it is committed (the state may change before).
         self._refuse_ungrounded([s for s in slots if not s.held], use=not speculative)

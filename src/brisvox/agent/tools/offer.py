@@ -25,6 +25,9 @@ call to an unknown tool gets, or a refusal naming what to do.  The rules:
   the tool is not offered (the model must ask).
 * A confirm tool's ``declined_by`` words in the caller's turn drop its waiting call (the
   engine does it as the turn is noted): a small model "confirmed" on a no (measured).
+* A confirm tool's ``confirmed_by`` words in the caller's turn (and none of its
+  ``declined_by``) make ``confirm_pending`` the round's only choice, a call required: on the
+  yes the 0.5B model looked the table up again instead of confirming (measured).
 * A ReadOnly tool's ``lookup_when_heard`` slots, read for sure in the caller's latest turn
   (:mod:`brisvox.agent.tools.slots`; the turns before fill in the rest), with no call of
   it since that turn and no answer for those values: the round offers only that tool, a
@@ -243,10 +246,29 @@ class Grounds:
         self._called.clear()
 
     def note_lookup_called(self, spec: ToolSpec) -> None:
-        """A call of a ``lookup_when_heard`` tool was made since the latest turn (answered or
-        not): the turn's rule is spent, so a failing lookup is not forced again round after round."""
-        if spec.lookup_when_heard:
+        """A call of a ``lookup_when_heard`` tool (or ``confirm_pending``) was made since the
+        latest turn (answered or not): the turn's rule is spent, so a failing call is not forced
+        again round after round."""
+        if spec.lookup_when_heard or spec.name == CONFIRM_PENDING:
             self._called.add(spec.name)
+
+    def confirm_offer(self, specs: Sequence[ToolSpec], waiting: Iterable[ToolSpec],
+                      tentative: str | None = None) -> ToolSpec | None:
+        """``confirm_pending`` alone when the caller's latest turn is a yes to a waiting call: it
+        holds one of the waiting tool's ``confirmed_by`` phrases and none of its ``declined_by``,
+        and ``confirm_pending`` is offered (a call waits and the caller spoke since the
+        question) and was not called yet in this turn.  Never for words not yet a turn
+        (``tentative``): a confirmation is the caller's, not a guess."""
+        if tentative is not None or not self._turns or CONFIRM_PENDING in self._called:
+            return None
+        confirm = next((s for s in specs if s.name == CONFIRM_PENDING), None)
+        if confirm is None:
+            return None
+        said = self._turns[-1]
+        for spec in waiting:
+            if spec.confirmed_by and self.declines(said, spec.confirmed_by) and not self.declines(said, spec.declined_by):
+                return confirm
+        return None
 
     def heard_offer(self, specs: Sequence[ToolSpec], today: datetime.date,
                     tentative: str | None = None) -> tuple[list[ToolSpec], bool]:

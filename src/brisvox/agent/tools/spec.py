@@ -66,6 +66,9 @@ class ToolSpec:
       (a name), and not the agent's own name; a call otherwise is refused before it runs.
     * ``declined_by``: for a ``confirm`` tool, words or phrases ("no", "cancel", "don't")
       that, in the caller's next turn, drop its waiting call (nothing can confirm it then).
+    * ``confirmed_by``: for a ``confirm`` tool, words or phrases ("yes", "go ahead") that, in
+      the caller's turn while its call waits (and none of ``declined_by``), make
+      ``confirm_pending`` the round's only choice, a call required.
     * ``lookup_when_heard``: for a ReadOnly tool, its arguments the caller says (argument
       name -> :class:`~brisvox.agent.tools.slots.SlotKind`); when the caller's turn gives
       them and no call of the tool answered for those values, the round offers only this
@@ -85,6 +88,7 @@ class ToolSpec:
     requires: Requirement | None = None
     from_caller: tuple[str, ...] = ()
     declined_by: tuple[str, ...] = ()
+    confirmed_by: tuple[str, ...] = ()
     lookup_when_heard: Mapping[str, SlotKind] = field(default_factory=dict, hash=False)
 
     @property
