@@ -32,6 +32,7 @@ AGENT_FILE = HERE / "agent.toml"
 
 # The caller's words that drop a booking waiting for the yes ("no", "don't book it", "cancel").
 DECLINES = ("no", "not", "don't", "dont", "nope", "cancel", "stop", "instead")
+QUESTION = "A table for {party_size} on {date} at {time}, under the name {name}. Shall I book it?"
 CONFIRMS = ("yes", "yeah", "yep", "sure", "correct", "right", "ok", "okay", "please do", "go ahead", "confirm")
 
 
@@ -62,8 +63,10 @@ class Restaurant(Book):
     # Offered only after check_availability said free, with its date, time and party as
     # constants (the model writes only the name); the name must be one the caller said, and
     # not the restaurant's; a no in the caller's reply drops the booking waiting for the yes,
-    # a yes makes confirming it the only choice (docs/TOOLS.md, "Offered now").
+    # a yes makes confirming it the only choice, and the agent asks for the yes in its own
+    # words (docs/TOOLS.md, "Offered now").
     @brisvox.tool.side_effect(timeout=3.0, from_caller=("name",), declined_by=DECLINES, confirmed_by=CONFIRMS,
+                              confirm_question=QUESTION,
                               requires=brisvox.tool.Requirement("check_availability", {"free": True},
                                                                 bind=("date", "time", "party_size")))
     async def book_table(self, args: Booking, ctx: ToolContext) -> dict[str, object]:

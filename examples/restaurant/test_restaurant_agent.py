@@ -29,7 +29,7 @@ async def test_a_booking_waits_for_the_yes_then_books_once() -> None:
     r = Restaurant()
     llm = [
         [call("check_availability", **SLOT)], "Seven on Friday is free. What name should I put it under?",
-        [call("book_table", name="Ada", **SLOT)], "Just to confirm: two at seven on Friday for Ada?",
+        [call("book_table", name="Ada", **SLOT)],  # the agent asks its own question (confirm_question)
         [call("confirm_pending", call_id="t2.0")], "Booked. See you Friday!",
     ]
     async with AgentTest(build_agent(r), llm=llm) as test:
@@ -37,6 +37,7 @@ async def test_a_booking_waits_for_the_yes_then_books_once() -> None:
         first.expect.tool_call("check_availability", party_size=2)
         asked = await test.user_says("Ada")
         assert asked.expect.tool_call("book_table", name="Ada").outcome == "confirmation_required"
+        asked.expect.said(contains="A table for 2 on Friday 4 December at 19:00, under the name Ada. Shall I book it?")
         assert r.bookings == []  # nothing booked before the yes (the engine named the pending call t2.0)
         done = await test.user_says("yes")
         done.expect.said(contains="Booked")
@@ -115,7 +116,7 @@ async def test_while_a_booking_waits_it_is_not_offered_again_and_a_no_drops_it()
     clock = SimClock()
     llm = ScriptedLlm(clock, [
         [Call(name="check_availability", arguments=SLOT)], [Say("Free. Your name?")],
-        [Call(name="book_table", arguments={"name": "Ada", **SLOT})], [Say("Two at seven for Ada: shall I book?")],
+        [Call(name="book_table", arguments={"name": "Ada", **SLOT})],  # the agent's own question ends the turn
         # the caller says no; a small model books again instead of listening
         [Call(name="book_table", arguments={"name": "Ada", **SLOT})], [Say("All right, nothing is booked.")],
     ])
@@ -124,9 +125,9 @@ async def test_while_a_booking_waits_it_is_not_offered_again_and_a_no_drops_it()
         await test.user_says("a table for two on friday at seven")
         await test.user_says("Ada")
         no = await test.user_says("no, cancel that")
-    # the round that asks for the yes: no second booking, and no confirmation before the answer
-    assert set(_offered(llm.requests[3])) == {"check_availability"}
-    assert set(_offered(llm.requests[4])) == {"check_availability"}  # the no dropped the waiting booking
+    # the held booking's turn ends on the agent's own question (no model round asks for the yes)
+    assert len(llm.requests) == 5 and "Shall I book it?" in (llm.requests[3].messages[-2].text or "")
+    assert set(_offered(llm.requests[3])) == {"check_availability"}  # the no dropped the waiting booking
     again = no.expect.tool_call("book_table")
     assert again.outcome == "invalid_arguments" and "check_availability" in (again.content or "")
     assert test.tool_runs("book_table") == 0 and r.bookings == []
@@ -136,7 +137,7 @@ async def test_a_confirmation_after_the_callers_no_finds_nothing_to_confirm() ->
     r = Restaurant()
     llm = [
         [call("check_availability", **SLOT)], "Free. Your name?",
-        [call("book_table", name="Ada", **SLOT)], "Two at seven for Ada: shall I book?",
+        [call("book_table", name="Ada", **SLOT)],  # the agent's own question ends the turn
         [call("confirm_pending", call_id="t2.0")], "Sorry, I could not book it.",  # a small model confirms on a no
     ]
     async with AgentTest(build_agent(r), llm=llm) as test:
@@ -166,7 +167,7 @@ async def test_the_callers_yes_to_a_waiting_booking_leaves_only_the_confirmation
     clock = SimClock()
     llm = ScriptedLlm(clock, [
         [Call(name="check_availability", arguments=SLOT)], [Say("Free. Your name?")],
-        [Call(name="book_table", arguments={"name": "Ada", **SLOT})], [Say("Two at seven for Ada: shall I book?")],
+        [Call(name="book_table", arguments={"name": "Ada", **SLOT})],  # the agent's own question ends the turn
         [Call(name="confirm_pending", arguments={"call_id": "t2.0"})], [Say("Booked.")],
     ])
     r = Restaurant()
@@ -175,7 +176,7 @@ async def test_the_callers_yes_to_a_waiting_booking_leaves_only_the_confirmation
         await test.user_says("Ada")
         yes = await test.user_says("Yes, please.")
     # the yes round: confirming is the only choice, a call required (the 0.5B model looked up again)
-    assert set(_offered(llm.requests[4])) == {"confirm_pending"}
-    assert llm.requests[4].tool_choice == ToolChoice.REQUIRED
+    assert set(_offered(llm.requests[3])) == {"confirm_pending"}
+    assert llm.requests[3].tool_choice == ToolChoice.REQUIRED
     assert yes.expect.tool_call("confirm_pending").outcome == "ok"
     assert test.tool_runs("book_table") == 1 and len(r.bookings) == 1

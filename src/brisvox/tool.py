@@ -231,6 +231,7 @@ def declare(
     from_caller: tuple[str, ...] = (),
     declined_by: tuple[str, ...] = (),
     confirmed_by: tuple[str, ...] = (),
+    confirm_question: str | None = None,
     lookup_when_heard: Mapping[str, SlotKind | str] | None = None,
 ) -> FunctionTool:
     """The :class:`FunctionTool` of ``fn`` (what the decorators return)."""
@@ -250,7 +251,7 @@ def declare(
     spec = ToolSpec(name=tool_name, description=text.strip(), parameters=_schema(shape.model, tool_name), kind=kind,
                     timeout=timeout, filler_after=filler_after, confirm=confirm, repeatable=repeatable,
                     requires=requires, from_caller=tuple(from_caller), declined_by=tuple(declined_by),
-                    confirmed_by=tuple(confirmed_by), lookup_when_heard=_slot_kinds(tool_name, lookup_when_heard or {}))
+                    confirmed_by=tuple(confirmed_by), confirm_question=confirm_question, lookup_when_heard=_slot_kinds(tool_name, lookup_when_heard or {}))
     return FunctionTool(spec, fn, shape)
 
 
@@ -304,7 +305,7 @@ def side_effect(
     *, name: str | None = ..., description: str | None = ..., timeout: float = ...,
     filler_after: float | None = ..., confirm: bool = ..., repeatable: bool = ...,
     requires: Requirement | None = ..., from_caller: tuple[str, ...] = ..., declined_by: tuple[str, ...] = ...,
-    confirmed_by: tuple[str, ...] = ...,
+    confirmed_by: tuple[str, ...] = ..., confirm_question: str | None = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def side_effect(
     fn: Callable[..., Any] | None = None,
@@ -320,6 +321,7 @@ def side_effect(
     from_caller: tuple[str, ...] = (),
     declined_by: tuple[str, ...] = (),
     confirmed_by: tuple[str, ...] = (),
+    confirm_question: str | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """A SideEffect tool: changes the world; runs once per idempotency key, keeps running past its
     ``timeout`` (the result comes later); ``confirm=True`` waits for the caller's yes.  ``requires``:
@@ -327,12 +329,14 @@ def side_effect(
     bind=("date", "time"))``); ``from_caller``: arguments the caller must have said (a name);
     ``declined_by``: words that, in the caller's reply, drop a call waiting for the yes;
     ``confirmed_by``: words that, in the caller's reply, make confirming the waiting call the
-    round's only choice."""
+    round's only choice; ``confirm_question``: the question the agent speaks itself when the gate
+    holds a call (``str.format`` fields: the call's arguments)."""
 
     def make(f: Callable[..., Any]) -> FunctionTool:
         return declare(f, kind=ToolKind.SIDE_EFFECT, name=name, description=description, timeout=timeout,
                        filler_after=filler_after, confirm=confirm, repeatable=repeatable, requires=requires,
-                       from_caller=from_caller, declined_by=declined_by, confirmed_by=confirmed_by)
+                       from_caller=from_caller, declined_by=declined_by, confirmed_by=confirmed_by,
+                       confirm_question=confirm_question)
 
     return make(fn) if fn is not None else make
 

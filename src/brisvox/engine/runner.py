@@ -638,6 +638,9 @@ class LlmRunner(Processor):
                 if execution.budget_exhausted:
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
+                if (question := self.tools.confirm_question(execution)) is not None:
+                    await self._speak_line(turn, question, ctx)  # the tool's own question ends the turn
+                    return
         except asyncio.CancelledError:
             cancel.cancel("barge-in")
             raise

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime
 
+import pytest
+
 from brisvox.agent.context import Context
 from brisvox.agent.tools.engine import ToolEngine
-from brisvox.agent.tools.registry import CONFIRM_PENDING, ToolRegistry
+from brisvox.agent.tools.registry import CONFIRM_PENDING, RegistryError, ToolRegistry
 from brisvox.core.clock import SimClock
 
 from ._helpers import RO, SE, Probe, call, deliver_round, scripted, spec
@@ -14,6 +16,7 @@ from ._helpers import RO, SE, Probe, call, deliver_round, scripted, spec
 FRIDAY = datetime.date(2026, 12, 4)
 YES = ("yes", "sure", "go ahead")
 NO = ("no", "not", "cancel")
+BOOK = {"type": "object", "properties": {"who": {"type": "string"}, "date": {"type": "string"}}}
 
 
 def _engine(probe: Probe, clock: SimClock, *, confirmed_by: tuple[str, ...] = YES) -> ToolEngine:
@@ -82,3 +85,26 @@ async def test_a_tool_without_confirmed_by_is_not_confirmed_on_a_yes() -> None:
         eng.note_user_turn("yes")
         assert _forced(eng) is None
         assert CONFIRM_PENDING in {s.name for s in eng.offered_specs()}  # offered, the model's choice
+
+
+def test_a_confirm_question_naming_an_argument_the_tool_lacks_is_refused_at_registration() -> None:
+    reg = ToolRegistry()
+    with pytest.raises(RegistryError, match="confirm_question name arguments it does not have: seats"):
+        reg.register(spec("book", SE, params=BOOK, confirm=True, confirm_question="For {seats}?"), None)
+    with pytest.raises(RegistryError, match="confirm_question"):
+        reg.register(spec("book", SE, params=BOOK, confirm=True, confirm_question="For {who?"), None)
+
+
+async def test_the_held_calls_question_is_the_tools_own_with_its_arguments_spoken() -> None:
+    clock = SimClock()
+    probe = Probe(clock)
+    reg = ToolRegistry()
+    reg.register(spec("book", SE, params=BOOK, confirm=True, confirm_question="For {who} on {date}?"),
+                 scripted(probe, "book", result="booked"))
+    async with ToolEngine(reg, "s", clock) as eng:
+        eng.note_user_turn("Ada, on the 6th")
+        ex = await deliver_round(eng, Context(), [call("t1.0", "book", who="Ada", date="2026-12-06")], 1)
+        assert eng.confirm_question(ex) == "For Ada on Sunday 6 December?"
+        eng.note_user_turn("yes")
+        done = await deliver_round(eng, Context(), [call("t2.0", CONFIRM_PENDING, call_id="t1.0")], 2)
+        assert eng.confirm_question(done) is None and probe.count("start", "book") == 1

@@ -150,6 +150,19 @@ class ToolEngine:
             return [confirm], True  # the caller's yes to a waiting call: confirming is the only choice
         return self.grounds.heard_offer(offered, today, tentative)
 
+    def confirm_question(self, execution: Execution) -> str | None:
+        """The question to speak for a call ``execution`` left waiting at the gate, when its tool
+        declares ``confirm_question`` (its fields filled from the call's arguments); None when no
+        such call waits.  The question is the agent's own, not a model round: the 0.5B model
+        answered a held booking with "The user should go ahead and book the table.", and a long
+        reply is cut by the caller's yes (a barge-in drops the waiting call)."""
+        ids = {m.call_id for m in execution.results}
+        for p in self.confirmations.pending():
+            spec = self.registry.spec(p.call.name)
+            if p.call.id in ids and spec is not None and spec.confirm_question is not None:
+                return spec.confirm_question.format_map({k: _spoken(v) for k, v in p.call.arguments.items()})
+        return None
+
     def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
         """The agent's tools whatever the state (``offer``'s list, or a flow node's ``specs``):
         what a prompt describes, so its bytes do not change with the offer."""
@@ -443,3 +456,14 @@ class ToolEngine:
             self._effects, epoch=epoch, results=results, budget_exhausted=exhausted, outcomes=outcomes, receipt=receipt,
             delivered=delivered,
         )
+
+
+def _spoken(value: object) -> str:
+    """An argument as a question says it: an ISO date as its day and month ("Sunday 6 December")."""
+    if isinstance(value, str):
+        try:
+            day = datetime.date.fromisoformat(value)
+        except ValueError:
+            return value
+        return f"{day:%A} {day.day} {day:%B}"
+    return str(value)

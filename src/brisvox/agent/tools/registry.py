@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+import string
 from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -223,11 +224,16 @@ class ToolRegistry:
         except SchemaError as e:
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: {e}") from None
         props = spec.parameters.get("properties", {})
-        named = (*spec.from_caller, *(spec.requires.bind if spec.requires is not None else ()), *spec.lookup_when_heard)
+        try:
+            asked = [f for _, f, _, _ in string.Formatter().parse(spec.confirm_question or "") if f is not None]
+        except ValueError as e:
+            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: confirm_question: {e}") from None
+        named = (*spec.from_caller, *(spec.requires.bind if spec.requires is not None else ()), *spec.lookup_when_heard,
+                 *asked)
         missing = [arg for arg in named if arg not in props]
         if missing:
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: from_caller/requires/"
-                                f"lookup_when_heard name arguments it does not have: {', '.join(missing)}")
+                                f"lookup_when_heard/confirm_question name arguments it does not have: {', '.join(missing)}")
         if spec.lookup_when_heard and spec.kind is not ToolKind.READ_ONLY:
             # A forced call runs on the caller's words alone: only a lookup may (never a booking).
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: lookup_when_heard applies to "

@@ -69,6 +69,10 @@ class ToolSpec:
     * ``confirmed_by``: for a ``confirm`` tool, words or phrases ("yes", "go ahead") that, in
       the caller's turn while its call waits (and none of ``declined_by``), make
       ``confirm_pending`` the round's only choice, a call required.
+    * ``confirm_question``: for a tool held for the caller's yes (``confirm`` here or the agent's
+      ``confirm_tools``), the question the agent speaks itself when
+      the gate holds a call of it (``str.format`` fields: the call's arguments), ending the
+      turn there instead of a model round.
     * ``lookup_when_heard``: for a ReadOnly tool, its arguments the caller says (argument
       name -> :class:`~brisvox.agent.tools.slots.SlotKind`); when the caller's turn gives
       them and no call of the tool answered for those values, the round offers only this
@@ -89,6 +93,7 @@ class ToolSpec:
     from_caller: tuple[str, ...] = ()
     declined_by: tuple[str, ...] = ()
     confirmed_by: tuple[str, ...] = ()
+    confirm_question: str | None = None
     lookup_when_heard: Mapping[str, SlotKind] = field(default_factory=dict, hash=False)
 
     @property
