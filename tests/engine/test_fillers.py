@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from brisvox.agent.context import AssistantMessage, ToolMessage
@@ -268,14 +266,3 @@ async def test_at_call_says_nothing_extra_in_a_text_round_or_for_a_tool_without_
     result, _ = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=0.3), filler=policy,
                                       spec=WEATHER.with_filler_after(None))
     assert result.report.fillers == 0
-
-
-async def test_at_call_says_nothing_for_a_call_the_gate_holds_and_asks_about_itself() -> None:
-    # The gate answers a held call at once and the tool's own question follows: a "one moment"
-    # before it only delays the question (and the caller's yes then cut it: docs/DEMO.md).
-    held = dataclasses.replace(WEATHER, kind=ToolKind.SIDE_EFFECT, confirm=True, confirm_question="Friday's weather, {day}?")
-    result, tool = await slow_model_call(0.1, LatencyProfile(first_event=0.3, per_event=0.3),
-                                         filler=FillerPolicy().with_at_call(), spec=held)
-    assert result.report.fillers == 0 and not tool.started
-    assert assistant_texts(result) == ["Friday's weather, friday?"]  # the question ends the turn: no model round
-    result.report.context.validate()

@@ -868,13 +868,12 @@ class LlmRunner(Processor):
         """The round is a call of ``tool`` (its first event named it): its filler now, not at
         the model's delay, as a person says "one moment" when they decide to look.  Only where
         the model filler was waiting (a spoken turn, nothing said yet in this round), and not
-        for a tool that opts out of fillers (``filler_after=None``) nor for one the gate holds
-        and asks about itself (``confirm_question``: the question comes at once)."""
+        for a tool that opts out of fillers (``filler_after=None``)."""
         waiting = opening.filler
         if not self.filler.at_call or waiting is None or opening.state.speaking or turn.filled or self.tools is None:
             return
         spec = self.tools.registry.spec(tool)
-        if spec is None or self.filler.delay_for(spec) is None or (spec.confirm and spec.confirm_question is not None):
+        if spec is None or self.filler.delay_for(spec) is None:
             return
         waiting.cancel()
         opening.filler = self._scope.spawn(self._filler_after(0.0, tool, turn, opening.state, ctx),
