@@ -54,8 +54,11 @@ class Restaurant(Book):
 
     # The caller's turn that names the day, the time and the party is answered through this
     # look-up (the only tool offered then, a call required, the heard values as constants): the
-    # 0.5B model otherwise said "yes, I have a table" itself (docs/TOOLS.md, "Offered now").
-    @brisvox.tool.read_only(timeout=2.0, lookup_when_heard={"date": "date", "time": "time", "party_size": "count"})
+    # 0.5B model otherwise said "yes, I have a table" itself (docs/TOOLS.md, "Offered now"). Its
+    # answer is spoken in the restaurant's own words ("Sunday 6 December at 19:00 is free for 2.
+    # What name shall I book it under?"), with no model round after it.
+    @brisvox.tool.read_only(timeout=2.0, lookup_when_heard={"date": "date", "time": "time", "party_size": "count"},
+                            result_line=Book.availability_line)
     async def check_availability(self, args: Slot) -> dict[str, object]:
         """Check whether a table is free at a date (YYYY-MM-DD) and time (HH:MM) for a party."""
         return self.check(args.date, args.time, args.party_size)
@@ -63,10 +66,11 @@ class Restaurant(Book):
     # Offered only after check_availability said free, with its date, time and party as
     # constants (the model writes only the name); the name must be one the caller said, and
     # not the restaurant's; a no in the caller's reply drops the booking waiting for the yes,
-    # a yes makes confirming it the only choice, and the agent asks for the yes in its own
-    # words (docs/TOOLS.md, "Offered now").
+    # a yes makes confirming it the only choice, and the agent asks for the yes, says it booked
+    # ("Booked, a table for 2 ... Your reference is R001.") and answers the no in its own words
+    # (docs/TOOLS.md, "Offered now").
     @brisvox.tool.side_effect(timeout=3.0, from_caller=("name",), declined_by=DECLINES, confirmed_by=CONFIRMS,
-                              confirm_question=QUESTION,
+                              confirm_question=QUESTION, result_line=Book.booked_line, declined_line=Book.DECLINED,
                               requires=brisvox.tool.Requirement("check_availability", {"free": True},
                                                                 bind=("date", "time", "party_size")))
     async def book_table(self, args: Booking, ctx: ToolContext) -> dict[str, object]:

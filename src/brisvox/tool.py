@@ -53,6 +53,7 @@ from brisvox.agent.tools import (
     DEFAULT_FILLER_AFTER,
     DEFAULT_TOOL_TIMEOUT,
     Requirement,
+    ResultLine,
     SlotKind,
     ToolCallContext,
     ToolError,
@@ -233,6 +234,8 @@ def declare(
     confirmed_by: tuple[str, ...] = (),
     confirm_question: str | None = None,
     lookup_when_heard: Mapping[str, SlotKind | str] | None = None,
+    result_line: ResultLine | None = None,
+    declined_line: str | None = None,
 ) -> FunctionTool:
     """The :class:`FunctionTool` of ``fn`` (what the decorators return)."""
     tool_name = name or getattr(fn, "__name__", "")
@@ -251,7 +254,8 @@ def declare(
     spec = ToolSpec(name=tool_name, description=text.strip(), parameters=_schema(shape.model, tool_name), kind=kind,
                     timeout=timeout, filler_after=filler_after, confirm=confirm, repeatable=repeatable,
                     requires=requires, from_caller=tuple(from_caller), declined_by=tuple(declined_by),
-                    confirmed_by=tuple(confirmed_by), confirm_question=confirm_question, lookup_when_heard=_slot_kinds(tool_name, lookup_when_heard or {}))
+                    confirmed_by=tuple(confirmed_by), confirm_question=confirm_question, lookup_when_heard=_slot_kinds(tool_name, lookup_when_heard or {}),
+                    result_line=result_line, declined_line=declined_line)
     return FunctionTool(spec, fn, shape)
 
 
@@ -271,7 +275,7 @@ def read_only(fn: _F, /) -> FunctionTool: ...
 def read_only(
     *, name: str | None = ..., description: str | None = ..., timeout: float = ...,
     filler_after: float | None = ..., requires: Requirement | None = ..., from_caller: tuple[str, ...] = ...,
-    lookup_when_heard: Mapping[str, SlotKind | str] | None = ...,
+    lookup_when_heard: Mapping[str, SlotKind | str] | None = ..., result_line: ResultLine | None = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def read_only(
     fn: Callable[..., Any] | None = None,
@@ -284,16 +288,19 @@ def read_only(
     requires: Requirement | None = None,
     from_caller: tuple[str, ...] = (),
     lookup_when_heard: Mapping[str, SlotKind | str] | None = None,
+    result_line: ResultLine | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """A ReadOnly tool: only looks things up; may run speculatively, is dropped at its ``timeout``.
     ``requires`` and ``from_caller``: see :class:`~brisvox.agent.tools.ToolSpec` (docs/TOOLS.md, "Offered now").
     ``lookup_when_heard``: its arguments the caller says (``{"date": "date", "time": "time",
-    "party_size": "count"}``): a turn that gives them is answered through a call of this tool."""
+    "party_size": "count"}``): a turn that gives them is answered through a call of this tool.
+    ``result_line``: what the agent says itself of a successful call (a template of the arguments
+    and ``result``, or a function of both): a round of such calls ends the turn, no model round."""
 
     def make(f: Callable[..., Any]) -> FunctionTool:
         return declare(f, kind=ToolKind.READ_ONLY, name=name, description=description, timeout=timeout,
                        filler_after=filler_after, requires=requires, from_caller=from_caller,
-                       lookup_when_heard=lookup_when_heard)
+                       lookup_when_heard=lookup_when_heard, result_line=result_line)
 
     return make(fn) if fn is not None else make
 
@@ -306,6 +313,7 @@ def side_effect(
     filler_after: float | None = ..., confirm: bool = ..., repeatable: bool = ...,
     requires: Requirement | None = ..., from_caller: tuple[str, ...] = ..., declined_by: tuple[str, ...] = ...,
     confirmed_by: tuple[str, ...] = ..., confirm_question: str | None = ...,
+    result_line: ResultLine | None = ..., declined_line: str | None = ...,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 def side_effect(
     fn: Callable[..., Any] | None = None,
@@ -322,6 +330,8 @@ def side_effect(
     declined_by: tuple[str, ...] = (),
     confirmed_by: tuple[str, ...] = (),
     confirm_question: str | None = None,
+    result_line: ResultLine | None = None,
+    declined_line: str | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """A SideEffect tool: changes the world; runs once per idempotency key, keeps running past its
     ``timeout`` (the result comes later); ``confirm=True`` waits for the caller's yes.  ``requires``:
@@ -330,13 +340,15 @@ def side_effect(
     ``declined_by``: words that, in the caller's reply, drop a call waiting for the yes;
     ``confirmed_by``: words that, in the caller's reply, make confirming the waiting call the
     round's only choice; ``confirm_question``: the question the agent speaks itself when the gate
-    holds a call (``str.format`` fields: the call's arguments)."""
+    holds a call (``str.format`` fields: the call's arguments); ``result_line``: what the agent says
+    itself of a successful call (also when it runs on the caller's yes); ``declined_line``: what
+    it says itself when the caller's no (``declined_by``) drops the waiting call."""
 
     def make(f: Callable[..., Any]) -> FunctionTool:
         return declare(f, kind=ToolKind.SIDE_EFFECT, name=name, description=description, timeout=timeout,
                        filler_after=filler_after, confirm=confirm, repeatable=repeatable, requires=requires,
                        from_caller=from_caller, declined_by=declined_by, confirmed_by=confirmed_by,
-                       confirm_question=confirm_question)
+                       confirm_question=confirm_question, result_line=result_line, declined_line=declined_line)
 
     return make(fn) if fn is not None else make
 

@@ -474,9 +474,10 @@ class LlmRunner(Processor):
         self._heard = text
         self._turn_epoch = epoch
         self.events.emit(UserTurn(epoch=epoch, at=ctx.clock.now(), text=text))
-        if self.tools is not None:
-            self.tools.note_user_turn(text)  # a confirmation needs a later user turn; its words ground names
-        self._round_task = self._scope.spawn(self._respond(TurnRounds(epoch, reply, ctx.clock.now()), ctx, head), name=f"turn-{epoch}")
+        # A confirmation needs a later user turn; its words ground names; its no may drop a waiting call.
+        declined = self.tools.note_user_turn(text) if self.tools is not None else None
+        self._round_task = self._scope.spawn(self._respond(TurnRounds(epoch, reply, ctx.clock.now()), ctx, head, declined),
+                                             name=f"turn-{epoch}")
 
     async def _start_line(self, frame: BotLineFrame, ctx: ProcessorContext) -> None:
         """An agent's bot line in its own epoch (see the module docs)."""
@@ -591,16 +592,24 @@ class LlmRunner(Processor):
         self.book.record_round(filler.epoch, filler.round, len(self.context) - 1)
         self.stats.fillers_in_context += 1
 
-    async def _respond(self, turn: TurnRounds, ctx: ProcessorContext, head: SpeculativeStart | None = None) -> None:
+    async def _respond(self, turn: TurnRounds, ctx: ProcessorContext, head: SpeculativeStart | None = None,
+                       declined: str | None = None) -> None:
         """The turn's round loop: stream, speak, run the calls, until an answer without calls.
 
-        ``head``: a speculative run of this turn whose answer is the first round.
+        ``head``: a speculative run of this turn whose answer is the first round; ``declined``:
+        the caller's no dropped a waiting call whose tool says this itself (its ``declined_line``):
+        spoken, and the turn ends with no model round (nothing looked up or booked on a no).
         """
         cancel = CancelToken()
         epoch = turn.epoch
         try:
             if self.flow is not None and self.flow.pending is not None:
                 await self._enter_node(turn, ctx)  # decided by a late result since the last turn
+            if declined is not None:
+                if head is not None:
+                    await head.drop()
+                await self._speak_line(turn, declined, ctx)
+                return
             for round_ in range(self.config.max_tool_rounds + 1):
                 if round_ > 0 and self.tools is not None and self.tools.hung_up:
                     # The caller is gone: the results are in the record, and a graceful stop
@@ -638,8 +647,9 @@ class LlmRunner(Processor):
                 if execution.budget_exhausted:
                     await self._say(turn, self.config.fallback_line, ctx)
                     return
-                if (question := self.tools.confirm_question(execution)) is not None:
-                    await self._speak_line(turn, question, ctx)  # the tool's own question ends the turn
+                # The tool's own question, or every call's own result line, ends the turn (docs/TOOLS.md).
+                if (said := self.tools.confirm_question(execution) or execution.spoken_line()) is not None:
+                    await self._speak_line(turn, said, ctx)
                     return
         except asyncio.CancelledError:
             cancel.cancel("barge-in")

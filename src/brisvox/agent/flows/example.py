@@ -19,7 +19,7 @@ registry, and :func:`restaurant_flow` builds the flow over that registry.
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ from brisvox.agent.flows.definition import (
     ToolCatalog,
     ToolUse,
 )
+from brisvox.agent.tools.lines import spoken
 from brisvox.agent.tools.spec import ToolKind, ToolSpec
 
 __all__ = [
@@ -82,9 +83,49 @@ class Restaurant:
         return all((b.date, b.time) != (date, time) for b in self.bookings)
 
     def check(self, date: str, time: str, party_size: int) -> dict[str, Any]:
-        free = party_size <= self.max_party and self.is_free(date, time)
+        if party_size > self.max_party:  # no time fits: the answer says why
+            return {"free": False, "date": date, "time": time, "alternatives": [], "max_party": self.max_party}
         alternatives = [t for t in self.times if t != time and self.is_free(date, t)]
-        return {"free": free, "date": date, "time": time, "alternatives": alternatives[:3]}
+        return {"free": self.is_free(date, time), "date": date, "time": time, "alternatives": alternatives[:3]}
+
+    # What the agent says of its tools' answers itself (the demo's ``result_line`` and
+    # ``declined_line``, docs/TOOLS.md): the 0.5B model, given the look-up's answer, said "I will
+    # check the table for you on Saturday" for a free Sunday, and "I will confirm the reservation"
+    # after the booking was made.
+    DECLINED = "All right, I have not booked it. Is there anything else?"
+
+    @staticmethod
+    def availability_line(arguments: Mapping[str, Any], result: Any) -> str | None:
+        """check_availability's answer in words: free (ask for the name), or the free times."""
+        if not isinstance(result, dict):
+            return None
+        day, party = spoken(arguments.get("date", result.get("date", ""))), arguments.get("party_size")
+        times = [t for t in result.get("alternatives", ()) if isinstance(t, str)]
+        if "max_party" in result:
+            return f"Sorry, we seat at most {result['max_party']} at one table. Could you make it fewer?"
+        if "time" not in arguments:  # a day's question: its free times
+            if not times:
+                return f"Sorry, nothing is free for {party} on {day}. Would another day suit you?"
+            return f"On {day} for {party} I have {_either(times)}. Which time would you like?"
+        time = arguments["time"]
+        if result.get("free") is True:
+            return f"{day} at {time} is free for {party}. What name shall I book it under?"
+        if not times:
+            return f"Sorry, {day} at {time} is taken, and nothing else is free that day. Would another day suit you?"
+        return f"Sorry, {day} at {time} is taken. I have {_either(times)}. Which would you like?"
+
+    @staticmethod
+    def booked_line(arguments: Mapping[str, Any], result: Any) -> str | None:
+        """book_table's answer in words (also when it runs on the caller's yes)."""
+        if not isinstance(result, dict):
+            return None
+        day, time = spoken(arguments.get("date", "")), arguments.get("time")
+        if result.get("status") == "confirmed":
+            return (f"Booked, a table for {arguments.get('party_size')} on {day} at {time} under "
+                    f"{arguments.get('name')}. Your reference is {result.get('reservation_id')}.")
+        if result.get("status") == "unavailable":
+            return f"Sorry, {day} at {time} was just taken, so nothing is booked. Shall I look at another time?"
+        return None
 
     def book(self, name: str, date: str, time: str, party_size: int, key: str | None = None) -> dict[str, Any]:
         """Book the table; ``key`` (a call's idempotency key): a replayed call books nothing new."""
@@ -97,6 +138,11 @@ class Restaurant:
         if key is not None:
             self._by_key[key] = booking
         return {"status": "confirmed", "reservation_id": booking.reservation_id}
+
+
+def _either(times: list[str]) -> str:
+    """"18:00, 19:00 or 21:00"."""
+    return times[0] if len(times) == 1 else f"{', '.join(times[:-1])} or {times[-1]}"
 
 
 _SLOT = {

@@ -16,6 +16,7 @@ from brisvox.agent.tools.filler import (
     FillerPolicy,
     StaticClips,
 )
+from brisvox.agent.tools.lines import ResultLine, spoken
 from brisvox.agent.tools.offer import Grounds
 from brisvox.agent.tools.registry import (
     CONFIRM_PENDING,
@@ -65,6 +66,7 @@ __all__ = [
     "RegistryError",
     "RegistryErrorKind",
     "Requirement",
+    "ResultLine",
     "SlotKind",
     "Speculation",
     "StaticClips",
@@ -78,4 +80,5 @@ __all__ = [
     "ToolSpec",
     "ToolStatsSnapshot",
     "UiUnavailable",
+    "spoken",
 ]

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from brisvox.agent.context import ToolMessage
 from brisvox.agent.tools._records import Slot
+from brisvox.agent.tools.lines import make_line
 from brisvox.agent.tools.results import ErrorKind, Outcome, error_message
+from brisvox.agent.tools.spec import ToolSpec
 from brisvox.agent.tools.stats import ToolStatsSnapshot, bump
 from brisvox.core.clock import Clock
 
-__all__ = ["Answers", "Tally", "delivered_of", "render"]
+__all__ = ["Answers", "Tally", "delivered_of", "render", "said_of"]
 
 trace = logging.getLogger("brisvox.tools")
 
@@ -36,6 +39,12 @@ def delivered_of(value: Any) -> tuple[str, ...]:
     return tuple(item for item in items if isinstance(item, str))
 
 
+def said_of(spec: ToolSpec, arguments: Mapping[str, Any], value: Any) -> str | None:
+    """What the agent says of a call of ``spec`` that returned ``value`` (its ``result_line``), made
+    where the typed value is, as ``delivered_of`` is: only a success reaches here."""
+    return None if spec.result_line is None else make_line(spec.name, spec.result_line, arguments, value)
+
+
 class Tally:
     """The engine's counters; each change replaces the snapshot (they change rarely)."""
 
@@ -57,10 +66,11 @@ class Answers:
         self.session, self.clock = session, clock
 
     def settle(self, slot: Slot, epoch: int, start: float, answer: ToolMessage, outcome: Outcome,
-               delivered: tuple[str, ...] = ()) -> None:
+               delivered: tuple[str, ...] = (), line: str | None = None) -> None:
         slot.answer = answer
         slot.outcome = outcome
         slot.delivered = delivered
+        slot.line = line
         self.trace("tool call settled", slot, epoch, outcome, self.clock.now() - start)
 
     def settle_error(

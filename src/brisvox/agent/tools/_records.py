@@ -49,6 +49,8 @@ class Settled:
     lost: bool = False
     delivered: tuple[str, ...] = ()
     """What the tool's value listed under ``delivered`` (``_answers.delivered_of``)."""
+    line: str | None = None
+    """What the agent says of this result itself (the tool's ``result_line``; a success only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,7 @@ class Slot:
     answer: ToolMessage | None = None
     outcome: Outcome | None = None
     delivered: tuple[str, ...] = ()
+    line: str | None = None  # the tool's result line, filled for a call that succeeded
     malformed: bool = False
     held: bool = False
     record: Record | None = None

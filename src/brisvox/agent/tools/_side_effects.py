@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
-from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render
+from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render, said_of
 from brisvox.agent.tools._calls import Raised, guarded, lost_body, timed_out_running
 from brisvox.agent.tools._lifecycle import Event, Phase
 from brisvox.agent.tools._race import Ended, race
@@ -294,7 +294,8 @@ class SideEffects:
                     try:
                         text, cut = truncate_result(render(value.value), self._max_result_bytes)
                         settled = Settled(text, False, Outcome.OK_TRUNCATED if cut else Outcome.OK,
-                                          delivered=delivered_of(value.value))
+                                          delivered=delivered_of(value.value),
+                                          line=said_of(spec, call.arguments, value.value))
                     except (TypeError, ValueError):
                         body = error_message(call.id, ErrorKind.TOOL_FAILED, spec.name, texts.NOT_JSON).content
                         settled = Settled(body, True, Outcome.FAILED)
@@ -361,7 +362,7 @@ class SideEffects:
             assert settled is not None
             slot.carried = True
             message = ToolMessage(call_id=slot.call_id, content=settled.content, is_error=settled.is_error)
-            answers.settle(slot, epoch, start, message, settled.outcome, settled.delivered)
+            answers.settle(slot, epoch, start, message, settled.outcome, settled.delivered, settled.line)
             return
         self._detach(record)
         if ended is Ended.CANCELLED:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from brisvox.agent.assemble import InvalidCall
 from brisvox.agent.context import ToolCall, ToolMessage
 from brisvox.agent.tools import _calls as texts
-from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render
+from brisvox.agent.tools._answers import Answers, Tally, delivered_of, render, said_of
 from brisvox.agent.tools._calls import Raised, guarded
 from brisvox.agent.tools._plan import malformed, plan_calls
 from brisvox.agent.tools._race import Ended, race
@@ -41,6 +41,7 @@ from brisvox.agent.tools._side_effects import SideEffects
 from brisvox.agent.tools.cancel import CancelToken
 from brisvox.agent.tools.confirm import DEFAULT_CONFIRM_TTL, Confirmations
 from brisvox.agent.tools.execution import Execution, Receipt, Speculation
+from brisvox.agent.tools.lines import make_line
 from brisvox.agent.tools.offer import Grounds
 from brisvox.agent.tools.registry import (
     CONFIRM_PENDING,
@@ -160,7 +161,7 @@ class ToolEngine:
         for p in self.confirmations.pending():
             spec = self.registry.spec(p.call.name)
             if p.call.id in ids and spec is not None and spec.confirm_question is not None:
-                return spec.confirm_question.format_map({k: _spoken(v) for k, v in p.call.arguments.items()})
+                return make_line(spec.name, spec.confirm_question, p.call.arguments)
         return None
 
     def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
@@ -169,17 +170,24 @@ class ToolEngine:
         base = self.registry.specs() if specs is None else specs
         return [spec for spec in base if self.offered is None or spec.name in self.offered]
 
-    def note_user_turn(self, text: str) -> None:
+    def note_user_turn(self, text: str) -> str | None:
         """A caller's turn entered the context: confirmations may follow it, its words may be
         ``from_caller`` arguments, and its no (a confirm tool's ``declined_by``) drops that
-        tool's waiting calls."""
+        tool's waiting calls.  Returns what the agent says to that no itself (the dropped call's
+        ``declined_line``, filled from its arguments; the first, when several are dropped), or
+        None: the turn is then answered without a model round, so nothing is looked up or
+        booked on a no (the 0.5B model looked the table up again and asked "Shall I book it?")."""
         self.confirmations.note_user_turn()
         self.grounds.note_user_text(text)
         self.grounds.note_turn_slots(text)
+        said: str | None = None
         for p in self.confirmations.pending():
             spec = self.registry.spec(p.call.name)
             if spec is not None and spec.declined_by and self.grounds.declines(text, spec.declined_by):
                 self.confirmations.drop(p.call.id)  # the caller said no: nothing can confirm it now
+                if said is None and spec.declined_line is not None:
+                    said = make_line(spec.name, spec.declined_line, p.call.arguments)
+        return said
 
     def _context(self, epoch: int, call: ToolCall, cancel: CancelToken) -> ToolCallContext:
         """The context one tool call runs with (ReadOnly and SideEffect alike)."""
@@ -435,17 +443,18 @@ class ToolEngine:
             return
         self.grounds.note_answer(registered.spec.name, slot.call.arguments, value.value)
         self._answers.settle(slot, epoch, start, ToolMessage(call_id=slot.call_id, content=text), Outcome.OK,
-                             delivered_of(value.value))
+                             delivered_of(value.value), said_of(registered.spec, slot.call.arguments, value.value))
 
     # -- executions ----------------------------------------------------------------------------
 
     def _finish(self, slots: list[Slot], epoch: int, exhausted: bool, ran: list[Record]) -> Execution:
-        results, outcomes, delivered = [], [], []
+        results, outcomes, delivered, lines = [], [], [], []
         for s in slots:
             assert s.answer is not None and s.outcome is not None, f"slot {s.call_id} was not answered"
             results.append(s.answer)
             outcomes.append(s.outcome)
             delivered.append(s.delivered)
+            lines.append(s.line)
         receipt = Receipt(
             ran=tuple(ran),
             carried=tuple(s.record for s in slots if s.record is not None and s.carried),
@@ -454,16 +463,6 @@ class ToolEngine:
         )
         return Execution(
             self._effects, epoch=epoch, results=results, budget_exhausted=exhausted, outcomes=outcomes, receipt=receipt,
-            delivered=delivered,
+            delivered=delivered, lines=lines,
         )
 
-
-def _spoken(value: object) -> str:
-    """An argument as a question says it: an ISO date as its day and month ("Sunday 6 December")."""
-    if isinstance(value, str):
-        try:
-            day = datetime.date.fromisoformat(value)
-        except ValueError:
-            return value
-        return f"{day:%A} {day.day} {day:%B}"
-    return str(value)

@@ -60,6 +60,9 @@ class AlreadySettled(BrisvoxError, RuntimeError):
     """An execution or speculation was used after it was delivered or discarded (also a ``RuntimeError``)."""
 
 
+_SUCCESS = frozenset({Outcome.OK, Outcome.OK_TRUNCATED})  # a call that ran and returned its value
+
+
 class _State(enum.Enum):
     PENDING = "pending"
     DELIVERED = "delivered"
@@ -71,10 +74,12 @@ class Execution:
 
     ``outcomes`` says how each call settled (parallel to ``results``), for watchers;
     ``delivered`` what each call's value listed under ``delivered`` (the sends it made, for the
-    delivery claim guard; empty for a call that returned no such list or no value).
+    delivery claim guard; empty for a call that returned no such list or no value); ``lines``
+    what the agent says itself of each call (its tool's ``result_line``, None for none).
     """
 
-    __slots__ = ("_hooks", "_receipt", "_state", "budget_exhausted", "delivered", "epoch", "outcomes", "results")
+    __slots__ = ("_hooks", "_receipt", "_state", "budget_exhausted", "delivered", "epoch", "lines", "outcomes",
+                 "results")
 
     def __init__(
         self,
@@ -86,16 +91,20 @@ class Execution:
         outcomes: Sequence[Outcome],
         receipt: Receipt | None = None,
         delivered: Sequence[tuple[str, ...]] | None = None,
+        lines: Sequence[str | None] | None = None,
     ) -> None:
         if len(outcomes) != len(results):
             raise InvalidInput(f"Execution: {len(results)} results but {len(outcomes)} outcomes")
         if delivered is not None and len(delivered) != len(results):
             raise InvalidInput(f"Execution: {len(results)} results but {len(delivered)} delivered lists")
+        if lines is not None and len(lines) != len(results):
+            raise InvalidInput(f"Execution: {len(results)} results but {len(lines)} lines")
         self._hooks = hooks
         self.epoch = epoch
         self.results: tuple[ToolMessage, ...] = tuple(results)
         self.outcomes: tuple[Outcome, ...] = tuple(outcomes)
         self.delivered: tuple[tuple[str, ...], ...] = tuple(delivered) if delivered is not None else ((),) * len(results)
+        self.lines: tuple[str | None, ...] = tuple(lines) if lines is not None else (None,) * len(results)
         self.budget_exhausted = budget_exhausted
         self._receipt = receipt if receipt is not None else Receipt()
         self._state = _State.PENDING
@@ -104,6 +113,15 @@ class Execution:
     def late_notes(self) -> tuple[LateNote, ...]:
         """Notes to append after the results (an orphan replayed here has its note held back)."""
         return self._receipt.late_notes
+
+    def spoken_line(self) -> str | None:
+        """The agent's own words for the whole round, when every call succeeded (its outcome ``ok``)
+        and its tool declared a result line for it; else None (the model answers the results).
+        A failed, refused or timed-out call never has its tool's success line."""
+        if not self.results or any(o not in _SUCCESS for o in self.outcomes):
+            return None
+        said = [line for line in self.lines if line is not None]
+        return " ".join(said) if len(said) == len(self.results) else None
 
     @property
     def is_delivered(self) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import enum
 import math
 import re
-import string
 from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from brisvox.agent.context import ToolCall
 from brisvox.agent.tools.cancel import CancelToken
+from brisvox.agent.tools.lines import RESULT, line_fields
 from brisvox.agent.tools.schema import CompiledSchema, SchemaError, compile_schema
 from brisvox.agent.tools.spec import ToolKind, ToolSpec
 from brisvox.agent.tools.store import IdempotencyKey
@@ -185,6 +185,32 @@ CONFIRM_PENDING_SPEC = ToolSpec(
 )
 
 
+def _template_fields(tool: str, what: str, template: str | None) -> list[str]:
+    """The argument names a declared line's fields use (its ``what`` field, for the error)."""
+    try:
+        return line_fields(template or "")
+    except ValueError as e:
+        raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {tool!r}: {what}: {e}") from None
+
+
+def _check_lines(spec: ToolSpec, props: Mapping[str, Any]) -> None:
+    """A result line is a template or a function; its fields and a declined line's are the
+    call's arguments (and ``result``, for a result line); a declined line needs ``declined_by``."""
+    name, line = spec.name, spec.result_line
+    if line is not None and not isinstance(line, str) and not callable(line):
+        raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: result_line must be a str.format "
+                            f"template or a function of (arguments, result), got {type(line).__name__}")
+    for what, template, extra in (("result_line", line if isinstance(line, str) else None, {RESULT}),
+                                  ("declined_line", spec.declined_line, set())):
+        bad = [f for f in _template_fields(name, what, template) if f not in props and f not in extra]
+        if bad:
+            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: {what} names fields that are "
+                                f"not its arguments{' or result' if extra else ''}: {', '.join(bad)}")
+    if spec.declined_line is not None and not spec.declined_by:
+        raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: declined_line needs declined_by "
+                            "(the caller's words that drop its waiting call)")
+
+
 class ToolRegistry:
     """Tools by name.  A rejected tool is not added; specs are listed in name order."""
 
@@ -224,16 +250,14 @@ class ToolRegistry:
         except SchemaError as e:
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: {e}") from None
         props = spec.parameters.get("properties", {})
-        try:
-            asked = [f for _, f, _, _ in string.Formatter().parse(spec.confirm_question or "") if f is not None]
-        except ValueError as e:
-            raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: confirm_question: {e}") from None
+        asked = _template_fields(name, "confirm_question", spec.confirm_question)
         named = (*spec.from_caller, *(spec.requires.bind if spec.requires is not None else ()), *spec.lookup_when_heard,
                  *asked)
         missing = [arg for arg in named if arg not in props]
         if missing:
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: from_caller/requires/"
                                 f"lookup_when_heard/confirm_question name arguments it does not have: {', '.join(missing)}")
+        _check_lines(spec, props)
         if spec.lookup_when_heard and spec.kind is not ToolKind.READ_ONLY:
             # A forced call runs on the caller's words alone: only a lookup may (never a booking).
             raise RegistryError(RegistryErrorKind.INVALID_SCHEMA, f"tool {name!r}: lookup_when_heard applies to "

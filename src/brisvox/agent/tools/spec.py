@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from brisvox.agent.tools.lines import ResultLine
 from brisvox.agent.tools.slots import SlotKind
 
 __all__ = [
@@ -73,6 +74,12 @@ class ToolSpec:
       ``confirm_tools``), the question the agent speaks itself when
       the gate holds a call of it (``str.format`` fields: the call's arguments), ending the
       turn there instead of a model round.
+    * ``result_line``: what the agent says itself when a call of the tool succeeds (a
+      ``str.format`` template of the call's arguments and ``result``, or a function of the
+      arguments and the returned value; :mod:`brisvox.agent.tools.lines`): when every call of
+      a round has one, they are spoken and the turn ends there instead of a model round.
+    * ``declined_line``: for a tool with ``declined_by``, what the agent says itself when the
+      caller's no drops its waiting call (fields: the call's arguments); the turn ends there.
     * ``lookup_when_heard``: for a ReadOnly tool, its arguments the caller says (argument
       name -> :class:`~brisvox.agent.tools.slots.SlotKind`); when the caller's turn gives
       them and no call of the tool answered for those values, the round offers only this
@@ -94,6 +101,8 @@ class ToolSpec:
     declined_by: tuple[str, ...] = ()
     confirmed_by: tuple[str, ...] = ()
     confirm_question: str | None = None
+    result_line: ResultLine | None = field(default=None, compare=False)
+    declined_line: str | None = None
     lookup_when_heard: Mapping[str, SlotKind] = field(default_factory=dict, hash=False)
 
     @property
