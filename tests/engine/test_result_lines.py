@@ -9,7 +9,9 @@ from typing import Any
 from brisvox.agent.context import AssistantMessage
 from brisvox.agent.tools import ToolCallContext, ToolError, ToolKind, ToolSpec
 from brisvox.core.clock import SimClock
+from brisvox.providers.llm import LlmRequest
 from brisvox.sim import Call, Say, ScenarioBuilder, ScriptedLlm
+from brisvox.sim.mock_llm import Step
 from tests.engine.harness import OBJ, Counter, SimResult, registry, simulate
 
 ONE_TURN = ScenarioBuilder().pause(0.5).say("is friday free").pause(4.0).build()
@@ -82,3 +84,28 @@ async def test_the_callers_no_is_answered_by_the_declined_line_with_nothing_book
     assert len(llm.requests) == 1  # the no asked the model nothing
     assert said(result)[-2:] == ["Book Friday 4 December?", "All right, Friday 4 December is not booked. Anything else?"]
     assert book.calls == [] and lookup.calls == []
+
+
+class PrefillingLlm(ScriptedLlm):
+    """A scripted model with a prompt cache (``PrefixWarm``): it records what was prefilled."""
+
+    def __init__(self, clock: SimClock, script: list[list[Step]]) -> None:
+        super().__init__(clock, script)
+        self.prefilled: list[LlmRequest] = []
+
+    async def warm_prefix(self, request: LlmRequest) -> None:
+        raise AssertionError("the engine never warms the prefix; the server does")
+
+    async def prefill(self, request: LlmRequest) -> bool:
+        self.prefilled.append(request)
+        return True
+
+
+async def test_a_line_that_ended_the_turn_is_prefilled_once_played_so_the_next_request_finds_it_cached() -> None:
+    clock = SimClock()
+    llm = PrefillingLlm(clock, [[Call(name="lookup", arguments={"day": "friday"})]])
+    result = await simulate(clock, ONE_TURN, llm, tools=registry(a=(LOOKUP, Counter(clock))))
+    assert len(llm.requests) == 1
+    last = llm.prefilled[-1].messages  # after the caller's words at the pause: the context with the line
+    assert isinstance(last[-1], AssistantMessage) and last[-1].text == "friday is free."
+    assert [m.text for m in last if isinstance(m, AssistantMessage) and m.text] == said(result)
