@@ -248,7 +248,6 @@ class LlmRunner(Processor):
         self.speculation = speculation
         self._speculative: SpeculativeStart | None = None
         self._prefill: asyncio.Task[bool] | None = None
-        self._warm_after: tuple[int, LlmRequest] | None = None  # a line's turn: its context, prefilled once played
         self.filler = filler if filler is not None else FillerPolicy.from_config(config.filler)
         self._pending_filler: WaitingFiller | None = None
         self.timeline = timeline or TimelineRecorder()
@@ -286,7 +285,6 @@ class LlmRunner(Processor):
         EndCall waiting for it, or the ``end_call`` tool called in that turn (the phone line's
         request), ends the call now (through ``end_call``: once the farewell's mark echoes).
         Both in the same turn end it once."""
-        self._warm_played(epoch)
         end = False
         if self._end_armed and epoch == self._end_after:
             self._end_armed = False
@@ -516,20 +514,14 @@ class LlmRunner(Processor):
     def _line_ends_turn(self, epoch: int, ctx: ProcessorContext) -> None:
         """A turn answered by the agent's own line (a tool's result or declined line) asked the
         model nothing, so its cache lacks the turn's results and the line: the next turn's request
-        would evaluate them (about 30 to 120 tokens, 0.5 to 1.8 s on the demo's 0.5B model, measured
-        as the next turn's wait).  They are prefilled once the line has played (not while it is
-        synthesized, which shares the cores), before the caller's next words."""
-        if isinstance(self.llm, PrefixWarm):
-            self._warm_after = (epoch, self._request(ctx.clock.wall().date()))
-
-    def _warm_played(self, epoch: int) -> None:
-        warm = self._warm_after
-        if warm is None or warm[0] != epoch or not isinstance(self.llm, PrefixWarm):
+        would evaluate them (about 140 tokens, 2 s on the demo's 0.5B model, measured as the next
+        turn's wait).  They are prefilled now, while the line plays (prefilled once it had played,
+        they were still being evaluated when the caller's next request came: docs/DEMO.md)."""
+        llm = self.llm
+        if not isinstance(llm, PrefixWarm) or (self._prefill is not None and not self._prefill.done()):
             return
-        self._warm_after = None
-        if self._prefill is not None and not self._prefill.done():
-            return
-        self._prefill = self._scope.spawn(self.llm.prefill(warm[1]), name=f"prefill-line-{epoch}")
+        self._prefill = self._scope.spawn(llm.prefill(self._request(ctx.clock.wall().date())),
+                                          name=f"prefill-line-{epoch}")
         self.stats.prefills += 1
 
     def _maybe_prefill(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
