@@ -47,7 +47,9 @@ most one filler (``TurnRounds.filled``).
 
 Prefill: with speculation off, each ``UserTurnTentative`` sends the settled context plus the
 words so far to a model with a prompt cache (``PrefixWarm.prefill``, which runs only when the
-model is idle), so the turn's request pays only for what changed.
+model is idle), so the turn's request pays only for what changed.  A turn that ends on the agent's
+own line (a tool's ``confirm_question``, ``result_line`` or ``declined_line``: no model round read
+its results) is prefilled as the line starts to play (``LlmRunner._line_ends_turn``).
 
 Greeting: with ``LlmConfig.greeting`` set, the ``StartFrame`` starts a round task that
 speaks it as epoch 0, round 0 (the turn driver gave epoch 0 to the bot).  It is in the
@@ -512,7 +514,7 @@ class LlmRunner(Processor):
         self.stats.speculations += 1
 
     def _line_ends_turn(self, epoch: int, ctx: ProcessorContext) -> None:
-        """A turn answered by the agent's own line (a tool's result or declined line) asked the
+        """A turn answered by the agent's own line (a tool's question, result or declined line) asked the
         model nothing, so its cache lacks the turn's results and the line: the next turn's request
         would evaluate them (about 140 tokens, 2 s on the demo's 0.5B model, measured as the next
         turn's wait).  They are prefilled now, while the line plays (prefilled once it had played,
