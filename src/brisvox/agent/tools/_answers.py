@@ -42,7 +42,7 @@ def delivered_of(value: Any) -> tuple[str, ...]:
 def said_of(spec: ToolSpec, arguments: Mapping[str, Any], value: Any) -> str | None:
     """What the agent says of a call of ``spec`` that returned ``value`` (its ``result_line``), made
     where the typed value is, as ``delivered_of`` is: only a success reaches here."""
-    return None if spec.result_line is None else make_line(spec.name, spec.result_line, arguments, value)
+    return None if spec.result_line is None else make_line(spec.name, "result_line", spec.result_line, arguments, value)
 
 
 class Tally:

@@ -161,7 +161,7 @@ class ToolEngine:
         for p in self.confirmations.pending():
             spec = self.registry.spec(p.call.name)
             if p.call.id in ids and spec is not None and spec.confirm_question is not None:
-                return make_line(spec.name, spec.confirm_question, p.call.arguments)
+                return make_line(spec.name, "confirm_question", spec.confirm_question, p.call.arguments)
         return None
 
     def listed_specs(self, specs: Sequence[ToolSpec] | None = None) -> list[ToolSpec]:
@@ -186,7 +186,7 @@ class ToolEngine:
             if spec is not None and spec.declined_by and self.grounds.declines(text, spec.declined_by):
                 self.confirmations.drop(p.call.id)  # the caller said no: nothing can confirm it now
                 if said is None and spec.declined_line is not None:
-                    said = make_line(spec.name, spec.declined_line, p.call.arguments)
+                    said = make_line(spec.name, "declined_line", spec.declined_line, p.call.arguments)
         return said
 
     def _context(self, epoch: int, call: ToolCall, cancel: CancelToken) -> ToolCallContext:

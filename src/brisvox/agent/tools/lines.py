@@ -64,18 +64,20 @@ def fill(template: str, arguments: Mapping[str, Any], result: object = _NO_RESUL
     return template.format_map(values)
 
 
-def make_line(tool: str, line: ResultLine, arguments: Mapping[str, Any], result: object = _NO_RESULT) -> str | None:
-    """A declared line for a call (with ``result``: a success's result line), or None when it says
-    none (the model answers).  A line that cannot be made (an argument the call left out, a
-    function that raised) is logged with the tool's name and the model answers instead."""
+def make_line(tool: str, what: str, line: ResultLine, arguments: Mapping[str, Any],
+              result: object = _NO_RESULT) -> str | None:
+    """A declared line for a call (``what``: which of the tool's lines, for the log; with
+    ``result``: a success's result line), or None when it says none (the model answers).  A line
+    that cannot be made (an argument the call left out, a function that raised) is logged with
+    the tool's name and the model answers instead."""
     try:
         text = fill(line, arguments, result) if isinstance(line, str) else line(arguments, result)
     except Exception as exc:  # a bad line must not cost the caller the answer: logged, the model answers
-        log.warning("tool %s: its result line could not be made (%s: %s); the model answers instead",
-                    tool, type(exc).__name__, exc, exc_info=True)
+        log.warning("tool %s: its %s could not be made (%s: %s); the model answers instead",
+                    tool, what, type(exc).__name__, exc, exc_info=True)
         return None
     if text is not None and not isinstance(text, str):
-        log.warning("tool %s: its result line returned %s, not a str; the model answers instead",
-                    tool, type(text).__name__)
+        log.warning("tool %s: its %s returned %s, not a str; the model answers instead",
+                    tool, what, type(text).__name__)
         return None
     return text if text else None
