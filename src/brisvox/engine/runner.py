@@ -519,11 +519,15 @@ class LlmRunner(Processor):
         would evaluate them (about 140 tokens, 2 s on the demo's 0.5B model, measured as the next
         turn's wait).  They are prefilled now, while the line plays (prefilled once it had played,
         they were still being evaluated when the caller's next request came: docs/DEMO.md)."""
+        self._start_prefill(lambda: self._request(ctx.clock.wall().date()), f"prefill-line-{epoch}")
+
+    def _start_prefill(self, request: Callable[[], LlmRequest], name: str) -> None:
+        """``request()`` sent to a model with a prompt cache, unless one prefill is still running
+        (one at a time: the model does it only when idle)."""
         llm = self.llm
         if not isinstance(llm, PrefixWarm) or (self._prefill is not None and not self._prefill.done()):
             return
-        self._prefill = self._scope.spawn(llm.prefill(self._request(ctx.clock.wall().date())),
-                                          name=f"prefill-line-{epoch}")
+        self._prefill = self._scope.spawn(llm.prefill(request()), name=name)
         self.stats.prefills += 1
 
     def _maybe_prefill(self, frame: UserTurnTentative, ctx: ProcessorContext) -> None:
@@ -531,16 +535,15 @@ class LlmRunner(Processor):
         pause: evaluated while the turn's end is decided, the turn's request pays only for
         what changed (docs/DEMO.md, "The local LLM's time").  The model does it only when
         idle and gives way to any request."""
-        llm = self.llm
-        if not isinstance(llm, PrefixWarm) or (self._round_task is not None and not self._round_task.done()):
+        if self._round_task is not None and not self._round_task.done():
             return
-        if self._prefill is not None and not self._prefill.done():
-            return
-        context = settled_copy(self.context)
-        context.push_user(frame.text)
-        request = self._request(ctx.clock.wall().date(), context, frame.text)
-        self._prefill = self._scope.spawn(llm.prefill(request), name=f"prefill-{frame.epoch}")
-        self.stats.prefills += 1
+
+        def request() -> LlmRequest:
+            context = settled_copy(self.context)
+            context.push_user(frame.text)
+            return self._request(ctx.clock.wall().date(), context, frame.text)
+
+        self._start_prefill(request, f"prefill-{frame.epoch}")
 
     async def _drop_speculation(self) -> None:
         run, self._speculative = self._speculative, None
